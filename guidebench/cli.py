@@ -1,0 +1,68 @@
+"""The `guidebench` command line: discovers subcommands in `guidebench.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import __version__, commands
+from .errors import GuidebenchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every discovered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="guidebench",
+        description="Train, score, rank and export the decision programs of autonomous loops.",
+    )
+    parser.add_argument("--version", action="version", version=f"guidebench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the console script."""
+    logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
+                        format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except GuidebenchError as exc:
+        print(f"guidebench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("guidebench: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a clear line for the user, the traceback kept for the bug report
+        if args.debug:
+            raise
+        log = Path(os.environ.get("GUIDEBENCH_HOME", ".guidebench")) / "last-error.log"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc())
+            where = f" (traceback in {log})"
+        except OSError:
+            where = ""
+        print(f"guidebench: error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI subcommands: every module here exposes `register(subparsers)` and is discovered by the CLI."""

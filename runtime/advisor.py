@@ -1,0 +1,170 @@
+"""Record shapes of the kernel-optimization advisor loop (formats.md §2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+FAMILIES: tuple[str, ...] = ("family:schedule", "family:reduce_loads", "family:break_deps")
+StrategyFamily = Literal["family:schedule", "family:reduce_loads", "family:break_deps"]
+Risk = Literal["Low", "Medium", "High"]
+
+# Published reference points of the simulated VLIW kernel (formats.md §2).
+BASELINE_CYCLES = 147734
+THRESHOLDS: tuple[int, ...] = (2164, 1790, 1579, 1548, 1487, 1363)
+SLOT_LIMITS: dict[str, int] = {"alu": 12, "valu": 6, "load": 2, "store": 2, "flow": 1}
+VECTOR_LENGTH = 8
+
+
+class ExperimentLogEntry(BaseModel):
+    """One line of `experiments/log.jsonl`; the older short shape leaves the newer fields None."""
+
+    model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
+
+    iteration_id: int
+    timestamp_utc: str
+    valid: bool
+    cycles: Optional[int]
+    strategy_tags: list[str]
+    branch: str = ""
+    base_branch: str = ""
+    base_sha: str = ""
+    head_sha: str = ""
+    files_changed: list[str] = Field(default_factory=list)
+    tests_diff_empty: Optional[bool] = None
+    delta_vs_best: Optional[int] = None
+    hypothesis: str = ""
+    change_summary: list[str] = Field(default_factory=list)
+    result_summary: str = ""
+    merged_to_main: Optional[bool] = None
+    notes: Optional[str] = None
+    # Newer shape only.
+    scope_ok: Optional[bool] = None
+    scope_disallowed_files: Optional[list[str]] = None
+    scope_forbidden_files: Optional[list[str]] = None
+    correctness_pass: Optional[bool] = None
+    best_before: Optional[int] = None
+    new_best: Optional[bool] = None
+    threshold_met: Optional[bool] = None
+
+    @field_validator("timestamp_utc")
+    @classmethod
+    def _utc_timestamp(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise ValueError(f"not a UTC timestamp (%Y-%m-%dT%H:%M:%SZ): {value!r}") from exc
+        return value
+
+    @property
+    def family(self) -> Optional[str]:
+        """The strategy family (`strategy_tags[0]` when it is one of the three), else None."""
+        tags = self.strategy_tags
+        return tags[0] if tags and tags[0] in FAMILIES else None
+
+    @property
+    def is_full_shape(self) -> bool:
+        """True for the newer shape (carries correctness and scope fields)."""
+        return self.correctness_pass is not None or self.scope_ok is not None or self.best_before is not None
+
+
+class DirectiveValidation(BaseModel):
+    """How the coding agent checks a directive: commands and pass criteria (1-6 each)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    commands: list[StrictStr] = Field(min_length=1, max_length=6)
+    pass_criteria: list[StrictStr] = Field(min_length=1, max_length=6)
+
+    @field_validator("commands", "pass_criteria")
+    @classmethod
+    def _no_blank(cls, items: list[str]) -> list[str]:
+        return _no_blank_items(items)
+
+
+def _no_blank_items(items: list[str]) -> list[str]:
+    for index, item in enumerate(items):
+        if not item.strip():
+            raise ValueError(f"item {index} is blank")
+    return items
+
+
+class OptimizationDirective(BaseModel):
+    """The planner's output (formats.md §2.2): every key required, no extra keys."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    objective: StrictStr
+    primary_hypothesis: StrictStr
+    strategy_family: StrategyFamily
+    strategy_modifiers: list[StrictStr] = Field(max_length=3)
+    risk: Risk
+    expected_effect_cycles: StrictInt
+    change_summary: list[StrictStr] = Field(min_length=1, max_length=5)
+    step_plan: list[StrictStr] = Field(min_length=3, max_length=12)
+    validation: DirectiveValidation
+    next_packet_requests: list[StrictStr] = Field(max_length=6)
+    did_web_search: StrictBool
+
+    @field_validator("strategy_modifiers", "change_summary", "step_plan", "next_packet_requests")
+    @classmethod
+    def _no_blank(cls, items: list[str]) -> list[str]:
+        return _no_blank_items(items)
+
+
+class FamilyConstraints(BaseModel):
+    """Which strategy families the next directive may use (pivot protocol §2.4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_families: list[str] = Field(default_factory=lambda: list(FAMILIES))
+    blocked_families: list[str] = Field(default_factory=list)
+    current_family: Optional[str] = None
+    current_family_streak_len: int = 0
+    last_attempt_meaningful_win: bool = False
+    max_consecutive: int = 2
+
+
+class PerformanceProfile(BaseModel):
+    """Lower bounds and schedule estimate of the kernel (packet `performance_profile`)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    task_counts_by_engine: dict[str, int] = Field(default_factory=dict)
+    min_cycles_by_engine: dict[str, int] = Field(default_factory=dict)
+    resource_lb_cycles: Optional[int] = None
+    cp_lb_cycles: Optional[int] = None
+    tight_lb_cycles: Optional[int] = None
+    schedule_cycles_estimate: Optional[int] = None
+    schedule_slack_pct: Optional[float] = None
+
+
+class ExperimentSummary(BaseModel):
+    """Packet `experiment_summary`: bests, last attempts and invalid counts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    best_cycles: Optional[int] = None
+    best_cycles_by_family: dict[str, int] = Field(default_factory=dict)
+    last_attempt: Optional[dict[str, Any]] = None
+    last_valid_attempt: Optional[dict[str, Any]] = None
+    recent_attempts: list[dict[str, Any]] = Field(default_factory=list)
+    invalid_counts: dict[str, int] = Field(default_factory=dict)
+
+
+class AdvisorPacket(BaseModel):
+    """What the planner sees before each iteration (formats.md §2.3)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    goal: Literal["threshold", "best"] = "best"
+    threshold_target: Optional[int] = None
+    best_cycles: Optional[int] = None
+    aspiration_cycles: Optional[int] = None
+    plateau_valid_iters_since_best: Optional[int] = None
+    strategy_family_constraints: FamilyConstraints = Field(default_factory=FamilyConstraints)
+    experiment_log_tail: list[dict[str, Any]] = Field(default_factory=list)
+    experiment_summary: ExperimentSummary = Field(default_factory=ExperimentSummary)
+    performance_profile: Optional[PerformanceProfile] = None

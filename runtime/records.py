@@ -1,0 +1,127 @@
+"""The workbench's own replayable records: decision records and planner examples."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .advisor import AdvisorPacket, ExperimentLogEntry
+from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
+
+LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 kept."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str | bytes) -> str:
+    """SHA-256 hex digest of text (UTF-8) or bytes."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def inputs_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
+    """Identity of a decision's inputs: SHA-256 of canonical JSON of summary + config."""
+    return sha256_hex(canonical_json({"summary": summary.model_dump(mode="json"),
+                                      "config": config.model_dump(mode="json")}))
+
+
+class OutcomeLabel(BaseModel):
+    """What the right action was, with where that knowledge came from."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    action: Action
+    source: str = Field(description=LABEL_SOURCES_HELP)
+    reason: str = ""
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    next_input: str = ""
+
+
+class LoggedDecision(BaseModel):
+    """The decision as the deployed loop logged it: model's own and enforced."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    action: Action
+    confidence: float
+    model_action: str
+    model_confidence: float
+    reason: str = ""
+    next_input_preview: str = ""
+    state: str = "running"
+
+
+class LMUsage(BaseModel):
+    """Token usage of one decision, when known."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class SourceRef(BaseModel):
+    """Where a record came from: file and 1-based line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    line: int
+
+
+class DecisionRecord(BaseModel):
+    """One replayable Full Auto decision with its guardrail config, audit and outcome label."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    record_id: str
+    inputs_hash: str
+    run_id: str
+    workspace_id: str = ""
+    thread_id: str
+    turn_id: str
+    sequence_id: int = 0
+    timestamp: str = ""
+    summary: FullAutoTurnSummary
+    config: GuardrailConfig = Field(default_factory=GuardrailConfig)
+    config_source: str = "default"
+    logged: Optional[LoggedDecision] = None
+    guardrail: Optional[GuardrailAudit] = None
+    model: str = ""
+    package_version: str = ""
+    usage: Optional[LMUsage] = None
+    raw_prediction: Any = None
+    parse_diagnostics: Any = None
+    label: Optional[OutcomeLabel] = None
+    source: Optional[SourceRef] = None
+
+    @classmethod
+    def build(cls, summary: FullAutoTurnSummary, config: GuardrailConfig, **fields: Any) -> "DecisionRecord":
+        """Create a record whose id and inputs hash are derived from its content."""
+        digest = inputs_hash(summary, config)
+        run_id = fields.pop("run_id", "")
+        sequence_id = fields.get("sequence_id", 0)
+        record_id = fields.pop("record_id", None) or sha256_hex(f"{run_id}\n{sequence_id}\n{digest}")[:16]
+        return cls(record_id=record_id, inputs_hash=digest, run_id=run_id, summary=summary, config=config,
+                   thread_id=fields.pop("thread_id", summary.thread_id),
+                   turn_id=fields.pop("turn_id", summary.turn_id), **fields)
+
+
+class PlannerRecord(BaseModel):
+    """One planner example: the packet rebuilt from earlier entries and the entry that followed."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    record_id: str
+    episode_id: str
+    iteration_id: int
+    packet: AdvisorPacket
+    outcome: Optional[ExperimentLogEntry] = None
+    source: Optional[SourceRef] = None
