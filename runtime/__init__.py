@@ -4,7 +4,10 @@ Kept small on purpose: no MLflow, Optuna or pandas imports here.
 """
 
 from .advisor import (
+    BASELINE_CYCLES,
     FAMILIES,
+    SLOT_LIMITS,
+    THRESHOLDS,
     AdvisorPacket,
     DirectiveValidation,
     ExperimentLogEntry,
@@ -15,34 +18,55 @@ from .advisor import (
 )
 from .fullauto import (
     ACTIONS,
+    GUARDRAIL_RULES,
     DecisionLogLine,
     FullAutoTurnSummary,
     GuardrailAudit,
     GuardrailConfig,
     GuardrailContext,
     GuidanceDecision,
+    LoggedTurnSummary,
     RawDecisionLogLine,
     RunEvent,
     RunFile,
+    next_progress_count,
     tokens_from_usage,
 )
 from .guardrails import apply_guardrails, parse_decision
 from .pivot import (
+    PIVOT_RULES,
     best_cycles,
+    current_streak,
     family_constraints,
     family_of,
+    invalid_streak,
+    meaningful_win,
+    near_bound,
     pivot_required,
     plateau_valid_iters_since_best,
     validate_directive,
 )
-from .records import DecisionRecord, LoggedDecision, OutcomeLabel, PlannerRecord, SourceRef, canonical_json
+from .records import (
+    DecisionRecord,
+    LoggedDecision,
+    OutcomeLabel,
+    PlannerRecord,
+    SourceRef,
+    canonical_json,
+    inputs_hash,
+    sha256_hex,
+)
 
 __all__ = [
-    "ACTIONS", "FAMILIES", "AdvisorPacket", "DecisionLogLine", "DecisionRecord", "DirectiveValidation",
-    "ExperimentLogEntry", "ExperimentSummary", "FamilyConstraints", "FullAutoTurnSummary", "GuardrailAudit",
-    "GuardrailConfig", "GuardrailContext", "GuidanceDecision", "LoggedDecision", "OptimizationDirective",
+    "ACTIONS", "BASELINE_CYCLES", "FAMILIES", "GUARDRAIL_RULES", "PIVOT_RULES", "SLOT_LIMITS", "THRESHOLDS",
+    "AdvisorPacket", "DecisionLogLine", "DecisionRecord", "DirectiveValidation", "ExperimentLogEntry",
+    "ExperimentSummary", "FamilyConstraints", "FullAutoTurnSummary", "GuardrailAudit", "GuardrailConfig",
+    "GuardrailContext", "GuidanceDecision", "LoggedDecision", "LoggedTurnSummary", "OptimizationDirective",
     "OutcomeLabel", "PerformanceProfile", "PlannerRecord", "RawDecisionLogLine", "RunEvent", "RunFile",
-    "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "family_constraints", "family_of",
-    "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "tokens_from_usage",
+    "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "current_streak", "family_constraints",
+    "family_of", "inputs_hash", "invalid_streak", "meaningful_win", "near_bound", "next_progress_count",
+    "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex", "tokens_from_usage",
     "validate_directive",
 ]
+from .frozen import FrozenModuleError, load_frozen  # noqa: E402  (export issue: frozen-module loader)
+__all__ += ["FrozenModuleError", "load_frozen"]

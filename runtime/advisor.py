@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -16,28 +17,37 @@ BASELINE_CYCLES = 147734
 THRESHOLDS: tuple[int, ...] = (2164, 1790, 1579, 1548, 1487, 1363)
 SLOT_LIMITS: dict[str, int] = {"alu": 12, "valu": 6, "load": 2, "store": 2, "flow": 1}
 VECTOR_LENGTH = 8
+TIMESTAMP_UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_TIMESTAMP_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
 class ExperimentLogEntry(BaseModel):
-    """One line of `experiments/log.jsonl`; the older short shape leaves the newer fields None."""
+    """One line of `experiments/log.jsonl` (formats.md §2.1).
+
+    Both shapes are accepted: the fields common to the old and the new shape are required
+    (`cycles`, `delta_vs_best` and `correctness_pass` may be null); the newer fields
+    (scope, correctness, `best_before`, `new_best`, `threshold_met`) are None on old lines.
+    `merged_to_main` and `notes` may be absent (one public log writes `merged_to_best`,
+    kept as an extra key). Types are strict, as written by the loop runner.
+    """
 
     model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
 
     iteration_id: int
     timestamp_utc: str
+    branch: str
+    base_branch: str
+    base_sha: str
+    head_sha: str
+    files_changed: list[str]
+    tests_diff_empty: bool
     valid: bool
     cycles: Optional[int]
+    delta_vs_best: Optional[int]
     strategy_tags: list[str]
-    branch: str = ""
-    base_branch: str = ""
-    base_sha: str = ""
-    head_sha: str = ""
-    files_changed: list[str] = Field(default_factory=list)
-    tests_diff_empty: Optional[bool] = None
-    delta_vs_best: Optional[int] = None
-    hypothesis: str = ""
-    change_summary: list[str] = Field(default_factory=list)
-    result_summary: str = ""
+    hypothesis: str
+    change_summary: list[str]
+    result_summary: str
     merged_to_main: Optional[bool] = None
     notes: Optional[str] = None
     # Newer shape only.
@@ -53,9 +63,11 @@ class ExperimentLogEntry(BaseModel):
     @classmethod
     def _utc_timestamp(cls, value: str) -> str:
         try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if not _TIMESTAMP_UTC.match(value):
+                raise ValueError("layout")
+            datetime.strptime(value, TIMESTAMP_UTC_FORMAT)
         except ValueError as exc:
-            raise ValueError(f"not a UTC timestamp (%Y-%m-%dT%H:%M:%SZ): {value!r}") from exc
+            raise ValueError(f"not a UTC timestamp of the form %Y-%m-%dT%H:%M:%SZ: {value!r}") from exc
         return value
 
     @property
@@ -67,7 +79,8 @@ class ExperimentLogEntry(BaseModel):
     @property
     def is_full_shape(self) -> bool:
         """True for the newer shape (carries correctness and scope fields)."""
-        return self.correctness_pass is not None or self.scope_ok is not None or self.best_before is not None
+        return self.correctness_pass is not None or self.scope_ok is not None or self.best_before is not None \
+            or self.new_best is not None
 
 
 class DirectiveValidation(BaseModel):
@@ -115,9 +128,14 @@ class OptimizationDirective(BaseModel):
 
 
 class FamilyConstraints(BaseModel):
-    """Which strategy families the next directive may use (pivot protocol §2.4)."""
+    """Which strategy families the next directive may use (pivot protocol §2.4).
 
-    model_config = ConfigDict(extra="forbid")
+    As in the original, `allowed_families` always lists the three families in their fixed
+    order; `blocked_families` (at most one) is what the next directive must avoid. Extra
+    keys of packets written by the original (`policy`, `reason`) are accepted.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     allowed_families: list[str] = Field(default_factory=lambda: list(FAMILIES))
     blocked_families: list[str] = Field(default_factory=list)
@@ -125,6 +143,21 @@ class FamilyConstraints(BaseModel):
     current_family_streak_len: int = 0
     last_attempt_meaningful_win: bool = False
     max_consecutive: int = 2
+
+    def __getitem__(self, key: str) -> Any:
+        """Dict-style read access (`constraints["blocked_families"]`), as in packets."""
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Dict-style `get`."""
+        return getattr(self, key, default)
+
+    def families_for_next(self) -> list[str]:
+        """The families a directive may use: allowed minus blocked, or all three if that leaves none."""
+        return [f for f in self.allowed_families if f not in self.blocked_families] or list(FAMILIES)
 
 
 class PerformanceProfile(BaseModel):
@@ -165,6 +198,7 @@ class AdvisorPacket(BaseModel):
     aspiration_cycles: Optional[int] = None
     plateau_valid_iters_since_best: Optional[int] = None
     strategy_family_constraints: FamilyConstraints = Field(default_factory=FamilyConstraints)
-    experiment_log_tail: list[dict[str, Any]] = Field(default_factory=list)
+    # The original sends the raw JSONL lines (strings); parsed dicts are accepted too.
+    experiment_log_tail: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
     experiment_summary: ExperimentSummary = Field(default_factory=ExperimentSummary)
     performance_profile: Optional[PerformanceProfile] = None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Action = Literal["continue", "pause", "stop", "review"]
 ACTIONS: tuple[str, ...] = ("continue", "pause", "stop", "review")
@@ -16,22 +17,42 @@ GUARDRAIL_RULES: tuple[str, ...] = (
     "turn_failed", "turn_interrupted", "max_turns", "no_progress",
     "max_tokens", "low_confidence", "review_requested",
 )
+GuardrailRule = Literal[
+    "turn_failed", "turn_interrupted", "max_turns", "no_progress",
+    "max_tokens", "low_confidence", "review_requested",
+]
 
-# Log lines mirror a strictly typed producer: a number where text is expected (or the
-# reverse) is a wrong-typed line, not something to coerce silently.
+# Log lines mirror a strictly typed producer (serde structs without defaults): a number
+# where text is expected (or the reverse) is a wrong-typed line and a missing key an
+# incomplete one; neither is coerced or filled in silently. Unknown extra keys are ignored
+# so that a newer producer's additions do not break the import.
 _LOG = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False, populate_by_name=True)
+
+_RFC3339 = re.compile(
+    r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
 
 
 def _rfc3339(value: str) -> str:
+    """Accept an RFC 3339 date-time with an offset (chrono writes up to 9 fraction digits)."""
+    match = _RFC3339.match(value)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 timestamp (date, time and offset required): {value!r}")
+    date, time, fraction, offset = match.groups()
+    offset = "+00:00" if offset in ("Z", "z") else offset
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        datetime.fromisoformat(f"{date}T{time}.{(fraction or '0')[:6].ljust(6, '0')}{offset}")
     except ValueError as exc:
-        raise ValueError(f"not an RFC 3339 timestamp: {value!r}") from exc
+        raise ValueError(f"not an RFC 3339 timestamp: {value!r} ({exc})") from exc
     return value
 
 
 class FullAutoTurnSummary(BaseModel):
-    """What the loop knows after a turn (formats.md §1.1)."""
+    """What the loop knows after a turn (formats.md §1.1).
+
+    Built in code, every field but the ids has the producer's default. Validating a
+    logged summary (inside `DecisionLogLine`) requires every field: see `LoggedTurnSummary`.
+    """
 
     model_config = _LOG
 
@@ -56,14 +77,56 @@ class FullAutoTurnSummary(BaseModel):
         return tokens_from_usage(self.token_usage)
 
     def progress_signature(self) -> Optional[str]:
-        """The no-progress signature `plan:<plan>\\ndiff:<diff>`, None when both are empty."""
-        if not self.turn_plan and not self.diff_summary:
+        """The no-progress signature `plan:<plan>\\ndiff:<diff>`, None when both are empty.
+
+        As in the original, plan and diff are trimmed first (whitespace-only counts as empty).
+        """
+        plan, diff = self.turn_plan.strip(), self.diff_summary.strip()
+        if not plan and not diff:
             return None
-        return f"plan:{self.turn_plan}\ndiff:{self.diff_summary}"
+        return f"plan:{plan}\ndiff:{diff}"
+
+
+class LoggedTurnSummary(FullAutoTurnSummary):
+    """A turn summary as written in `fullauto-decisions.jsonl`: the producer always writes every field."""
+
+    model_config = _LOG
+
+    thread_id: str
+    turn_id: str
+    last_turn_status: TurnStatus
+    turn_error: str
+    last_agent_message: str
+    last_guidance_directive: str
+    turn_plan: str
+    diff_summary: str
+    token_usage: str
+    pending_approvals: str
+    pending_tool_inputs: str
+    compaction_events: str
+    recent_actions: str
+    turn_count: int = Field(ge=0)
+    no_progress_count: int = Field(ge=0)
+
+
+def _token_count(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
 
 
 def tokens_from_usage(token_usage: Any) -> Optional[int]:
-    """Read `totalTokens` or `total_tokens` from token-usage JSON text or a dict; None if absent."""
+    """Read `totalTokens` (else `total_tokens`) from token-usage JSON text or a dict; None if absent.
+
+    Like the original (`as_u64`), only a non-negative whole number counts; text such as
+    "51234" is not a token count.
+    """
+    if isinstance(token_usage, (bytes, bytearray)):
+        token_usage = token_usage.decode("utf-8", errors="replace")
     data = token_usage
     if isinstance(token_usage, str):
         if not token_usage.strip():
@@ -75,15 +138,9 @@ def tokens_from_usage(token_usage: Any) -> Optional[int]:
     if not isinstance(data, dict):
         return None
     for key in ("totalTokens", "total_tokens"):
-        value = data.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and math.isfinite(value):
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
+        count = _token_count(data.get(key))
+        if count is not None:
+            return count
     return None
 
 
@@ -106,6 +163,12 @@ class GuidanceDecision(BaseModel):
     # Diagnostics of parse_decision; empty for a cleanly parsed decision.
     parse_errors: list[str] = Field(default_factory=list)
 
+    @field_validator("next_input", "reason", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        # The original's next_input is Option<String>: None means "use the fallback prompt".
+        return "" if value is None else value
+
     @property
     def parse_failed(self) -> bool:
         """True when this decision is the safe default for unparseable output."""
@@ -124,11 +187,15 @@ class GuardrailConfig(BaseModel):
 
 
 class GuardrailContext(BaseModel):
-    """What the guardrails look at besides the decision."""
+    """What the guardrails look at besides the decision.
+
+    `last_turn_status` is any text, as in the original (which compares it with "failed"
+    and "interrupted"); logged summaries restrict it to the three statuses of §1.1.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    last_turn_status: TurnStatus = "completed"
+    last_turn_status: str = "completed"
     turn_count: int = 0
     no_progress_count: int = 0
     tokens_used: Optional[int] = None
@@ -152,11 +219,19 @@ class GuardrailAudit(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
     triggered: bool
-    rule: Optional[str] = None
-    original_action: str
+    rule: Optional[GuardrailRule] = None
+    original_action: Action
     original_confidence: float
-    enforced_action: str
+    enforced_action: Action
     enforced_confidence: float
+
+    @model_validator(mode="after")
+    def _rule_iff_triggered(self) -> "GuardrailAudit":
+        if self.triggered and self.rule is None:
+            raise ValueError("rule: a triggered audit must name its rule")
+        if not self.triggered and self.rule is not None:
+            raise ValueError(f"rule: an untriggered audit has rule null, got {self.rule!r}")
+        return self
 
     @property
     def overridden(self) -> bool:
@@ -165,7 +240,11 @@ class GuardrailAudit(BaseModel):
 
 
 class DecisionLogLine(BaseModel):
-    """One line of `fullauto-decisions.jsonl` (formats.md §1.4)."""
+    """One line of `fullauto-decisions.jsonl` (formats.md §1.4).
+
+    Every key is required except `guardrail` (an Option in the producer); the summary
+    must carry all of its fields.
+    """
 
     model_config = _LOG
 
@@ -178,11 +257,11 @@ class DecisionLogLine(BaseModel):
     action: Action
     confidence: float
     reason: str
-    next_input_preview: str = ""
+    next_input_preview: str
     state: Literal["running", "paused"]
     model: str
-    guardrail: Optional[GuardrailAudit] = None
-    summary: FullAutoTurnSummary
+    guardrail: Optional[GuardrailAudit] = None  # an Option in the producer: null or absent
+    summary: LoggedTurnSummary
 
     @field_validator("timestamp")
     @classmethod
@@ -199,52 +278,70 @@ class DecisionLogLine(BaseModel):
 
 
 class RawDecisionLogLine(BaseModel):
-    """One line of `fullauto-decisions-raw.jsonl`."""
+    """One line of `fullauto-decisions-raw.jsonl`; every key is required (the two values may be null)."""
 
     model_config = _LOG
 
     timestamp: str
     sequence_id: int = Field(ge=0)
     run_id: str
-    workspace_id: str = ""
-    thread_id: str = ""
+    workspace_id: str
+    thread_id: str
     turn_id: str
-    raw_prediction: Any = None
-    parse_diagnostics: Any = None
+    raw_prediction: Any
+    parse_diagnostics: Any
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_is_rfc3339(cls, value: str) -> str:
+        return _rfc3339(value)
 
 
 class RunFile(BaseModel):
-    """`runs/<run_id>.json`: the guardrail config in force for one run."""
+    """`runs/<run_id>.json`: the guardrail config in force for one run.
 
-    model_config = ConfigDict(strict=False, extra="ignore", allow_inf_nan=False)
+    `thread_id` and `max_tokens` are `Option`s in the producer (null, or absent as serde
+    allows on read); the other keys are required.
+    """
+
+    model_config = _LOG
 
     run_id: str
-    workspace_id: str = ""
-    thread_id: str = ""
-    started_at: Any = None
-    decision_model: str = ""
-    min_confidence: Optional[float] = None
-    max_turns: Optional[int] = None
-    no_progress_limit: Optional[int] = None
-    max_tokens: Optional[int] = None
+    workspace_id: str
+    thread_id: Optional[str] = None
+    started_at: str
+    decision_model: str
+    min_confidence: float
+    max_turns: int = Field(ge=0)
+    no_progress_limit: int = Field(ge=0)
+    max_tokens: Optional[int] = Field(default=None, ge=0)
+
+    @field_validator("started_at")
+    @classmethod
+    def _started_at_is_rfc3339(cls, value: str) -> str:
+        return _rfc3339(value)
 
     def guardrail_config(self) -> GuardrailConfig:
-        """The config this run used; absent values fall back to the defaults."""
-        default = GuardrailConfig()
+        """The config this run used."""
         return GuardrailConfig(
-            min_confidence=default.min_confidence if self.min_confidence is None else self.min_confidence,
-            max_turns=default.max_turns if self.max_turns is None else self.max_turns,
-            no_progress_limit=default.no_progress_limit if self.no_progress_limit is None else self.no_progress_limit,
+            min_confidence=self.min_confidence,
+            max_turns=self.max_turns,
+            no_progress_limit=self.no_progress_limit,
             max_tokens=self.max_tokens,
         )
 
 
 class RunEvent(BaseModel):
-    """One line of `runs/<run_id>_events.jsonl`."""
+    """One line of `runs/<run_id>_events.jsonl` (`data` may be null but must be present)."""
 
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    model_config = _LOG
 
-    timestamp: Any = None
-    sequence_id: int = 0
+    timestamp: str
+    sequence_id: int = Field(ge=0)
     event_type: str
-    data: Any = None
+    data: Any
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_is_rfc3339(cls, value: str) -> str:
+        return _rfc3339(value)

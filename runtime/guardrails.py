@@ -5,15 +5,32 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from .fullauto import ACTIONS, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
 
 OUTPUT_FIELDS: tuple[str, ...] = ("action", "next_input", "reason", "confidence")
 
+# The reasons the original loop writes when a rule overrides the model (the logged
+# `reason` of an enforced decision); replay reproduces them so logged and replayed
+# decisions compare equal.
+RULE_REASONS: dict[str, str] = {
+    "turn_failed": "Turn failed; stopping Full Auto.",
+    "turn_interrupted": "Turn interrupted; pausing Full Auto.",
+    "max_turns": "Reached Full Auto turn limit.",
+    "no_progress": "No progress detected across multiple turns.",
+    "max_tokens": "Token budget exceeded; stopping Full Auto.",
+    "review_requested": "Review requested; pausing Full Auto.",
+}
 
-def _rule_1_to_5(context: GuardrailContext, config: GuardrailConfig) -> Optional[tuple[str, str]]:
-    """The hard rules, first match wins: (enforced action, rule) or None."""
+
+def low_confidence_reason(confidence: float) -> str:
+    """The original's reason for a low-confidence pause."""
+    return f"Low confidence ({confidence:.2f}) decision; pausing Full Auto."
+
+
+def hard_rule(context: GuardrailContext, config: GuardrailConfig) -> Optional[tuple[str, str]]:
+    """Rules 1-5, first match wins: (enforced action, rule), or None when none applies."""
     if context.last_turn_status == "failed":
         return "stop", "turn_failed"
     if context.last_turn_status == "interrupted":
@@ -27,26 +44,46 @@ def _rule_1_to_5(context: GuardrailContext, config: GuardrailConfig) -> Optional
     return None
 
 
+_rule_1_to_5 = hard_rule  # former private name, kept for callers that used it
+
+
 def apply_guardrails(
-    decision: GuidanceDecision,
-    context: GuardrailContext,
-    config: Optional[GuardrailConfig] = None,
+    decision: Union[GuidanceDecision, Mapping[str, Any]],
+    context: Union[GuardrailContext, Mapping[str, Any]],
+    config: Union[GuardrailConfig, Mapping[str, Any], None] = None,
 ) -> tuple[GuidanceDecision, GuardrailAudit]:
-    """Enforce the guardrail rules on a model decision; returns (enforced decision, audit)."""
-    config = config or GuardrailConfig()
-    enforced = decision.model_copy()
+    """Enforce the guardrail rules on a model decision; returns (enforced decision, audit).
+
+    Rules 1-5 (turn failed/interrupted, max turns, no progress, max tokens) replace the
+    decision: action of the rule, confidence 1.0, next_input cleared. Rule 6 (confidence
+    below min_confidence, any action) and rule 7 (review) turn the action into pause and
+    keep the model's confidence. The audit is always returned (`triggered` False when no
+    rule fired). Dicts are accepted for the three arguments.
+    """
+    if not isinstance(decision, GuidanceDecision):
+        decision = GuidanceDecision.model_validate(decision)
+    if not isinstance(context, GuardrailContext):
+        context = GuardrailContext.model_validate(context)
+    if config is None:
+        config = GuardrailConfig()
+    elif not isinstance(config, GuardrailConfig):
+        config = GuardrailConfig.model_validate(config)
+
+    enforced = decision.model_copy(deep=True)
     rule: Optional[str] = None
-    hard = _rule_1_to_5(context, config)
+    hard = hard_rule(context, config)
     if hard is not None:
         action, rule = hard
         # The hard rules are certain and end the turn-to-turn loop: no follow-up input.
-        enforced = decision.model_copy(update={"action": action, "confidence": 1.0, "next_input": ""})
+        enforced = decision.model_copy(
+            update={"action": action, "confidence": 1.0, "next_input": "", "reason": RULE_REASONS[rule]}, deep=True)
     elif decision.confidence < config.min_confidence:
         rule = "low_confidence"
-        enforced = decision.model_copy(update={"action": "pause"})
+        enforced = decision.model_copy(
+            update={"action": "pause", "reason": low_confidence_reason(decision.confidence)}, deep=True)
     elif decision.action == "review":
         rule = "review_requested"
-        enforced = decision.model_copy(update={"action": "pause"})
+        enforced = decision.model_copy(update={"action": "pause", "reason": RULE_REASONS[rule]}, deep=True)
     audit = GuardrailAudit(
         triggered=rule is not None,
         rule=rule,
@@ -58,100 +95,145 @@ def apply_guardrails(
     return enforced, audit
 
 
+# --------------------------------------------------------------------------- parsing
+
 _FIELD_MARKER = re.compile(r"\[\[\s*##\s*(\w+)\s*##\s*\]\]")
-_KEY_LINE = re.compile(r"^\s*[\"']?(action|next_input|reason|confidence)[\"']?\s*[:=]\s*(.*)$", re.I)
+_KEY_LINE = re.compile(
+    r"^\s*(?:[-*]\s+)?[\"'`*]*(action|next_input|reason|confidence)[\"'`*]*\s*[:=]\s*(.*)$", re.I)
+_FENCED = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+_NOT_PARSED = "output is not JSON, `[[ ## field ## ]]` sections or `key: value` lines"
+
+
+def _json_object(text: str) -> Optional[dict[str, Any]]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _has_output_field(fields: Mapping[str, Any]) -> bool:
+    return any(str(key).strip().lower() in OUTPUT_FIELDS for key in fields)
 
 
 def _fields_from_text(text: str) -> tuple[dict[str, Any], Optional[str]]:
-    """Pull output fields out of JSON, `[[ ## field ## ]]` sections or `key: value` lines."""
+    """Pull output fields out of JSON, fenced JSON, `[[ ## field ## ]]` sections or `key: value` lines."""
     stripped = text.strip()
-    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", stripped, re.S)
-    candidates = [fenced.group(1)] if fenced else []
-    brace = re.search(r"\{.*\}", stripped, re.S)
-    if brace:
-        candidates.append(brace.group(0))
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
+    whole = _json_object(stripped)
+    if whole is not None:
+        return whole, None
+    for fenced in _FENCED.finditer(stripped):
+        data = _json_object(fenced.group(1).strip())
+        if data is not None and _has_output_field(data):
             return data, None
     markers = list(_FIELD_MARKER.finditer(stripped))
-    if markers:
+    if any(marker.group(1).lower() in OUTPUT_FIELDS for marker in markers):
         fields: dict[str, Any] = {}
         for index, marker in enumerate(markers):
             end = markers[index + 1].start() if index + 1 < len(markers) else len(stripped)
-            fields[marker.group(1).lower()] = stripped[marker.end():end].strip()
+            name = marker.group(1).lower()
+            if name not in fields:
+                fields[name] = stripped[marker.end():end].strip()
         return fields, None
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        data = _json_object(stripped[start:end + 1])
+        if data is not None and _has_output_field(data):
+            return data, None
     fields = {}
     for line in stripped.splitlines():
         match = _KEY_LINE.match(line)
         if match and match.group(1).lower() not in fields:
-            fields[match.group(1).lower()] = match.group(2).strip().strip("\"'")
+            value = match.group(2).strip().rstrip(",").strip().strip("\"'`*").strip()
+            fields[match.group(1).lower()] = value
     if fields:
         return fields, None
-    return {}, "output is not JSON, `[[ ## field ## ]]` sections or `key: value` lines"
+    return {}, _NOT_PARSED
 
 
 def _confidence(value: Any) -> tuple[Optional[float], Optional[str]]:
-    if isinstance(value, bool) or value is None:
-        return None, "confidence is missing" if value is None else "confidence is a boolean"
+    """A number, or text that is a number; clamped into [0, 1] (the guardrail outcome is the same)."""
+    if value is None:
+        return None, "confidence is missing"
+    if isinstance(value, bool):
+        return None, "confidence is a boolean, not a number"
     if isinstance(value, (int, float)):
         number = float(value)
     elif isinstance(value, str):
-        text = value.strip().rstrip("%").strip()
+        text = value.strip()
+        if not text:
+            return None, "confidence is missing"
         try:
             number = float(text)
         except ValueError:
             return None, f"confidence is not numeric: {value[:40]!r}"
-        if value.strip().endswith("%"):
-            number /= 100.0
     else:
-        return None, f"confidence has type {type(value).__name__}"
+        return None, f"confidence has type {type(value).__name__}, not a number"
     if not math.isfinite(number):
         return None, f"confidence is not finite: {value!r}"
     return min(1.0, max(0.0, number)), None
 
 
-def parse_decision(raw: Any) -> GuidanceDecision:
-    """Parse model output (text, dict or prediction) into a decision; never raises.
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float, bool)):
+        return json.dumps(value)
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
-    Any error gives the safe default — `pause` with confidence 0.0 — and keeps the
-    errors in `parse_errors`.
+
+def _safe_default(errors: list[str], reason: str = "") -> GuidanceDecision:
+    return GuidanceDecision(action="pause", next_input="", reason=reason[:500], confidence=0.0,
+                            parse_errors=errors or ["unparseable output"])
+
+
+def parse_decision(raw: Any) -> GuidanceDecision:
+    """Parse model output (text, bytes, dict or prediction) into a decision; never raises.
+
+    Unknown or missing action, missing or non-numeric confidence and unparseable output
+    all give the safe default — `pause` with confidence 0.0, empty next_input — and the
+    errors are kept in `parse_errors`. A numeric confidence outside [0, 1] is clamped.
     """
     errors: list[str] = []
     try:
         if isinstance(raw, GuidanceDecision):
             return raw
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            raw = bytes(raw).decode("utf-8", errors="replace")
         if isinstance(raw, Mapping):
             fields = dict(raw)
         elif isinstance(raw, str):
             fields, error = _fields_from_text(raw)
             if error:
                 errors.append(error)
-        elif raw is not None and all(hasattr(raw, name) for name in ("action", "confidence")):
-            fields = {name: getattr(raw, name, None) for name in OUTPUT_FIELDS}
+        elif raw is not None and callable(getattr(raw, "toDict", None)):  # dspy.Prediction / Example
+            fields = dict(raw.toDict())
+        elif raw is not None and any(hasattr(raw, name) for name in OUTPUT_FIELDS):
+            fields = {name: getattr(raw, name) for name in OUTPUT_FIELDS if hasattr(raw, name)}
         else:
             fields = {}
-            errors.append(f"cannot parse output of type {type(raw).__name__}")
+            errors.append("output is empty" if raw is None else f"cannot parse output of type {type(raw).__name__}")
         fields = {str(k).strip().lower(): v for k, v in fields.items()}
 
+        reason = _text(fields.get("reason"))
+        if errors:
+            return _safe_default(errors, reason)
         action_value = fields.get("action")
-        action = str(action_value).strip().strip("\"'`*.").lower() if action_value is not None else ""
+        action = _text(action_value).strip().strip("\"'`*.").strip().lower()
         if action not in ACTIONS:
-            errors.append("action is missing" if not action else f"unknown action {str(action_value)[:40]!r}")
+            errors.append("action is missing" if not action else f"unknown action {_text(action_value)[:40]!r}")
         confidence, error = _confidence(fields.get("confidence"))
         if error:
             errors.append(error)
-        next_input = fields.get("next_input") or ""
-        reason = fields.get("reason") or ""
-        next_input = next_input if isinstance(next_input, str) else json.dumps(next_input)
-        reason = reason if isinstance(reason, str) else json.dumps(reason)
-        if errors:
-            return GuidanceDecision(action="pause", next_input="", reason=reason[:500],
-                                    confidence=0.0, parse_errors=errors)
-        return GuidanceDecision(action=action, next_input=next_input, reason=reason, confidence=confidence)
+        if errors or confidence is None:
+            return _safe_default(errors, reason)
+        return GuidanceDecision(action=action, next_input=_text(fields.get("next_input")), reason=reason,
+                                confidence=confidence)
     except Exception as exc:  # the safe default must hold for any input whatsoever
         errors.append(f"{type(exc).__name__}: {exc}"[:300])
-        return GuidanceDecision(action="pause", confidence=0.0, parse_errors=errors)
+        return _safe_default(errors)

@@ -1,18 +1,29 @@
-"""Pivot policy of the kernel-optimization loop (formats.md §2.4), on raw log dicts."""
+"""Pivot policy of the kernel-optimization loop (formats.md §2.4, issue 2), on raw log dicts.
+
+Every function takes the experiment log as a list of dicts as found in `log.jsonl` lines
+(pydantic entries are accepted too) and reads only the keys the policy needs:
+`strategy_tags`, `valid` and `cycles`.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from pydantic import ValidationError
 
-from .advisor import FAMILIES, FamilyConstraints, OptimizationDirective, PerformanceProfile
+from .advisor import FAMILIES, FamilyConstraints, OptimizationDirective
 
 MEANINGFUL_WIN_CYCLES = 10
+MAX_CONSECUTIVE_DEFAULT = 2
+MAX_CONSECUTIVE_BONUS = 3
 HARD_PLATEAU = 6
 INVALID_STREAK = 3
 NEAR_BOUND_SLACK = 0.04
 NEAR_BOUND_STALL = 3
+# Names of the rules pivot_required reports, in the order it checks them.
+PIVOT_RULES: tuple[str, ...] = ("family_blocked", "hard_plateau", "invalid_streak", "near_bound")
 
 Entry = Mapping[str, Any]
 
@@ -25,12 +36,15 @@ def _as_dict(entry: Any) -> Mapping[str, Any]:
     raise TypeError(f"log entry must be a dict, got {type(entry).__name__}")
 
 
-def _entries(entries: Iterable[Any]) -> list[Mapping[str, Any]]:
-    return [_as_dict(entry) for entry in entries]
+def _entries(entries: Optional[Iterable[Any]]) -> list[Mapping[str, Any]]:
+    return [_as_dict(entry) for entry in (entries or [])]
 
 
 def family_of(entry: Entry) -> Optional[str]:
-    """`strategy_tags[0]` when the tags are a non-empty list starting with a family, else None."""
+    """`strategy_tags[0]` when the tags are a non-empty list starting with a family, else None.
+
+    Later tags are never read (old logs may carry a family tag elsewhere).
+    """
     tags = _as_dict(entry).get("strategy_tags")
     if isinstance(tags, list) and tags and isinstance(tags[0], str) and tags[0] in FAMILIES:
         return tags[0]
@@ -43,12 +57,17 @@ def _cycles(entry: Entry) -> Optional[int]:
 
 
 def _valid_cycles(entry: Entry) -> Optional[int]:
-    """Cycles of a valid entry (`valid is True`), else None."""
+    """Integer cycles of a valid entry (`valid is True`), else None."""
     return _cycles(entry) if entry.get("valid") is True else None
 
 
 def current_streak(entries: Sequence[Any]) -> tuple[Optional[str], list[Mapping[str, Any]]]:
-    """The current family and its streak (oldest first); an entry without family ends it."""
+    """The current family and its streak (oldest first).
+
+    Walk back from the last entry over all entries, valid or not, while the family equals
+    the last entry's; an entry without family ends the streak. When the last entry has no
+    family there is no current family and the streak is empty.
+    """
     items = _entries(entries)
     if not items:
         return None, []
@@ -64,23 +83,31 @@ def current_streak(entries: Sequence[Any]) -> tuple[Optional[str], list[Mapping[
 
 
 def meaningful_win(streak: Sequence[Entry]) -> bool:
-    """The streak's last entry is valid and beats the streak's earlier best valid cycles by >= 10."""
-    if not streak:
+    """The streak's last entry is valid with cycles and beats the streak's earlier best valid cycles by >= 10.
+
+    Compared within the streak only, never with the global best; False when no earlier
+    entry of the streak is valid.
+    """
+    items = _entries(streak)
+    if not items:
         return False
-    last = _valid_cycles(streak[-1])
-    earlier = [c for c in (_valid_cycles(e) for e in streak[:-1]) if c is not None]
+    last = _valid_cycles(items[-1])
+    earlier = [c for c in (_valid_cycles(e) for e in items[:-1]) if c is not None]
     return last is not None and bool(earlier) and min(earlier) - last >= MEANINGFUL_WIN_CYCLES
 
 
 def family_constraints(entries: Sequence[Any]) -> FamilyConstraints:
-    """Allowed and blocked families for the next directive, from the log so far."""
+    """Allowed and blocked families for the next directive, from the log so far.
+
+    `max_consecutive` is 3 after a meaningful win, else 2; the current family is blocked
+    when its streak length reaches it. `allowed_families` always lists the three families.
+    """
     family, streak = current_streak(entries)
     win = meaningful_win(streak)
-    max_consecutive = 3 if win else 2
+    max_consecutive = MAX_CONSECUTIVE_BONUS if win else MAX_CONSECUTIVE_DEFAULT
     blocked = [family] if family is not None and len(streak) >= max_consecutive else []
-    allowed = [f for f in FAMILIES if f not in blocked] or list(FAMILIES)
     return FamilyConstraints(
-        allowed_families=allowed,
+        allowed_families=list(FAMILIES),
         blocked_families=blocked,
         current_family=family,
         current_family_streak_len=len(streak),
@@ -96,7 +123,11 @@ def best_cycles(entries: Sequence[Any]) -> Optional[int]:
 
 
 def plateau_valid_iters_since_best(entries: Sequence[Any]) -> Optional[int]:
-    """Valid attempts after the most recent one that reached the best; None without a best."""
+    """Valid attempts after the most recent one that reached the best; None without a best.
+
+    Walks back from the end, skipping entries that are not valid or have no cycles, and
+    counts the others until one equals the best.
+    """
     items = _entries(entries)
     best = best_cycles(items)
     if best is None:
@@ -109,11 +140,11 @@ def plateau_valid_iters_since_best(entries: Sequence[Any]) -> Optional[int]:
         if cycles == best:
             return count
         count += 1
-    return count
+    return count  # unreachable: the best comes from these entries
 
 
 def invalid_streak(entries: Sequence[Any]) -> int:
-    """Number of consecutive invalid attempts at the end of the log."""
+    """Number of consecutive attempts at the end of the log that are not valid (`valid is not True`)."""
     count = 0
     for entry in reversed(_entries(entries)):
         if entry.get("valid") is True:
@@ -122,75 +153,140 @@ def invalid_streak(entries: Sequence[Any]) -> int:
     return count
 
 
-def _profile(profile: Any) -> Optional[PerformanceProfile]:
+# --------------------------------------------------------------------------- bounds
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _split_packet(profile: Any, threshold_target: Optional[int]) -> tuple[Optional[Mapping[str, Any]], Optional[int]]:
+    """Accept a performance profile (dict or model) or a whole packet carrying one."""
     if profile is None:
-        return None
-    if isinstance(profile, PerformanceProfile):
-        return profile
-    try:
-        return PerformanceProfile.model_validate(profile)
-    except ValidationError:
-        return None
+        return None, threshold_target
+    if hasattr(profile, "model_dump"):
+        profile = profile.model_dump()
+    if not isinstance(profile, Mapping):
+        return None, threshold_target
+    if "performance_profile" in profile:  # a packet
+        if threshold_target is None:
+            target = profile.get("threshold_target")
+            threshold_target = target if isinstance(target, int) and not isinstance(target, bool) else None
+        inner = profile.get("performance_profile")
+        if hasattr(inner, "model_dump"):
+            inner = inner.model_dump()
+        return (inner if isinstance(inner, Mapping) else None), threshold_target
+    return profile, threshold_target
 
 
 def slack_fraction(profile: Any) -> Optional[float]:
-    """Schedule slack as a fraction of the tight lower bound, when the profile gives it."""
-    p = _profile(profile)
+    """Schedule slack as a fraction of the tight lower bound, when the profile gives it.
+
+    `schedule_slack_pct` (slack / tight bound) when present, else computed from
+    `schedule_cycles_estimate` and `tight_lb_cycles`.
+    """
+    p, _ = _split_packet(profile, None)
     if p is None:
         return None
-    if p.schedule_cycles_estimate is not None and p.tight_lb_cycles:
-        return (p.schedule_cycles_estimate - p.tight_lb_cycles) / p.tight_lb_cycles
-    return p.schedule_slack_pct
+    pct = _number(p.get("schedule_slack_pct"))
+    if pct is not None:
+        return pct
+    estimate, tight = _number(p.get("schedule_cycles_estimate")), _number(p.get("tight_lb_cycles"))
+    if estimate is not None and tight:
+        return (estimate - tight) / tight
+    return None
 
 
 def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None) -> bool:
-    """Slack <= 4% of the tight bound with no new best in 3 valid attempts, or target below the bound."""
-    p = _profile(profile)
+    """Near the lower bound: the next plan must lower the bound, not reschedule.
+
+    True when the schedule slack is <= 4% of the tight bound and there was no new best in
+    the last 3 valid attempts (plateau >= 3), or when the threshold target is below the
+    tight bound. False without a profile.
+    """
+    p, threshold_target = _split_packet(profile, threshold_target)
     if p is None:
         return False
-    if threshold_target is not None and p.tight_lb_cycles is not None and threshold_target < p.tight_lb_cycles:
+    tight = _number(p.get("tight_lb_cycles"))
+    if threshold_target is not None and tight is not None and threshold_target < tight:
         return True
     slack = slack_fraction(p)
-    stalled = (plateau_valid_iters_since_best(entries) or 0) >= NEAR_BOUND_STALL
-    return slack is not None and slack <= NEAR_BOUND_SLACK and stalled
+    if slack is None or slack > NEAR_BOUND_SLACK + 1e-9:
+        return False
+    plateau = plateau_valid_iters_since_best(entries)
+    return plateau is not None and plateau >= NEAR_BOUND_STALL
 
 
 def pivot_required(
     entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None
 ) -> tuple[bool, list[str]]:
-    """Whether the next directive must change family or mechanism, with the rules that say so."""
+    """Whether the next directive must change family or mechanism, with the names of the rules that say so.
+
+    Rules (names in `PIVOT_RULES`): `family_blocked` (the current family reached its
+    consecutive cap), `hard_plateau` (>= 6 valid attempts since the best), `invalid_streak`
+    (3 invalid attempts in a row: recovery mode) and `near_bound` (see `near_bound`).
+    `profile` is a performance profile or a packet carrying one (its `threshold_target`
+    is then used too).
+    """
     items = _entries(entries)
     reasons: list[str] = []
-    constraints = family_constraints(items)
-    if constraints.blocked_families:
-        reasons.append(
-            f"family_blocked: {constraints.current_family} reached {constraints.current_family_streak_len}"
-            f"/{constraints.max_consecutive} consecutive attempts")
+    if family_constraints(items).blocked_families:
+        reasons.append("family_blocked")
     plateau = plateau_valid_iters_since_best(items)
     if plateau is not None and plateau >= HARD_PLATEAU:
-        reasons.append(f"hard_plateau: {plateau} valid attempts since the best (>= {HARD_PLATEAU})")
-    invalid = invalid_streak(items)
-    if invalid >= INVALID_STREAK:
-        reasons.append(f"invalid_streak: {invalid} invalid attempts in a row (recovery mode)")
+        reasons.append("hard_plateau")
+    if invalid_streak(items) >= INVALID_STREAK:
+        reasons.append("invalid_streak")
     if near_bound(items, profile, threshold_target):
-        reasons.append("near_bound: schedule slack within 4% of the tight bound and stalled; lower the bound "
-                       "(family:reduce_loads or family:break_deps)")
+        reasons.append("near_bound")
     return bool(reasons), reasons
 
 
-def validate_directive(obj: Any, blocked_families: Iterable[str] = ()) -> list[str]:
-    """Every error of a directive against formats.md §2.2 and the blocked families; [] when valid."""
-    errors: list[str] = []
+# --------------------------------------------------------------------------- directive
+
+def _blocked_set(blocked_families: Any) -> set[str]:
+    if blocked_families is None:
+        return set()
+    if isinstance(blocked_families, FamilyConstraints):
+        blocked_families = blocked_families.blocked_families
+    elif isinstance(blocked_families, Mapping):
+        blocked_families = blocked_families.get("blocked_families") or []
+    if isinstance(blocked_families, str):
+        blocked_families = [blocked_families]
+    return {f.strip() for f in blocked_families if isinstance(f, str) and f.strip() in FAMILIES}
+
+
+def validate_directive(obj: Any, blocked_families: Any = ()) -> list[str]:
+    """Every error of a directive against formats.md §2.2 and the blocked families; [] when valid.
+
+    Strict: every key required, no extra keys, exact types (no coercion). Beyond the
+    original it also checks the 1-6 bounds inside `validation`, rejects extra keys inside
+    it and blank strings in every list. A blocked family is not allowed unless all three
+    are blocked. `obj` may be a dict or its JSON text; `blocked_families` a list of family
+    strings, a `FamilyConstraints` or a dict carrying `blocked_families`.
+    """
+    if isinstance(obj, (bytes, bytearray)):
+        obj = obj.decode("utf-8", errors="replace")
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            return [f"directive: not valid JSON ({exc})"]
+    if isinstance(obj, OptimizationDirective):
+        obj = obj.model_dump()
     if not isinstance(obj, Mapping):
-        return [f"directive must be a JSON object, got {type(obj).__name__}"]
+        return [f"directive: must be a JSON object, got {type(obj).__name__}"]
+    errors: list[str] = []
     try:
         OptimizationDirective.model_validate(dict(obj))
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(part) for part in err["loc"]) or "directive"
             errors.append(f"{where}: {err['msg']}")
-    blocked = {f for f in blocked_families if f in FAMILIES}
+    blocked = _blocked_set(blocked_families)
     family = obj.get("strategy_family")
-    if family in blocked and len(blocked) < len(FAMILIES):
-        errors.append(f"strategy_family: {family} is blocked for this directive")
+    if isinstance(family, str) and family in blocked and len(blocked) < len(FAMILIES):
+        allowed = ", ".join(f for f in FAMILIES if f not in blocked)
+        errors.append(f"strategy_family: {family} is blocked for this directive (allowed: {allowed})")
     return errors

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
@@ -41,6 +41,13 @@ class OutcomeLabel(BaseModel):
     reason: str = ""
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     next_input: str = ""
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value in ("human", "simulator") or (value.startswith("rule:") and value[len("rule:"):].strip()):
+            return value
+        raise ValueError(f"label source must be {LABEL_SOURCES_HELP}, got {value!r}")
 
 
 class LoggedDecision(BaseModel):
@@ -101,6 +108,15 @@ class DecisionRecord(BaseModel):
     parse_diagnostics: Any = None
     label: Optional[OutcomeLabel] = None
     source: Optional[SourceRef] = None
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _plain_summary(cls, value: Any) -> Any:
+        # A summary taken from a log line is a LoggedTurnSummary (same fields, all required);
+        # store the plain shape so that records compare equal after a JSON round trip.
+        if isinstance(value, FullAutoTurnSummary) and type(value) is not FullAutoTurnSummary:
+            return FullAutoTurnSummary.model_validate(value.model_dump())
+        return value
 
     @classmethod
     def build(cls, summary: FullAutoTurnSummary, config: GuardrailConfig, **fields: Any) -> "DecisionRecord":

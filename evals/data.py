@@ -1,0 +1,351 @@
+"""The versioned dataset folder (docs/architecture.md): Hugging Face splits of pydantic records.
+
+```
+DIR/dataset.json       {"kind", "dataset_id", "splits": {name: {"n", "hash"}}, "seed", "sources",
+                        "created_at", "guidebench_version", ...}
+DIR/dataset_dict.json  DIR/train/ DIR/dev/ DIR/test/   (`datasets.DatasetDict.save_to_disk`)
+```
+Columns: `record_id`, `group_id` (run or episode), `label` (the label's action or ""), `record`
+(the record as canonical JSON: sorted keys, no whitespace). Arrow only carries the text; the
+pydantic models of `runtime.records` stay the single source of truth.
+
+Hashes: a split hash is the SHA-256 of the lines `<record_id>\\t<sha256(record JSON)>\\n` sorted
+by record id (so it does not depend on row order and can be computed while streaming); the
+`dataset_id` is the SHA-256 of the canonical JSON of `{split: split hash}` for the three splits.
+
+Writing streams rows through `datasets.arrow_writer.ArrowWriter` into a staging folder and moves
+the finished splits into place, `dataset.json` last: memory stays flat however many records, and
+a crash leaves either the old dataset or the new one, never a mix that `load_records` accepts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Union
+
+from pydantic import BaseModel, ValidationError
+
+from runtime.records import DecisionRecord, PlannerRecord, canonical_json, sha256_hex
+
+Record = Union[DecisionRecord, PlannerRecord]
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+KINDS: dict[str, type[BaseModel]] = {"fullauto": DecisionRecord, "experiments": PlannerRecord}
+DEFAULT_FRACTIONS: dict[str, float] = {"train": 0.7, "dev": 0.15, "test": 0.15}
+DATASET_FILE = "dataset.json"
+COLUMNS: tuple[str, ...] = ("record_id", "group_id", "label", "record")
+
+
+class DatasetFormatError(ValueError):
+    """A dataset folder that is missing, incomplete or holds records that do not validate."""
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    """One row of a split: the record as canonical JSON plus the columns used to filter it."""
+
+    record_id: str
+    group_id: str
+    label: str
+    record: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The row as the Arrow columns."""
+        return {"record_id": self.record_id, "group_id": self.group_id, "label": self.label, "record": self.record}
+
+
+def record_json(record: BaseModel) -> str:
+    """The canonical JSON text of a record (what the `record` column holds and the hashes cover)."""
+    return canonical_json(record.model_dump(mode="json"))
+
+
+def group_of(record: BaseModel) -> str:
+    """The split group of a record: its run (Full Auto) or episode (planner)."""
+    if isinstance(record, DecisionRecord):
+        return record.run_id
+    if isinstance(record, PlannerRecord):
+        return record.episode_id
+    raise TypeError(f"not a dataset record: {type(record).__name__}")
+
+
+def label_of(record: BaseModel) -> str:
+    """The `label` column: the outcome label's action, the outcome entry's family, or ""."""
+    if isinstance(record, DecisionRecord):
+        return record.label.action if record.label else ""
+    if isinstance(record, PlannerRecord):
+        return (record.outcome.family or "") if record.outcome else ""
+    raise TypeError(f"not a dataset record: {type(record).__name__}")
+
+
+def row_of(record: BaseModel) -> DatasetRow:
+    """The dataset row of a record."""
+    return DatasetRow(record.record_id, group_of(record), label_of(record), record_json(record))
+
+
+class SplitHasher:
+    """Streaming split hash: keeps one (record id, digest) pair per record, not the records."""
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[str, str]] = []
+
+    def add(self, record_id: str, record_text: str) -> None:
+        """Account for one record."""
+        self._pairs.append((record_id, sha256_hex(record_text)))
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def hexdigest(self) -> str:
+        """The split hash."""
+        digest = hashlib.sha256()
+        for record_id, record_digest in sorted(self._pairs):
+            digest.update(f"{record_id}\t{record_digest}\n".encode("utf-8"))
+        return digest.hexdigest()
+
+
+def split_hash(records: Iterable[BaseModel | DatasetRow]) -> str:
+    """The hash of one split (independent of record order)."""
+    hasher = SplitHasher()
+    for item in records:
+        row = item if isinstance(item, DatasetRow) else row_of(item)
+        hasher.add(row.record_id, row.record)
+    return hasher.hexdigest()
+
+
+def dataset_id_of(split_hashes: Mapping[str, str]) -> str:
+    """The dataset id: SHA-256 of the canonical JSON of all split hashes."""
+    return sha256_hex(canonical_json(dict(split_hashes)))
+
+
+def _normalized_fractions(fractions: Optional[Mapping[str, float]]) -> dict[str, float]:
+    fractions = dict(DEFAULT_FRACTIONS if fractions is None else fractions)
+    unknown = set(fractions) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {list(SPLITS)}")
+    if any(value < 0 for value in fractions.values()) or sum(fractions.values()) <= 0:
+        raise ValueError(f"split fractions must be >= 0 with a positive sum, got {fractions}")
+    total = sum(fractions.values())
+    return {name: fractions.get(name, 0.0) / total for name in SPLITS}
+
+
+def assign_splits(
+    group_ids: Iterable[str], seed: int = 0, fractions: Optional[Mapping[str, float]] = None,
+) -> dict[str, str]:
+    """Seeded assignment of whole groups to splits: {group_id: split}.
+
+    Every split with a positive fraction gets at least one group when there are enough
+    groups (>= 3 for the default train/dev/test); with 2 groups, train and test get one each.
+    """
+    share = _normalized_fractions(fractions)
+    groups = sorted(set(group_ids))
+    random.Random(f"guidebench-split:{seed}").shuffle(groups)
+    wanted = [name for name in ("test", "dev") if share[name] > 0]
+    counts = {name: 0 for name in SPLITS}
+    if share["train"] > 0:
+        counts["train"] = 1 if groups else 0
+    remaining = len(groups) - counts["train"]
+    for name in wanted:
+        # Evaluation needs a test split first, then dev: fill in that order while groups last.
+        if remaining > 0:
+            counts[name] = 1
+            remaining -= 1
+    for name in wanted:
+        extra = max(0, round(len(groups) * share[name]) - counts[name])
+        take = min(extra, remaining)
+        counts[name] += take
+        remaining -= take
+    if share["train"] > 0:
+        counts["train"] += remaining
+    else:
+        counts[wanted[-1] if wanted else "test"] += remaining
+    assignment: dict[str, str] = {}
+    cursor = 0
+    for name in ("test", "dev", "train"):
+        for group in groups[cursor:cursor + counts[name]]:
+            assignment[group] = name
+        cursor += counts[name]
+    return assignment
+
+
+def split_by_group(
+    records: Iterable[Record],
+    group_key: str | Callable[[Any], str] = group_of,
+    seed: int = 0,
+    fractions: Optional[Mapping[str, float]] = None,
+) -> dict[str, list[Record]]:
+    """Seeded split of records by group (run or episode): no group spans two splits; order is kept."""
+    key = (lambda record: str(getattr(record, group_key))) if isinstance(group_key, str) else group_key
+    items = list(records)
+    assignment = assign_splits((key(record) for record in items), seed, fractions)
+    splits: dict[str, list[Record]] = {name: [] for name in SPLITS}
+    for record in items:
+        splits[assignment[key(record)]].append(record)
+    return splits
+
+
+def _features():  # imported lazily: `datasets` is slow to import and only writers need it here
+    from datasets import Features, Value
+
+    return Features({name: Value("string") for name in COLUMNS})
+
+
+def _guidebench_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("guidebench")
+    except Exception:  # not installed (running from a source tree): the version is unknown, not an error
+        return "unknown"
+
+
+def write_dataset(
+    directory: str | os.PathLike,
+    kind: str,
+    rows: Mapping[str, Iterable[DatasetRow]],
+    meta: Optional[Mapping[str, Any]] = None,
+) -> str:
+    """Stream rows into the dataset folder (splits missing from `rows` are empty); returns the dataset id."""
+    import datasets
+    from datasets import Dataset, DatasetDict, NamedSplit
+    from datasets.arrow_writer import ArrowWriter
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown dataset kind {kind!r}; kinds are {sorted(KINDS)}")
+    unknown = set(rows) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {list(SPLITS)}")
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    features = _features()
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target))
+    bars_were_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # our callers show their own progress; HF's bars are noise here
+    try:
+        hashes: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        parts: dict[str, Any] = {}
+        for name in SPLITS:
+            hasher = SplitHasher()
+            arrow_path = staging / f"{name}.arrow"
+            with ArrowWriter(features=features, path=str(arrow_path)) as writer:
+                for row in rows.get(name, ()):
+                    hasher.add(row.record_id, row.record)
+                    writer.write(row.as_dict())
+                writer.finalize()
+            hashes[name], sizes[name] = hasher.hexdigest(), len(hasher)
+            if sizes[name]:
+                parts[name] = Dataset.from_file(str(arrow_path), split=NamedSplit(name))
+            else:  # an empty Arrow stream cannot be memory-mapped back; build the empty split in memory
+                parts[name] = Dataset.from_dict({c: [] for c in COLUMNS}, features=features, split=NamedSplit(name))
+        # One shard per split: HF writes no shard at all for an empty split, which it then cannot reload.
+        DatasetDict(parts).save_to_disk(str(staging / "dd"), num_shards={name: 1 for name in SPLITS})
+        del parts
+        dataset_id = dataset_id_of(hashes)
+        info = {
+            "kind": kind,
+            "dataset_id": dataset_id,
+            "splits": {name: {"n": sizes[name], "hash": hashes[name]} for name in SPLITS},
+            "seed": None,
+            "sources": [],
+            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "guidebench_version": _guidebench_version(),
+        }
+        for key, value in (meta or {}).items():
+            if key not in ("kind", "dataset_id", "splits"):
+                info[key] = value
+        (target / DATASET_FILE).unlink(missing_ok=True)  # an interrupted swap must not look complete
+        for name in (*SPLITS, "dataset_dict.json"):
+            destination = target / name
+            if destination.is_dir():
+                shutil.rmtree(destination)
+            elif destination.exists():
+                destination.unlink()
+            os.replace(staging / "dd" / name, destination)
+        pending = target / f".{DATASET_FILE}.tmp"
+        pending.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(pending, target / DATASET_FILE)
+        return dataset_id
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if bars_were_on:
+            datasets.enable_progress_bars()
+
+
+def save_dataset(
+    directory: str | os.PathLike,
+    kind: str,
+    splits: Mapping[str, Iterable[Record]],
+    meta: Optional[Mapping[str, Any]] = None,
+) -> str:
+    """Save records as the dataset folder (`splits` maps train/dev/test to records); returns the dataset id."""
+    return write_dataset(directory, kind, {name: (row_of(r) for r in records) for name, records in splits.items()},
+                         meta)
+
+
+def dataset_info(directory: str | os.PathLike) -> dict[str, Any]:
+    """The `dataset.json` of a dataset folder."""
+    path = Path(directory) / DATASET_FILE
+    if not path.is_file():
+        raise DatasetFormatError(f"{directory}: not a dataset folder (no {DATASET_FILE})")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DatasetFormatError(f"{path}: unreadable: {exc}") from exc
+    if not isinstance(info, dict) or info.get("kind") not in KINDS or not isinstance(info.get("splits"), dict):
+        raise DatasetFormatError(f"{path}: needs `kind` (one of {sorted(KINDS)}) and `splits`")
+    return info
+
+
+def _split_names(split: str) -> tuple[str, ...]:
+    if split == "all":
+        return SPLITS
+    if split not in SPLITS:
+        raise DatasetFormatError(f"unknown split {split!r}; use one of {[*SPLITS, 'all']}")
+    return (split,)
+
+
+def _open_split(directory: Path, name: str):
+    from datasets import Dataset
+
+    try:
+        return Dataset.load_from_disk(str(directory / name))
+    except (FileNotFoundError, OSError, ValueError) as exc:
+        raise DatasetFormatError(f"{directory}: split {name!r} cannot be loaded: {exc}") from exc
+
+
+def iter_rows(directory: str | os.PathLike, split: str = "test", batch_size: int = 1000) -> Iterator[DatasetRow]:
+    """Stream the rows of a split ("train", "dev", "test" or "all") without loading it whole."""
+    directory = Path(directory)
+    dataset_info(directory)
+    for name in _split_names(split):
+        part = _open_split(directory, name)
+        for batch in part.iter(batch_size=batch_size):
+            for values in zip(*(batch[column] for column in COLUMNS)):
+                yield DatasetRow(*values)
+
+
+def iter_records(directory: str | os.PathLike, split: str = "test") -> Iterator[Record]:
+    """Stream the validated records of a split ("train", "dev", "test" or "all")."""
+    model = KINDS[dataset_info(directory)["kind"]]
+    for index, row in enumerate(iter_rows(directory, split)):
+        try:
+            yield model.model_validate_json(row.record)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise DatasetFormatError(
+                f"{directory}: split {split!r} row {index} (record {row.record_id}): {where}: {first['msg']}"
+            ) from exc
+
+
+def load_records(directory: str | os.PathLike, split: str = "test") -> list[Record]:
+    """The validated records of a split ("train", "dev", "test" or "all"), in stored order."""
+    return list(iter_records(directory, split))

@@ -1,0 +1,423 @@
+"""Replay: run a program over recorded inputs, apply guardrails exactly as production, score every record.
+
+`replay(program, records)` accepts a registry name or any program object (a `dspy.Module`, a
+loaded frozen module adapted to one, or a plain callable taking the program inputs as keywords)
+and the records of one kind (`DecisionRecord` or `PlannerRecord`). Records run in parallel
+threads, each with its own LM-usage ledger (`evals.usage.track_calls`). DSPy's cache is left as
+configured (on by default), so an unchanged program re-evaluates from the cache.
+
+Nothing a program does to one record can abort the run: an exception at any stage becomes that
+record's failure score (the production safe default: `pause` with confidence 0, or the safe
+no-change directive), with structured diagnostics (error class, message, truncated stack, stage,
+LM id), and the aggregate counts such records. `dspy.Evaluate` is not used: with its default
+`max_errors` it cancels the whole evaluation after a few failures.
+
+Full Auto records: the model decision goes through `runtime.apply_guardrails` with
+`GuardrailContext.from_summary(record.summary)` and the record's own `config`. A program that
+replays the log itself (class attribute `replays_log = True`, the `logged` program) already went
+through production's guardrails: its enforced decision and audit are the logged ones, and the
+guardrails re-applied today are kept alongside (`replay_enforced_action`) and counted in
+`summary["logged_enforcement_mismatches"]` when they disagree (for example a run whose run file
+was missing and whose config fell back to the defaults).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from runtime import (
+    DecisionRecord,
+    GuardrailAudit,
+    GuardrailContext,
+    GuidanceDecision,
+    PlannerRecord,
+    apply_guardrails,
+)
+
+from . import metrics_fullauto, metrics_planner
+from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
+from .usage import TOTAL_KEYS, track_calls
+
+STACK_CHARS = 4000
+MESSAGE_CHARS = 500
+COST_METRICS: tuple[str, ...] = ("lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision",
+                                 "cache_hit_rate")
+
+
+class ReplayStageError(Exception):
+    """Raised inside replay to tag the stage at which a record failed."""
+
+    def __init__(self, stage: str, original: BaseException):
+        super().__init__(str(original))
+        self.stage = stage
+        self.original = original
+
+
+@dataclass
+class ReplayResult:
+    """One row per record plus aggregates with bootstrap intervals."""
+
+    kind: str
+    program: str
+    rows: list[dict[str, Any]]
+    metrics: dict[str, MetricValue]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Number of records replayed."""
+        return len(self.rows)
+
+    @property
+    def errors(self) -> int:
+        """Records whose program (or a later stage) raised."""
+        return sum(1 for row in self.rows if row.get("error"))
+
+    def metrics_dict(self) -> dict[str, dict[str, Any]]:
+        """`{metric: {"value", "ci_low", "ci_high", "n"}}`, JSON-ready."""
+        return {name: value.to_dict() for name, value in self.metrics.items()}
+
+    def to_frame(self):
+        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `error.<key>` columns)."""
+        import pandas as pd
+
+        flat = []
+        for row in self.rows:
+            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error")}
+            item.update({f"score.{k}": v for k, v in row.get("scores", {}).items()})
+            item.update({f"usage.{k}": v for k, v in (row.get("usage") or {}).items()})
+            error = row.get("error") or {}
+            for key in ("class", "message", "stage", "lm", "stack"):
+                item[f"error.{key}"] = error.get(key)
+            flat.append(item)
+        return pd.DataFrame(flat)
+
+
+# ----- program resolution -----------------------------------------------------------------------
+
+def resolve_program(program: Any) -> tuple[Any, str, Optional[str]]:
+    """(program instance, display name, kind or None) for a registry name or a program object."""
+    if isinstance(program, str):
+        import programs
+
+        spec = programs.spec(program)
+        return spec.build(), spec.name, spec.kind
+    name = getattr(program, "program_name", None) or getattr(program, "name", None) or type(program).__name__
+    return program, str(name), getattr(program, "kind", None)
+
+
+def _kind_of(records: Sequence[Any], declared: Optional[str]) -> str:
+    if records:
+        first = records[0]
+        kind = "full_auto" if isinstance(first, DecisionRecord) else "planner" if isinstance(first, PlannerRecord) else None
+        if kind is None:
+            raise TypeError(f"records must be DecisionRecord or PlannerRecord, got {type(first).__name__}")
+        if any(not isinstance(r, type(first)) for r in records):
+            raise TypeError("records must all be of one kind")
+        if declared is not None and declared != kind:
+            raise ValueError(f"a {declared} program cannot replay {kind} records")
+        return kind
+    return declared or "full_auto"
+
+
+def _lm_id() -> str:
+    try:
+        import dspy
+
+        lm = dspy.settings.lm
+        return str(getattr(lm, "model", "") or "none") if lm is not None else "none"
+    except Exception:  # diagnostics must never fail the row
+        return "unknown"
+
+
+def _diagnostics(stage: str, exc: BaseException) -> dict[str, Any]:
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "class": type(exc).__name__,
+        "message": str(exc)[:MESSAGE_CHARS],
+        "stage": stage,
+        "lm": _lm_id(),
+        "stack": stack[-STACK_CHARS:],
+    }
+
+
+def _stage(name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        raise ReplayStageError(name, exc) from exc
+
+
+def _usage_fields(ledger: Any) -> dict[str, Any]:
+    totals = ledger.totals() if ledger is not None else {}
+    return {key: totals.get(key, 0) for key in TOTAL_KEYS}
+
+
+# ----- one record -------------------------------------------------------------------------------
+
+def _safe_decision() -> GuidanceDecision:
+    return GuidanceDecision(action="pause", next_input="", reason="program failed; safe default", confidence=0.0)
+
+
+def _logged_enforcement(record: DecisionRecord) -> Optional[tuple[GuidanceDecision, GuardrailAudit]]:
+    logged = record.logged
+    if logged is None:
+        return None
+    enforced = GuidanceDecision(action=logged.action, next_input=logged.next_input_preview, reason=logged.reason,
+                                confidence=min(1.0, max(0.0, float(logged.confidence))))
+    audit = record.guardrail or GuardrailAudit(
+        triggered=False, rule=None, original_action=logged.model_action,
+        original_confidence=float(logged.model_confidence), enforced_action=logged.action,
+        enforced_confidence=float(logged.confidence))
+    return enforced, audit
+
+
+def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) -> dict[str, Any]:
+    import programs
+
+    started = time.perf_counter()
+    error: Optional[dict[str, Any]] = None
+    ledger = None
+    model = _safe_decision()
+    pred: Any = None
+    try:
+        inputs = _stage("inputs", lambda: programs.decision_inputs(record))
+        with track_calls() as ledger:
+            pred = _stage("program", lambda: program(**inputs))
+        model = _stage("parse", lambda: metrics_fullauto.model_decision(pred))
+    except ReplayStageError as exc:
+        error = _diagnostics(exc.stage, exc.original)
+        model = _safe_decision()
+    latency = time.perf_counter() - started
+    context = GuardrailContext.from_summary(record.summary)
+    enforced, audit = apply_guardrails(model, context, record.config)
+    replay_enforced = enforced.action
+    guardrail_source = "replay"
+    if replays_log and error is None:
+        logged = _logged_enforcement(record)
+        if logged is not None:
+            enforced, audit = logged
+            guardrail_source = "log"
+    outcome = metrics_fullauto.DecisionOutcome(
+        model=model, enforced=enforced, audit=audit, label=record.label, config=record.config, context=context,
+        error=f"{error['class']}: {error['message']}" if error else None)
+    scores = metrics_fullauto.score_outcome(outcome)
+    label = record.label
+    logged_action = record.logged.action if record.logged else None
+    scores["logged_agreement"] = float(enforced.action == logged_action) if logged_action else math.nan
+    return {
+        "record_id": record.record_id,
+        "group_id": record.run_id,
+        "turn_id": record.turn_id,
+        "model_action": model.action,
+        "model_confidence": float(model.confidence),
+        "model_reason": model.reason,
+        "model_next_input": model.next_input,
+        "parse_errors": json.dumps(list(model.parse_errors)),
+        "enforced_action": enforced.action,
+        "enforced_confidence": float(enforced.confidence),
+        "enforced_next_input": enforced.next_input,
+        "guardrail_triggered": bool(audit.triggered),
+        "guardrail_rule": audit.rule,
+        "overridden": bool(outcome.overridden),
+        "audit": audit.model_dump_json(),
+        "guardrail_source": guardrail_source,
+        "replay_enforced_action": replay_enforced,
+        "logged_action": logged_action,
+        "logged_model_action": record.logged.model_action if record.logged else None,
+        "label_action": label.action if label else None,
+        "label_source": label.source if label else None,
+        "scores": scores,
+        "feedback": metrics_fullauto.feedback(outcome),
+        "usage": _usage_fields(ledger),
+        "latency_s": latency,
+        "error": error,
+    }
+
+
+def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[str, Any]:
+    import programs
+
+    started = time.perf_counter()
+    error: Optional[dict[str, Any]] = None
+    ledger = None
+    pred: Any = None
+    try:
+        inputs = _stage("inputs", lambda: programs.planner_inputs(record.packet))
+        with track_calls() as ledger:
+            pred = _stage("program", lambda: program(**inputs))
+    except ReplayStageError as exc:
+        error = _diagnostics(exc.stage, exc.original)
+    latency = time.perf_counter() - started
+    outcome = metrics_planner.outcome_of(
+        record, pred, error=f"{error['class']}: {error['message']}" if error else None, rollouts=rollouts)
+    try:
+        scores = metrics_planner.score_outcome(outcome)
+        note = metrics_planner.feedback(outcome)
+    except Exception as exc:  # a packet the simulator cannot take is a scored failure, not a crash
+        error = error or _diagnostics("metrics", exc)
+        outcome = metrics_planner.outcome_of(record, None, error=f"{error['class']}: {error['message']}",
+                                             rollouts=rollouts)
+        scores = metrics_planner.score_outcome(outcome)
+        note = metrics_planner.feedback(outcome)
+    need = metrics_planner.pivot_requirement(record.packet)
+    directive = outcome.directive
+    return {
+        "record_id": record.record_id,
+        "group_id": record.episode_id,
+        "iteration_id": record.iteration_id,
+        "directive": json.dumps(directive, sort_keys=True) if directive is not None else None,
+        "strategy_family": (directive or {}).get("strategy_family"),
+        "expected_effect_cycles": (directive or {}).get("expected_effect_cycles"),
+        "schema_errors": json.dumps(list(outcome.schema_errors)),
+        "parse_errors": json.dumps(list(outcome.parse_errors)),
+        "pivot_required": need.required,
+        "pivot_reasons": json.dumps(list(need.reasons)),
+        "current_family": need.current_family,
+        "logged_family": record.outcome.family if record.outcome else None,
+        "logged_cycles": record.outcome.cycles if record.outcome else None,
+        "scores": scores,
+        "feedback": note,
+        "usage": _usage_fields(ledger),
+        "latency_s": latency,
+        "error": error,
+    }
+
+
+# ----- aggregates -------------------------------------------------------------------------------
+
+def cost_statistics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Statistic]:
+    """LM cost per decision as resamplable statistics: calls, tokens, seconds, cache-hit rate."""
+    usage = [row.get("usage") or {} for row in rows]
+    return {
+        "lm_calls_per_decision": mean_of([float(u.get("lm_calls", 0)) for u in usage]),
+        "tokens_per_decision": mean_of([float(u.get("total_tokens", 0)) for u in usage]),
+        "latency_s_per_decision": mean_of([float(row.get("latency_s", math.nan)) for row in rows]),
+        "cache_hit_rate": ratio_of([float(u.get("cache_hits", 0)) for u in usage],
+                                   [float(u.get("lm_calls", 0)) for u in usage]),
+    }
+
+
+def statistics(kind: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Statistic]:
+    """Every aggregate of a replay (quality metrics of the kind, then cost) as resamplable statistics."""
+    if kind == "full_auto":
+        quality = metrics_fullauto.statistics(rows)
+        quality["logged_agreement"] = mean_of([float(r["scores"].get("logged_agreement", math.nan)) for r in rows])
+    else:
+        quality = metrics_planner.statistics(rows)
+    return {**quality, **cost_statistics(rows)}
+
+
+def _summary(kind: str, rows: Sequence[Mapping[str, Any]], wall_s: float, threads: int) -> dict[str, Any]:
+    errors: dict[str, int] = {}
+    stages: dict[str, int] = {}
+    for row in rows:
+        if row.get("error"):
+            errors[row["error"]["class"]] = errors.get(row["error"]["class"], 0) + 1
+            stages[row["error"]["stage"]] = stages.get(row["error"]["stage"], 0) + 1
+    usage = {key: sum((row.get("usage") or {}).get(key, 0) for row in rows) for key in TOTAL_KEYS}
+    summary: dict[str, Any] = {
+        "n_records": len(rows),
+        "n_errors": sum(errors.values()),
+        "errors_by_class": errors,
+        "errors_by_stage": stages,
+        "n_parse_failures": sum(1 for row in rows if row["scores"].get("parse_failure_rate") == 1.0),
+        "n_labeled": sum(1 for row in rows if not math.isnan(row["scores"].get("objective", math.nan))),
+        "usage": usage,
+        "wall_s": round(wall_s, 4),
+        "threads": threads,
+        "lm": _lm_id(),
+    }
+    if kind == "full_auto":
+        summary["n_overridden"] = sum(1 for row in rows if row["overridden"])
+        summary["overrides_by_rule"] = {}
+        for row in rows:
+            if row["overridden"]:
+                rule = row["guardrail_rule"] or "unknown"
+                summary["overrides_by_rule"][rule] = summary["overrides_by_rule"].get(rule, 0) + 1
+        summary["logged_enforcement_mismatches"] = sum(
+            1 for row in rows if row["guardrail_source"] == "log" and row["replay_enforced_action"] != row["enforced_action"])
+    return summary
+
+
+# ----- the harness ------------------------------------------------------------------------------
+
+def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: bool = True,
+           n_resamples: int = 1000, seed: int = 0, rollouts: int = metrics_planner.ROLLOUTS,
+           name: Optional[str] = None) -> ReplayResult:
+    """Run a program over records (in parallel threads), apply guardrails as production, score each record."""
+    records = list(records)
+    instance, program_name, declared = resolve_program(program)
+    kind = _kind_of(records, declared)
+    replays_log = bool(getattr(instance, "replays_log", False))
+    if kind == "full_auto":
+        run_one = lambda record: _replay_decision(instance, record, replays_log)  # noqa: E731
+    else:
+        run_one = lambda record: _replay_planner(instance, record, rollouts)  # noqa: E731
+
+    rows: list[Optional[dict[str, Any]]] = [None] * len(records)
+    started = time.perf_counter()
+    bar = _progress_bar(len(records), f"replay {name or program_name}", progress)
+    lock = threading.Lock()
+
+    def task(index: int) -> None:
+        rows[index] = run_one(records[index])
+        with lock:
+            bar.update(1)
+
+    threads = max(1, int(threads))
+    try:
+        if threads == 1 or len(records) <= 1:
+            for index in range(len(records)):
+                task(index)
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="replay") as pool:
+                # Each task runs in a copy of this context, so DSPy settings made with dspy.context()
+                # and the active usage ledgers reach the worker threads.
+                futures = [pool.submit(contextvars.copy_context().run, task, index) for index in range(len(records))]
+                for future in futures:
+                    future.result()
+    finally:
+        bar.close()
+    wall = time.perf_counter() - started
+    done = [row for row in rows if row is not None]
+    metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed)
+    summary = _summary(kind, done, wall, threads)
+    summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed)
+    return ReplayResult(kind=kind, program=name or program_name, rows=done, metrics=metrics, summary=summary)
+
+
+def _progress_bar(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="rec", disable=not enabled, leave=False)
+
+
+# ----- paired comparison ------------------------------------------------------------------------
+
+def compare(a: ReplayResult, b: ReplayResult, *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Paired comparison a - b on the same records: every metric's difference, interval and p-value,
+    plus McNemar's test on action accuracy (Full Auto) or schema validity (planner)."""
+    if a.kind != b.kind:
+        raise ValueError(f"cannot compare a {a.kind} replay with a {b.kind} replay")
+    ids_a = [row["record_id"] for row in a.rows]
+    by_id_b = {row["record_id"]: row for row in b.rows}
+    if set(ids_a) != set(by_id_b) or len(ids_a) != len(by_id_b):
+        raise ValueError("paired comparison needs the same records in both replays "
+                         f"({len(ids_a)} vs {len(by_id_b)} records, {len(set(ids_a) ^ set(by_id_b))} differ)")
+    rows_b = [by_id_b[record_id] for record_id in ids_a]
+    diffs: dict[str, PairedComparison] = paired_many(statistics(a.kind, a.rows), statistics(b.kind, rows_b),
+                                                     len(ids_a), n_resamples=n_resamples, seed=seed)
+    binary = "action_accuracy" if a.kind == "full_auto" else "schema_validity"
+    pairs = [(ra["scores"].get(binary), rb["scores"].get(binary)) for ra, rb in zip(a.rows, rows_b)]
+    pairs = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]
+    test = mcnemar([x == 1.0 for x, _ in pairs], [y == 1.0 for _, y in pairs])
+    return {"metrics": diffs, "mcnemar": {"metric": binary, **test.model_dump()}}

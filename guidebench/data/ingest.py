@@ -1,0 +1,231 @@
+"""Streaming, loss-free reading of JSONL logs: physical lines, strict JSON, quarantine and counts.
+
+Line policy (also written into every import report as `line_policy`):
+- Lines are physical lines split on `\\n` (a trailing `\\r` is dropped), numbered from 1.
+- A line that is empty or holds only whitespace is *blank*: skipped, not counted in `read`,
+  counted in `blank_lines`. Every other line is counted in `read` exactly once and ends in
+  exactly one of `imported`, `quarantined` or `duplicates` (read == imported + quarantined +
+  duplicates).
+- A line that is not valid UTF-8, longer than the line limit, not strict JSON (NaN, Infinity
+  and numbers that overflow a double are rejected; so is truncated JSON), not a JSON object, or
+  fails the record contract goes to the quarantine as {"source", "line", "error", "raw"}; `raw`
+  is the line itself (redacted; undecodable bytes escaped as `\\xNN`; an over-long line keeps
+  its first 4,096 characters and says how long it was).
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterator, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .redact import Redactor
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+RAW_PREVIEW_CHARS = 4096
+MAX_ERRORS_SHOWN = 5
+MAX_NOTES = 200
+LINE_POLICY = (
+    "physical lines numbered from 1; empty or whitespace-only lines are skipped and counted in "
+    "blank_lines, not in read; every other line ends in exactly one of imported, quarantined, duplicates"
+)
+
+
+@dataclass(frozen=True)
+class PhysicalLine:
+    """One physical line of a file: its 1-based number, text, and why it cannot be read (if so)."""
+
+    number: int
+    text: Optional[str]
+    raw: str
+    error: Optional[str]
+    offset: int
+    size: int
+
+    @property
+    def blank(self) -> bool:
+        """True for an empty or whitespace-only line (skipped and not counted as read)."""
+        return self.error is None and not (self.text or "").strip()
+
+
+def _undecodable(data: bytes, limit: int = RAW_PREVIEW_CHARS) -> str:
+    return data[:limit].decode("utf-8", errors="backslashreplace")
+
+
+def read_lines(
+    path: str | os.PathLike,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    digest: Optional["hashlib._Hash"] = None,
+) -> Iterator[PhysicalLine]:
+    """Stream the physical lines of a file; never loads more than one line (at most the limit) at once."""
+    with open(path, "rb") as handle:
+        yield from _lines_of(handle, max_line_bytes, digest)
+
+
+def _lines_of(handle: IO[bytes], max_line_bytes: int, digest: Optional["hashlib._Hash"]) -> Iterator[PhysicalLine]:
+    number = 0
+    offset = 0
+    while True:
+        chunk = handle.readline(max_line_bytes + 1)
+        if not chunk:
+            return
+        number += 1
+        size = len(chunk)
+        if digest is not None:
+            digest.update(chunk)
+        if not chunk.endswith(b"\n") and size > max_line_bytes:
+            head = chunk[:RAW_PREVIEW_CHARS]
+            while True:  # skip the rest of the over-long line without keeping it
+                more = handle.readline(1024 * 1024)
+                if not more:
+                    break
+                size += len(more)
+                if digest is not None:
+                    digest.update(more)
+                if more.endswith(b"\n"):
+                    break
+            raw = f"{_undecodable(head)}... [line truncated here: {size} bytes in all]"
+            yield PhysicalLine(number, None, raw, f"line too long: {size} bytes (limit {max_line_bytes})", offset, size)
+            offset += size
+            continue
+        data = chunk[:-1] if chunk.endswith(b"\n") else chunk
+        if data.endswith(b"\r"):
+            data = data[:-1]
+        if number == 1 and data.startswith(codecs.BOM_UTF8):
+            data = data[len(codecs.BOM_UTF8):]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield PhysicalLine(number, None, _undecodable(data, len(data)),
+                               f"invalid UTF-8 at byte {exc.start}: {exc.reason}", offset, size)
+        else:
+            yield PhysicalLine(number, text, text, None, offset, size)
+        offset += size
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (NaN and Infinity are rejected)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} does not fit a double")
+    return value
+
+
+def parse_json_object(text: str) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+    """Strict JSON object from one line: (object, None) or (None, error naming the column)."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+    except ValueError as exc:
+        return None, f"invalid JSON: {exc}"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"
+    if not isinstance(value, dict):
+        return None, f"expected a JSON object, got {type(value).__name__ if value is not None else 'null'}"
+    return value, None
+
+
+def validation_error_text(exc: ValidationError, prefix: str = "") -> str:
+    """`field.path: message` for each error (the first few), e.g. `summary.turn_count: Input should be a valid integer`."""
+    parts = []
+    errors = exc.errors(include_url=False)
+    for error in errors[:MAX_ERRORS_SHOWN]:
+        where = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        message = error["msg"]
+        parts.append(f"{where}: {message}" if where else message)
+    if len(errors) > MAX_ERRORS_SHOWN:
+        parts.append(f"(+{len(errors) - MAX_ERRORS_SHOWN} more)")
+    return "; ".join(parts)
+
+
+class Quarantine:
+    """Writer of quarantined lines, one JSON object per line: {"source", "line", "error", "raw"}."""
+
+    def __init__(self, path: str | os.PathLike, redactor: Optional[Redactor] = None) -> None:
+        self.path = Path(path)
+        self.count = 0
+        self._redactor = redactor
+        self._handle = open(self.path, "w", encoding="utf-8")
+
+    def add(self, source: str, line: int, error: str, raw: str) -> None:
+        """Quarantine one line (its raw text is redacted first)."""
+        if self._redactor is not None:
+            raw = self._redactor.text(raw)
+        entry = {"source": source, "line": line, "error": error, "raw": raw}
+        self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if not self._handle.closed:
+            self._handle.close()
+
+    def __enter__(self) -> "Quarantine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ImportReport(BaseModel):
+    """The counts of one import; kind-specific counts (e.g. `runs`) are extra top-level fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str
+    path: str
+    out: str = ""
+    read: int = 0
+    imported: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    redactions: int = 0
+    blank_lines: int = 0
+    redactions_by_kind: dict[str, int] = Field(default_factory=dict)
+    side_quarantined: int = 0
+    dataset_id: str = ""
+    splits: dict[str, int] = Field(default_factory=dict)
+    distributions: dict[str, dict[str, int]] = Field(default_factory=dict)
+    sources: list[dict[str, Any]] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    line_policy: str = LINE_POLICY
+
+    def add(self, name: str, amount: int = 1) -> None:
+        """Increase a count (declared or kind-specific) by `amount`."""
+        setattr(self, name, int(getattr(self, name, 0) or 0) + amount)
+
+    def count(self, name: str) -> int:
+        """A count by name (0 when never set)."""
+        return int(getattr(self, name, 0) or 0)
+
+    def tally(self, distribution: str, key: Any, amount: int = 1) -> None:
+        """Count one occurrence of `key` in a named distribution (shown on the dataset card)."""
+        bucket = self.distributions.setdefault(distribution, {})
+        bucket[str(key)] = bucket.get(str(key), 0) + amount
+
+    def note(self, message: str) -> None:
+        """Keep a message for the user (the first few hundred; the counts hold the rest)."""
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(message)
+        elif len(self.notes) == MAX_NOTES:
+            self.notes.append("... further notes left out; see the counts and quarantine files")
+
+    @property
+    def balanced(self) -> bool:
+        """The import invariant: read == imported + quarantined + duplicates."""
+        return self.read == self.imported + self.quarantined + self.duplicates
+
+    def extra_counts(self) -> dict[str, int]:
+        """The kind-specific integer counts (e.g. runs, runs_missing_config)."""
+        return {key: value for key, value in (self.model_extra or {}).items() if isinstance(value, int)}

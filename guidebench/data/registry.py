@@ -1,0 +1,147 @@
+"""The plug-in points of `guidebench data`: importers and simulators keyed by kind.
+
+An importer is `run(ctx: ImportContext) -> None`: it reads `ctx.path`, counts every line in
+`ctx.report`, quarantines what it cannot use with `ctx.reject(...)`, and hands each finished
+record to `ctx.emit(record)`. `guidebench.data.import_logs` does the rest for every kind:
+seeded split by group, the dataset folder, `import_report.json`, `quarantine.jsonl` and the card.
+
+A simulator is a `SimulatorSpec`: `add_arguments(parser)` for `guidebench data simulate <kind>`
+and `run(args) -> int`. Register both at import time of your module (see
+`guidebench/data/fullauto.py`); `guidebench/data/__init__.py` imports the kind modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+from pydantic import BaseModel
+from tqdm import tqdm
+
+from evals.data import row_of
+
+from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, PhysicalLine, Quarantine, parse_json_object, read_lines
+from .redact import Redactor
+from .spool import GroupedSpool
+
+
+@dataclass
+class ImportContext:
+    """Everything an importer needs: input path, counts, quarantine, redaction and the record sink."""
+
+    path: Path
+    out: Path
+    seed: int
+    report: ImportReport
+    redactor: Redactor
+    quarantine: Quarantine
+    side_quarantine: Quarantine
+    records: GroupedSpool
+    workdir: Path
+    options: dict[str, Any] = field(default_factory=dict)
+    progress: Optional[bool] = None
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+    def display(self, file: Path) -> str:
+        """How a file is named in quarantine entries and messages: as reached from the user's path."""
+        return str(file)
+
+    def relative(self, file: Path) -> str:
+        """A machine-independent name for a file: relative to the imported folder (or its name)."""
+        base = self.path if self.path.is_dir() else self.path.parent
+        try:
+            return file.relative_to(base).as_posix()
+        except ValueError:
+            return file.name
+
+    def reject(self, source: Path, line: PhysicalLine, error: str) -> None:
+        """Quarantine a primary log line (one that counts in `read`)."""
+        self.quarantine.add(self.display(source), line.number, error, line.raw)
+        self.report.add("quarantined")
+
+    def side_problem(self, counter: str, source: Path, line_number: int, error: str, raw: str) -> None:
+        """Record an unusable line of a side file (raw, run, events, labels): side quarantine + counter."""
+        self.side_quarantine.add(self.display(source), line_number, error, raw)
+        self.report.add(counter)
+        self.report.add("side_quarantined")
+        self.report.note(f"{self.display(source)}:{line_number}: {error}")
+
+    def emit(self, record: BaseModel) -> None:
+        """Hand over one finished record (DecisionRecord or PlannerRecord) for the dataset."""
+        row = row_of(record)
+        self.records.append(row.group_id, _row_line(row.record_id, row.group_id, row.label, row.record))
+        self.report.add("imported")
+
+    def bar(self, total: Optional[int], desc: str, unit: str = "B") -> tqdm:
+        """A progress bar (hidden when not on a terminal unless progress was asked for)."""
+        disable = None if self.progress is None else not self.progress
+        return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=disable, leave=False)
+
+    def json_lines(self, file: Path, side_counter: Optional[str] = None,
+                   desc: Optional[str] = None) -> Iterator[tuple[PhysicalLine, dict[str, Any]]]:
+        """Stream the JSON objects of a JSONL file (redacted), handling blank and unreadable lines.
+
+        For the primary log (`side_counter` None) lines count in `read`/`blank_lines` and bad
+        ones are quarantined; for a side file they count in `<side_counter>` on failure only.
+        """
+        primary = side_counter is None
+        digest = hashlib.sha256() if primary else None
+        size = file.stat().st_size
+        with self.bar(size, desc or file.name) as progress:
+            for line in read_lines(file, self.max_line_bytes, digest):
+                progress.update(line.size)
+                if line.blank:
+                    if primary:
+                        self.report.add("blank_lines")
+                    continue
+                if primary:
+                    self.report.add("read")
+                error = line.error
+                obj: Optional[dict[str, Any]] = None
+                if error is None:
+                    obj, error = parse_json_object(line.text or "")
+                if error is not None or obj is None:
+                    if primary:
+                        self.reject(file, line, error or "unreadable line")
+                    else:
+                        self.side_problem(side_counter, file, line.number, error or "unreadable line", line.raw)
+                    continue
+                yield line, self.redactor.value(obj)
+        if digest is not None:
+            self.report.sources.append({"file": self.relative(file), "bytes": size, "sha256": digest.hexdigest()})
+
+
+def _row_line(record_id: str, group_id: str, label: str, record: str) -> str:
+    return json.dumps([record_id, group_id, label, record], ensure_ascii=False)
+
+
+Importer = Callable[[ImportContext], None]
+
+
+@dataclass(frozen=True)
+class SimulatorSpec:
+    """`guidebench data simulate <kind>`: its help, its arguments and what it runs."""
+
+    kind: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+IMPORTERS: dict[str, Importer] = {}
+SIMULATORS: dict[str, SimulatorSpec] = {}
+
+
+def register_importer(kind: str, importer: Importer) -> None:
+    """Make `guidebench data import --kind <kind>` (and `import_logs(kind=...)`) use `importer`."""
+    IMPORTERS[kind] = importer
+
+
+def register_simulator(spec: SimulatorSpec) -> None:
+    """Make `guidebench data simulate <spec.kind>` available."""
+    SIMULATORS[spec.kind] = spec
+

@@ -1,0 +1,68 @@
+"""An on-disk, append-only spool of text lines grouped by run or episode.
+
+Imports stream records through spools instead of lists so that memory stays flat however
+large the log: per line only a file offset (8 bytes) is kept in memory.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from pathlib import Path
+from typing import Any, Iterator
+
+
+class GroupedSpool:
+    """Lines appended under a group key; read back one group at a time, groups in first-seen order."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._handle = open(self.path, "w+b")
+        self._offsets: dict[str, array] = {}
+        self._end = 0
+        self._dirty = False
+        self._at_end = True
+
+    def append(self, group: str, text: str) -> None:
+        """Append one line (must not contain a newline) to a group."""
+        if not self._at_end:
+            self._handle.seek(self._end)
+            self._at_end = True
+        data = text.encode("utf-8") + b"\n"
+        self._offsets.setdefault(group, array("q")).append(self._end)
+        self._handle.write(data)
+        self._end += len(data)
+        self._dirty = True
+
+    def groups(self) -> list[str]:
+        """The groups in the order they were first appended to."""
+        return list(self._offsets)
+
+    def size(self, group: str) -> int:
+        """How many lines a group holds."""
+        return len(self._offsets.get(group, ()))
+
+    def __len__(self) -> int:
+        return sum(len(offsets) for offsets in self._offsets.values())
+
+    def read_group(self, group: str) -> Iterator[str]:
+        """The lines of one group, in the order they were appended."""
+        if self._dirty:
+            self._handle.flush()
+            self._dirty = False
+        for offset in self._offsets.get(group, ()):
+            self._handle.seek(offset)
+            self._at_end = False
+            yield self._handle.readline()[:-1].decode("utf-8")
+
+    def close(self) -> None:
+        """Close and delete the spool file."""
+        if not self._handle.closed:
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "GroupedSpool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

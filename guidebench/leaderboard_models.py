@@ -1,0 +1,153 @@
+"""Record shapes of a leaderboard: rows, cost, comparisons and per-record diffs (pydantic, one source of truth)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evals.stats import MetricValue
+
+COST_PER = 1000
+
+
+class Cost(BaseModel):
+    """What a variant costs per 1,000 decisions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_decisions: int = COST_PER
+    lm_calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    total_tokens: float = 0.0
+    # Sum of per-decision latencies: what the decisions cost in compute time, whatever the threads.
+    seconds: float = 0.0
+    # Wall-clock time of the replay, scaled to 1,000 decisions (depends on --threads).
+    wall_seconds: float = 0.0
+    cache_hits: float = 0.0
+
+
+class Comparison(BaseModel):
+    """Paired comparison of one metric, this row minus the champion, on the same records."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    against: str
+    metric: str
+    diff: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    p_value: Optional[float]
+    n: int
+    method: str
+
+
+class DecisionView(BaseModel):
+    """One program's decision on one record, as the leaderboard shows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Optional[str] = None
+    confidence: Optional[float] = None
+    reason: str = ""
+    next_input: str = ""
+    model_action: Optional[str] = None
+    guardrail_rule: Optional[str] = None
+    score: Optional[float] = None
+    error: Optional[str] = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecordDiff(BaseModel):
+    """A record whose outcome differs between the champion and a challenger."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_id: str
+    change: Literal["fixed", "broken", "changed"]
+    label: Optional[str] = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    champion: DecisionView
+    challenger: DecisionView
+
+
+class ChallengerDiff(BaseModel):
+    """Per-record diff of one challenger against the champion."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    champion: str
+    challenger: str
+    score_metric: str
+    fixed: int
+    broken: int
+    changed: int
+    records: list[RecordDiff]
+
+
+class LeaderboardRow(BaseModel):
+    """One variant on the board: every metric with its interval, cost, and its comparison with the champion."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int
+    name: str
+    package: str
+    version: str
+    entry: str
+    source: str
+    compatible_with: str = ""
+    tags: list[str] = Field(default_factory=list)
+    champion: bool = False
+    pareto: bool = False
+    n: int
+    errors: int = 0
+    metrics: dict[str, MetricValue]
+    cost: Cost
+    comparison: Comparison
+    comparisons: dict[str, Comparison] = Field(default_factory=dict)
+    expected: dict[str, float] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Leaderboard(BaseModel):
+    """A ranked board of variants, all scored on one identical frozen split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    dataset_id: str
+    split: str
+    split_hash: str
+    n_records: int
+    ranking_metric: str = "objective"
+    cost_axis: str = "total_tokens"
+    champion: str
+    champion_rule: str
+    created_at: str
+    guidebench_version: str
+    lm: str = ""
+    rows: list[LeaderboardRow]
+    pareto: list[str] = Field(default_factory=list)
+    diffs: list[ChallengerDiff] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    command: str = ""
+    mlflow_run_id: Optional[str] = None
+
+    def row(self, name: str) -> LeaderboardRow:
+        """The row of a variant by name."""
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(name)
+
+    def metric_names(self) -> list[str]:
+        """Every metric on the board, ranking metric first, in the first row's order otherwise."""
+        names: list[str] = []
+        for row in self.rows:
+            names.extend(m for m in row.metrics if m not in names)
+        if self.ranking_metric in names:
+            names.remove(self.ranking_metric)
+            names.insert(0, self.ranking_metric)
+        return names

@@ -1,0 +1,350 @@
+"""The one small interface every optimizer recipe implements.
+
+A recipe is a DSPy optimizer plus its documented settings. Subclasses declare:
+
+- `name` (registry key), `dspy_name` (the DSPy class, as the runtime manifest records it),
+  `summary` (one line for `guidebench optimizers`);
+- `Settings`: a pydantic model whose field defaults and descriptions *are* the documented defaults
+  (the recipe files in `optimizers/recipes/` are rendered from them and a test keeps them equal);
+- `_optimize(program, trainset, valset, ctx) -> dspy.Module`: run the DSPy optimizer;
+- `_plan(n_train, n_val, n_predictors) -> list[Stage]`: how many LM calls each stage makes, with
+  how many demos in the prompt, for `estimate()` (the `--dry-run`);
+- optionally `_salvage(ctx)`: the best program the optimizer holds when the budget stops it.
+
+`Recipe.compile` wraps `_optimize` with the budget guard, the candidate tracker and the compile's
+disk cache, catches `BudgetExceeded` at the compile boundary and returns a `CompileResult`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import tomllib
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Sequence
+
+import dspy
+import numpy as np
+import yaml
+from dspy.dsp.utils.settings import settings, thread_local_overrides
+from dspy.dsp.utils.utils import dotdict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .budget import Budget, BudgetExceeded, BudgetGuard
+from .candidates import Candidate, CandidateTracker, count_demos, program_state
+from .checkpoint import Checkpoint, disk_cache
+from .estimate import CostEstimate, PromptSizes, Stage, measure_prompts
+
+Metric = Callable[..., Any]
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+class RecipeError(ValueError):
+    """A recipe file or setting that cannot be used (names the file and the field)."""
+
+
+class RecipeSettings(BaseModel):
+    """Settings every recipe has."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    num_threads: int = Field(1, ge=1, description="Parallel LM calls while compiling (the embedded model "
+                                                   "serialises calls anyway; raise it for a remote LM).")
+
+
+@dataclass
+class CompileContext:
+    """What `_optimize` gets besides the program and the data."""
+
+    metric: Metric
+    seed: int
+    settings: RecipeSettings
+    feedback_metric: Optional[Metric] = None
+    role_lms: Mapping[str, dspy.BaseLM] = field(default_factory=dict)
+    checkpoint: Optional[Checkpoint] = None
+    tracker: CandidateTracker = field(default_factory=CandidateTracker)
+    guard: BudgetGuard = field(default_factory=BudgetGuard)
+    state: dict[str, Any] = field(default_factory=dict)  # the recipe's scratch, read by `_salvage`
+
+    def lm_for(self, role: str) -> Optional[dspy.BaseLM]:
+        """The LM configured for a role (e.g. "reflection", "prompt"), or None for the task LM."""
+        return self.role_lms.get(role)
+
+
+@dataclass
+class CompileResult:
+    """A compiled program and how it was obtained."""
+
+    program: dspy.Module
+    recipe: str
+    optimizer: str
+    settings: dict[str, Any]
+    seed: int
+    stopped_by_budget: bool
+    stop_reason: Optional[str]
+    kept: str  # "optimizer" | "best_candidate" | "salvaged" | "uncompiled"
+    candidates: list[Candidate]
+    usage: dict[str, Any]
+    wall_s: float
+
+    @property
+    def best_candidate(self) -> Optional[Candidate]:
+        """The best evaluated candidate, if the optimizer evaluated any."""
+        if not self.candidates:
+            return None
+        return max(self.candidates, key=lambda c: (c.n_examples, c.score, -c.index))
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description (no program state)."""
+        return {
+            "recipe": self.recipe, "optimizer": self.optimizer, "settings": self.settings, "seed": self.seed,
+            "stopped_by_budget": self.stopped_by_budget, "stop_reason": self.stop_reason, "kept": self.kept,
+            "n_candidates": len(self.candidates), "demo_count": count_demos(self.program),
+            "usage": self.usage, "wall_s": round(self.wall_s, 3),
+        }
+
+
+class Recipe:
+    """Base class of the optimizer recipes: a DSPy optimizer with validated, documented settings."""
+
+    name: ClassVar[str]
+    dspy_name: ClassVar[str]
+    summary: ClassVar[str]
+    Settings: ClassVar[type[RecipeSettings]] = RecipeSettings
+    # Settings that name an LM for a role (e.g. {"reflection_lm": "reflection"}); "" means the task LM.
+    lm_roles: ClassVar[Mapping[str, str]] = {}
+    # True when the recipe needs the feedback metric (GEPA).
+    needs_feedback: ClassVar[bool] = False
+
+    def __init__(self, settings: RecipeSettings | Mapping[str, Any] | None = None, *, source: str = "defaults") -> None:
+        self.source = source
+        if isinstance(settings, RecipeSettings):
+            self.settings = self.Settings.model_validate(settings.model_dump())
+        else:
+            try:
+                self.settings = self.Settings.model_validate(dict(settings or {}))
+            except ValidationError as exc:
+                raise RecipeError(f"{source}: invalid settings for recipe {self.name!r}: {_explain(exc)}") from None
+
+    # -- construction --------------------------------------------------------------------------
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The documented default settings."""
+        return cls.Settings().model_dump()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "<mapping>") -> "Recipe":
+        """A recipe from a parsed recipe file: `{"optimizer": name, "settings": {...}}`."""
+        data = dict(data)
+        named = data.pop("optimizer", None)
+        if named is not None and _norm(named) not in {_norm(cls.name), _norm(cls.dspy_name)}:
+            raise RecipeError(f"{source}: field 'optimizer' is {named!r}, but this is the {cls.name!r} recipe")
+        settings = data.pop("settings", {})
+        if data:
+            raise RecipeError(f"{source}: unknown top-level field(s) {sorted(data)}; expected 'optimizer' and 'settings'")
+        if not isinstance(settings, Mapping):
+            raise RecipeError(f"{source}: field 'settings' must be a table/mapping")
+        return cls(settings, source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Recipe":
+        """Read a TOML or YAML recipe file for this recipe."""
+        return cls.from_mapping(read_recipe_file(path), source=str(path))
+
+    def with_overrides(self, **overrides: Any) -> "Recipe":
+        """A copy with some settings changed (validated)."""
+        merged = {**self.settings.model_dump(), **overrides}
+        return type(self)(merged, source=f"{self.source} + overrides")
+
+    def params(self) -> dict[str, Any]:
+        """Flat settings for tracking: `recipe.<setting>`."""
+        return {f"recipe.{k}": v for k, v in self.settings.model_dump().items()}
+
+    def role_specs(self) -> dict[str, str]:
+        """LM specs this recipe asks for, by role (only the roles whose setting is not empty)."""
+        found = {}
+        for setting, role in self.lm_roles.items():
+            spec = getattr(self.settings, setting, "")
+            if spec:
+                found[role] = spec
+        return found
+
+    # -- compile -------------------------------------------------------------------------------
+    def compile(
+        self,
+        program: dspy.Module,
+        trainset: Sequence[dspy.Example],
+        valset: Sequence[dspy.Example],
+        metric: Metric,
+        budget: Optional[Budget] = None,
+        *,
+        seed: int = 0,
+        feedback_metric: Optional[Metric] = None,
+        role_lms: Optional[Mapping[str, dspy.BaseLM]] = None,
+        checkpoint: Optional[Checkpoint] = None,
+    ) -> CompileResult:
+        """Optimize `program` on trainset (selecting on valset) within the budget; never raises BudgetExceeded."""
+        if not trainset:
+            raise RecipeError(f"{self.name}: the training set is empty")
+        if self.needs_feedback and feedback_metric is None:
+            feedback_metric = feedback_from_scalar(metric)
+        seed_everything(seed)
+        guard = BudgetGuard(budget)
+        tracker = CandidateTracker(checkpoint.history_path if checkpoint else None)
+        ctx = CompileContext(metric=metric, seed=seed, settings=self.settings, feedback_metric=feedback_metric,
+                             role_lms=dict(role_lms or {}), checkpoint=checkpoint, tracker=tracker, guard=guard)
+        started = time.perf_counter()
+        stop_reason: Optional[str] = None
+        with ExitStack() as stack:
+            if checkpoint is not None:
+                stack.enter_context(disk_cache(checkpoint.cache_dir))
+            stack.enter_context(guard.active())
+            stack.enter_context(extra_callbacks(tracker))
+            try:
+                compiled = self._optimize(program.deepcopy(), list(trainset), list(valset), ctx)
+                kept = "optimizer"
+            except BudgetExceeded as exc:
+                stop_reason = exc.reason
+                compiled, kept = self._keep_best(program, ctx)
+        return CompileResult(
+            program=compiled, recipe=self.name, optimizer=self.dspy_name, settings=self.settings.model_dump(),
+            seed=seed, stopped_by_budget=stop_reason is not None, stop_reason=stop_reason, kept=kept,
+            candidates=list(tracker.candidates), usage=guard.usage(), wall_s=time.perf_counter() - started,
+        )
+
+    def _keep_best(self, program: dspy.Module, ctx: CompileContext) -> tuple[dspy.Module, str]:
+        best = ctx.tracker.best()
+        if best is not None:
+            restored = program.deepcopy()
+            restored.load_state(best.state)
+            return restored, "best_candidate"
+        salvaged = self._salvage(program, ctx)
+        if salvaged is not None:
+            return salvaged, "salvaged"
+        return program.deepcopy(), "uncompiled"
+
+    # -- what subclasses implement ------------------------------------------------------------------
+    def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
+                  ctx: CompileContext) -> dspy.Module:
+        raise NotImplementedError
+
+    def _salvage(self, program: dspy.Module, ctx: CompileContext) -> Optional[dspy.Module]:
+        """The best program the optimizer built before the budget stopped it (None: nothing usable)."""
+        return None
+
+    def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
+        raise NotImplementedError
+
+    # -- dry run -------------------------------------------------------------------------------
+    def estimate(
+        self,
+        program: dspy.Module,
+        trainset: Sequence[dspy.Example],
+        valset: Sequence[dspy.Example],
+        *,
+        sizes: Optional[PromptSizes] = None,
+        count_tokens: Optional[Callable[[str], int]] = None,
+        seconds_per_call: float = 1.8,
+    ) -> CostEstimate:
+        """Estimate LM calls and tokens of `compile` from the settings and measured prompt sizes; no LM call."""
+        if sizes is None:
+            sizes = measure_prompts(program, list(trainset), count_tokens=count_tokens)
+        stages = self._plan(len(trainset), len(valset), max(1, len(program.predictors())))
+        return CostEstimate.from_stages(self.name, stages, sizes, seconds_per_call=seconds_per_call)
+
+
+# -- helpers shared by recipes -------------------------------------------------------------------------
+def read_recipe_file(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML (.toml) or YAML (.yaml/.yml) recipe file."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in {".yaml", ".yml"}:
+            data = yaml.safe_load(text) or {}
+        else:
+            raise RecipeError(f"{path}: a recipe file must end in .toml, .yaml or .yml")
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe file must hold a table/mapping")
+    return data
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's and NumPy's global generators (some DSPy optimizers draw from them)."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+
+
+@contextmanager
+def extra_callbacks(*callbacks: Any) -> Iterator[None]:
+    """Add DSPy callbacks for the block (after the ones already active), in this thread and its DSPy workers."""
+    current = list(settings.callbacks or [])
+    token = thread_local_overrides.set(dotdict({**thread_local_overrides.get(),
+                                                "callbacks": [*current, *callbacks]}))
+    try:
+        yield
+    finally:
+        thread_local_overrides.reset(token)
+
+
+def scalar_metric(metric: Metric, threshold: Optional[float] = None) -> Metric:
+    """A metric DSPy's bootstrap can use: float score, or pass/fail against threshold when tracing."""
+    def wrapped(example: Any, pred: Any, trace: Any = None) -> Any:
+        value = _as_float(metric(example, pred, trace))
+        if trace is not None and threshold is not None:
+            return value >= threshold
+        return value
+    wrapped.__name__ = getattr(metric, "__name__", "metric")
+    return wrapped
+
+
+def feedback_from_scalar(metric: Metric) -> Metric:
+    """A GEPA feedback metric built from a plain metric when no feedback metric is given."""
+    def feedback(gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None) -> Any:
+        score = _as_float(metric(gold, pred, trace))
+        return dspy.Prediction(score=score, feedback=f"This answer scored {score:.2f} of 1.")
+    feedback.__name__ = getattr(metric, "__name__", "metric")
+    return feedback
+
+
+def _as_float(value: Any) -> float:
+    score = getattr(value, "score", value)
+    if isinstance(score, bool):
+        return 1.0 if score else 0.0
+    return float(score)
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ())) or "settings"
+        parts.append(f"field {where!r}: {error.get('msg')}")
+    return "; ".join(parts)
+
+
+def restore_program(program: dspy.Module, state: Mapping[str, Any]) -> dspy.Module:
+    """A copy of program with a saved state loaded."""
+    restored = program.deepcopy()
+    restored.load_state(json.loads(json.dumps(state)))
+    return restored
+
+
+__all__ = [
+    "Budget", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
+    "extra_callbacks", "feedback_from_scalar", "program_state", "read_recipe_file", "restore_program",
+    "scalar_metric", "seed_everything",
+]

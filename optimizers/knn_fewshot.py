@@ -1,0 +1,160 @@
+"""KNNFewShot: for each input, the k most similar training examples become the demos.
+
+The embedded model copies the demonstration nearest to its input, so which demos it sees decides
+the score; nearest neighbours make that copy an informed one. DSPy's own `KNNFewShot` replaces
+`forward` with a closure, which cannot be saved as state JSON; `NearestDemos` is the same idea as
+a module whose state (pool, k, vectorizer, fields) is plain JSON and loads back with
+`NearestDemos.wrap(program).load_state(state)` (or `optimizers.load_compiled`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional, Sequence
+
+import dspy
+import numpy as np
+from pydantic import Field
+
+from .base import CompileContext, Recipe, RecipeSettings
+from .estimate import Stage
+from .vectorizers import VECTORIZERS, Vectorizer, make_vectorizer
+
+KNN_STATE_KEY = "knn"
+DEFAULT_EXCLUDE = ("thread_id", "turn_id")
+
+
+def example_text(values: dict[str, Any], fields: Sequence[str]) -> str:
+    """The text a vectorizer sees for one input: `field: value` lines of the chosen fields."""
+    return "\n".join(f"{name}: {values.get(name, '')}" for name in fields)
+
+
+class NearestDemos(dspy.Module):
+    """A program whose predictors get, for each call, the k pool examples nearest to the input."""
+
+    def __init__(self, program: dspy.Module, pool: Sequence[dspy.Example] = (), *, k: int = 3,
+                 vectorizer: str = "tfidf", fields: Optional[Sequence[str]] = None, nearest_last: bool = True) -> None:
+        super().__init__()
+        self.program = program
+        self.k = k
+        self.vectorizer_name = vectorizer
+        self.nearest_last = nearest_last
+        self.fields = list(fields) if fields is not None else None
+        self._pool: list[dspy.Example] = list(pool)
+        self._index: Optional[tuple[Vectorizer, np.ndarray, list[str]]] = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def wrap(cls, program: dspy.Module) -> "NearestDemos":
+        """An empty wrapper to `load_state` a saved KNN program into."""
+        return cls(program)
+
+    # -- retrieval -----------------------------------------------------------------------------
+    def _fields(self) -> list[str]:
+        if self.fields:
+            return list(self.fields)
+        names: list[str] = []
+        for predictor in self.program.predictors():
+            names += [n for n in predictor.signature.input_fields if n not in names]
+        return [n for n in names if n not in DEFAULT_EXCLUDE]
+
+    def _ensure_index(self) -> tuple[Vectorizer, np.ndarray, list[str]]:
+        with self._lock:
+            if self._index is None:
+                fields = self._fields()
+                texts = [example_text(dict(ex.inputs()), fields) for ex in self._pool]
+                vectorizer = make_vectorizer(self.vectorizer_name).fit(texts)
+                self._index = (vectorizer, vectorizer.transform(texts), fields)
+            return self._index
+
+    def nearest(self, inputs: dict[str, Any]) -> list[dspy.Example]:
+        """The k pool examples most similar to the inputs, most similar last when `nearest_last`."""
+        if not self._pool or self.k <= 0:
+            return []
+        vectorizer, matrix, fields = self._ensure_index()
+        query = vectorizer.transform([example_text(inputs, fields)])[0]
+        scores = matrix @ query
+        # Stable sort: equal similarity keeps pool order, so retrieval is deterministic.
+        order = np.argsort(-scores, kind="stable")[: self.k]
+        chosen = [self._pool[i] for i in order]
+        return list(reversed(chosen)) if self.nearest_last else chosen
+
+    def forward(self, **inputs: Any) -> Any:
+        """Run the wrapped program with the nearest demos (on a copy: calls may run in parallel)."""
+        demos = self.nearest(inputs)
+        program = self.program.deepcopy()
+        for predictor in program.predictors():
+            keys = set(predictor.signature.input_fields) | set(predictor.signature.output_fields)
+            predictor.demos = [dspy.Example(**{k: v for k, v in d.items() if k in keys}) for d in demos]
+        return program(**inputs)
+
+    # -- state ---------------------------------------------------------------------------------
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        """DSPy state of the wrapped program plus the KNN settings and pool."""
+        state = super().dump_state(json_mode=json_mode)
+        state[KNN_STATE_KEY] = {
+            "k": self.k, "vectorizer": self.vectorizer_name, "fields": self.fields, "nearest_last": self.nearest_last,
+            "pool": [{"data": dict(ex.toDict()), "input_keys": sorted(ex.inputs().keys())} for ex in self._pool],
+        }
+        return state
+
+    def load_state(self, state: dict[str, Any], *, allow_unsafe_lm_state: bool = False) -> "NearestDemos":
+        """Load the wrapped program's state and the KNN pool."""
+        knn = state.get(KNN_STATE_KEY)
+        if not isinstance(knn, dict):
+            raise ValueError("not a KNN program state: the 'knn' entry is missing")
+        super().load_state({k: v for k, v in state.items() if k != KNN_STATE_KEY},
+                           allow_unsafe_lm_state=allow_unsafe_lm_state)
+        self.k = int(knn["k"])
+        self.vectorizer_name = str(knn["vectorizer"])
+        self.fields = knn.get("fields")
+        self.nearest_last = bool(knn.get("nearest_last", True))
+        self._pool = [dspy.Example(**item["data"]).with_inputs(*item["input_keys"]) for item in knn["pool"]]
+        self._index = None
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "NearestDemos":
+        # The fitted index and lock are per instance; the pool is shared read-only data.
+        copy = NearestDemos(self.program.deepcopy(), self._pool, k=self.k, vectorizer=self.vectorizer_name,
+                            fields=self.fields, nearest_last=self.nearest_last)
+        return copy
+
+
+class KNNFewShotSettings(RecipeSettings):
+    """Settings of KNNFewShot."""
+
+    k: int = Field(3, ge=1, description="Nearest training examples used as demos for each input.")
+    vectorizer: str = Field("tfidf", description=f"Text embedder: one of {', '.join(VECTORIZERS)}. 'tfidf' and "
+                                                 "'hashing' are lexical (scikit-learn); 'minilm' needs the "
+                                                 "optional extra guidebench[minilm].")
+    fields: list[str] = Field(default_factory=list, description="Input fields to embed; empty means every "
+                                                                "input field except thread_id and turn_id.")
+    nearest_last: bool = Field(True, description="Put the most similar demo last, next to the input (the "
+                                                 "small model copies the demo it saw last most often).")
+
+
+class KNNFewShotRecipe(Recipe):
+    """Nearest-neighbour demos per input; no LM call while compiling."""
+
+    name = "knn_fewshot"
+    dspy_name = "KNNFewShot"
+    summary = "the k most similar training examples as demos, per input (no LM call)"
+    Settings = KNNFewShotSettings
+
+    def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
+                  ctx: CompileContext) -> dspy.Module:
+        s: KNNFewShotSettings = ctx.settings  # type: ignore[assignment]
+        if s.vectorizer not in VECTORIZERS:
+            raise ValueError(f"unknown vectorizer {s.vectorizer!r}; expected one of {VECTORIZERS}")
+        wrapped = NearestDemos(program, trainset, k=s.k, vectorizer=s.vectorizer, fields=s.fields or None,
+                               nearest_last=s.nearest_last)
+        wrapped._ensure_index()  # fit now: a missing optional vectorizer fails the compile, not the first call
+        return wrapped
+
+    def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
+        return [Stage("index training examples", 0, note=f"no LM call; {self.settings.k} demos per call later")]  # type: ignore[attr-defined]
+
+
+def is_knn_state(state: dict[str, Any]) -> bool:
+    """True when a saved program state came from KNNFewShot."""
+    return isinstance(state, dict) and isinstance(state.get(KNN_STATE_KEY), dict)

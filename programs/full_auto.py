@@ -1,0 +1,55 @@
+"""LM programs of the Full Auto decision: the original Predict and chain of thought."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import dspy
+
+from runtime.fullauto import GuidanceDecision
+from runtime.guardrails import parse_decision
+from signatures import FULL_AUTO_INPUT_FIELDS, FullAutoDecisionSignature
+
+from .lm_call import PredictorOutcome, call_predictor, select_inputs
+from .results import decision_prediction
+from .seeds import decision_demos
+
+
+def decision_from_outcome(outcome: PredictorOutcome) -> GuidanceDecision:
+    """Validate a predictor's output fields into a decision (safe pause when they do not validate)."""
+    decision = parse_decision(outcome.fields)
+    if decision.parse_errors and outcome.errors:
+        decision = decision.model_copy(update={"parse_errors": [*outcome.errors, *decision.parse_errors]})
+    return decision
+
+
+def outcome_prediction(outcome: PredictorOutcome, **extra: Any) -> dspy.Prediction:
+    """The program's prediction for one predictor outcome, with the adapter's diagnostics kept."""
+    decision = decision_from_outcome(outcome)
+    return decision_prediction(decision, adapter_errors=list(outcome.errors), raw_output=outcome.raw, **extra)
+
+
+class FullAutoPredict(dspy.Module):
+    """The original program: one `dspy.Predict` over FullAutoDecisionSignature (seed demos until compiled)."""
+
+    def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
+        super().__init__()
+        self.decide = dspy.Predict(FullAutoDecisionSignature)
+        self.decide.demos = decision_demos() if demos is None else list(demos)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        outcome = call_predictor(self.decide, **select_inputs(inputs, FULL_AUTO_INPUT_FIELDS))
+        return outcome_prediction(outcome)
+
+
+class FullAutoChainOfThought(dspy.Module):
+    """Chain of thought over FullAutoDecisionSignature: reasoning first, then the four outputs."""
+
+    def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
+        super().__init__()
+        self.decide = dspy.ChainOfThought(FullAutoDecisionSignature)
+        self.decide.predict.demos = decision_demos(with_reasoning=True) if demos is None else list(demos)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        outcome = call_predictor(self.decide, **select_inputs(inputs, FULL_AUTO_INPUT_FIELDS))
+        return outcome_prediction(outcome, reasoning=str(outcome.fields.get("reasoning") or ""))

@@ -1,0 +1,262 @@
+"""Program inputs and labeled examples built from the runtime's records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Optional
+
+import dspy
+from pydantic import ValidationError
+
+from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
+from runtime.fullauto import FullAutoTurnSummary
+from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
+from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
+
+# Inputs the original signature does not see but a better program (and the rule policies) may use.
+DECISION_EXTRA_FIELDS: tuple[str, ...] = (
+    "turn_count", "no_progress_count", "last_agent_message", "last_guidance_directive",
+)
+# Present only when the inputs come from a DecisionRecord: what the deployed loop decided.
+LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_reason", "logged_next_input")
+PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet",)
+
+LOG_TAIL_LINES = 20
+_TEXT_CLIP = 160
+
+# Confidence a labeled demonstration carries when its label does not state one: how much the
+# label's source is trusted. Demos must carry a confidence (design.md), and a constant 1.0 would
+# teach the model to always answer 1.0.
+SOURCE_CONFIDENCE: dict[str, float] = {"human": 0.95, "simulator": 0.9, "rule": 0.8}
+DEFAULT_REASONS: dict[str, str] = {
+    "continue": "Work is progressing and the plan has open steps; continue with the next one.",
+    "pause": "The loop needs a person before it can go on safely.",
+    "stop": "The task is finished or cannot make further progress.",
+    "review": "The changes are ready for a human review.",
+}
+DEFAULT_NEXT_INPUT = "Continue with the next step of the plan."
+
+
+def _summary_of(value: Any) -> tuple[FullAutoTurnSummary, Optional[DecisionRecord]]:
+    if isinstance(value, DecisionRecord):
+        return value.summary, value
+    if isinstance(value, FullAutoTurnSummary):
+        return value, None
+    if isinstance(value, Mapping):
+        if "summary" in value and "record_id" in value:
+            record = DecisionRecord.model_validate(dict(value))
+            return record.summary, record
+        return FullAutoTurnSummary.model_validate(dict(value), strict=False), None
+    raise TypeError(f"expected a DecisionRecord, FullAutoTurnSummary or dict, got {type(value).__name__}")
+
+
+def decision_inputs(record_or_summary: Any) -> dict[str, str]:
+    """Signature inputs plus extras (turn counts, agent message, logged decision) as strings."""
+    summary, record = _summary_of(record_or_summary)
+    data = summary.model_dump()
+    inputs = {name: str(data.get(name, "") if data.get(name) is not None else "") for name in FULL_AUTO_INPUT_FIELDS}
+    inputs.update({name: str(data.get(name, "")) for name in DECISION_EXTRA_FIELDS})
+    if record is not None and record.logged is not None:
+        inputs.update({
+            "logged_action": record.logged.model_action,
+            "logged_confidence": repr(float(record.logged.model_confidence)),
+            "logged_reason": record.logged.reason,
+            "logged_next_input": record.logged.next_input_preview,
+        })
+    return inputs
+
+
+def label_confidence(label: OutcomeLabel) -> float:
+    """The label's own confidence when it states one, else the trust in its source."""
+    if "confidence" in label.model_fields_set:
+        return float(label.confidence)
+    kind = label.source.split(":", 1)[0].strip().lower()
+    return SOURCE_CONFIDENCE.get(kind, 0.75)
+
+
+def decision_example(record: DecisionRecord | Mapping[str, Any]) -> dspy.Example:
+    """A labeled example whose outputs are complete: action, next_input, reason, confidence."""
+    if isinstance(record, Mapping):
+        record = DecisionRecord.model_validate(dict(record))
+    if record.label is None:
+        raise ValueError(f"record {record.record_id} has no outcome label")
+    label = record.label
+    next_input = ""
+    if label.action == "continue":
+        logged_continue = record.logged is not None and record.logged.model_action == "continue"
+        next_input = (label.next_input or (record.logged.next_input_preview if logged_continue else "")
+                      or DEFAULT_NEXT_INPUT)
+    inputs = decision_inputs(record)
+    example = dspy.Example(
+        **inputs,
+        action=label.action,
+        next_input=next_input,
+        reason=label.reason or DEFAULT_REASONS[label.action],
+        confidence=label_confidence(label),
+        record_id=record.record_id,
+        label_source=label.source,
+    )
+    return example.with_inputs(*inputs)
+
+
+def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
+    if isinstance(value, PlannerRecord):
+        return value.packet, value
+    if isinstance(value, AdvisorPacket):
+        return value, None
+    if isinstance(value, Mapping):
+        if "packet" in value and "record_id" in value:
+            record = PlannerRecord.model_validate(dict(value))
+            return record.packet, record
+        return AdvisorPacket.model_validate(dict(value)), None
+    raise TypeError(f"expected a PlannerRecord, AdvisorPacket or dict, got {type(value).__name__}")
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _clip(text: Any, limit: int = _TEXT_CLIP) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _log_line(entry: Mapping[str, Any]) -> str:
+    tags = entry.get("strategy_tags") or []
+    tags_text = "+".join(str(tag) for tag in tags) if isinstance(tags, list) else str(tags)
+    parts = [f"#{entry.get('iteration_id', '?')}", tags_text or "(no tags)",
+             "valid" if entry.get("valid") is True else "invalid",
+             f"cycles={entry.get('cycles')}"]
+    if entry.get("delta_vs_best") is not None:
+        parts.append(f"delta={entry.get('delta_vs_best')}")
+    if entry.get("new_best"):
+        parts.append("new_best")
+    hypothesis = _clip(entry.get("hypothesis") or entry.get("result_summary"))
+    if hypothesis:
+        parts.append(f"- {hypothesis}")
+    return " ".join(parts)
+
+
+def _goal_text(packet: AdvisorPacket) -> str:
+    if packet.goal == "threshold":
+        return f"threshold: reach {packet.threshold_target} cycles (best so far {packet.best_cycles})"
+    aspiration = packet.aspiration_cycles if packet.aspiration_cycles is not None else (
+        packet.best_cycles - 1 if packet.best_cycles is not None else None)
+    return f"best: beat {packet.best_cycles} cycles (aspiration {aspiration})"
+
+
+def planner_inputs(packet: Any) -> dict[str, str]:
+    """Signature inputs of the planner (compact text) plus the full packet JSON as `packet`."""
+    packet, _ = _packet_of(packet)
+    summary = packet.experiment_summary
+    summary_view = {
+        "best_cycles": summary.best_cycles,
+        "best_cycles_by_family": summary.best_cycles_by_family,
+        "invalid_counts": summary.invalid_counts,
+    }
+    profile = packet.performance_profile
+    profile_view = "" if profile is None else _compact({
+        key: value for key, value in profile.model_dump().items()
+        if key in ("min_cycles_by_engine", "resource_lb_cycles", "cp_lb_cycles", "tight_lb_cycles",
+                   "schedule_cycles_estimate", "schedule_slack_pct") and value not in (None, {})
+    })
+    tail = packet.experiment_log_tail[-LOG_TAIL_LINES:]
+    plateau = packet.plateau_valid_iters_since_best
+    return {
+        "goal": _goal_text(packet),
+        "plateau_valid_iters_since_best": "" if plateau is None else str(plateau),
+        "strategy_family_constraints": _compact(packet.strategy_family_constraints.model_dump()),
+        "experiment_summary": _compact(summary_view),
+        "experiment_log_tail": "\n".join(_log_line(entry) for entry in tail) or "(no attempts yet)",
+        "performance_profile": profile_view,
+        "packet": packet.model_dump_json(),
+    }
+
+
+def packet_from_inputs(inputs: Mapping[str, Any]) -> Optional[AdvisorPacket]:
+    """The packet carried in planner inputs (`packet` JSON), or None when absent or invalid."""
+    raw = inputs.get("packet")
+    if isinstance(raw, AdvisorPacket):
+        return raw
+    if not raw:
+        return None
+    try:
+        return AdvisorPacket.model_validate_json(raw) if isinstance(raw, str) else AdvisorPacket.model_validate(raw)
+    except (ValidationError, ValueError):
+        return None
+
+
+def blocked_families(inputs: Mapping[str, Any]) -> list[str]:
+    """Blocked families from the packet or the constraints JSON of planner inputs."""
+    packet = packet_from_inputs(inputs)
+    if packet is not None:
+        return list(packet.strategy_family_constraints.blocked_families)
+    try:
+        constraints = json.loads(inputs.get("strategy_family_constraints") or "{}")
+    except ValueError:
+        return []
+    blocked = constraints.get("blocked_families") if isinstance(constraints, dict) else None
+    return [family for family in blocked or [] if family in FAMILIES]
+
+
+def objective_text(packet: AdvisorPacket) -> str:
+    """The objective a directive states for this packet's goal."""
+    if packet.goal == "threshold" and packet.threshold_target is not None:
+        return f"Reach {packet.threshold_target} cycles"
+    if packet.best_cycles is not None:
+        return f"Beat the best of {packet.best_cycles} cycles"
+    return "Lower the cycle count"
+
+
+def directive_from_entry(entry: ExperimentLogEntry, packet: AdvisorPacket) -> OptimizationDirective:
+    """The directive that the logged attempt carried out, rebuilt from its log entry."""
+    family = entry.family
+    if family is None or family in packet.strategy_family_constraints.blocked_families:
+        allowed = [f for f in packet.strategy_family_constraints.allowed_families if f in FAMILIES]
+        family = allowed[0] if allowed else FAMILIES[0]
+    modifiers = [tag for tag in entry.strategy_tags[1:] if tag.strip() and tag not in FAMILIES][:3]
+    changes = [_clip(item, 200) for item in entry.change_summary if str(item).strip()][:5]
+    hypothesis = _clip(entry.hypothesis, 300) or f"A {family.split(':')[1]} change lowers the cycle count."
+    if not changes:
+        changes = [hypothesis]
+    objective = objective_text(packet)
+    effect = entry.delta_vs_best if entry.valid and isinstance(entry.delta_vs_best, int) else 0
+    steps = [*(f"Implement: {change}" for change in changes[:4]),
+             "Run the correctness tests and confirm the tests are unchanged",
+             "Measure the cycle count and compare it with the best"]
+    return OptimizationDirective(
+        objective=objective,
+        primary_hypothesis=hypothesis,
+        strategy_family=family,
+        strategy_modifiers=modifiers,
+        risk="Low" if abs(effect) < 10 else ("Medium" if abs(effect) < 100 else "High"),
+        expected_effect_cycles=int(effect),
+        change_summary=changes,
+        step_plan=steps,
+        validation=DirectiveValidation(
+            commands=["python tests/submission_tests.py"],
+            pass_criteria=["correctness tests pass", "cycles below the best before the change"],
+        ),
+        next_packet_requests=[],
+        did_web_search=False,
+    )
+
+
+def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
+    """A labeled example: the packet as inputs, the directive its logged outcome carried out as outputs."""
+    if isinstance(record, Mapping):
+        record = PlannerRecord.model_validate(dict(record))
+    if record.outcome is None:
+        raise ValueError(f"planner record {record.record_id} has no outcome entry")
+    inputs = planner_inputs(record.packet)
+    directive = directive_from_entry(record.outcome, record.packet)
+    example = dspy.Example(**inputs, **directive.model_dump(), record_id=record.record_id,
+                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles)
+    return example.with_inputs(*inputs)
+
+
+__all__ = [
+    "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS",
+    "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
+    "label_confidence", "objective_text", "packet_from_inputs", "planner_example", "planner_inputs",
+]

@@ -1,0 +1,138 @@
+"""No-LM reference policies of the Full Auto decision: the rule policy and the always-continue baseline."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+import dspy
+
+from runtime.fullauto import GuidanceDecision
+
+from .results import decision_prediction
+
+NO_PROGRESS_PAUSE = 2  # pause one turn before the no_progress guardrail (default limit 3) would stop
+
+_DONE = re.compile(
+    r"\b(all (?:the )?(?:\d+ )?tests (?:now )?pass(?:ed)?|task is (?:complete|done|finished)|"
+    r"(?:work|fix|change|implementation) is (?:complete|done)|nothing (?:else )?(?:is )?left)\b", re.I)
+_FAILING = re.compile(r"\b(?:[1-9]\d* failed|fail(?:s|ed|ing|ure|ures)?|errors?|traceback)\b", re.I)
+_NEGATED = re.compile(r"\b(?:no|0|zero|without|none)\s+(?:\w+\s+)?(?:fail\w*|errors?)\b", re.I)
+_STEP_DONE = {"completed", "complete", "done", "finished"}
+
+
+def plan_steps(turn_plan: str) -> list[tuple[str, str]]:
+    """(step, status) pairs from a plan given as JSON (`[{step, status}]`) or checklist text."""
+    text = (turn_plan or "").strip()
+    if not text:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        data = data.get("plan") or data.get("steps")
+    if isinstance(data, list):
+        steps = []
+        for item in data:
+            if isinstance(item, Mapping):
+                step = str(item.get("step") or item.get("title") or item.get("text") or "").strip()
+                steps.append((step, str(item.get("status") or "pending").strip().lower()))
+            elif isinstance(item, str):
+                steps.append((item.strip(), "pending"))
+        return steps
+    steps = []
+    for line in text.splitlines():
+        match = re.match(r"^\s*(?:[-*]|\d+[.)])?\s*\[([ xX~-])\]\s*(.+)$", line)
+        if match:
+            status = "completed" if match.group(1) in "xX" else "pending"
+            steps.append((match.group(2).strip(), status))
+    return steps
+
+
+def count_of(value: Any) -> int:
+    """A count written as text ("2"), a JSON list/dict (its length) or empty (0); other text counts as 1."""
+    text = str(value if value is not None else "").strip()
+    if not text or text.lower() in ("none", "null", "[]", "{}"):
+        return 0
+    if text.lstrip("-").isdigit():
+        return max(0, int(text))
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return 1
+    if isinstance(data, (list, dict)):
+        return len(data)
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return max(0, int(data))
+    return 1
+
+
+def mentions_failure(text: str) -> bool:
+    """True when the text reports a failure ("2 failed", "still fails"), ignoring "no errors", "0 failed"."""
+    return bool(_FAILING.search(_NEGATED.sub(" ", text or "")))
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return 0
+
+
+def rule_decision(inputs: Mapping[str, Any]) -> tuple[GuidanceDecision, str]:
+    """The rule policy's decision for one turn and the name of the rule that made it."""
+    status = str(inputs.get("last_turn_status") or "completed").strip().lower()
+    error = str(inputs.get("turn_error") or "").strip()
+    message = str(inputs.get("last_agent_message") or "")
+    steps = plan_steps(str(inputs.get("turn_plan") or ""))
+    open_steps = [step for step, state in steps if state not in _STEP_DONE]
+    no_progress = _int(inputs.get("no_progress_count"))
+    failing = bool(error) or mentions_failure(message)
+
+    if status == "failed":
+        return GuidanceDecision(action="stop", confidence=0.95,
+                                reason=f"The last turn failed{': ' + error[:200] if error else '.'}"), "turn_failed"
+    if status == "interrupted":
+        return GuidanceDecision(action="pause", confidence=0.9,
+                                reason="The last turn was interrupted; a person should look first."), "interrupted"
+    approvals, tool_inputs = count_of(inputs.get("pending_approvals")), count_of(inputs.get("pending_tool_inputs"))
+    if approvals or tool_inputs:
+        waiting = "an approval" if approvals else "tool input"
+        return GuidanceDecision(action="pause", confidence=0.9,
+                                reason=f"The agent is waiting for {waiting}; a person must answer."), "pending_input"
+    plan_done = bool(steps) and not open_steps
+    if not failing and (plan_done or (_DONE.search(message) and not open_steps)):
+        return GuidanceDecision(action="stop", confidence=0.85,
+                                reason="The plan is complete and nothing is failing: the task is done."), "done"
+    if no_progress >= NO_PROGRESS_PAUSE:
+        return GuidanceDecision(action="pause", confidence=0.7,
+                                reason=f"No progress for {no_progress} turns; a person should redirect."), "stalled"
+    if failing:
+        return GuidanceDecision(action="continue", confidence=0.75,
+                                next_input="Fix the failing tests reported in the last turn, then run the tests again.",
+                                reason="Tests are failing and the last turn made progress."), "fix_failures"
+    if open_steps:
+        return GuidanceDecision(action="continue", confidence=0.75,
+                                next_input=f"Continue with the next step of the plan: {open_steps[0][:200]}",
+                                reason=f"{len(open_steps)} plan step(s) still open."), "open_steps"
+    return GuidanceDecision(action="continue", confidence=0.6, next_input="",
+                            reason="No completion signal yet; continue."), "default_continue"
+
+
+class FullAutoRules(dspy.Module):
+    """Reference policy without an LM: stop on failure, pause on pending input, continue while progressing, stop when done."""
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        decision, rule = rule_decision(inputs)
+        return decision_prediction(decision, rule=rule)
+
+
+class AlwaysContinue(dspy.Module):
+    """Baseline policy without an LM: always continue with the fallback prompt, fully confident."""
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        decision = GuidanceDecision(action="continue", confidence=1.0, next_input="",
+                                    reason="Baseline policy: always continue.")
+        return decision_prediction(decision, rule="always_continue")

@@ -1,0 +1,186 @@
+"""No-LM reference planner that follows the pivot policy of `runtime.pivot`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import dspy
+
+from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, OptimizationDirective
+from runtime.pivot import (
+    current_streak,
+    family_constraints,
+    family_of,
+    invalid_streak,
+    near_bound,
+    pivot_required,
+)
+
+from .inputs import objective_text, packet_from_inputs
+from .results import directive_prediction, safe_directive
+
+BOUND_LOWERING: tuple[str, ...] = ("family:reduce_loads", "family:break_deps")
+INVALID_RECOVERY = 3
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """What the rule planner proposes within one strategy family."""
+
+    modifiers: tuple[str, ...]
+    hypothesis: str
+    approaches: tuple[str, str, str]
+    changes: tuple[str, ...]
+    wild_card: str
+    risk: str
+
+
+PLAYBOOKS: dict[str, Playbook] = {
+    "family:schedule": Playbook(
+        modifiers=("list_scheduling", "slot_packing"),
+        hypothesis="Bundles leave slots idle; packing independent ops into them shortens the schedule "
+                   "toward the resource bound.",
+        approaches=("list-schedule by critical-path priority", "pack ALU ops into idle bundles",
+                    "software-pipeline the round loop"),
+        changes=("Reorder independent ops by critical-path priority", "Fill idle ALU and VALU slots"),
+        wild_card="move the flow ops to the start of each bundle group",
+        risk="Low",
+    ),
+    "family:reduce_loads": Playbook(
+        modifiers=("register_reuse", "vload"),
+        hypothesis="The load engine (2 slots per cycle) bounds the kernel; fewer loads lower the tight "
+                   "bound itself.",
+        approaches=("keep reused values in registers", "replace scalar loads with vector loads",
+                    "fuse loads of adjacent fields"),
+        changes=("Keep values reused across rounds in registers", "Load 8 lanes at once with vector loads"),
+        wild_card="store data interleaved so one load serves two uses",
+        risk="Medium",
+    ),
+    "family:break_deps": Playbook(
+        modifiers=("interleave_batches", "split_chains"),
+        hypothesis="A long dependency chain sets the critical path; interleaving independent work "
+                   "hides its latency.",
+        approaches=("interleave independent batches", "split long chains into parallel halves",
+                    "unroll the round loop"),
+        changes=("Interleave two independent batches per round", "Split the longest chain in two"),
+        wild_card="precompute loop-invariant values once outside the rounds",
+        risk="Medium",
+    ),
+}
+
+
+def family_tries(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many attempts of each family the log shows."""
+    tries = {family: 0 for family in FAMILIES}
+    for entry in entries:
+        family = family_of(entry)
+        if family is not None:
+            tries[family] += 1
+    return tries
+
+
+def _improved(entry: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]]) -> bool:
+    if entry.get("valid") is not True or not isinstance(entry.get("cycles"), int):
+        return False
+    if isinstance(entry.get("delta_vs_best"), int):
+        return entry["delta_vs_best"] < 0
+    previous = [e["cycles"] for e in earlier if e.get("valid") is True and isinstance(e.get("cycles"), int)]
+    return not previous or entry["cycles"] < min(previous)
+
+
+def two_strikes(entries: Sequence[Mapping[str, Any]]) -> bool:
+    """The current family's last two attempts both failed to improve (invalid counts as non-improving)."""
+    _, streak = current_streak(entries)
+    if len(streak) < 2:
+        return False
+    start = len(entries) - len(streak)
+    return not any(_improved(entries[start + i], entries[: start + i]) for i in (len(streak) - 2, len(streak) - 1))
+
+
+def _expected_effect(packet: AdvisorPacket, lowering: bool) -> int:
+    profile = packet.performance_profile
+    best = packet.best_cycles
+    if profile is not None and profile.schedule_cycles_estimate and profile.tight_lb_cycles:
+        gap = profile.schedule_cycles_estimate - profile.tight_lb_cycles
+        if not lowering and gap > 0:
+            return -max(1, min(200, gap // 4))
+    return -max(1, round((best or 1000) * 0.01)) if lowering else -10
+
+
+def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[str]]:
+    """The rule planner's directive for a packet, and the pivot-policy reasons behind it."""
+    entries = [dict(entry) for entry in packet.experiment_log_tail]
+    stated = packet.strategy_family_constraints
+    # The packet's constraints come from the whole log; the tail re-derives them as a cross-check.
+    blocked = set(stated.blocked_families) | set(family_constraints(entries).blocked_families)
+    allowed = [f for f in FAMILIES if f not in blocked and (not stated.allowed_families or f in stated.allowed_families)]
+    allowed = allowed or list(FAMILIES)
+    target = packet.threshold_target if packet.goal == "threshold" else None
+    required, reasons = pivot_required(entries, packet.performance_profile, target)
+    lowering = near_bound(entries, packet.performance_profile, target)
+    current, _ = current_streak(entries)
+    recovery = invalid_streak(entries) >= INVALID_RECOVERY
+    tries = family_tries(entries)
+
+    if lowering:
+        candidates = [f for f in allowed if f in BOUND_LOWERING] or allowed
+    elif required or two_strikes(entries):
+        if not required:
+            reasons.append(f"two_strikes: the last two {current} attempts did not improve")
+        candidates = [f for f in allowed if f != current] or allowed
+    elif current in allowed and entries and _improved(entries[-1], entries[:-1]):
+        candidates = [current]
+        reasons.append(f"keep {current}: the last attempt improved")
+    else:
+        candidates = allowed
+    family = min(candidates, key=lambda f: (tries[f], FAMILIES.index(f)))
+    play = PLAYBOOKS[family]
+
+    modifiers = list(play.modifiers)
+    hypothesis = play.hypothesis
+    first_steps: list[str] = []
+    if recovery:
+        modifiers = ["recovery", *modifiers][:3]
+        hypothesis = "Several attempts in a row were invalid: start again from the last valid kernel. " + hypothesis
+        first_steps.append("Start from the last valid kernel")
+    best = packet.best_cycles
+    steps = [
+        *first_steps,
+        "Weigh three orthogonal approaches: " + "; ".join(play.approaches),
+        f"Pick '{play.approaches[0]}' as the main change",
+        f"Wild card: {play.wild_card}",
+        *play.changes,
+        "Run the correctness tests and check that the tests are unchanged",
+        f"Measure cycles and compare with {best if best is not None else 'the baseline'}",
+    ]
+    directive = OptimizationDirective(
+        objective=objective_text(packet),
+        primary_hypothesis=hypothesis,
+        strategy_family=family,
+        strategy_modifiers=modifiers,
+        risk="Low" if recovery else play.risk,
+        expected_effect_cycles=_expected_effect(packet, lowering),
+        change_summary=list(play.changes),
+        step_plan=steps,
+        validation=DirectiveValidation(
+            commands=["python tests/submission_tests.py"],
+            pass_criteria=["correctness tests pass",
+                           f"cycles below {best}" if best is not None else "cycles below the baseline"],
+        ),
+        next_packet_requests=["slot utilization per engine after the change"],
+        did_web_search=False,
+    )
+    return directive, reasons
+
+
+class PlannerRules(dspy.Module):
+    """Reference planner without an LM: pivots to the least-tried allowed family, lowers the bound when near it."""
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        packet: Optional[AdvisorPacket] = packet_from_inputs(inputs)
+        if packet is None:
+            error = "planner.rules needs the full advisor packet as the `packet` input (see programs.planner_inputs)"
+            return directive_prediction(safe_directive(), parse_errors=[error], rule_reasons=[])
+        directive, reasons = rule_directive(packet)
+        return directive_prediction(directive, rule_reasons=reasons)
