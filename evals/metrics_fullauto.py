@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from runtime import (
     GuardrailAudit,
@@ -350,6 +350,33 @@ def gepa_metric(gold: Any, pred: Any, trace: Any = None, pred_name: Optional[str
     if math.isnan(score):
         score = max(0.0, 1.0 - scores["guardrail_override_rate"] - scores["parse_failure_rate"])
     return dspy.Prediction(score=float(score), feedback=feedback(outcome))
+
+
+def _with_record(example: Any, by_id: Mapping[str, Any]) -> Any:
+    record = by_id.get(str(_get(example, "record_id", "") or ""))
+    return {"record": record} if record is not None else example
+
+
+def metric_for(records: Iterable[Any]) -> Callable[..., float]:
+    """`metric` that scores each example against its own record (looked up by `record_id`): the
+    record's guardrail config, turn summary and outcome label, exactly as replay does."""
+    by_id = {record.record_id: record for record in records}
+
+    def record_metric(example: Any, pred: Any, trace: Any = None) -> float:
+        return metric(_with_record(example, by_id), pred, trace)
+
+    return record_metric
+
+
+def gepa_metric_for(records: Iterable[Any]) -> Callable[..., Any]:
+    """`gepa_metric` that scores each example against its own record (looked up by `record_id`)."""
+    by_id = {record.record_id: record for record in records}
+
+    def record_gepa_metric(gold: Any, pred: Any, trace: Any = None, pred_name: Optional[str] = None,
+                           pred_trace: Any = None) -> Any:
+        return gepa_metric(_with_record(gold, by_id), pred, trace, pred_name, pred_trace)
+
+    return record_gepa_metric
 
 
 def rows_outcomes(outcomes: Iterable[DecisionOutcome]) -> list[dict[str, Any]]:

@@ -20,8 +20,9 @@ profile, the goal) and emits a full `OptimizationDirective`:
 The environment then applies the directive and the loop runner's log line is written in the
 shape of formats.md §2.1 (keys sorted, `%Y-%m-%dT%H:%M:%SZ`). Some episodes use the older short
 shape (no scope/correctness/best_before/new_best/threshold_met; `strategy_tags[0]` is a legacy
-tag, not a family). Next to every `log.jsonl` a side file `log.sim.json` records the goal and the
-performance profile before each iteration, which `guidebench.data.experiments` attaches to the
+tag, not a family). Next to every `log.jsonl` a side file `log.sim.jsonl` records the goal and the
+performance profile before each iteration (line 1: the episode header with `format` and
+`episode_id`; then one line per iteration), which `guidebench.data.experiments` attaches to the
 packets. Planner and environment draw from separate streams seeded by (seed, episode,
 iteration), so episode k is the same bytes whatever the number of episodes.
 """
@@ -53,7 +54,7 @@ from .sim_kernel import (
     performance_profile,
 )
 
-SIDE_FILE_SUFFIX = ".sim.json"
+SIDE_FILE_SUFFIX = ".sim.jsonl"
 SIDE_FILE_FORMAT = "guidebench.sim_experiments/v1"
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=timezone.utc)
@@ -122,6 +123,12 @@ class SimulatedEpisode(BaseModel):
     def log_text(self) -> str:
         """The episode's `log.jsonl` text."""
         return "".join(entry_line(entry) + "\n" for entry in self.entries)
+
+    def side_text(self) -> str:
+        """The side file's text: the header line, then one line per iteration."""
+        header = {key: value for key, value in self.side.items() if key != "iterations"}
+        lines = [header, *self.side["iterations"]]
+        return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
 
 
 def entry_line(entry: dict[str, Any]) -> str:
@@ -325,7 +332,7 @@ def episode_is_old_shape(seed: int, index: int, old_shape_fraction: float) -> bo
 
 def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
                    old_shape_fraction: float = 0.2) -> SimulationSummary:
-    """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.json` side files."""
+    """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.jsonl` side files."""
     if episodes < 1:
         raise ValueError("episodes must be >= 1")
     if not 0.0 <= old_shape_fraction <= 1.0:
@@ -339,8 +346,7 @@ def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / "log.jsonl"
         log.write_text(episode.log_text(), encoding="utf-8")
-        (folder / f"log{SIDE_FILE_SUFFIX}").write_text(
-            json.dumps(episode.side, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+        (folder / f"log{SIDE_FILE_SUFFIX}").write_text(episode.side_text(), encoding="utf-8")
         files.append(log.relative_to(out).as_posix())
         total += len(episode.entries)
         old += episode.old_shape

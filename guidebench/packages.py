@@ -117,10 +117,22 @@ class Variant:
 
         return programs.spec(self.manifest.entry).kind
 
+    @property
+    def uses_lm(self) -> bool:
+        """True when the program calls an LM (so the board needs one configured)."""
+        import programs
+
+        return programs.spec(self.manifest.entry).uses_lm
+
     def build(self) -> Any:
         """A fresh program instance with the package's state loaded."""
         import programs
 
+        if self.details.get("export_dir"):
+            # Same path as `guidebench eval EXPORT_DIR`: verified again, then the runtime's own program.
+            from .evaluation import load_export
+
+            return load_export(Path(self.details["export_dir"])).program
         program = programs.get(self.manifest.entry)
         if self.state_path is not None:
             try:
@@ -137,12 +149,15 @@ def _contract_for(entry: str) -> str:
     return COMPATIBILITY.get(programs.spec(entry).kind, "")
 
 
-def _check_entry(entry: str, where: str) -> None:
+def _check_entry(entry: str, where: str) -> str:
+    """The canonical registry name of an entry (aliases resolved); a clear error when unknown."""
     import programs
 
-    known = list(programs.names())
-    if entry not in known:
-        raise GuidebenchError(f"{where}: unknown program {entry!r}; known programs: {', '.join(known)}")
+    try:
+        return programs.spec(entry).name
+    except LookupError as exc:
+        raise GuidebenchError(f"{where}: unknown program {entry!r}; known programs: "
+                              f"{', '.join(programs.names())}") from exc
 
 
 # ----- registry names ---------------------------------------------------------------------------
@@ -156,9 +171,9 @@ def from_registry(names: Iterable[str]) -> list[Variant]:
         name = name.strip()
         if not name:
             continue
-        _check_entry(name, "--programs")
-        manifest = PackageManifest(name=name, version=__version__, entry=name,
-                                   compatible_with=_contract_for(name), tags=["registry"])
+        entry = _check_entry(name, "--programs")
+        manifest = PackageManifest(name=name, version=__version__, entry=entry,
+                                   compatible_with=_contract_for(entry), tags=["registry"])
         variants.append(Variant(label=name, manifest=manifest, origin=f"registry:{name}"))
     return variants
 
@@ -196,7 +211,7 @@ def from_package_folder(folder: Path) -> Variant:
     """A variant from one package folder (`package.json` plus its state file)."""
     manifest_path = folder / PACKAGE_FILE
     manifest = read_manifest(manifest_path)
-    _check_entry(manifest.entry, f"{manifest_path}: field entry")
+    manifest = manifest.model_copy(update={"entry": _check_entry(manifest.entry, f"{manifest_path}: field entry")})
     expected = _contract_for(manifest.entry)
     if manifest.compatible_with and expected and manifest.compatible_with != expected:
         raise GuidebenchError(f"{manifest_path}: field compatible_with: {manifest.compatible_with!r} does not "
@@ -220,54 +235,43 @@ def is_export_folder(folder: Path) -> bool:
 
 
 def from_export_folder(folder: Path) -> Variant:
-    """A variant from an exported frozen module, verified by the runtime loader first."""
+    """A variant from an exported frozen module, verified by the runtime loader (checksums, signature, versions)."""
     try:
-        from runtime.frozen import load_frozen
+        from runtime.frozen import verify_frozen
+        from runtime.frozen_manifest import FrozenModuleError
     except ImportError as exc:
         raise GuidebenchError(f"{folder}: is an exported module, but the runtime loader (runtime.frozen) "
                               f"is not available to verify it: {exc}") from exc
     try:
-        load_frozen(folder)
-    except Exception as exc:  # FrozenModuleError carries the one-line reason
+        frozen = verify_frozen(folder)
+    except FrozenModuleError as exc:
         raise GuidebenchError(f"{folder}: refused by the runtime loader: {exc}") from exc
-    data = json.loads((folder / EXPORT_MANIFEST).read_text(encoding="utf-8"))
-    fields = {key: data[key] for key in ("name", "version", "entry", "compatible_with", "tags", "description")
-              if data.get(key) is not None}
+    entry = _check_entry(frozen.entry, f"{folder / EXPORT_MANIFEST}: field entry")
+    split = None
+    if frozen.dataset_id and frozen.split and frozen.split_hash:
+        split = SplitRef(dataset_id=frozen.dataset_id, split=frozen.split, split_hash=frozen.split_hash)
     try:
-        manifest = PackageManifest(**fields, evals=list(data.get("evals") or []),
-                                   expected_metrics=_scorecard_values(data.get("scorecard")),
-                                   expected_on=_export_split(data), state=DEFAULT_STATE_FILE)
+        manifest = PackageManifest(
+            name=frozen.name, version=frozen.version, entry=entry, compatible_with=frozen.compatible_with,
+            evals=list(frozen.evals), tags=sorted(set(frozen.tags) | {"frozen"}),
+            expected_metrics=_scorecard_values(frozen.scorecard), expected_on=split, state=DEFAULT_STATE_FILE)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise GuidebenchError(f"{folder / EXPORT_MANIFEST}: field {'.'.join(map(str, first['loc']))}: "
                               f"{first['msg']}") from exc
-    _check_entry(manifest.entry, f"{folder / EXPORT_MANIFEST}: field entry")
-    if "frozen" not in manifest.tags:
-        manifest.tags.append("frozen")
-    state_path = folder / DEFAULT_STATE_FILE
     return Variant(label=f"{manifest.name}@{manifest.version}", manifest=manifest, origin=f"export:{folder}",
-                   state_path=state_path if state_path.is_file() else None,
-                   details={"promotion_state": data.get("promotion_state"),
-                            "mlflow_run_id": data.get("mlflow_run_id")})
+                   details={"export_dir": str(folder), "promotion_state": frozen.promotion_state,
+                            "mlflow_run_id": frozen.mlflow_run_id})
 
 
 def _scorecard_values(scorecard: Any) -> dict[str, float]:
-    """Metric values from an export scorecard (`{metric: {"value": ...}}` or `{metric: number}`)."""
+    """Metric values of an export scorecard (`{metric: MetricInterval}`), those that have one."""
     values: dict[str, float] = {}
-    if not isinstance(scorecard, dict):
-        return values
-    for name, item in scorecard.items():
-        value = item.get("value") if isinstance(item, dict) else item
+    for name, item in (scorecard or {}).items():
+        value = getattr(item, "value", None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             values[name] = float(value)
     return values
-
-
-def _export_split(data: dict) -> Optional[SplitRef]:
-    dataset_id, split, split_hash = data.get("dataset_id"), data.get("split"), data.get("split_hash")
-    if dataset_id and split and split_hash:
-        return SplitRef(dataset_id=dataset_id, split=split, split_hash=split_hash)
-    return None
 
 
 def from_path(path: Path) -> list[Variant]:
@@ -345,7 +349,7 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     artifact = _state_artifact(client, run.info.run_id)
     if artifact is None:
         return None
-    _check_entry(entry, f"MLflow run {run.info.run_id}: param program")
+    entry = _check_entry(entry, f"MLflow run {run.info.run_id}: param program")
     target = Path(cache_dir or tempfile.mkdtemp(prefix="guidebench-mlflow-")) / run.info.run_id
     target.mkdir(parents=True, exist_ok=True)
     local = Path(client.download_artifacts(run.info.run_id, artifact, str(target)))

@@ -154,6 +154,21 @@ class Recipe:
         """Read a TOML or YAML recipe file for this recipe."""
         return cls.from_mapping(read_recipe_file(path), source=str(path))
 
+    @classmethod
+    def render_toml(cls) -> str:
+        """The recipe file with every default and its documentation (what `optimizers/recipes/` holds)."""
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        lines = [f"# {cls.dspy_name} ({cls.name}): {doc}", f"# {cls.summary}.",
+                 "# Every setting below is the default; copy this file, change what you need and pass it",
+                 "# with `guidebench compile --recipe FILE` (YAML with the same keys works too).",
+                 "", f'optimizer = "{cls.name}"', "", "[settings]"]
+        for name, info in cls.Settings.model_fields.items():
+            value = info.get_default(call_default_factory=True)
+            for chunk in _wrap(info.description or "", 96):
+                lines.append(f"# {chunk}")
+            lines.append(f"{name} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
     def with_overrides(self, **overrides: Any) -> "Recipe":
         """A copy with some settings changed (validated)."""
         merged = {**self.settings.model_dump(), **overrides}
@@ -324,6 +339,25 @@ def _as_float(value: Any) -> float:
     return float(score)
 
 
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return lines + ([line] if line else [])
+
+
 def _norm(name: str) -> str:
     return "".join(ch for ch in str(name).lower() if ch.isalnum())
 
@@ -343,8 +377,21 @@ def restore_program(program: dspy.Module, state: Mapping[str, Any]) -> dspy.Modu
     return restored
 
 
+def with_labeled_demos(program: dspy.Module, trainset: Sequence[dspy.Example], k: int, seed: int) -> dspy.Module:
+    """The program with k seeded labeled demos per predictor (what instruction optimizers start from).
+
+    The embedded base model only answers in the expected format with demos in the prompt, so an
+    instruction optimizer starting from a zero-shot program would score every candidate 0.
+    """
+    if k <= 0:
+        return program
+    pool = list(trainset)
+    random.Random(seed).shuffle(pool)
+    return dspy.LabeledFewShot(k=k).compile(program, trainset=pool, sample=False)
+
+
 __all__ = [
     "Budget", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
     "extra_callbacks", "feedback_from_scalar", "program_state", "read_recipe_file", "restore_program",
-    "scalar_metric", "seed_everything",
+    "scalar_metric", "seed_everything", "with_labeled_demos",
 ]

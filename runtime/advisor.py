@@ -25,7 +25,7 @@ class ExperimentLogEntry(BaseModel):
     """One line of `experiments/log.jsonl` (formats.md §2.1).
 
     Both shapes are accepted: the fields common to the old and the new shape are required
-    (`cycles`, `delta_vs_best` and `correctness_pass` may be null); the newer fields
+    (`cycles` and `delta_vs_best` may be null); the newer fields
     (scope, correctness, `best_before`, `new_best`, `threshold_met`) are None on old lines.
     `merged_to_main` and `notes` may be absent (one public log writes `merged_to_best`,
     kept as an extra key). Types are strict, as written by the loop runner.

@@ -268,6 +268,14 @@ class DecisionLogLine(BaseModel):
     def _timestamp_is_rfc3339(cls, value: str) -> str:
         return _rfc3339(value)
 
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary_object(cls, value: Any) -> Any:
+        # A summary built in code is complete by construction: accept it as its fields.
+        if isinstance(value, FullAutoTurnSummary) and not isinstance(value, LoggedTurnSummary):
+            return value.model_dump()
+        return value
+
     def model_action(self) -> str:
         """The model's own action: the audit's original action when audited, else the logged one."""
         return self.guardrail.original_action if self.guardrail else self.action

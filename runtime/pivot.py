@@ -183,19 +183,25 @@ def _split_packet(profile: Any, threshold_target: Optional[int]) -> tuple[Option
 def slack_fraction(profile: Any) -> Optional[float]:
     """Schedule slack as a fraction of the tight lower bound, when the profile gives it.
 
-    `schedule_slack_pct` (slack / tight bound) when present, else computed from
-    `schedule_cycles_estimate` and `tight_lb_cycles`.
+    Computed from `schedule_cycles_estimate` and `tight_lb_cycles` when both are there
+    (exact; the packet's `schedule_slack_pct` may be rounded), else `schedule_slack_pct`.
     """
     p, _ = _split_packet(profile, None)
     if p is None:
         return None
-    pct = _number(p.get("schedule_slack_pct"))
-    if pct is not None:
-        return pct
     estimate, tight = _number(p.get("schedule_cycles_estimate")), _number(p.get("tight_lb_cycles"))
-    if estimate is not None and tight:
+    if estimate is not None and tight is not None and tight > 0:
         return (estimate - tight) / tight
-    return None
+    return _number(p.get("schedule_slack_pct"))
+
+
+def _slack_within_bound(profile: Mapping[str, Any]) -> bool:
+    """Schedule slack <= 4% of the tight bound (in integers when the profile has integer cycles)."""
+    estimate, tight = profile.get("schedule_cycles_estimate"), profile.get("tight_lb_cycles")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (estimate, tight)) and tight > 0:
+        return (estimate - tight) * 100 <= 4 * tight
+    slack = slack_fraction(profile)
+    return slack is not None and slack <= NEAR_BOUND_SLACK + 1e-12
 
 
 def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None) -> bool:
@@ -211,8 +217,7 @@ def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Op
     tight = _number(p.get("tight_lb_cycles"))
     if threshold_target is not None and tight is not None and threshold_target < tight:
         return True
-    slack = slack_fraction(p)
-    if slack is None or slack > NEAR_BOUND_SLACK + 1e-9:
+    if not _slack_within_bound(p):
         return False
     plateau = plateau_valid_iters_since_best(entries)
     return plateau is not None and plateau >= NEAR_BOUND_STALL

@@ -142,7 +142,8 @@ def test_write_episodes_layout_and_summary(tmp_path):
     assert summary.files == [f"episode-{i:04d}/log.jsonl" for i in range(3)]
     lines = sum(len((tmp_path / f).read_text().splitlines()) for f in summary.files)
     assert lines == summary.entries
-    side = json.loads((tmp_path / "episode-0001" / f"log{SIDE_FILE_SUFFIX}").read_text())
-    assert side["episode_id"] == "sim-8-0001" and side["old_shape"] is True
+    side = [json.loads(line) for line in (tmp_path / "episode-0001" / f"log{SIDE_FILE_SUFFIX}").read_text().splitlines()]
+    assert side[0]["episode_id"] == "sim-8-0001" and side[0]["old_shape"] is True
+    assert [item["iteration_id"] for item in side[1:]] == list(range(1, len(side)))
     with pytest.raises(ValueError):
         write_episodes(tmp_path, 0, seed=1)

@@ -1,0 +1,151 @@
+"""`guidebench leaderboard`: rank package variants on one frozen split, with intervals, significance and cost."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from ..errors import GuidebenchError
+
+SPLIT_CHOICES = ("train", "dev", "test", "all")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `leaderboard` subcommand."""
+    parser = subparsers.add_parser(
+        "leaderboard", help="rank program variants on one frozen split",
+        description="Score every variant (registry programs, package folders, exported modules, MLflow runs) on "
+                    "the identical frozen split, rank them by objective with 95%% intervals, compare each with "
+                    "the champion (paired test), add cost per 1,000 decisions and the Pareto front, and write "
+                    "OUT/leaderboard.json, .md, .html and PNG plots (also logged to MLflow).")
+    parser.add_argument("--data", required=True, type=Path, metavar="DIR",
+                        help="a dataset folder, or a raw decision/experiment log (imported on the fly, ranked whole)")
+    parser.add_argument("--split", choices=SPLIT_CHOICES, default=None, help="split to rank on (default test)")
+    parser.add_argument("--programs", default="", metavar="A,B,...",
+                        help="registry program names, comma-separated (e.g. logged,rule)")
+    parser.add_argument("--packages", nargs="+", action="extend", default=[], type=Path, metavar="PATH",
+                        help="package folders, exported module folders, or folders of them")
+    parser.add_argument("--from-mlflow", default=None, metavar="EXPERIMENT",
+                        help="every finished run of this MLflow experiment (name or id) with a program state artifact")
+    parser.add_argument("--champion", default=None, metavar="NAME",
+                        help="variant every row is compared with (default: the package tagged champion, else "
+                             "the first row)")
+    parser.add_argument("--cost-axis", default="total_tokens",
+                        choices=("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens"),
+                        help="cost per 1,000 decisions used for the Pareto front (default total_tokens)")
+    parser.add_argument("--lm", default=None, metavar="SPEC",
+                        help="LM for variants that use one: `local` (embedded model, default) or a LiteLLM model")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="bypass DSPy's cache so costs are those of live LM calls")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
+    parser.add_argument("--tracking-uri", default=None, metavar="URI",
+                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
+    parser.add_argument("--no-track", action="store_true", help="do not log the board to MLflow")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
+    parser.add_argument("--progress", action="store_true", help="show a progress bar per variant")
+    parser.add_argument("--out", required=True, type=Path, metavar="OUT", help="output folder")
+    parser.set_defaults(func=run)
+
+
+def _configure_lm(spec: str, no_cache: bool) -> None:
+    try:
+        from ..lm import configure_lm
+    except ImportError as exc:
+        raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
+    try:
+        configure_lm(spec)
+    except GuidebenchError:
+        raise
+    except Exception as exc:
+        raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+    if no_cache:
+        import dspy
+
+        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as typed, for the board's 'regenerate with' line."""
+    return "guidebench " + " ".join(shlex.quote(a) for a in argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve the variants, score them on the split, write and track the board, print the ranking."""
+    from ..leaderboard import run_leaderboard
+    from ..leaderboard_render import write_reports
+    from ..packages import resolve_variants
+
+    if args.threads < 1:
+        raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
+    if args.resamples < 1:
+        raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")
+    if not args.data.exists():
+        raise GuidebenchError(f"--data {args.data}: no such file or folder")
+    names = [name.strip() for name in args.programs.split(",") if name.strip()]
+    tracking_uri = None
+    if args.from_mlflow or not args.no_track:
+        from .. import tracking
+
+        tracking_uri = tracking.configure(args.tracking_uri)
+    variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri)
+    lm = "none"
+    if any(variant.uses_lm for variant in variants):
+        lm = args.lm or "local"
+        _configure_lm(lm, args.no_cache)
+    board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
+                                    champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
+                                    n_resamples=args.resamples, seed=args.seed, lm=lm,
+                                    command=command_line(["leaderboard", *_argv_of(args)]))
+    out = args.out
+    if args.no_track:
+        files = write_reports(board, out)
+    else:
+        from ..leaderboard_tracking import track_leaderboard
+
+        _, files = track_leaderboard(board, scored, lambda b: write_reports(b, out), lm=lm, seed=args.seed,
+                                     tracking_uri=tracking_uri)
+    print(ranking_text(board))
+    print(f"wrote {', '.join(str(files[name]) for name in ('leaderboard.json', 'leaderboard.md', 'leaderboard.html'))}")
+    if board.mlflow_run_id:
+        print(f"MLflow run {board.mlflow_run_id}")
+    return 0
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    """The arguments that decide the board's content, normalised (no threads, tracking or progress)."""
+    argv = ["--data", str(args.data)]
+    if args.split:
+        argv += ["--split", args.split]
+    if args.programs:
+        argv += ["--programs", args.programs]
+    if args.packages:
+        argv += ["--packages", *map(str, args.packages)]
+    if args.from_mlflow:
+        argv += ["--from-mlflow", args.from_mlflow]
+    if args.champion:
+        argv += ["--champion", args.champion]
+    if args.cost_axis != "total_tokens":
+        argv += ["--cost-axis", args.cost_axis]
+    if args.lm:
+        argv += ["--lm", args.lm]
+    if args.no_cache:
+        argv.append("--no-cache")
+    argv += ["--out", str(args.out)]
+    return argv
+
+
+def ranking_text(board) -> str:
+    """A plain-text ranking: objective with interval, difference with the champion, p-value, cost."""
+    from ..leaderboard_render import fmt_diff, fmt_metric, fmt_number, fmt_p
+
+    lines = [f"{board.kind} leaderboard on {board.split} ({board.n_records} records, dataset {board.dataset_id[:12]}); "
+             f"champion {board.champion} ({board.champion_rule})",
+             f"{'#':>2}  {'variant':<32} {'objective [95% CI]':<26} {'Δ vs champion [95% CI]':<28} {'p':>7}  "
+             f"{board.cost_axis + '/1k':>18}  pareto"]
+    for row in board.rows:
+        lines.append(f"{row.rank:>2}  {row.name[:32]:<32} {fmt_metric(row.metrics.get(board.ranking_metric)):<26} "
+                     f"{fmt_diff(row.comparison):<28} {fmt_p(row.comparison.p_value):>7}  "
+                     f"{fmt_number(getattr(row.cost, board.cost_axis), 1):>18}  {'yes' if row.pareto else ''}")
+    return "\n".join(lines)

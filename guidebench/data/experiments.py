@@ -1,0 +1,218 @@
+"""Import loop-runner experiment logs (formats.md §2.1) as planner records, one per iteration.
+
+PATH is one `log.jsonl` or a folder of them (every `*.jsonl` below it, one episode per file,
+in sorted path order; files under dot-folders or under the output folder are skipped). Both the
+full and the older short shape are read. Each line is streamed, parsed strictly, redacted and
+validated as `runtime.ExperimentLogEntry`; a failing line is quarantined with the field named.
+A line whose canonical JSON repeats an already imported line of the same episode is a duplicate.
+
+Every imported entry becomes a `PlannerRecord`: the packet rebuilt from the episode's imported
+entries before it (`planner_packets.PacketBuilder`) and the entry itself as the outcome. A side
+file `<name>.sim.jsonl` next to `<name>.jsonl` (written by `guidebench data simulate experiments`)
+(its first line a header with `format` and `episode_id`, then one line per iteration) gives the
+episode id, the goal and threshold target, and the performance profile before each iteration;
+an unusable line goes to the side quarantine (counted in `side_lines_invalid`) and the packets it
+would have informed are built without it.
+
+Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
+entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
+performance profile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from evals.sim_experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
+from runtime.advisor import ExperimentLogEntry, PerformanceProfile
+from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
+
+from ..errors import GuidebenchError
+from .ingest import validation_error_text
+from .planner_packets import PacketBuilder
+from .registry import ImportContext, SimulatorSpec, register_importer, register_simulator
+
+KIND = "experiments"
+
+
+@dataclass(frozen=True)
+class IterationSide:
+    """What the side file says about the packet before one iteration."""
+
+    goal: str = "best"
+    threshold_target: Optional[int] = None
+    profile: Optional[PerformanceProfile] = None
+
+
+@dataclass
+class EpisodeSide:
+    """An episode's side file: its id and per-iteration packet facts."""
+
+    episode_id: Optional[str] = None
+    iterations: dict[int, IterationSide] = field(default_factory=dict)
+
+
+def is_side_file(file: Path) -> bool:
+    """Side files (`*.sim.jsonl`) sit next to the logs but are not episodes."""
+    return file.name.endswith(SIDE_FILE_SUFFIX)
+
+
+def episode_files(path: Path, exclude: Optional[Path] = None) -> list[Path]:
+    """The logs to import: PATH itself, or every `*.jsonl` below it (side files excluded) in sorted order."""
+    if path.is_file():
+        return [path]
+    skip = exclude.resolve() if exclude is not None else None
+    found = []
+    for file in path.rglob("*.jsonl"):
+        rel = file.relative_to(path)
+        if not file.is_file() or is_side_file(file) or any(part.startswith(".") for part in rel.parts[:-1]):
+            continue
+        if skip is not None and file.resolve().is_relative_to(skip):
+            continue
+        found.append(file)
+    return sorted(found, key=lambda f: f.relative_to(path).as_posix())
+
+
+def side_file_of(log: Path) -> Path:
+    """Where the side file of a log lives: `log.jsonl` -> `log.sim.jsonl`."""
+    return log.with_name(log.stem + SIDE_FILE_SUFFIX)
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _iteration_side(item: dict[str, Any]) -> tuple[Optional[int], IterationSide, Optional[str]]:
+    """(iteration id, side facts, error) of one iteration line; never raises."""
+    iteration_id = _int_or_none(item.get("iteration_id"))
+    if iteration_id is None:
+        return None, IterationSide(), "iteration_id: missing or not an integer"
+    goal = "threshold" if item.get("goal") == "threshold" else "best"
+    target = _int_or_none(item.get("threshold_target")) if goal == "threshold" else None
+    profile = None
+    if item.get("performance_profile") is not None:
+        try:
+            profile = PerformanceProfile.model_validate(item["performance_profile"])
+        except ValidationError as exc:
+            return iteration_id, IterationSide(goal, target), validation_error_text(exc, "performance_profile")
+    return iteration_id, IterationSide(goal, target, profile), None
+
+
+def read_side_file(ctx: ImportContext, log: Path) -> Optional[EpisodeSide]:
+    """The episode's side file, if there is one; unusable lines go to the side quarantine, never raise."""
+    path = side_file_of(log)
+    if not path.is_file():
+        return None
+    side: Optional[EpisodeSide] = None
+    for line, obj in ctx.json_lines(path, side_counter="side_lines_invalid", desc=path.name):
+        if side is None:
+            if obj.get("format") != SIDE_FILE_FORMAT:
+                ctx.side_problem("side_lines_invalid", path, line.number,
+                                 f"format: expected {SIDE_FILE_FORMAT!r} in the first line, got "
+                                 f"{obj.get('format')!r}; side file ignored", line.raw)
+                return None
+            episode_id = obj.get("episode_id")
+            side = EpisodeSide(episode_id=episode_id if isinstance(episode_id, str) and episode_id else None)
+            continue
+        iteration_id, facts, error = _iteration_side(obj)
+        if error is not None:
+            ctx.side_problem("side_lines_invalid", path, line.number, error, line.raw)
+        if iteration_id is not None:
+            side.iterations[iteration_id] = facts
+    if side is not None:
+        ctx.report.add("side_files")
+    return side
+
+
+def _digest(obj: dict[str, Any]) -> bytes:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).digest()
+
+
+def import_episode(ctx: ImportContext, log: Path) -> None:
+    """Stream one episode's log into planner records."""
+    report = ctx.report
+    side = read_side_file(ctx, log)
+    episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
+    builder = PacketBuilder()
+    seen: set[bytes] = set()
+    imported = 0
+    report.add("files")
+    for line, obj in ctx.json_lines(log, desc=ctx.relative(log)):
+        try:
+            entry = ExperimentLogEntry.model_validate(obj)
+        except ValidationError as exc:
+            ctx.reject(log, line, validation_error_text(exc))
+            continue
+        digest = _digest(obj)
+        if digest in seen:
+            report.add("duplicates")
+            continue
+        seen.add(digest)
+        facts = side.iterations.get(entry.iteration_id, IterationSide()) if side is not None else IterationSide()
+        packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target, profile=facts.profile)
+        ctx.emit(PlannerRecord(
+            record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
+            episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
+            source=SourceRef(file=ctx.relative(log), line=line.number),
+        ))
+        builder.add(obj, json.dumps(obj, sort_keys=True, ensure_ascii=False))
+        imported += 1
+        report.add("entries")
+        report.add("new_shape" if entry.is_full_shape else "old_shape")
+        report.add("profiles", packet.performance_profile is not None)
+        report.tally("families", entry.family or "(no family tag)")
+        report.tally("validity", "valid" if entry.valid else "invalid")
+    if imported:
+        report.add("episodes")
+
+
+def import_experiments(ctx: ImportContext) -> None:
+    """The `experiments` importer: every episode log under `ctx.path`."""
+    files = episode_files(ctx.path, exclude=ctx.out)
+    if not files:
+        raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")
+    for name in ("files", "episodes", "entries", "old_shape", "new_shape", "side_files", "side_lines_invalid",
+                 "profiles"):
+        ctx.report.add(name, 0)
+    for log in files:
+        import_episode(ctx, log)
+
+
+def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--episodes", type=int, default=36, help="episodes to write (default 36)")
+    parser.add_argument("--seed", type=int, default=0, help="seed: same seed, same bytes (default 0)")
+    parser.add_argument("--out", required=True, help="folder for episode-NNNN/log.jsonl and log.sim.jsonl")
+    parser.add_argument("--old-shape-fraction", type=float, default=0.2,
+                        help="share of episodes written in the older short log shape (default 0.2)")
+
+
+def simulate_experiments(args: argparse.Namespace) -> int:
+    """`guidebench data simulate experiments`: write seeded loop-runner logs from the kernel environment."""
+    if args.episodes < 1:
+        raise GuidebenchError(f"--episodes must be at least 1, got {args.episodes}")
+    if not 0.0 <= args.old_shape_fraction <= 1.0:
+        raise GuidebenchError(f"--old-shape-fraction must be within [0, 1], got {args.old_shape_fraction}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise GuidebenchError(f"{out}: --out must be a directory")
+    stale = sorted(p.name for p in out.glob("episode-*")) if out.is_dir() else []
+    if stale:
+        raise GuidebenchError(f"{out}: already holds {len(stale)} episode folder(s) ({stale[0]}, ...); "
+                              "choose an empty --out so that old episodes do not mix with new ones")
+    summary = write_episodes(out, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction)
+    print(f"wrote {summary.episodes} episodes ({summary.entries} log lines, {summary.old_shape_episodes} in the "
+          f"older short shape) to {out}")
+    print(f"import them with: guidebench data import {out} --kind {KIND} --out DATASET_DIR")
+    return 0
+
+
+register_importer(KIND, import_experiments)
+register_simulator(SimulatorSpec(kind=KIND, help="seeded loop-runner logs of the simulated VLIW kernel environment",
+                                 add_arguments=_simulate_arguments, run=simulate_experiments))

@@ -1,0 +1,319 @@
+"""Import Full Auto decision logs (formats.md §1.4) into decision records.
+
+PATH is a workspace folder (`fullauto-decisions.jsonl`, optional `fullauto-decisions-raw.jsonl`,
+`runs/<run_id>.json`, `runs/<run_id>_events.jsonl`, and our own `labels.jsonl`), a folder
+holding several workspaces, or one decisions JSONL file (its folder is then the workspace).
+
+Pass 1 streams the decisions file: every line is validated as `runtime.DecisionLogLine`, joined
+with its run file for the guardrail config in force (defaults when the file is missing or
+unreadable, counted in `runs_missing_config`), deduplicated by inputs hash (summary + config),
+and spooled to disk grouped by run. Pass 2 takes one run at a time: joins the raw lines by
+(run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
+and emits the records. Only the primary decisions file counts in `read`; unusable lines of
+side files go to `quarantine-side.jsonl` with their own counts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from runtime.fullauto import DecisionLogLine, GuardrailConfig, RawDecisionLogLine, RunEvent, RunFile
+from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef
+
+from ..errors import GuidebenchError
+from .ingest import parse_json_object, read_lines, validation_error_text
+from .labels import LabelRuleConfig, SideLabel, label_run
+from .registry import ImportContext, register_importer
+from .spool import GroupedSpool
+
+DECISIONS_FILE = "fullauto-decisions.jsonl"
+RAW_FILE = "fullauto-decisions-raw.jsonl"
+RUNS_DIR = "runs"
+LABELS_FILE = "labels.jsonl"
+MAX_RUN_FILE_BYTES = 1024 * 1024
+_SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+_RAW_KEYS = ("raw_prediction", "parse_diagnostics")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """One workspace's log files."""
+
+    root: Path
+    decisions: Path
+    raw: Optional[Path]
+    labels: Optional[Path]
+
+    @property
+    def runs_dir(self) -> Path:
+        """The folder of run files and event files."""
+        return self.root / RUNS_DIR
+
+
+def _workspace(root: Path, decisions: Path) -> Workspace:
+    raw = root / RAW_FILE
+    labels = root / LABELS_FILE
+    return Workspace(root, decisions,
+                     raw if raw.is_file() and raw.resolve() != decisions.resolve() else None,
+                     labels if labels.is_file() else None)
+
+
+def find_workspaces(path: Path) -> list[Workspace]:
+    """The workspaces under PATH (a decisions file, a workspace folder, or a folder of them)."""
+    if path.is_file():
+        return [_workspace(path.parent, path)]
+    if (path / DECISIONS_FILE).is_file():
+        return [_workspace(path, path / DECISIONS_FILE)]
+    found = sorted(path.rglob(DECISIONS_FILE))
+    if not found:
+        raise GuidebenchError(f"{path}: no {DECISIONS_FILE} found (give a workspace log folder or a decisions "
+                              "JSONL file)")
+    return [_workspace(file.parent, file) for file in found]
+
+
+class RunConfigs:
+    """The guardrail config of each run from `runs/<run_id>.json`, loaded once per run."""
+
+    def __init__(self, ctx: ImportContext, workspace: Workspace) -> None:
+        self._ctx = ctx
+        self._workspace = workspace
+        self._cache: dict[str, tuple[GuardrailConfig, str]] = {}
+
+    def _load(self, run_id: str) -> tuple[GuardrailConfig, str]:
+        if not _SAFE_RUN_ID.match(run_id):
+            self._ctx.report.note(f"run id {run_id[:80]!r} is not a safe file name: no run file looked up")
+            return GuardrailConfig(), "default"
+        path = self._workspace.runs_dir / f"{run_id}.json"
+        if not path.is_file():
+            return GuardrailConfig(), "default"
+        error, raw = None, ""
+        try:
+            if path.stat().st_size > MAX_RUN_FILE_BYTES:
+                raise ValueError(f"run file larger than {MAX_RUN_FILE_BYTES} bytes")
+            data = path.read_bytes()
+            raw = data.decode("utf-8", errors="backslashreplace")
+            obj, error = parse_json_object(data.decode("utf-8"))
+            if obj is not None:
+                run = RunFile.model_validate(obj)
+                if run.run_id != run_id:
+                    self._ctx.report.note(f"{path}: run_id {run.run_id!r} differs from the file name; used anyway")
+                return run.guardrail_config(), "run_file"
+        except ValidationError as exc:
+            error = validation_error_text(exc)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            error = str(exc)
+        self._ctx.side_problem("run_files_invalid", path, 1, f"run file unusable, defaults used: {error}",
+                               self._ctx.redactor.text(raw[:4096]))
+        return GuardrailConfig(), "default"
+
+    def config_for(self, run_id: str) -> tuple[GuardrailConfig, str]:
+        """(config, "run_file" | "default") for a run."""
+        if run_id not in self._cache:
+            self._cache[run_id] = self._load(run_id)
+        return self._cache[run_id]
+
+
+def _line_label(ctx: ImportContext, obj: dict[str, Any]) -> tuple[Optional[OutcomeLabel], Optional[str]]:
+    value = obj.get("label")
+    if value is None:
+        return None, None
+    try:
+        return OutcomeLabel.model_validate(value), None
+    except ValidationError as exc:
+        return None, validation_error_text(exc, prefix="label")
+
+
+def _record(line: DecisionLogLine, config: GuardrailConfig, config_source: str, label: Optional[OutcomeLabel],
+            source: SourceRef) -> DecisionRecord:
+    logged = LoggedDecision(action=line.action, confidence=line.confidence, model_action=line.model_action(),
+                            model_confidence=line.model_confidence(), reason=line.reason,
+                            next_input_preview=line.next_input_preview, state=line.state)
+    return DecisionRecord.build(line.summary, config, run_id=line.run_id, workspace_id=line.workspace_id,
+                                thread_id=line.thread_id, turn_id=line.turn_id, sequence_id=line.sequence_id,
+                                timestamp=line.timestamp, config_source=config_source, logged=logged,
+                                guardrail=line.guardrail, model=line.model, label=label, source=source)
+
+
+def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
+    """Validate, join configs, deduplicate and spool the decision lines of one workspace."""
+    configs = RunConfigs(ctx, workspace)
+    source_name = ctx.relative(workspace.decisions)
+    for line, obj in ctx.json_lines(workspace.decisions, desc="decisions"):
+        try:
+            logged = DecisionLogLine.model_validate(obj)
+        except ValidationError as exc:
+            ctx.reject(workspace.decisions, line, validation_error_text(exc))
+            continue
+        label, error = _line_label(ctx, obj)
+        if error:
+            ctx.reject(workspace.decisions, line, error)
+            continue
+        config, config_source = configs.config_for(logged.run_id)
+        try:
+            record = _record(logged, config, config_source, label, SourceRef(file=source_name, line=line.number))
+            text = record.model_dump_json()
+        except (UnicodeEncodeError, ValueError) as exc:  # e.g. an unpaired \ud83d escape UTF-8 cannot store
+            ctx.reject(workspace.decisions, line, f"text cannot be stored as UTF-8: {str(exc)[:200]}")
+            continue
+        digest = bytes.fromhex(record.inputs_hash)
+        if digest in seen:
+            ctx.report.add("duplicates")
+            continue
+        seen.add(digest)
+        spool.append(record.run_id, text)
+    for run_id in spool.groups():
+        ctx.report.add("runs")
+        config_source = configs.config_for(run_id)[1]
+        ctx.report.tally("config_sources", config_source)
+        if config_source == "default":
+            ctx.report.add("runs_missing_config")
+
+
+def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: type, spool: GroupedSpool) -> None:
+    """Validate the lines of a side file (raw or labels) and spool them by run id."""
+    if file is None:
+        return
+    for line, obj in ctx.json_lines(file, side_counter=f"{counter}_quarantined", desc=file.name):
+        ctx.report.add(f"{counter}_lines")
+        try:
+            item = model.model_validate(obj)
+        except ValidationError as exc:
+            ctx.side_problem(f"{counter}_quarantined", file, line.number, validation_error_text(exc), line.raw)
+            continue
+        spool.append(item.run_id, json.dumps([line.number, item.model_dump(mode="json")], ensure_ascii=False))
+
+
+def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[RunEvent]:
+    if not _SAFE_RUN_ID.match(run_id):
+        return []
+    path = workspace.runs_dir / f"{run_id}_events.jsonl"
+    if not path.is_file():
+        return []
+    ctx.report.add("runs_with_events")
+    events = []
+    for line, obj in ctx.json_lines(path, side_counter="events_quarantined", desc="events"):
+        try:
+            events.append(RunEvent.model_validate(obj))
+        except ValidationError as exc:
+            ctx.side_problem("events_quarantined", path, line.number, validation_error_text(exc), line.raw)
+    ctx.report.add("events_lines", len(events))
+    return events
+
+
+def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list[dict[str, Any]]) -> None:
+    by_sequence: dict[int, dict[str, Any]] = {}
+    for raw in raw_lines:
+        if raw["sequence_id"] in by_sequence:
+            ctx.report.add("raw_duplicates")
+            continue
+        by_sequence[raw["sequence_id"]] = raw
+    for record in records:
+        raw = by_sequence.pop(record.sequence_id, None)
+        if raw is not None:
+            record.raw_prediction, record.parse_diagnostics = raw["raw_prediction"], raw["parse_diagnostics"]
+            ctx.report.add("raw_joined")
+    ctx.report.add("raw_unmatched", len(by_sequence))
+
+
+def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[SideLabel]) -> None:
+    by_sequence = {item.sequence_id: item for item in lines if item.sequence_id is not None}
+    by_turn = {item.turn_id: item for item in lines if item.turn_id}
+    used: set[int] = set()
+    for record in records:
+        side = by_sequence.get(record.sequence_id) or by_turn.get(record.turn_id)
+        if side is None:
+            continue
+        used.add(id(side))
+        if record.label is None:
+            record.label = side.label
+            ctx.report.add("labels_applied")
+    ctx.report.add("labels_unmatched", len([item for item in lines if id(item) not in used]))
+
+
+def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw: GroupedSpool,
+              labels: GroupedSpool, rules: LabelRuleConfig) -> None:
+    """Join raw lines, events and labels run by run, then emit the records."""
+    use_side_labels = not ctx.options.get("ignore_side_labels", False)
+    runs = spool.groups()
+    with ctx.bar(len(runs), "label runs", unit="run") as progress:
+        for run_id in runs:
+            records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
+            records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
+            _join_raw(ctx, records, [json.loads(text)[1] for text in raw.read_group(run_id)])
+            if use_side_labels:
+                _side_labels(ctx, records, [SideLabel.model_validate(json.loads(text)[1])
+                                            for text in labels.read_group(run_id)])
+            events = _read_events(ctx, workspace, run_id)
+            for record, label in zip(records, label_run(records, events, rules)):
+                record.label = label
+                _tally(ctx, record)
+                ctx.emit(record)
+            progress.update(1)
+    for run_id in raw.groups():
+        if spool.size(run_id) == 0:
+            ctx.report.add("raw_unmatched", raw.size(run_id))
+    for run_id in labels.groups():
+        if spool.size(run_id) == 0 and use_side_labels:
+            ctx.report.add("labels_unmatched", labels.size(run_id))
+
+
+def _tally(ctx: ImportContext, record: DecisionRecord) -> None:
+    report = ctx.report
+    if record.label is None:
+        report.add("unlabeled")
+        report.tally("label_sources", "(unlabeled)")
+    else:
+        report.add("labeled")
+        report.tally("label_sources", record.label.source)
+    if record.logged is not None:
+        report.tally("logged_actions", record.logged.action)
+        report.tally("model_actions", record.logged.model_action)
+    rule = record.guardrail.rule if record.guardrail and record.guardrail.triggered else None
+    report.tally("guardrail_rules", rule or "(none fired)" if record.guardrail else "(no audit)")
+
+
+def label_rules_from(value: Any) -> LabelRuleConfig:
+    """Labeling-rule config from None, a dict, a LabelRuleConfig or a JSON file path."""
+    if value is None:
+        return LabelRuleConfig()
+    if isinstance(value, LabelRuleConfig):
+        return value
+    if isinstance(value, dict):
+        return LabelRuleConfig.model_validate(value)
+    path = Path(value)
+    try:
+        return LabelRuleConfig.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GuidebenchError(f"{path}: cannot read the labeling rules: {exc.strerror}") from exc
+    except ValidationError as exc:
+        raise GuidebenchError(f"{path}: {validation_error_text(exc)}") from exc
+
+
+def import_fullauto(ctx: ImportContext) -> None:
+    """Importer of kind `fullauto` (see the module docstring)."""
+    rules = label_rules_from(ctx.options.get("label_rules"))
+    seen: set[bytes] = set()
+    for key in ("runs", "runs_missing_config", "labeled", "unlabeled"):
+        ctx.report.add(key, 0)
+    for index, workspace in enumerate(find_workspaces(ctx.path)):
+        with GroupedSpool(ctx.workdir / f"decisions-{index}.jsonl") as spool, \
+                GroupedSpool(ctx.workdir / f"raw-{index}.jsonl") as raw, \
+                GroupedSpool(ctx.workdir / f"labels-{index}.jsonl") as labels:
+            _pass_one(ctx, workspace, seen, spool)
+            _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw)
+            _side_spool(ctx, workspace.labels, "labels", SideLabel, labels)
+            _pass_two(ctx, workspace, spool, raw, labels, rules)
+
+
+register_importer("fullauto", import_fullauto)
+
+
+def count_lines(path: Path) -> int:
+    """Non-blank physical lines of a file (used by the simulate command's summary)."""
+    return sum(1 for line in read_lines(path) if not line.blank)

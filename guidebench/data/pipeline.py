@@ -1,0 +1,122 @@
+"""`import_logs`: run a kind's importer, then write the dataset, report, quarantine and card."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional
+
+from evals.data import SPLITS, DatasetRow, assign_splits, write_dataset
+
+from .. import __version__
+from ..errors import GuidebenchError
+from .card import write_card
+from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
+from .redact import Redactor
+from .registry import IMPORTERS, ImportContext
+from .spool import GroupedSpool
+
+REPORT_FILE = "import_report.json"
+QUARANTINE_FILE = "quarantine.jsonl"
+SIDE_QUARANTINE_FILE = "quarantine-side.jsonl"
+
+
+class NothingImportedError(GuidebenchError):
+    """No line of the input could be imported (the report and quarantine are still written)."""
+
+    def __init__(self, message: str, report: ImportReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _rows(spool: GroupedSpool, groups: list[str], labels: Counter) -> Iterator[DatasetRow]:
+    for group in groups:
+        for line in spool.read_group(group):
+            record_id, group_id, label, record = json.loads(line)
+            labels[label or "(none)"] += 1
+            yield DatasetRow(record_id, group_id, label, record)
+
+
+def write_report(out: Path, report: ImportReport) -> Path:
+    """Write `import_report.json` atomically."""
+    path = out / REPORT_FILE
+    pending = out / f".{REPORT_FILE}.tmp"
+    pending.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(pending, path)
+    return path
+
+
+def import_logs(
+    path: str | os.PathLike,
+    kind: str,
+    out: str | os.PathLike,
+    seed: int = 0,
+    *,
+    fractions: Optional[Mapping[str, float]] = None,
+    progress: Optional[bool] = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    **options: Any,
+) -> ImportReport:
+    """Import logs of `kind` from `path` into the dataset folder `out`; returns the report.
+
+    Raises GuidebenchError for a missing path or an unknown kind, and NothingImportedError
+    (after writing the report and quarantine) when no line could be imported.
+    """
+    if kind not in IMPORTERS:
+        raise GuidebenchError(f"unknown log kind {kind!r}; known kinds: {', '.join(sorted(IMPORTERS)) or 'none'}")
+    source = Path(path)
+    if not source.exists():
+        raise GuidebenchError(f"{source}: no such file or directory")
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise GuidebenchError(f"{target}: --out must be a directory")
+    target.mkdir(parents=True, exist_ok=True)
+    report = ImportReport(kind=kind, path=str(source), out=str(target))
+    redactor = Redactor()
+    workdir = Path(tempfile.mkdtemp(prefix=".import-", dir=target))
+    try:
+        with Quarantine(target / QUARANTINE_FILE, redactor) as quarantine, \
+                Quarantine(target / SIDE_QUARANTINE_FILE, redactor) as side_quarantine, \
+                GroupedSpool(workdir / "records.jsonl") as records:
+            ctx = ImportContext(path=source, out=target, seed=seed, report=report, redactor=redactor,
+                                quarantine=quarantine, side_quarantine=side_quarantine, records=records,
+                                workdir=workdir, options=dict(options), progress=progress,
+                                max_line_bytes=max_line_bytes)
+            IMPORTERS[kind](ctx)
+            quarantine.close()
+            side_quarantine.close()
+            report.redactions = redactor.total
+            report.redactions_by_kind = dict(sorted(redactor.counts.items()))
+            if not report.balanced:  # a bug in an importer, never bad input: fail loudly
+                raise RuntimeError(f"import counts do not add up: read {report.read} != imported {report.imported}"
+                                   f" + quarantined {report.quarantined} + duplicates {report.duplicates}")
+            if report.imported == 0:
+                write_report(target, report)
+                raise NothingImportedError(
+                    f"{source}: nothing could be imported ({report.read} line(s) read, {report.quarantined} "
+                    f"quarantined, {report.blank_lines} blank; see {target / QUARANTINE_FILE})", report)
+            groups = records.groups()
+            assignment = assign_splits(groups, seed, fractions)
+            labels: dict[str, Counter] = {name: Counter() for name in SPLITS}
+            rows = {name: _rows(records, [g for g in groups if assignment[g] == name], labels[name])
+                    for name in SPLITS}
+            meta = {"seed": seed, "sources": report.sources, "guidebench_version": __version__,
+                    "import": {key: report.model_dump()[key] for key in ("read", "imported", "quarantined",
+                                                                         "duplicates", "blank_lines", "redactions")}
+                    | report.extra_counts()}
+            report.dataset_id = write_dataset(target, kind, rows, meta)
+            report.splits = {name: sum(labels[name].values()) for name in SPLITS}
+            report.distributions["labels"] = dict(sorted(sum(labels.values(), Counter()).items()))
+            for name in SPLITS:
+                report.distributions[f"labels_{name}"] = dict(sorted(labels[name].items()))
+        if (target / SIDE_QUARANTINE_FILE).stat().st_size == 0:
+            (target / SIDE_QUARANTINE_FILE).unlink()
+        write_report(target, report)
+        write_card(target, report)
+        return report
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,336 @@
+"""One evaluation, start to finish: load a split, load a program, replay, write results, track the run.
+
+Used by `guidebench eval` and the baselines report; reusable by anything that needs a scored,
+tracked replay of one program on one frozen split.
+
+Data: a dataset folder (`dataset.json`, see docs/architecture.md), or a raw log that is imported
+on the fly into a temporary dataset (a Full Auto workspace log folder or decisions JSONL file, an
+experiments `log.jsonl` or folder of them); a raw log is evaluated whole (split `all`).
+Program: a registry name, or an exported frozen-module folder (`runtime.load_frozen`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from evals.replay import ReplayResult, replay
+
+from .errors import GuidebenchError
+
+DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
+SPLIT_CHOICES = ("train", "dev", "test", "all")
+DEFAULT_SPLIT = "test"
+
+
+@dataclass
+class EvalData:
+    """The records of one frozen split and the identity of that split."""
+
+    kind: str  # program kind: full_auto | planner
+    records: list[Any]
+    dataset_id: str
+    split: str
+    split_hash: str
+    source: str
+    dataset_dir: Path
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LoadedProgram:
+    """A program ready for replay, with what tracking needs to know about it."""
+
+    program: Any
+    name: str
+    kind: str
+    uses_lm: bool
+    source: str  # "registry" | "export"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalOutput:
+    """What one evaluation produced."""
+
+    result: ReplayResult
+    data: EvalData
+    program: LoadedProgram
+    out_dir: Path
+    files: dict[str, Path]
+    run_id: Optional[str] = None
+    omitted_metrics: dict[str, str] = field(default_factory=dict)
+
+
+# ----- data -------------------------------------------------------------------------------------
+
+def raw_log_kind(path: Path) -> str:
+    """`fullauto` for a workspace log folder or a decisions JSONL file, else `experiments`."""
+    if path.is_dir():
+        if (path / "fullauto-decisions.jsonl").is_file():
+            return "fullauto"
+        return "experiments" if any(path.rglob("*.jsonl")) else "fullauto"
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                if raw.strip():
+                    head = json.loads(raw)
+                    return "experiments" if isinstance(head, dict) and "iteration_id" in head else "fullauto"
+    except (OSError, ValueError):
+        pass
+    return "fullauto"
+
+
+def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
+    """Import a raw log into a temporary dataset folder with the data engineers' importer."""
+    try:
+        from guidebench.data.pipeline import import_logs
+    except ImportError as exc:  # the importer is another module's; say so rather than crash
+        raise GuidebenchError(f"{path}: not a dataset folder, and the log importer is unavailable ({exc}); "
+                              "run `guidebench data import` first") from exc
+    target = work / "dataset"
+    try:
+        import_logs(path, kind, target, progress=False)
+    except GuidebenchError:
+        raise
+    except Exception as exc:
+        raise GuidebenchError(f"{path}: cannot import the log: {type(exc).__name__}: {exc}") from exc
+    return target
+
+
+def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None) -> EvalData:
+    """The records of a split of a dataset folder, or of a whole raw log imported on the fly."""
+    from evals.data import DatasetFormatError, dataset_info, load_records, split_hash
+
+    path = Path(path)
+    if not path.exists():
+        raise GuidebenchError(f"--data {path}: no such file or folder")
+    if split is not None and split not in SPLIT_CHOICES:
+        raise GuidebenchError(f"--split {split!r}: use one of {', '.join(SPLIT_CHOICES)}")
+    notes: list[str] = []
+    source = "dataset"
+    dataset_dir = path
+    if not (path / "dataset.json").is_file():
+        kind = raw_log_kind(path)
+        work = Path(work_dir or tempfile.mkdtemp(prefix="guidebench-eval-"))
+        dataset_dir = _import_raw_log(path, kind, work)
+        source = f"raw log ({kind}), imported on the fly"
+        if split not in (None, "all"):
+            notes.append(f"--split {split} ignored: a raw log is evaluated whole (split all)")
+        split = "all"
+    split = split or DEFAULT_SPLIT
+    try:
+        info = dataset_info(dataset_dir)
+        records = load_records(dataset_dir, split)
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    splits = info.get("splits") or {}
+    if split == "all":
+        digest = split_hash(records)
+    else:
+        digest = (splits.get(split) or {}).get("hash") or split_hash(records)
+    if not records:
+        raise GuidebenchError(f"--data {path}: split {split!r} has no records")
+    return EvalData(kind=DATASET_KIND_TO_PROGRAM_KIND[info["kind"]], records=records,
+                    dataset_id=str(info.get("dataset_id", "")), split=split, split_hash=digest,
+                    source=source, dataset_dir=dataset_dir, notes=notes)
+
+
+# ----- program ----------------------------------------------------------------------------------
+
+def load_program(name_or_dir: str) -> LoadedProgram:
+    """A registry program by name, or an exported frozen module from its folder."""
+    import programs
+
+    path = Path(name_or_dir)
+    if path.is_dir():
+        return load_export(path)
+    try:
+        spec = programs.spec(name_or_dir)
+    except LookupError as exc:
+        raise GuidebenchError(f"--program {name_or_dir!r}: not a folder, and {exc}") from exc
+    return LoadedProgram(program=spec.build(), name=spec.name, kind=spec.kind, uses_lm=spec.uses_lm,
+                         source="registry")
+
+
+def load_export(path: Path) -> LoadedProgram:
+    """An exported frozen module (verified by `runtime.load_frozen`), replayed through its program."""
+    import programs
+
+    try:
+        from runtime.frozen import load_frozen, verify_frozen
+        from runtime.frozen_manifest import FrozenModuleError
+    except ImportError as exc:
+        raise GuidebenchError(f"--program {path}: frozen-module loading is unavailable ({exc})") from exc
+    try:
+        manifest = verify_frozen(path)
+        factory = None
+        try:
+            factory = programs.spec(manifest.entry).factory
+        except LookupError:
+            factory = None  # the runtime rebuilds the exported predictor on its own
+        module = load_frozen(path, program=factory) if factory is not None else load_frozen(path)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(f"--program {path}: {exc}") from exc
+    program = module.program
+    return LoadedProgram(program=program, name=f"{manifest.package}", kind=manifest.kind,
+                         uses_lm=bool(getattr(manifest, "uses_lm", True)), source="export",
+                         details={"export_dir": str(path), "entry": manifest.entry})
+
+
+# ----- outputs ----------------------------------------------------------------------------------
+
+def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(metrics with a value and interval, {metric: why it was left out}) for metrics.json."""
+    kept: dict[str, dict[str, Any]] = {}
+    omitted: dict[str, str] = {}
+    for name, value in result.metrics.items():
+        if value.n == 0 or value.value is None:
+            omitted[name] = "no record to compute it on (e.g. no outcome labels)" if value.n == 0 else \
+                "undefined on these records"
+        else:
+            kept[name] = value.to_dict()
+    return kept, omitted
+
+
+def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any]) -> tuple[dict[str, Path], dict[str, str]]:
+    """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics)."""
+    from .replay_plots import replay_plots
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GuidebenchError(f"--out {out_dir}: cannot create the folder: {exc}") from exc
+    metrics, omitted = split_metrics(result)
+    files = {
+        "metrics": out_dir / "metrics.json",
+        "results": out_dir / "results.parquet",
+        "summary": out_dir / "summary.json",
+    }
+    files["metrics"].write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    result.to_frame().to_parquet(files["results"], index=False)
+    summary = {**result.summary, **extra_summary, "omitted_metrics": omitted}
+    files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    files.update(replay_plots(result.kind, result.rows, out_dir, result.program))
+    return files, omitted
+
+
+def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
+    """A plain-text table of every metric with its 95% interval and n."""
+    lines = [f"{'metric':<42} {'value':>10}  {'95% interval':<23} {'n':>6}"]
+    for name, value in result.metrics.items():
+        if name in omitted:
+            lines.append(f"{name:<42} {'n/a':>10}  {'':<23} {value.n:>6}")
+            continue
+        lines.append(f"{name:<42} {value.value:>10.4f}  [{value.ci_low:.4f}, {value.ci_high:.4f}]".ljust(78)
+                     + f" {value.n:>6}")
+    s = result.summary
+    lines.append("")
+    lines.append(f"records {s['n_records']}, errors {s['n_errors']}, parse failures {s['n_parse_failures']}, "
+                 f"labeled {s['n_labeled']}, LM calls {s['usage']['lm_calls']}, wall {s['wall_s']:.1f}s")
+    if s.get("errors_by_class"):
+        lines.append("errors by class: " + ", ".join(f"{k} {v}" for k, v in sorted(s["errors_by_class"].items())))
+    if s.get("n_overridden") is not None:
+        rules = ", ".join(f"{k} {v}" for k, v in sorted(s.get("overrides_by_rule", {}).items())) or "none"
+        lines.append(f"guardrail overrides {s['n_overridden']} of {s['n_records']} ({rules})")
+    if s.get("logged_enforcement_mismatches"):
+        lines.append(f"note: today's guardrails would enforce differently on {s['logged_enforcement_mismatches']} "
+                     "logged decisions (see replay_enforced_action in results.parquet)")
+    return "\n".join(lines)
+
+
+# ----- the whole evaluation ---------------------------------------------------------------------
+
+def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optional[str] = None,
+             threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
+             progress: bool = True, seed: int = 0, n_resamples: int = 1000,
+             run_name: Optional[str] = None) -> EvalOutput:
+    """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow."""
+    if threads < 1:
+        raise GuidebenchError(f"--threads {threads}: must be at least 1")
+    work = Path(tempfile.mkdtemp(prefix="guidebench-eval-"))
+    try:
+        eval_data = load_eval_data(Path(data), split, work)
+        loaded = load_program(program)
+        if loaded.kind != eval_data.kind:
+            raise GuidebenchError(f"--program {program} is a {loaded.kind} program but {data} holds "
+                                  f"{eval_data.kind} records")
+        lm_spec = "none"
+        if loaded.uses_lm:
+            lm_spec = lm or "local"
+            _configure_lm(lm_spec)
+        started = time.time()
+        result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
+                        n_resamples=n_resamples, seed=seed, name=loaded.name)
+        extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
+                 "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
+                 "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
+                 **loaded.details}
+        files, omitted = write_outputs(result, Path(out_dir), extra)
+        output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=Path(out_dir), files=files,
+                            omitted_metrics=omitted)
+        if track:
+            output.run_id = track_eval(output, lm_spec=lm_spec, seed=seed, tracking_uri=tracking_uri,
+                                       run_name=run_name)
+            summary = json.loads(files["summary"].read_text(encoding="utf-8"))
+            summary["mlflow_run_id"] = output.run_id
+            files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n",
+                                        encoding="utf-8")
+        return output
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _configure_lm(spec: str) -> None:
+    try:
+        from guidebench.lm import configure_lm
+    except ImportError as exc:
+        raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
+    try:
+        configure_lm(spec)
+    except GuidebenchError:
+        raise
+    except Exception as exc:
+        raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+
+
+def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Optional[str],
+               run_name: Optional[str] = None) -> str:
+    """Log one evaluation to MLflow (params, metrics with intervals, artifacts); returns the run id."""
+    from . import tracking
+
+    result, data = output.result, output.data
+    params = tracking.run_params(program=output.program.name, dataset_id=data.dataset_id, split=data.split,
+                                 split_hash=data.split_hash, lm=lm_spec, seed=seed, kind=result.kind,
+                                 program_source=output.program.source, n_records=result.n,
+                                 threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"])
+    tags = {"guidebench.run_type": "eval", "guidebench.program": output.program.name}
+    with tracking.tracked_run(dataset_id=data.dataset_id, kind=result.kind, params=params, tags=tags,
+                              run_name=run_name or f"eval {output.program.name} {data.split}",
+                              tracking_uri=tracking_uri) as run:
+        tracking.log_metrics(result.metrics)
+        s = result.summary
+        counts = {"n_records": s["n_records"], "n_errors": s["n_errors"], "n_parse_failures": s["n_parse_failures"],
+                  "n_labeled": s["n_labeled"], "wall_s": s["wall_s"], **{f"usage.{k}": v for k, v in s["usage"].items()}}
+        import mlflow
+
+        mlflow.log_metrics({k: float(v) for k, v in counts.items() if isinstance(v, (int, float)) and not
+                            (isinstance(v, float) and math.isnan(v))})
+        tracking.log_artifacts(output.files)
+        return run.info.run_id
+
+
+def metric_names(kind: str) -> Sequence[str]:
+    """The metric names a replay of this kind reports (quality, then cost)."""
+    from evals import metrics_fullauto, metrics_planner
+    from evals.replay import COST_METRICS
+
+    quality = metrics_fullauto.METRIC_NAMES + ("logged_agreement",) if kind == "full_auto" else \
+        metrics_planner.METRIC_NAMES
+    return (*quality, *COST_METRICS)

@@ -1,0 +1,400 @@
+"""The leaderboard: every variant scored on one identical frozen split, ranked, compared and costed.
+
+How a board is made
+1. The split is frozen: its hash is recomputed from the stored rows and must equal the one in
+   `dataset.json` (for `--split all`, and for a raw log imported on the fly, the split hash is
+   computed over all records, as `guidebench eval` does).
+2. Every variant replays the same records (`evals.replay`). A result carries the split it was
+   scored on; results on any other split (other dataset id, split name or hash, or other record
+   ids) are refused with a `SplitMismatchError`: a board never mixes splits.
+3. Rows are ranked by `objective` (higher is better). Every metric keeps its 95% bootstrap interval.
+4. The champion is the variant named by `champion=`, else the one package tagged `champion`
+   (or a promoted export), else the first row. Every row, the champion included, is compared with
+   it on the same records (`evals.replay.compare`: paired bootstrap difference, interval and
+   p-value for every metric, McNemar's exact p-value for action accuracy / schema validity).
+   The champion's own comparison is the identity (difference 0, p-value 1).
+5. Cost per 1,000 decisions from the replay's LM ledgers; the Pareto front is taken on
+   (`objective`, cost axis), `total_tokens` by default.
+6. A per-record diff of each challenger against the champion lists the records whose per-record
+   `objective` changed (fixed / broken) or whose decision changed at equal score, with inputs and
+   both decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from evals import data as evals_data
+from evals.replay import COST_METRICS, ReplayResult, compare, replay
+from evals.stats import PairedComparison
+
+from . import __version__
+from .errors import GuidebenchError
+from .evaluation import load_eval_data
+from .leaderboard_models import (
+    COST_PER,
+    ChallengerDiff,
+    Comparison,
+    Cost,
+    DecisionView,
+    Leaderboard,
+    LeaderboardRow,
+    RecordDiff,
+)
+from .packages import SplitRef, Variant
+from .pareto import pareto_front
+
+RANKING_METRIC = "objective"
+COST_AXES: tuple[str, ...] = ("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens")
+DIFF_RECORDS_KEPT = 500
+INPUT_CHARS_KEPT = 1500
+# The binary metric McNemar's test is run on, per program kind.
+BINARY_METRIC = {"full_auto": "action_accuracy", "planner": "schema_validity"}
+
+
+class SplitMismatchError(GuidebenchError):
+    """Results from different frozen splits were offered to one board."""
+
+
+@dataclass
+class FrozenSplit:
+    """The frozen split a board is scored on, with its records."""
+
+    ref: SplitRef
+    kind: str  # program kind: full_auto | planner
+    records: list[Any]
+    data_dir: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def record_ids(self) -> list[str]:
+        """Record ids in stored order."""
+        return [record.record_id for record in self.records]
+
+
+@dataclass
+class ScoredVariant:
+    """A variant's replay result together with the split it was scored on."""
+
+    variant: Variant
+    result: ReplayResult
+    split: SplitRef
+    notes: list[str] = field(default_factory=list)
+
+
+# ----- the frozen split -------------------------------------------------------------------------
+
+def load_split(data: Path, split: str = "test") -> FrozenSplit:
+    """Load a split (a raw log is imported on the fly, whole) and verify its stored hash from the rows."""
+    data = Path(data)
+    work = Path(tempfile.mkdtemp(prefix="guidebench-leaderboard-"))
+    try:
+        loaded = load_eval_data(data, split, work)
+        if loaded.split != "all":
+            declared = loaded.split_hash
+            try:
+                actual = evals_data.split_hash(evals_data.iter_rows(loaded.dataset_dir, loaded.split))
+            except evals_data.DatasetFormatError as exc:
+                raise GuidebenchError(str(exc)) from exc
+            if actual != declared:
+                raise SplitMismatchError(
+                    f"{data}: split {loaded.split!r} hashes to {actual[:12]} but {evals_data.DATASET_FILE} "
+                    f"declares {declared[:12]}: the split changed after it was frozen; re-import the data")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ref = SplitRef(dataset_id=loaded.dataset_id, split=loaded.split, split_hash=loaded.split_hash)
+    return FrozenSplit(ref=ref, kind=loaded.kind, records=loaded.records, data_dir=data,
+                       notes=[f"{data}: {loaded.source}"] + list(loaded.notes))
+
+
+def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] = None) -> SplitRef:
+    """The one split all results share; raises SplitMismatchError naming the first result that differs."""
+    if not scored:
+        raise GuidebenchError("no scored variants to rank")
+    reference = board or scored[0].split
+    reference_ids = sorted(row["record_id"] for row in scored[0].result.rows)
+    for item in scored:
+        if not item.split.same_as(reference):
+            raise SplitMismatchError(
+                f"refusing {item.variant.label!r}: it was scored on {item.split.describe()}, but this board is on "
+                f"{reference.describe()}; results from different splits are never mixed, re-score it on "
+                f"the board's split")
+        ids = sorted(row["record_id"] for row in item.result.rows)
+        if ids != reference_ids:
+            missing = len(set(reference_ids) - set(ids))
+            extra = len(set(ids) - set(reference_ids))
+            raise SplitMismatchError(
+                f"refusing {item.variant.label!r}: its result covers other records than the board's split "
+                f"{reference.describe()} ({missing} missing, {extra} extra); results are never mixed")
+    return reference
+
+
+# ----- scoring ----------------------------------------------------------------------------------
+
+def check_compatible(variant: Variant, split: FrozenSplit) -> None:
+    """Refuse a variant whose program kind cannot take the split's records."""
+    if variant.kind != split.kind:
+        raise GuidebenchError(f"variant {variant.label!r} ({variant.origin}) is a {variant.kind} program; "
+                              f"the records at {split.data_dir} need {split.kind} programs")
+    suites = variant.manifest.evals
+    if suites and split.kind not in suites:
+        raise GuidebenchError(f"variant {variant.label!r} declares evals {suites}; it is not meant to be "
+                              f"judged on {split.kind} data")
+
+
+def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, progress: bool = False,
+                  n_resamples: int = 1000, seed: int = 0) -> ScoredVariant:
+    """Replay one variant on the frozen split."""
+    check_compatible(variant, split)
+    program = variant.build()
+    result = replay(program, split.records, threads=threads, progress=progress, n_resamples=n_resamples,
+                    seed=seed, name=variant.label)
+    notes = []
+    trained_on = variant.details.get("dataset_id")
+    if trained_on and trained_on != split.ref.dataset_id:
+        notes.append(f"compiled on dataset {trained_on[:12]}, ranked here on {split.ref.describe()}")
+    return ScoredVariant(variant=variant, result=result, split=split.ref, notes=notes)
+
+
+def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: int = 1, progress: bool = False,
+                   n_resamples: int = 1000, seed: int = 0,
+                   on_scored: Optional[Callable[[ScoredVariant], None]] = None) -> list[ScoredVariant]:
+    """Replay every variant on the same frozen split (compatibility checked before any replay)."""
+    for variant in variants:
+        check_compatible(variant, split)
+    scored = []
+    for variant in variants:
+        item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples, seed=seed)
+        if on_scored is not None:
+            on_scored(item)
+        scored.append(item)
+    return scored
+
+
+# ----- assembling the board ---------------------------------------------------------------------
+
+def _objective(item: ScoredVariant) -> Optional[float]:
+    metric = item.result.metrics.get(RANKING_METRIC)
+    return None if metric is None else metric.value
+
+
+def rank(scored: Sequence[ScoredVariant]) -> list[ScoredVariant]:
+    """Order by objective (highest first; missing last), ties by label."""
+    return sorted(scored, key=lambda s: (_objective(s) is None, -(_objective(s) or 0.0), s.variant.label))
+
+
+def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None) -> tuple[ScoredVariant, str]:
+    """The champion and why: named, else the one tagged/promoted package, else the first row."""
+    if champion:
+        for item in ranked:
+            if champion in (item.variant.label, item.variant.manifest.name):
+                return item, "named with --champion"
+        raise GuidebenchError(f"--champion {champion!r} is not on the board; variants: "
+                              + ", ".join(item.variant.label for item in ranked))
+    tagged = [item for item in ranked if "champion" in item.variant.manifest.tags
+              or item.variant.details.get("promotion_state") == "promoted"]
+    if len(tagged) == 1:
+        return tagged[0], "the package tagged champion / promoted"
+    return ranked[0], "first row (best objective)" + (f"; {len(tagged)} packages claim to be champion"
+                                                      if len(tagged) > 1 else "")
+
+
+def cost_of(result: ReplayResult) -> Cost:
+    """Cost per 1,000 decisions from the replay's ledgers and latencies."""
+    n = max(1, result.n)
+    scale = COST_PER / n
+    usage = result.summary.get("usage") or {}
+    latency = sum(float(row.get("latency_s") or 0.0) for row in result.rows)
+    return Cost(lm_calls=usage.get("lm_calls", 0) * scale, prompt_tokens=usage.get("prompt_tokens", 0) * scale,
+                completion_tokens=usage.get("completion_tokens", 0) * scale,
+                total_tokens=usage.get("total_tokens", 0) * scale, seconds=latency * scale,
+                wall_seconds=float(result.summary.get("wall_s", 0.0)) * scale,
+                cache_hits=usage.get("cache_hits", 0) * scale)
+
+
+def _aligned(result: ReplayResult, record_ids: Sequence[str]) -> ReplayResult:
+    by_id = {row["record_id"]: row for row in result.rows}
+    return ReplayResult(kind=result.kind, program=result.program, rows=[by_id[i] for i in record_ids],
+                        metrics=result.metrics, summary=result.summary)
+
+
+def _comparison(against: str, metric: str, paired: PairedComparison, method: Optional[str] = None,
+                p_value: Optional[float] = None) -> Comparison:
+    return Comparison(against=against, metric=metric, diff=paired.diff, ci_low=paired.ci_low, ci_high=paired.ci_high,
+                      p_value=paired.p_value if p_value is None else p_value, n=paired.n,
+                      method=method or paired.method)
+
+
+def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_resamples: int = 1000,
+                          seed: int = 0) -> dict[str, Comparison]:
+    """Every metric of a row minus the champion's, paired on the same records; McNemar for the binary metric."""
+    ids = [row["record_id"] for row in champion.result.rows]
+    paired = compare(_aligned(item.result, ids), champion.result, n_resamples=n_resamples, seed=seed)
+    against = champion.variant.label
+    comparisons = {name: _comparison(against, name, value) for name, value in paired["metrics"].items()}
+    test = paired["mcnemar"]
+    binary = test["metric"]
+    if binary in comparisons:
+        comparisons[binary] = _comparison(against, binary, paired["metrics"][binary], method="mcnemar_exact",
+                                          p_value=test["p_exact"])
+    return comparisons
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > INPUT_CHARS_KEPT:
+        return value[:INPUT_CHARS_KEPT] + f"… (+{len(value) - INPUT_CHARS_KEPT} chars)"
+    return value
+
+
+def record_inputs(record: Any) -> dict[str, Any]:
+    """What the program saw for a record (truncated long texts), for the per-record diff."""
+    import programs
+
+    if hasattr(record, "summary"):
+        inputs = programs.decision_inputs(record)
+    else:
+        inputs = programs.planner_inputs(record.packet)
+    return {key: _short(value) for key, value in dict(inputs).items()}
+
+
+def _score(row: dict[str, Any]) -> Optional[float]:
+    value = row["scores"].get(RANKING_METRIC)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def decision_view(row: dict[str, Any]) -> DecisionView:
+    """The decision a replay row holds (Full Auto: enforced decision and audit; planner: the directive)."""
+    error = row.get("error")
+    error_text = f"{error['class']}: {error['message']}" if error else None
+    if "enforced_action" in row:
+        return DecisionView(action=row["enforced_action"], confidence=row.get("enforced_confidence"),
+                            reason=row.get("model_reason") or "", next_input=row.get("enforced_next_input") or "",
+                            model_action=row.get("model_action"),
+                            guardrail_rule=row.get("guardrail_rule") if row.get("guardrail_triggered") else None,
+                            score=_score(row), error=error_text,
+                            detail={"parse_errors": json.loads(row.get("parse_errors") or "[]")})
+    directive = json.loads(row["directive"]) if row.get("directive") else None
+    return DecisionView(action=row.get("strategy_family"), score=_score(row), error=error_text,
+                        reason=(directive or {}).get("primary_hypothesis", ""),
+                        detail={"directive": directive, "schema_errors": json.loads(row.get("schema_errors") or "[]"),
+                                "pivot_required": row.get("pivot_required")})
+
+
+def _decision_key(row: dict[str, Any]) -> Any:
+    return row.get("enforced_action") if "enforced_action" in row else row.get("directive")
+
+
+def record_diff(champion: ScoredVariant, challenger: ScoredVariant, records_by_id: dict[str, Any]) -> ChallengerDiff:
+    """Records whose outcome changed between the champion and a challenger, with inputs and both decisions."""
+    mine = {row["record_id"]: row for row in challenger.result.rows}
+    fixed = broken = changed = 0
+    diffs: list[RecordDiff] = []
+    for base in champion.result.rows:
+        other = mine[base["record_id"]]
+        before, after = _score(base), _score(other)
+        if before is not None and after is not None and after > before:
+            change, fixed = "fixed", fixed + 1
+        elif before is not None and after is not None and after < before:
+            change, broken = "broken", broken + 1
+        elif _decision_key(base) != _decision_key(other) or bool(base.get("error")) != bool(other.get("error")):
+            change, changed = "changed", changed + 1
+        else:
+            continue
+        if len(diffs) < DIFF_RECORDS_KEPT:
+            diffs.append(RecordDiff(record_id=base["record_id"], change=change, label=base.get("label_action"),
+                                    inputs=record_inputs(records_by_id[base["record_id"]]),
+                                    champion=decision_view(base), challenger=decision_view(other)))
+    # Fixed and broken first: they are what moved the objective.
+    order = {"broken": 0, "fixed": 1, "changed": 2}
+    diffs.sort(key=lambda d: order[d.change])
+    return ChallengerDiff(champion=champion.variant.label, challenger=challenger.variant.label,
+                          score_metric=RANKING_METRIC, fixed=fixed, broken=broken, changed=changed, records=diffs)
+
+
+def _row_notes(item: ScoredVariant, board: SplitRef) -> tuple[dict[str, float], list[str]]:
+    manifest = item.variant.manifest
+    notes = list(item.notes)
+    expected: dict[str, float] = {}
+    if manifest.expected_metrics:
+        if manifest.expected_on is not None and manifest.expected_on.same_as(board):
+            expected = dict(manifest.expected_metrics)
+            for name, value in expected.items():
+                measured = item.result.metrics.get(name)
+                if measured and measured.ci_low is not None and not (measured.ci_low <= value <= measured.ci_high):
+                    notes.append(f"claims {name}={value:.3f}, outside the measured interval "
+                                 f"[{measured.ci_low:.3f}, {measured.ci_high:.3f}]")
+        else:
+            where = manifest.expected_on.describe() if manifest.expected_on else "an unstated split"
+            notes.append(f"expected metrics were measured on {where}, not on this board's split; "
+                         "they are not shown (results from different splits are never mixed)")
+    summary = item.result.summary
+    if summary.get("n_errors"):
+        notes.append(f"{summary['n_errors']} records raised ({summary.get('errors_by_class')}); scored as failures")
+    usage = summary.get("usage") or {}
+    if usage.get("cache_hits"):
+        notes.append(f"{usage['cache_hits']} of {usage.get('lm_calls', 0)} LM calls came from DSPy's cache: "
+                     "tokens and seconds understate a live call (use --no-cache for live costs)")
+    if summary.get("logged_enforcement_mismatches"):
+        notes.append(f"{summary['logged_enforcement_mismatches']} logged decisions differ from today's guardrails "
+                     "(e.g. runs whose run file was missing)")
+    return expected, notes
+
+
+def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, champion: Optional[str] = None,
+                      cost_axis: str = "total_tokens", n_resamples: int = 1000, seed: int = 0, lm: str = "",
+                      command: str = "") -> Leaderboard:
+    """Rank scored variants on one frozen split into a board (refusing results from any other split)."""
+    if cost_axis not in COST_AXES:
+        raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
+    check_same_split(scored, split.ref)
+    ranked = rank(scored)
+    champ, rule = choose_champion(ranked, champion)
+    costs = [cost_of(item.result) for item in ranked]
+    front = set(pareto_front([(_objective(item), getattr(cost, cost_axis)) for item, cost in zip(ranked, costs)]))
+    records_by_id = {record.record_id: record for record in split.records}
+    rows: list[LeaderboardRow] = []
+    for index, (item, cost) in enumerate(zip(ranked, costs)):
+        comparisons = compare_with_champion(item, champ, n_resamples=n_resamples, seed=seed)
+        expected, notes = _row_notes(item, split.ref)
+        manifest = item.variant.manifest
+        rows.append(LeaderboardRow(
+            rank=index + 1, name=item.variant.label, package=manifest.name, version=manifest.version,
+            entry=manifest.entry, source=item.variant.origin, compatible_with=manifest.compatible_with,
+            tags=list(manifest.tags), champion=item is champ, pareto=index in front, n=item.result.n,
+            errors=item.result.errors, metrics=dict(item.result.metrics), cost=cost,
+            comparison=comparisons[RANKING_METRIC],
+            comparisons={k: v for k, v in comparisons.items() if k not in COST_METRICS},
+            expected=expected, notes=notes))
+    diffs = [record_diff(champ, item, records_by_id) for item in ranked if item is not champ]
+    notes = split.notes + [f"Every variant replayed the same {len(split.records)} records of {split.ref.describe()}."]
+    return Leaderboard(
+        kind=split.kind, dataset_id=split.ref.dataset_id, split=split.ref.split, split_hash=split.ref.split_hash,
+        n_records=len(split.records), ranking_metric=RANKING_METRIC, cost_axis=cost_axis,
+        champion=champ.variant.label, champion_rule=rule,
+        created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), guidebench_version=__version__,
+        lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs, notes=notes,
+        command=command)
+
+
+def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
+                    champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
+                    n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
+                    on_scored: Optional[Callable[[ScoredVariant], None]] = None,
+                    ) -> tuple[Leaderboard, list[ScoredVariant]]:
+    """Load and verify the split, score every variant on it and assemble the board."""
+    started = time.perf_counter()
+    frozen = load_split(data_dir, split)
+    scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
+                            seed=seed, on_scored=on_scored)
+    board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
+                              seed=seed, lm=lm, command=command)
+    board.notes.append(f"Scored {len(scored)} variants in {time.perf_counter() - started:.1f} s.")
+    return board, scored

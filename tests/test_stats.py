@@ -1,0 +1,147 @@
+"""Bootstrap intervals, paired comparisons and McNemar's test."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+from sklearn.metrics import f1_score
+
+from evals.stats import (
+    MetricValue,
+    bootstrap,
+    bootstrap_many,
+    bootstrap_mean,
+    ece_of,
+    macro_f1_of,
+    mcnemar,
+    mean_of,
+    paired_bootstrap,
+    paired_many,
+    paired_mean_difference,
+    ratio_of,
+)
+
+
+def test_mean_interval_covers_the_mean_and_has_the_normal_width():
+    rng = np.random.default_rng(3)
+    x = rng.normal(10.0, 2.0, 400)
+    value = bootstrap_mean(x, seed=1)
+    assert value.value == pytest.approx(x.mean())
+    assert value.ci_low < x.mean() < value.ci_high
+    # The percentile bootstrap of a mean is close to mean ± 1.96 * s / sqrt(n).
+    half = 1.96 * x.std(ddof=1) / math.sqrt(len(x))
+    assert (value.ci_high - value.ci_low) / 2 == pytest.approx(half, rel=0.15)
+    assert value.n == 400
+
+
+def test_intervals_are_reproducible_from_the_seed_and_change_with_it():
+    x = np.random.default_rng(0).random(200)
+    assert bootstrap_mean(x, seed=5) == bootstrap_mean(x, seed=5)
+    assert bootstrap_mean(x, seed=5).ci_low != bootstrap_mean(x, seed=6).ci_low
+
+
+def test_nan_scores_and_masks_leave_records_out():
+    values = [1.0, 0.0, math.nan, 1.0]
+    assert bootstrap_mean(values).value == pytest.approx(2 / 3)
+    assert bootstrap_mean(values).n == 3
+    assert bootstrap_mean([1.0, 0.0, 1.0, 1.0], mask=[True, True, False, False]).value == pytest.approx(0.5)
+
+
+def test_empty_and_single_record_metrics():
+    assert bootstrap_mean([]) == MetricValue.empty()
+    assert bootstrap_mean([math.nan, math.nan]).n == 0
+    single = bootstrap_mean([0.25])
+    assert (single.value, single.ci_low, single.ci_high, single.n) == (0.25, 0.25, 0.25, 1)
+    assert MetricValue.empty().to_dict() == {"value": None, "ci_low": None, "ci_high": None, "n": 0}
+
+
+def test_macro_f1_point_value_matches_sklearn_and_gets_an_interval():
+    rng = np.random.default_rng(1)
+    truth = rng.choice(["continue", "pause", "stop"], 300, p=[0.6, 0.25, 0.15])
+    pred = np.where(rng.random(300) < 0.7, truth, rng.choice(["continue", "pause", "stop"], 300))
+    value = bootstrap(macro_f1_of(truth, pred), 300)
+    assert value.value == pytest.approx(f1_score(truth, pred, average="macro"))
+    assert value.ci_low < value.value < value.ci_high
+
+
+def test_macro_f1_counts_a_class_only_predicted_as_zero():
+    # sklearn's macro-F1 over the union of labels: a spurious class scores F1 0.
+    truth, pred = ["a", "a", "b", "b"], ["a", "c", "b", "b"]
+    value = bootstrap(macro_f1_of(truth, pred), 4).value
+    assert value == pytest.approx(f1_score(truth, pred, average="macro", labels=["a", "b", "c"], zero_division=0))
+
+
+def test_ece_of_a_perfectly_calibrated_bin_and_of_an_overconfident_model():
+    conf = [0.95] * 20
+    assert bootstrap(ece_of(conf, [1.0] * 19 + [0.0]), 20).value == pytest.approx(0.0, abs=1e-12)
+    assert bootstrap(ece_of([0.9] * 10, [0.0] * 10), 10).value == pytest.approx(0.9)
+    # Two bins: |0.5 - 0.25| * 1/2 + |1.0 - 0.85| * 1/2
+    value = bootstrap(ece_of([0.25, 0.25, 0.85, 0.85], [1, 0, 1, 1]), 4).value
+    assert value == pytest.approx(0.5 * 0.25 + 0.5 * 0.15)
+
+
+def test_ratio_metric_resamples_records_not_the_ratio():
+    value = bootstrap(ratio_of([1, 0, 3, 0], [2, 0, 4, 1]), 4)
+    assert value.value == pytest.approx(4 / 7)
+    assert value.n == 3
+
+
+def test_bootstrap_many_shares_resamples_and_matches_single_calls():
+    rng = np.random.default_rng(2)
+    x, y = rng.random(150), rng.random(150)
+    many = bootstrap_many({"x": mean_of(x), "y": mean_of(y)}, 150, seed=4)
+    assert many["x"] == bootstrap(mean_of(x), 150, seed=4)
+    assert many["y"] == bootstrap(mean_of(y), 150, seed=4)
+
+
+def test_paired_difference_detects_a_shift_and_not_noise():
+    rng = np.random.default_rng(7)
+    base = rng.random(300)
+    better = paired_mean_difference(base + 0.03 + rng.normal(0, 0.01, 300), base)
+    assert better.diff == pytest.approx(0.03, abs=0.005)
+    assert better.ci_low > 0 and better.p_value < 0.01
+    same = paired_mean_difference(base + rng.normal(0, 0.05, 300), base)
+    assert same.ci_low < 0 < same.ci_high and same.p_value > 0.05
+    identical = paired_mean_difference(base, base)
+    assert identical.diff == 0.0 and identical.p_value == 1.0
+
+
+def test_pairing_narrows_the_interval_compared_with_independent_samples():
+    rng = np.random.default_rng(11)
+    skill = rng.random(400)  # record difficulty shared by both programs
+    a = skill + 0.02 + rng.normal(0, 0.02, 400)
+    b = skill + rng.normal(0, 0.02, 400)
+    paired = paired_mean_difference(a, b)
+    width_independent = 2 * 1.96 * math.sqrt(a.var(ddof=1) / 400 + b.var(ddof=1) / 400)
+    assert paired.ci_high - paired.ci_low < width_independent / 3
+
+
+def test_paired_many_compares_ratio_metrics_on_the_same_records():
+    truth = ["a", "b", "a", "b"] * 25
+    good = truth[:]
+    bad = ["a"] * 100
+    result = paired_many({"f1": macro_f1_of(truth, good)}, {"f1": macro_f1_of(truth, bad)}, 100)
+    assert result["f1"].diff == pytest.approx(1.0 - f1_score(truth, bad, average="macro"))
+    assert result["f1"].p_value < 0.01
+    assert paired_bootstrap(mean_of([1.0] * 5), mean_of([1.0] * 5), 5).p_value == 1.0
+
+
+def test_paired_needs_equal_lengths():
+    with pytest.raises(ValueError):
+        paired_mean_difference([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError):
+        mcnemar([True], [True, False])
+
+
+def test_mcnemar_matches_the_binomial_and_chi_square_formulas():
+    a = [True] * 30 + [True] * 12 + [False] * 3 + [False] * 5
+    b = [True] * 30 + [False] * 12 + [True] * 3 + [False] * 5
+    result = mcnemar(a, b)
+    assert (result.a_only, result.b_only, result.n) == (12, 3, 50)
+    assert result.p_exact == pytest.approx(scipy_stats.binomtest(3, 15, 0.5).pvalue)
+    assert result.statistic == pytest.approx((abs(12 - 3) - 1) ** 2 / 15)
+    assert result.p_continuity == pytest.approx(scipy_stats.chi2.sf((abs(12 - 3) - 1) ** 2 / 15, 1))
+    assert mcnemar([True, False], [True, False]).p_exact == 1.0
