@@ -38,7 +38,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict
 
 from runtime import pivot
-from runtime.advisor import FAMILIES, THRESHOLDS, OptimizationDirective, PerformanceProfile
+from runtime.advisor import FAMILIES, THRESHOLDS, TIMESTAMP_UTC_FORMAT, OptimizationDirective, PerformanceProfile
 
 from .sim_kernel import (
     BREAK_DEPS,
@@ -56,14 +56,8 @@ from .sim_kernel import (
 
 SIDE_FILE_SUFFIX = ".sim.jsonl"
 SIDE_FILE_FORMAT = "guidebench.sim_experiments/v1"
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+TIMESTAMP_FORMAT = TIMESTAMP_UTC_FORMAT
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=timezone.utc)
-
-
-def next_threshold(best: int) -> Optional[int]:
-    """The published threshold a threshold-goal loop aims at next: the highest one below the best."""
-    below = [t for t in THRESHOLDS if t < best]
-    return max(below) if below else None
 OLD_SHAPE_KEYS = ("base_branch", "base_sha", "branch", "change_summary", "cycles", "delta_vs_best", "files_changed",
                   "head_sha", "hypothesis", "iteration_id", "merged_to_main", "notes", "result_summary",
                   "strategy_tags", "tests_diff_empty", "timestamp_utc", "valid")
@@ -92,6 +86,12 @@ _CHANGES = {
     BREAK_DEPS: ("re-associate the hash combine steps", "interleave two batches to hide latency",
                  "turn the serial reduction into a tree", "compute both branch sides and select"),
 }
+
+
+def next_threshold(best: int) -> Optional[int]:
+    """The published threshold a threshold-goal loop aims at next: the highest one below the best."""
+    below = [t for t in THRESHOLDS if t < best]
+    return max(below) if below else None
 
 
 class PlannerPersona(BaseModel):

@@ -90,7 +90,7 @@ def raw_log_kind(path: Path) -> str:
 def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     """Import a raw log into a temporary dataset folder with the data engineers' importer."""
     try:
-        from guidebench.data.pipeline import import_logs
+        from guidebench.data import import_logs
     except ImportError as exc:  # the importer is another module's; say so rather than crash
         raise GuidebenchError(f"{path}: not a dataset folder, and the log importer is unavailable ({exc}); "
                               "run `guidebench data import` first") from exc
@@ -104,8 +104,13 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     return target
 
 
-def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None) -> EvalData:
-    """The records of a split of a dataset folder, or of a whole raw log imported on the fly."""
+def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None,
+                   max_records: Optional[int] = None) -> EvalData:
+    """The records of a split of a dataset folder, or of a whole raw log imported on the fly.
+
+    `max_records` keeps the first N records in stored order; the split is then named
+    `<split>[:N]` and its hash covers exactly those records, so a subset never passes for the split.
+    """
     from evals.data import DatasetFormatError, dataset_info, load_records, split_hash
 
     path = Path(path)
@@ -131,12 +136,14 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
     splits = info.get("splits") or {}
-    if split == "all":
+    if max_records is not None and 0 <= max_records < len(records):
+        records = records[:max_records]
+        split = f"{split}[:{max_records}]"
+        digest = split_hash(records)
+    elif split == "all":
         digest = split_hash(records)
     else:
         digest = (splits.get(split) or {}).get("hash") or split_hash(records)
-    if not records:
-        raise GuidebenchError(f"--data {path}: split {split!r} has no records")
     return EvalData(kind=DATASET_KIND_TO_PROGRAM_KIND[info["kind"]], records=records,
                     dataset_id=str(info.get("dataset_id", "")), split=split, split_hash=digest,
                     source=source, dataset_dir=dataset_dir, notes=notes)
@@ -250,13 +257,15 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
 def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optional[str] = None,
              threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
              progress: bool = True, seed: int = 0, n_resamples: int = 1000,
-             run_name: Optional[str] = None) -> EvalOutput:
+             run_name: Optional[str] = None, max_records: Optional[int] = None) -> EvalOutput:
     """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow."""
     if threads < 1:
         raise GuidebenchError(f"--threads {threads}: must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="guidebench-eval-"))
     try:
-        eval_data = load_eval_data(Path(data), split, work)
+        eval_data = load_eval_data(Path(data), split, work, max_records=max_records)
+        if not eval_data.records:
+            raise GuidebenchError(f"--data {data}: split {eval_data.split!r} has no records")
         loaded = load_program(program)
         if loaded.kind != eval_data.kind:
             raise GuidebenchError(f"--program {program} is a {loaded.kind} program but {data} holds "

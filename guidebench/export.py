@@ -191,17 +191,26 @@ def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> 
 
 
 def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:
-    """The module's signature: its predictor of the kind's contract, else its first, else the contract."""
+    """The module's declared signature: the installed class its main predictor is built on.
+
+    The main predictor is the one on the kind's contract signature, else the first one; a
+    predictor's own signature may extend the class (chain of thought adds `reasoning`), so the
+    class itself is described when it is installed.
+    """
     contract = CONTRACT_SIGNATURES.get(kind)
-    for predictor in predictors:
-        if predictor.signature_name == contract:
-            return predictor.signature
-    if predictors:
-        return predictors[0].signature
-    cls = _signature_classes().get(contract or "")
-    if cls is None:
-        raise GuidebenchError(f"program kind {kind!r}: signature {contract} is not installed")
-    return spec_of(cls, name=contract)
+    chosen = next((p for p in predictors if p.signature_name == contract), predictors[0] if predictors else None)
+    name = chosen.signature_name if chosen is not None else contract
+    cls = _signature_classes().get(name or "")
+    if cls is not None:
+        return spec_of(cls, name=name)
+    if chosen is not None:
+        return chosen.signature
+    raise GuidebenchError(f"program kind {kind!r}: signature {contract} is not installed")
+
+
+def installed_signature(name: str) -> Any:
+    """The installed signature class of that name (from `signatures`), or None."""
+    return _signature_classes().get(name)
 
 
 def program_state(program: Any) -> dict[str, Any]:
@@ -363,3 +372,22 @@ def _fresh(source: ExportSource) -> Any:
         return _programs().get(source.entry)
     except Exception:  # a program built outside the registry: copy the given fresh instance
         return source.installed.deepcopy()
+
+
+def load_exported(path: Path, *, lm: Any = None) -> Any:
+    """Load a frozen module as the application runs it: installed program, signature and input mapping."""
+    try:
+        manifest = verify_frozen(path)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    programs = _programs()
+    try:
+        factory = programs.spec(manifest.entry).factory
+    except LookupError:
+        factory = None  # not installed here: the runtime rebuilds the exported predictor itself
+    inputs = programs.decision_inputs if manifest.kind == "full_auto" else programs.planner_inputs
+    try:
+        return load_frozen(path, program=factory, signature=installed_signature(manifest.signature_name),
+                           inputs=inputs, lm=lm)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(str(exc)) from exc

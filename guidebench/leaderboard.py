@@ -7,7 +7,8 @@ How a board is made
 2. Every variant replays the same records (`evals.replay`). A result carries the split it was
    scored on; results on any other split (other dataset id, split name or hash, or other record
    ids) are refused with a `SplitMismatchError`: a board never mixes splits.
-3. Rows are ranked by `objective` (higher is better). Every metric keeps its 95% bootstrap interval.
+3. Rows are ranked by `objective` (higher is better; equal objectives: cheaper on the cost axis
+   first). Every metric keeps its 95% bootstrap interval.
 4. The champion is the variant named by `champion=`, else the one package tagged `champion`
    (or a promoted export), else the first row. Every row, the champion included, is compared with
    it on the same records (`evals.replay.compare`: paired bootstrap difference, interval and
@@ -22,8 +23,6 @@ How a board is made
 
 from __future__ import annotations
 
-import json
-import math
 import shutil
 import tempfile
 import time
@@ -39,25 +38,13 @@ from evals.stats import PairedComparison
 from . import __version__
 from .errors import GuidebenchError
 from .evaluation import load_eval_data
-from .leaderboard_models import (
-    COST_PER,
-    ChallengerDiff,
-    Comparison,
-    Cost,
-    DecisionView,
-    Leaderboard,
-    LeaderboardRow,
-    RecordDiff,
-)
+from .leaderboard_diff import record_diff
+from .leaderboard_models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow
 from .packages import SplitRef, Variant
 from .pareto import pareto_front
 
 RANKING_METRIC = "objective"
 COST_AXES: tuple[str, ...] = ("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens")
-DIFF_RECORDS_KEPT = 500
-INPUT_CHARS_KEPT = 1500
-# The binary metric McNemar's test is run on, per program kind.
-BINARY_METRIC = {"full_auto": "action_accuracy", "planner": "schema_validity"}
 
 
 class SplitMismatchError(GuidebenchError):
@@ -186,9 +173,16 @@ def _objective(item: ScoredVariant) -> Optional[float]:
     return None if metric is None else metric.value
 
 
-def rank(scored: Sequence[ScoredVariant]) -> list[ScoredVariant]:
-    """Order by objective (highest first; missing last), ties by label."""
-    return sorted(scored, key=lambda s: (_objective(s) is None, -(_objective(s) or 0.0), s.variant.label))
+def rank(scored: Sequence[ScoredVariant], cost_axis: str = "total_tokens") -> list[ScoredVariant]:
+    """Order by objective (highest first); equal objectives: cheaper first, then by label; no objective: as given."""
+    def key(indexed: tuple[int, ScoredVariant]) -> tuple:
+        index, item = indexed
+        value = _objective(item)
+        if value is None:
+            return (1, 0.0, 0.0, "", index)
+        return (0, -value, getattr(cost_of(item.result), cost_axis), item.variant.label, index)
+
+    return [item for _, item in sorted(enumerate(scored), key=key)]
 
 
 def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None) -> tuple[ScoredVariant, str]:
@@ -203,8 +197,8 @@ def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = N
               or item.variant.details.get("promotion_state") == "promoted"]
     if len(tagged) == 1:
         return tagged[0], "the package tagged champion / promoted"
-    return ranked[0], "first row (best objective)" + (f"; {len(tagged)} packages claim to be champion"
-                                                      if len(tagged) > 1 else "")
+    why = "first row (best objective)" if _objective(ranked[0]) is not None else "first row as given (no objective)"
+    return ranked[0], why + (f"; {len(tagged)} packages claim to be champion" if len(tagged) > 1 else "")
 
 
 def cost_of(result: ReplayResult) -> Cost:
@@ -248,77 +242,6 @@ def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_res
     return comparisons
 
 
-def _short(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > INPUT_CHARS_KEPT:
-        return value[:INPUT_CHARS_KEPT] + f"… (+{len(value) - INPUT_CHARS_KEPT} chars)"
-    return value
-
-
-def record_inputs(record: Any) -> dict[str, Any]:
-    """What the program saw for a record (truncated long texts), for the per-record diff."""
-    import programs
-
-    if hasattr(record, "summary"):
-        inputs = programs.decision_inputs(record)
-    else:
-        inputs = programs.planner_inputs(record.packet)
-    return {key: _short(value) for key, value in dict(inputs).items()}
-
-
-def _score(row: dict[str, Any]) -> Optional[float]:
-    value = row["scores"].get(RANKING_METRIC)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def decision_view(row: dict[str, Any]) -> DecisionView:
-    """The decision a replay row holds (Full Auto: enforced decision and audit; planner: the directive)."""
-    error = row.get("error")
-    error_text = f"{error['class']}: {error['message']}" if error else None
-    if "enforced_action" in row:
-        return DecisionView(action=row["enforced_action"], confidence=row.get("enforced_confidence"),
-                            reason=row.get("model_reason") or "", next_input=row.get("enforced_next_input") or "",
-                            model_action=row.get("model_action"),
-                            guardrail_rule=row.get("guardrail_rule") if row.get("guardrail_triggered") else None,
-                            score=_score(row), error=error_text,
-                            detail={"parse_errors": json.loads(row.get("parse_errors") or "[]")})
-    directive = json.loads(row["directive"]) if row.get("directive") else None
-    return DecisionView(action=row.get("strategy_family"), score=_score(row), error=error_text,
-                        reason=(directive or {}).get("primary_hypothesis", ""),
-                        detail={"directive": directive, "schema_errors": json.loads(row.get("schema_errors") or "[]"),
-                                "pivot_required": row.get("pivot_required")})
-
-
-def _decision_key(row: dict[str, Any]) -> Any:
-    return row.get("enforced_action") if "enforced_action" in row else row.get("directive")
-
-
-def record_diff(champion: ScoredVariant, challenger: ScoredVariant, records_by_id: dict[str, Any]) -> ChallengerDiff:
-    """Records whose outcome changed between the champion and a challenger, with inputs and both decisions."""
-    mine = {row["record_id"]: row for row in challenger.result.rows}
-    fixed = broken = changed = 0
-    diffs: list[RecordDiff] = []
-    for base in champion.result.rows:
-        other = mine[base["record_id"]]
-        before, after = _score(base), _score(other)
-        if before is not None and after is not None and after > before:
-            change, fixed = "fixed", fixed + 1
-        elif before is not None and after is not None and after < before:
-            change, broken = "broken", broken + 1
-        elif _decision_key(base) != _decision_key(other) or bool(base.get("error")) != bool(other.get("error")):
-            change, changed = "changed", changed + 1
-        else:
-            continue
-        if len(diffs) < DIFF_RECORDS_KEPT:
-            diffs.append(RecordDiff(record_id=base["record_id"], change=change, label=base.get("label_action"),
-                                    inputs=record_inputs(records_by_id[base["record_id"]]),
-                                    champion=decision_view(base), challenger=decision_view(other)))
-    # Fixed and broken first: they are what moved the objective.
-    order = {"broken": 0, "fixed": 1, "changed": 2}
-    diffs.sort(key=lambda d: order[d.change])
-    return ChallengerDiff(champion=champion.variant.label, challenger=challenger.variant.label,
-                          score_metric=RANKING_METRIC, fixed=fixed, broken=broken, changed=changed, records=diffs)
-
-
 def _row_notes(item: ScoredVariant, board: SplitRef) -> tuple[dict[str, float], list[str]]:
     manifest = item.variant.manifest
     notes = list(item.notes)
@@ -355,7 +278,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     if cost_axis not in COST_AXES:
         raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
     check_same_split(scored, split.ref)
-    ranked = rank(scored)
+    ranked = rank(scored, cost_axis)
     champ, rule = choose_champion(ranked, champion)
     costs = [cost_of(item.result) for item in ranked]
     front = set(pareto_front([(_objective(item), getattr(cost, cost_axis)) for item, cost in zip(ranked, costs)]))
@@ -373,8 +296,13 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
             comparison=comparisons[RANKING_METRIC],
             comparisons={k: v for k, v in comparisons.items() if k not in COST_METRICS},
             expected=expected, notes=notes))
-    diffs = [record_diff(champ, item, records_by_id) for item in ranked if item is not champ]
+    diffs = [record_diff(champ.variant.label, champ.result.rows, item.variant.label, item.result.rows,
+                         records_by_id, RANKING_METRIC) for item in ranked if item is not champ]
     notes = split.notes + [f"Every variant replayed the same {len(split.records)} records of {split.ref.describe()}."]
+    if all(_objective(item) is None for item in ranked):
+        notes.append("No record of this split has an outcome label, so `objective` is undefined and the rows keep "
+                     "the order they were given; the label-free metrics (guardrail overrides, parse failures, "
+                     "errors, agreement with the log) are still compared.")
     return Leaderboard(
         kind=split.kind, dataset_id=split.ref.dataset_id, split=split.ref.split, split_hash=split.ref.split_hash,
         n_records=len(split.records), ranking_metric=RANKING_METRIC, cost_axis=cost_axis,

@@ -9,6 +9,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals.stats import MetricValue
 
 COST_PER = 1000
+# Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
+LOWER_IS_BETTER: frozenset[str] = frozenset({
+    "cost_weighted_error", "guardrail_override_rate", "parse_failure_rate", "error_rate", "brier", "ece",
+    "effect_abs_error", "lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision",
+})
+
+
+def lower_is_better(metric: str) -> bool:
+    """True for metrics where a smaller value is the better one (per-rule override rates included)."""
+    return metric in LOWER_IS_BETTER or metric.split(".", 1)[0] in LOWER_IS_BETTER
+
+
+def headline_metric(metric: str) -> bool:
+    """True for the quality metrics worth a plot panel (no per-rule breakdowns, no cost-per-decision)."""
+    return "." not in metric and not metric.endswith("_per_decision") and metric != "cache_hit_rate"
 
 
 class Cost(BaseModel):

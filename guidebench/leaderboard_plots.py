@@ -9,7 +9,7 @@ from typing import Optional
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .leaderboard_models import Leaderboard
+from .leaderboard_models import Leaderboard, headline_metric, lower_is_better
 
 METRICS_PNG = "leaderboard_metrics.png"
 QUALITY_COST_PNG = "leaderboard_quality_vs_cost.png"
@@ -33,8 +33,8 @@ def _interval(value: Optional[float], low: Optional[float], high: Optional[float
 
 
 def plot_metrics(board: Leaderboard, path: Path, max_metrics: int = 12) -> Path:
-    """One panel per metric: a bar per variant with its 95% bootstrap interval."""
-    metrics = board.metric_names()[:max_metrics]
+    """One panel per headline metric: a bar per variant with its 95% bootstrap interval."""
+    metrics = [m for m in board.metric_names() if headline_metric(m)][:max_metrics]
     names = [row.name for row in board.rows]
     cols = min(3, max(1, len(metrics)))
     rows_n = max(1, math.ceil(len(metrics) / cols))
@@ -57,7 +57,8 @@ def plot_metrics(board: Leaderboard, path: Path, max_metrics: int = 12) -> Path:
                   error_kw={"ecolor": "#333333", "capsize": 3, "elinewidth": 1})
         axes.set_yticks(positions, labels=names, fontsize=8)
         axes.invert_yaxis()
-        axes.set_title(metric + ("  (ranking)" if metric == board.ranking_metric else ""), fontsize=9)
+        suffix = "  (ranking)" if metric == board.ranking_metric else "  (lower is better)" if lower_is_better(metric) else ""
+        axes.set_title(metric + suffix, fontsize=9)
         axes.tick_params(axis="x", labelsize=8)
         axes.grid(axis="x", alpha=0.3)
     return _save(figure, path)
@@ -87,6 +88,11 @@ def plot_quality_vs_cost(board: Leaderboard, path: Path) -> Path:
     # Rule programs cost zero tokens: a symmetric log axis keeps them on the plot next to LM programs.
     if any(c > 0 for c, _, _ in points):
         axes.set_xscale("symlog", linthresh=1.0)
+        axes.set_xlim(left=-0.5)
+    else:
+        axes.set_xlim(-1.0, 10.0)
+        axes.text(0.98, 0.02, "no variant made an LM call", transform=axes.transAxes, ha="right", fontsize=8,
+                  color="#555555")
     axes.set_xlabel(f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions")
     axes.set_ylabel(f"{board.ranking_metric} (95% interval)")
     axes.set_title(f"Quality against cost ({board.split}, n={board.n_records})", fontsize=10)

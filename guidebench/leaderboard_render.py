@@ -10,7 +10,7 @@ from typing import Any, Iterable, Optional
 
 from evals.stats import MetricValue
 
-from .leaderboard_models import Comparison, DecisionView, Leaderboard, RecordDiff
+from .leaderboard_models import Comparison, DecisionView, Leaderboard, RecordDiff, headline_metric, lower_is_better
 from .leaderboard_plots import METRICS_PNG, QUALITY_COST_PNG, write_plots
 
 JSON_FILE = "leaderboard.json"
@@ -48,6 +48,11 @@ def fmt_p(p_value: Optional[float]) -> str:
     if p_value is None:
         return "—"
     return "<0.001" if p_value < 0.001 else f"{p_value:.3f}"
+
+
+def _p_relation(p_value: Optional[float]) -> str:
+    text = fmt_p(p_value)
+    return text if text.startswith("<") else f"={text}"
 
 
 def fmt_diff(comparison: Optional[Comparison]) -> str:
@@ -124,24 +129,26 @@ def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
 
 
 def _metrics_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    metrics = board.metric_names()
-    return ["variant"] + metrics, [[row.name] + [fmt_metric(row.metrics.get(m)) for m in metrics]
-                                   for row in board.rows]
+    """One line per metric, one column per variant (boards are taller than wide)."""
+    header = ["metric"] + [row.name for row in board.rows]
+    return header, [[m + (" ↓" if lower_is_better(m) else "")] + [fmt_metric(row.metrics.get(m)) for row in board.rows]
+                    for m in board.metric_names()]
 
 
 def _comparisons_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    metrics = [m for m in board.metric_names() if any(m in row.comparisons for row in board.rows)]
+    """One line per headline metric, one column per challenger: difference with the champion, interval, p."""
+    challengers = [row for row in board.rows if not row.champion]
+    metrics = [m for m in board.metric_names() if headline_metric(m) and any(m in r.comparisons for r in challengers)]
     rows = []
-    for row in board.rows:
-        if row.champion:
-            continue
-        cells = [row.name]
-        for metric in metrics:
+    for metric in metrics:
+        cells = [metric + (" ↓" if lower_is_better(metric) else "")]
+        for row in challengers:
             comparison = row.comparisons.get(metric)
-            cells.append("—" if comparison is None else
-                         f"{fmt_diff(comparison)} p={fmt_p(comparison.p_value)} ({comparison.method})")
+            cells.append("—" if comparison is None or comparison.diff is None else
+                         f"{fmt_diff(comparison)} p{_p_relation(comparison.p_value)}"
+                         + (" (McNemar)" if comparison.method.startswith("mcnemar") else ""))
         rows.append(cells)
-    return ["variant − champion"] + metrics, rows
+    return [f"metric: row − {board.champion}"] + [row.name for row in challengers], (rows if challengers else [])
 
 
 def _cost_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
@@ -160,7 +167,7 @@ def render_markdown(board: Leaderboard) -> str:
     lines += ["", "## Ranking", ""] + _md_table(*_ranking_table(board))
     lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records (paired bootstrap; "
               "McNemar for accuracy), with its 95% interval.", ""]
-    lines += ["## Every metric (value [95% interval])", ""] + _md_table(*_metrics_table(board))
+    lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
         lines += ["", "## Paired comparisons with the champion", ""] + _md_table(header, rows)
@@ -268,8 +275,8 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
         "<h2>Plots</h2>",
         _img(plots[METRICS_PNG], "metric bars with 95% intervals", "plot-metrics"),
         _img(plots[QUALITY_COST_PNG], "quality against cost with the Pareto front", "plot-quality-cost"),
-        "<h2>Every metric (value [95% interval])</h2>",
-        _html_table(*_metrics_table(board), table_id="metrics-table", row_classes=classes, numeric_from=1),
+        "<h2>Every metric (value [95% interval]; ↓ lower is better)</h2>",
+        _html_table(*_metrics_table(board), table_id="metrics-table", numeric_from=1),
     ]
     header, rows = _comparisons_table(board)
     if rows:

@@ -135,12 +135,24 @@ class Variant:
             return load_export(Path(self.details["export_dir"])).program
         program = programs.get(self.manifest.entry)
         if self.state_path is not None:
-            try:
-                program.load(str(self.state_path))
-            except Exception as exc:
-                raise GuidebenchError(f"{self.state_path}: cannot load the state of {self.label!r} into "
-                                      f"program {self.manifest.entry!r}: {type(exc).__name__}: {exc}") from exc
+            load_state_file(program, self.state_path, self.label)
         return program
+
+
+def load_state_file(program: Any, path: Path, label: str) -> None:
+    """Load a JSON state file into a program: `program.save` output, or a bare `dump_state()` dict."""
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise GuidebenchError(f"{path}: the state of {label!r} is not readable JSON: {exc}") from exc
+    try:
+        if isinstance(state, dict) and "metadata" in state:
+            program.load(str(path))
+        else:
+            program.load_state(state)
+    except Exception as exc:
+        raise GuidebenchError(f"{path}: cannot load the state of {label!r} into its program: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
 
 def _contract_for(entry: str) -> str:
@@ -196,12 +208,12 @@ def read_manifest(path: Path) -> PackageManifest:
         raise GuidebenchError(f"{path}: field {where}: {first['msg']}") from exc
 
 
-def write_package(folder: Path, manifest: PackageManifest, state: Optional[dict] = None) -> Path:
-    """Write a package folder (manifest plus optional state JSON); returns the folder."""
+def write_package(folder: Path, manifest: PackageManifest, program: Any = None) -> Path:
+    """Write a package folder: `package.json` and, given a program, its state JSON (`program.save`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    if state is not None:
+    if program is not None:
         manifest = manifest.model_copy(update={"state": manifest.state or DEFAULT_STATE_FILE})
-        (folder / manifest.state).write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+        program.save(str(folder / manifest.state))
     (folder / PACKAGE_FILE).write_text(manifest.model_dump_json(indent=2, exclude_none=True) + "\n",
                                        encoding="utf-8")
     return folder
@@ -344,7 +356,8 @@ def from_mlflow_run(run_id: str, tracking_uri: Optional[str] = None, cache_dir: 
 
 def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optional[Variant]:
     entry = _run_entry(run)
-    if not entry:
+    # A leaderboard's own runs re-score variants; they are not variants themselves.
+    if not entry or run.data.tags.get("guidebench.run_type", "").startswith("leaderboard"):
         return None
     artifact = _state_artifact(client, run.info.run_id)
     if artifact is None:
@@ -356,7 +369,7 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     params = run.data.params
     optimizer = params.get("optimizer", "")
     run_name = run.info.run_name or ""
-    name = re.sub(r"[^A-Za-z0-9._:+-]+", "-", run_name or f"{entry}+{optimizer or 'compiled'}").strip("-")
+    name = re.sub(r"[^A-Za-z0-9._:+-]+", "-", run_name or f"{entry}+{optimizer or 'compiled'}").strip("-._:+")
     manifest = PackageManifest(
         name=name or entry, version=f"0.0.0+{run.info.run_id[:8]}", entry=entry,
         compatible_with=_contract_for(entry), tags=[t for t in ("mlflow", optimizer) if t],

@@ -118,6 +118,8 @@ class Recipe:
     lm_roles: ClassVar[Mapping[str, str]] = {}
     # True when the recipe needs the feedback metric (GEPA).
     needs_feedback: ClassVar[bool] = False
+    # True when the search's "candidates" dimension means something for this recipe.
+    uses_candidates: ClassVar[bool] = False
 
     def __init__(self, settings: RecipeSettings | Mapping[str, Any] | None = None, *, source: str = "defaults") -> None:
         self.source = source
@@ -155,24 +157,35 @@ class Recipe:
         return cls.from_mapping(read_recipe_file(path), source=str(path))
 
     @classmethod
-    def render_toml(cls) -> str:
-        """The recipe file with every default and its documentation (what `optimizers/recipes/` holds)."""
+    def render_toml(cls, values: Optional[Mapping[str, Any]] = None) -> str:
+        """The recipe file with every setting documented: the defaults (what `optimizers/recipes/` holds),
+        or the given values."""
         doc = (cls.__doc__ or "").strip().splitlines()[0]
-        lines = [f"# {cls.dspy_name} ({cls.name}): {doc}", f"# {cls.summary}.",
-                 "# Every setting below is the default; copy this file, change what you need and pass it",
+        intro = ("# Every setting below is the default; copy this file, change what you need and pass it"
+                 if values is None else "# Settings chosen for this run (defaults where not chosen); pass it")
+        lines = [f"# {cls.dspy_name} ({cls.name}): {doc}", f"# {cls.summary}.", intro,
                  "# with `guidebench compile --recipe FILE` (YAML with the same keys works too).",
                  "", f'optimizer = "{cls.name}"', "", "[settings]"]
         for name, info in cls.Settings.model_fields.items():
-            value = info.get_default(call_default_factory=True)
+            value = info.get_default(call_default_factory=True) if values is None else values[name]
             for chunk in _wrap(info.description or "", 96):
                 lines.append(f"# {chunk}")
             lines.append(f"{name} = {_toml_value(value)}")
         return "\n".join(lines) + "\n"
 
+    def to_toml(self) -> str:
+        """This recipe's settings as a recipe file."""
+        return self.render_toml(self.settings.model_dump())
+
     def with_overrides(self, **overrides: Any) -> "Recipe":
         """A copy with some settings changed (validated)."""
         merged = {**self.settings.model_dump(), **overrides}
         return type(self)(merged, source=f"{self.source} + overrides")
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, Any]:
+        """Settings for the search's generic dimensions (demos per prompt, candidates to try)."""
+        raise NotImplementedError(f"{cls.name} does not take part in the search")
 
     def params(self) -> dict[str, Any]:
         """Flat settings for tracking: `recipe.<setting>`."""

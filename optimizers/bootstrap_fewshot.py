@@ -49,6 +49,11 @@ class BootstrapFewShotRecipe(Recipe):
         ctx.state["pool"] = pool
         return optimizer.compile(program, trainset=pool)
 
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos cap both bootstrapped and total demos."""
+        return {"max_bootstrapped_demos": demos, "max_labeled_demos": demos}
+
     def _salvage(self, program: dspy.Module, ctx: CompileContext) -> Optional[dspy.Module]:
         return salvage_bootstrap(ctx)
 

@@ -30,6 +30,7 @@ class RandomSearchRecipe(Recipe):
     dspy_name = "BootstrapFewShotWithRandomSearch"
     summary = "several bootstrapped demo sets, best on the validation set"
     Settings = RandomSearchSettings
+    uses_candidates = True
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:
@@ -51,6 +52,11 @@ class RandomSearchRecipe(Recipe):
         # The candidate list holds whole programs; the tracker already has their states and scores.
         compiled.__dict__.pop("candidate_programs", None)
         return compiled
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos cap the demo sets; candidates is the number of shuffled sets."""
+        return {"max_bootstrapped_demos": demos, "max_labeled_demos": demos, "num_candidate_programs": candidates}
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: RandomSearchSettings = self.settings  # type: ignore[assignment]

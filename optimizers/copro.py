@@ -28,6 +28,7 @@ class COPRORecipe(Recipe):
     dspy_name = "COPRO"
     summary = "LM-proposed instructions, coordinate ascent on validation score"
     Settings = COPROSettings
+    uses_candidates = True
     lm_roles = {"prompt_lm": "prompt"}
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
@@ -39,6 +40,11 @@ class COPRORecipe(Recipe):
         # COPRO scores candidates on the set it is given: the validation set selects instructions.
         return optimizer.compile(student, trainset=valset or trainset,
                                  eval_kwargs={"num_threads": s.num_threads, "display_progress": True})
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos are the fixed labeled demos; candidates is the breadth."""
+        return {"base_demos": demos, "breadth": max(2, candidates)}
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: COPROSettings = self.settings  # type: ignore[assignment]

@@ -35,6 +35,7 @@ class GEPARecipe(Recipe):
     dspy_name = "GEPA"
     summary = "reflection LM rewrites instructions from the metric's feedback; Pareto selection"
     Settings = GEPASettings
+    uses_candidates = True
     lm_roles = {"reflection_lm": "reflection"}
     needs_feedback = True
 
@@ -57,6 +58,11 @@ class GEPARecipe(Recipe):
             failure_score=0.0, perfect_score=1.0, log_dir=log_dir, track_stats=False, seed=ctx.seed,
         )
         return optimizer.compile(student, trainset=trainset, valset=valset or None)
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos are the fixed labeled demos; candidates scale the metric-call budget."""
+        return {"base_demos": demos, "max_metric_calls": 20 * max(1, candidates)}
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: GEPASettings = self.settings  # type: ignore[assignment]

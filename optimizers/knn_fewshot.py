@@ -151,6 +151,11 @@ class KNNFewShotRecipe(Recipe):
         wrapped._ensure_index()  # fit now: a missing optional vectorizer fails the compile, not the first call
         return wrapped
 
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos map to k."""
+        return {"k": demos}
+
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         return [Stage("index training examples", 0, note=f"no LM call; {self.settings.k} demos per call later")]  # type: ignore[attr-defined]
 

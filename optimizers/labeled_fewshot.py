@@ -36,5 +36,10 @@ class LabeledFewShotRecipe(Recipe):
         settings: LabeledFewShotSettings = ctx.settings  # type: ignore[assignment]
         return dspy.LabeledFewShot(k=settings.k).compile(program, trainset=pool, sample=settings.sample)
 
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos map to k."""
+        return {"k": demos}
+
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         return [Stage("select demos", 0, note="no LM call")]

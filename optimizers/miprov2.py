@@ -44,6 +44,7 @@ class MIPROv2Recipe(Recipe):
     dspy_name = "MIPROv2"
     summary = "LM-proposed instructions x bootstrapped demo sets, Bayesian search on validation minibatches"
     Settings = MIPROv2Settings
+    uses_candidates = True
     lm_roles = {"prompt_lm": "prompt"}
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
@@ -68,6 +69,12 @@ class MIPROv2Recipe(Recipe):
             view_data_batch_size=s.view_data_batch_size, tip_aware_proposer=s.tip_aware_proposer,
             fewshot_aware_proposer=s.fewshot_aware_proposer,
         )
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos cap the demo sets; candidates sets instruction/demo candidates and twice as many trials."""
+        return {"max_bootstrapped_demos": max(1, demos // 2), "max_labeled_demos": demos,
+                "num_candidates": max(2, candidates), "num_trials": 2 * max(2, candidates)}
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: MIPROv2Settings = self.settings  # type: ignore[assignment]

@@ -34,6 +34,7 @@ class SIMBARecipe(Recipe):
     dspy_name = "SIMBA"
     summary = "mini-batch ascent with self-written rules and trajectory demos"
     Settings = SIMBASettings
+    uses_candidates = True
     lm_roles = {"prompt_lm": "prompt"}
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
@@ -55,6 +56,11 @@ class SIMBARecipe(Recipe):
         compiled.__dict__.pop("candidate_programs", None)
         compiled.__dict__.pop("trial_logs", None)
         return compiled
+
+    @classmethod
+    def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:
+        """Demos start and cap the demo count; candidates per step."""
+        return {"base_demos": demos, "max_demos": demos, "num_candidates": candidates}
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: SIMBASettings = self.settings  # type: ignore[assignment]

@@ -262,6 +262,9 @@ def _raw_of(prediction: Any) -> Any:
     source = raw if raw is not None else prediction
     try:
         data = dict(source.items()) if hasattr(source, "items") else source
+        if isinstance(data, dict):
+            # The parsed decision is logged on its own line already; keep the model's fields.
+            data = {k: v for k, v in data.items() if k not in ("decision", "raw")}
         return json.loads(json.dumps(data, default=_as_text))
     except Exception:  # the raw output is diagnostic only
         return _as_text(str(source))
@@ -300,16 +303,26 @@ class FrozenGuidanceModule:
     def __call__(self, summary: FullAutoTurnSummary | Mapping[str, Any], config: Optional[GuardrailConfig] = None,
                  *, run_id: str = "", sequence_id: int = 0, workspace_id: str = "") -> GuidanceResult:
         """Decide, enforce the guardrails and return (enforced decision, audit, decision record)."""
+        started = time.time()
+        summary = _summary(summary)
+        decision, raw, usage = self.decide(summary)
+        return self.enforce(summary, decision, config, raw=raw, usage=usage, run_id=run_id,
+                            sequence_id=sequence_id, workspace_id=workspace_id, started=started)
+
+    def enforce(self, summary: FullAutoTurnSummary | Mapping[str, Any], decision: GuidanceDecision,
+                config: Optional[GuardrailConfig] = None, *, raw: Any = None, usage: Optional[LMUsage] = None,
+                run_id: str = "", sequence_id: int = 0, workspace_id: str = "",
+                started: Optional[float] = None) -> GuidanceResult:
+        """Apply the guardrails to a model decision of this module and build its decision record."""
         summary = _summary(summary)
         config = config or GuardrailConfig()
-        started = time.time()
-        decision, raw, usage = self.decide(summary)
         enforced, audit = apply_guardrails(decision, GuardrailContext.from_summary(summary), config)
         lm = self.lm if self.lm is not None else dspy.settings.lm
+        when = started if started is not None else time.time()
         record = DecisionRecord.build(
             summary, config,
             run_id=run_id, workspace_id=workspace_id, sequence_id=sequence_id,
-            timestamp=datetime.fromtimestamp(started, timezone.utc).isoformat().replace("+00:00", "Z"),
+            timestamp=datetime.fromtimestamp(when, timezone.utc).isoformat().replace("+00:00", "Z"),
             config_source="caller",
             logged=LoggedDecision(
                 action=enforced.action, confidence=enforced.confidence,

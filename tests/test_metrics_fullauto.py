@@ -143,3 +143,51 @@ def test_gepa_metric_returns_score_and_feedback():
     assert isinstance(result, dspy.Prediction)
     assert result.score == 1.0
     assert "turn_failed overrode 'continue' to 'stop'" in result.feedback
+
+
+# ----- the objective cannot be gamed by a constant policy (simulated runs) ----------------------
+
+class ConstantPolicy:
+    """Always the same action, confidently."""
+
+    def __init__(self, action: str):
+        self.action = action
+        self.program_name = f"always_{action}"
+
+    def __call__(self, **inputs):
+        decision = GuidanceDecision(action=self.action, confidence=0.95,
+                                    next_input="Continue with the next step." if self.action == "continue" else "")
+        return dspy.Prediction(decision=decision, action=decision.action, confidence=decision.confidence,
+                               next_input=decision.next_input, reason="", parse_errors=[])
+
+
+def simulated_records(runs: int = 40, seed: int = 7):
+    """Decision records of simulated runs: each run's guardrail config and the simulator's true labels."""
+    from evals.sim_fullauto import FullAutoSimulator
+    from runtime import DecisionRecord
+    from runtime.records import LoggedDecision
+
+    records = []
+    for run in FullAutoSimulator(seed).runs(runs):
+        config = run.run_file.guardrail_config()
+        labels = {label.sequence_id: label.label for label in run.labels}
+        for line in run.decisions:
+            records.append(DecisionRecord.build(
+                line.summary, config, run_id=line.run_id, sequence_id=line.sequence_id, guardrail=line.guardrail,
+                logged=LoggedDecision(action=line.action, confidence=line.confidence, model_action=line.model_action(),
+                                      model_confidence=line.model_confidence()),
+                label=labels.get(line.sequence_id)))
+    return records
+
+
+def test_constant_policies_score_below_the_rule_policy_on_simulated_runs():
+    from evals.replay import replay
+
+    records = simulated_records()
+    assert len(records) > 100 and len({r.label.action for r in records if r.label}) >= 3
+    rule = replay("rule", records, progress=False).metrics["objective"]
+    for action in ("pause", "stop", "continue"):
+        constant = replay(ConstantPolicy(action), records, progress=False).metrics["objective"]
+        assert constant.value < rule.value, action
+        # Not a near miss: the whole interval of the constant policy lies below the rule policy.
+        assert constant.ci_high < rule.value, action

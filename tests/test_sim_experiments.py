@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -142,8 +143,19 @@ def test_write_episodes_layout_and_summary(tmp_path):
     assert summary.files == [f"episode-{i:04d}/log.jsonl" for i in range(3)]
     lines = sum(len((tmp_path / f).read_text().splitlines()) for f in summary.files)
     assert lines == summary.entries
-    side = [json.loads(line) for line in (tmp_path / "episode-0001" / f"log{SIDE_FILE_SUFFIX}").read_text().splitlines()]
+    side_file = tmp_path / "episode-0001" / f"log{SIDE_FILE_SUFFIX}"
+    side = [json.loads(line) for line in side_file.read_text().splitlines()]
     assert side[0]["episode_id"] == "sim-8-0001" and side[0]["old_shape"] is True
     assert [item["iteration_id"] for item in side[1:]] == list(range(1, len(side)))
     with pytest.raises(ValueError):
         write_episodes(tmp_path, 0, seed=1)
+
+
+def test_committed_sample_is_what_the_documented_command_writes(tmp_path):
+    sample = Path(__file__).resolve().parents[1] / "datasets" / "sample" / "experiments"
+    summary = write_episodes(tmp_path, 24, seed=0)  # datasets/sample/README.md: --episodes 24 --seed 0
+    committed = sorted(p.relative_to(sample).as_posix() for p in sample.rglob("*") if p.is_file())
+    assert committed == sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    for rel in committed:
+        assert (sample / rel).read_bytes() == (tmp_path / rel).read_bytes(), f"regenerate the sample: {rel} differs"
+    assert (summary.entries, summary.old_shape_episodes) == (879, 8)

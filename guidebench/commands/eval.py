@@ -30,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
     parser.add_argument("--resamples", type=int, default=1000, metavar="B",
                         help="bootstrap resamples per interval (default 1000)")
+    parser.add_argument("--max-records", type=int, default=None, metavar="N",
+                        help="score only the first N records of the split (the split is then named <split>[:N])")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--out", required=True, type=Path, metavar="OUT", help="output folder")
     parser.set_defaults(func=run)
@@ -41,9 +43,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resamples < 1:
         raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")
+    if args.max_records is not None and args.max_records < 1:
+        raise GuidebenchError(f"--max-records {args.max_records}: must be at least 1")
     output = evaluate(args.program, args.data, split=args.split, lm=args.lm, threads=args.threads,
                       out_dir=args.out, tracking_uri=args.tracking_uri, track=not args.no_track,
-                      progress=not args.no_progress, seed=args.seed, n_resamples=args.resamples)
+                      progress=not args.no_progress, seed=args.seed, n_resamples=args.resamples,
+                      max_records=args.max_records)
     data = output.data
     print(f"{output.program.name} on {args.data} (split {data.split}, {len(data.records)} records, "
           f"dataset {data.dataset_id[:12]})")

@@ -55,15 +55,11 @@ def _configure_lm(spec: str, no_cache: bool) -> None:
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
-        configure_lm(spec)
+        configure_lm(spec, cache=not no_cache)
     except GuidebenchError:
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    if no_cache:
-        import dspy
-
-        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 
 
 def command_line(argv: list[str]) -> str:

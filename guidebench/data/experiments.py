@@ -16,7 +16,7 @@ would have informed are built without it.
 
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
-performance profile).
+performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
 """
 
 from __future__ import annotations
@@ -154,14 +154,20 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
         if digest in seen:
             report.add("duplicates")
             continue
-        seen.add(digest)
         facts = side.iterations.get(entry.iteration_id, IterationSide()) if side is not None else IterationSide()
-        packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target, profile=facts.profile)
-        ctx.emit(PlannerRecord(
-            record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
-            episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
-            source=SourceRef(file=ctx.relative(log), line=line.number),
-        ))
+        try:
+            packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
+                                    profile=facts.profile)
+            record = PlannerRecord(
+                record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
+                episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
+                source=SourceRef(file=ctx.relative(log), line=line.number),
+            )
+        except ValidationError as exc:  # an entry the contract accepts but a packet cannot hold
+            ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
+            continue
+        seen.add(digest)
+        ctx.emit(record)
         builder.add(obj, json.dumps(obj, sort_keys=True, ensure_ascii=False))
         imported += 1
         report.add("entries")
@@ -178,15 +184,19 @@ def import_experiments(ctx: ImportContext) -> None:
     files = episode_files(ctx.path, exclude=ctx.out)
     if not files:
         raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")
-    for name in ("files", "episodes", "entries", "old_shape", "new_shape", "side_files", "side_lines_invalid",
-                 "profiles"):
+    for name in ("files", "files_unreadable", "episodes", "entries", "old_shape", "new_shape", "side_files",
+                 "side_lines_invalid", "profiles"):
         ctx.report.add(name, 0)
     for log in files:
-        import_episode(ctx, log)
+        try:
+            import_episode(ctx, log)
+        except OSError as exc:  # lines read before the failure are counted; the rest of the file is lost
+            ctx.report.add("files_unreadable")
+            ctx.report.note(f"{ctx.display(log)}: cannot read: {exc.strerror or exc}")
 
 
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--episodes", type=int, default=36, help="episodes to write (default 36)")
+    parser.add_argument("--episodes", type=int, default=24, help="episodes to write (default 24)")
     parser.add_argument("--seed", type=int, default=0, help="seed: same seed, same bytes (default 0)")
     parser.add_argument("--out", required=True, help="folder for episode-NNNN/log.jsonl and log.sim.jsonl")
     parser.add_argument("--old-shape-fraction", type=float, default=0.2,

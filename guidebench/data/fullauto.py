@@ -27,7 +27,7 @@ from runtime.fullauto import DecisionLogLine, GuardrailConfig, RawDecisionLogLin
 from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef
 
 from ..errors import GuidebenchError
-from .ingest import parse_json_object, read_lines, validation_error_text
+from .ingest import parse_json_object, validation_error_text
 from .labels import LabelRuleConfig, SideLabel, label_run
 from .registry import ImportContext, register_importer
 from .spool import GroupedSpool
@@ -77,6 +77,16 @@ def find_workspaces(path: Path) -> list[Workspace]:
     return [_workspace(file.parent, file) for file in found]
 
 
+def _guardrail_fields(obj: Any) -> Optional[GuardrailConfig]:
+    """The guardrail config of a run file that fails its contract elsewhere, if those four fields are sound."""
+    if not isinstance(obj, dict) or not all(key in obj for key in ("min_confidence", "max_turns", "no_progress_limit")):
+        return None
+    try:
+        return GuardrailConfig.model_validate({key: obj.get(key) for key in GuardrailConfig.model_fields}, strict=True)
+    except ValidationError:
+        return None
+
+
 class RunConfigs:
     """The guardrail config of each run from `runs/<run_id>.json`, loaded once per run."""
 
@@ -92,7 +102,7 @@ class RunConfigs:
         path = self._workspace.runs_dir / f"{run_id}.json"
         if not path.is_file():
             return GuardrailConfig(), "default"
-        error, raw = None, ""
+        error, raw, obj = None, "", None
         try:
             if path.stat().st_size > MAX_RUN_FILE_BYTES:
                 raise ValueError(f"run file larger than {MAX_RUN_FILE_BYTES} bytes")
@@ -106,6 +116,12 @@ class RunConfigs:
                 return run.guardrail_config(), "run_file"
         except ValidationError as exc:
             error = validation_error_text(exc)
+            partial = _guardrail_fields(obj)
+            if partial is not None:
+                self._ctx.side_problem("run_files_invalid", path, 1,
+                                       f"run file breaks the contract, its guardrail fields are used: {error}",
+                                       self._ctx.redactor.text(raw[:4096]))
+                return partial, "run_file_partial"
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             error = str(exc)
         self._ctx.side_problem("run_files_invalid", path, 1, f"run file unusable, defaults used: {error}",
@@ -119,7 +135,7 @@ class RunConfigs:
         return self._cache[run_id]
 
 
-def _line_label(ctx: ImportContext, obj: dict[str, Any]) -> tuple[Optional[OutcomeLabel], Optional[str]]:
+def _line_label(obj: dict[str, Any]) -> tuple[Optional[OutcomeLabel], Optional[str]]:
     value = obj.get("label")
     if value is None:
         return None, None
@@ -150,7 +166,7 @@ def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool:
         except ValidationError as exc:
             ctx.reject(workspace.decisions, line, validation_error_text(exc))
             continue
-        label, error = _line_label(ctx, obj)
+        label, error = _line_label(obj)
         if error:
             ctx.reject(workspace.decisions, line, error)
             continue
@@ -179,14 +195,19 @@ def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: t
     """Validate the lines of a side file (raw or labels) and spool them by run id."""
     if file is None:
         return
-    for line, obj in ctx.json_lines(file, side_counter=f"{counter}_quarantined", desc=file.name):
-        ctx.report.add(f"{counter}_lines")
+    quarantined = f"{counter}_quarantined"
+    before = ctx.report.count(quarantined)
+    readable = 0
+    for line, obj in ctx.json_lines(file, side_counter=quarantined, desc=file.name):
+        readable += 1
         try:
             item = model.model_validate(obj)
         except ValidationError as exc:
             ctx.side_problem(f"{counter}_quarantined", file, line.number, validation_error_text(exc), line.raw)
             continue
         spool.append(item.run_id, json.dumps([line.number, item.model_dump(mode="json")], ensure_ascii=False))
+    # every non-blank line of the side file, readable or not
+    ctx.report.add(f"{counter}_lines", readable + ctx.report.count(quarantined) - before)
 
 
 def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[RunEvent]:
@@ -275,7 +296,7 @@ def _tally(ctx: ImportContext, record: DecisionRecord) -> None:
         report.tally("logged_actions", record.logged.action)
         report.tally("model_actions", record.logged.model_action)
     rule = record.guardrail.rule if record.guardrail and record.guardrail.triggered else None
-    report.tally("guardrail_rules", rule or "(none fired)" if record.guardrail else "(no audit)")
+    report.tally("guardrail_rules", (rule or "(none fired)") if record.guardrail else "(no audit)")
 
 
 def label_rules_from(value: Any) -> LabelRuleConfig:
@@ -312,8 +333,3 @@ def import_fullauto(ctx: ImportContext) -> None:
 
 
 register_importer("fullauto", import_fullauto)
-
-
-def count_lines(path: Path) -> int:
-    """Non-blank physical lines of a file (used by the simulate command's summary)."""
-    return sum(1 for line in read_lines(path) if not line.blank)

@@ -2,10 +2,11 @@
 
 Line policy (also written into every import report as `line_policy`):
 - Lines are physical lines split on `\\n` (a trailing `\\r` is dropped), numbered from 1.
-- A line that is empty or holds only whitespace is *blank*: skipped, not counted in `read`,
-  counted in `blank_lines`. Every other line is counted in `read` exactly once and ends in
-  exactly one of `imported`, `quarantined` or `duplicates` (read == imported + quarantined +
-  duplicates).
+- A fully empty line (nothing between two line ends, e.g. a trailing blank line) is *blank*:
+  skipped, not counted in `read`, counted in `blank_lines`. Every other line, whitespace-only
+  included, is counted in `read` exactly once and ends in exactly one of `imported`,
+  `quarantined` or `duplicates` (read == imported + quarantined + duplicates); a
+  whitespace-only line is quarantined as such.
 - A line that is not valid UTF-8, longer than the line limit, not strict JSON (NaN, Infinity
   and numbers that overflow a double are rejected; so is truncated JSON), not a JSON object, or
   fails the record contract goes to the quarantine as {"source", "line", "error", "raw"}; `raw`
@@ -33,8 +34,9 @@ RAW_PREVIEW_CHARS = 4096
 MAX_ERRORS_SHOWN = 5
 MAX_NOTES = 200
 LINE_POLICY = (
-    "physical lines numbered from 1; empty or whitespace-only lines are skipped and counted in "
-    "blank_lines, not in read; every other line ends in exactly one of imported, quarantined, duplicates"
+    "physical lines numbered from 1; fully empty lines are skipped and counted in blank_lines, not in read; "
+    "every other line (whitespace-only included) is read and ends in exactly one of imported, quarantined, "
+    "duplicates"
 )
 
 
@@ -51,8 +53,8 @@ class PhysicalLine:
 
     @property
     def blank(self) -> bool:
-        """True for an empty or whitespace-only line (skipped and not counted as read)."""
-        return self.error is None and not (self.text or "").strip()
+        """True for a fully empty line (skipped and not counted as read)."""
+        return self.error is None and self.text == ""
 
 
 def _undecodable(data: bytes, limit: int = RAW_PREVIEW_CHARS) -> str:
@@ -123,6 +125,8 @@ def _finite_float(text: str) -> float:
 
 def parse_json_object(text: str) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """Strict JSON object from one line: (object, None) or (None, error naming the column)."""
+    if not text.strip():
+        return None, "line holds only whitespace"
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:

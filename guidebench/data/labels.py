@@ -12,8 +12,8 @@ Labeling rules (`LabelRuleConfig.rules`, in order; the first that fires wins; ea
 source `rule:<name>`). "Next" means the next decision of the same run; "ended the loop" means
 the logged (enforced) action was pause or stop; a turn is *productive* when it completed, its
 plan/diff changed (`no_progress_count` 0) and it has a plan or diff at all.
-1. `hard_guardrail`: the summary trips a hard guardrail under the run's config (turn failed ->
-   stop, interrupted -> pause, max_turns / no_progress / max_tokens -> stop): that action was right.
+1. `turn_status`: the turn failed -> stop was right; it was interrupted -> pause was right
+   (guardrails 1-2 enforce exactly that).
 2. `pending_human_input`: approvals or tool inputs are pending: the loop cannot go on by itself,
    pause was right.
 3. `resumed_unchanged`: the decision ended the loop, the run was resumed within
@@ -24,10 +24,17 @@ plan/diff changed (`no_progress_count` 0) and it has a plan or diff at all.
    (a human-input event, or the guidance changed to something the model had not proposed):
    pausing was right (review when the model asked for review).
 5. `continued_productively`: the loop continued and the next turn was productive: continue was right.
-6. `continued_without_progress`: the loop continued although the last `spin_turns` turns made
-   no progress, and the next turn made none either: it should have paused for a human.
-7. `stopped_at_end`: the model itself chose stop (no guardrail), it is the last decision of the
-   run and the run was never resumed: stop was right.
+6. `stopped_at_end`: the model itself chose stop (no guardrail), it is the last decision of the
+   run, the run was never resumed and the turn's plan (Codex plan JSON) has no open step.
+Opt-in rules (add them to `rules`; measured against simulator truth they are mostly wrong, so
+they are off by default):
+- `guardrail_limit`: max_turns / no_progress / max_tokens fires under the run's config: label
+  the enforced stop (what production does, not what was right: about 2% agreement).
+- `continued_without_progress`: the loop continued although the last `spin_turns` turns made
+  no progress, and the next turn made none either: it should have paused (about 1/3 agreement:
+  short loops are usually broken by a sharper instruction).
+
+Agreement with the simulator's true labels is measured by `tests/test_import_fullauto.py`.
 """
 
 from __future__ import annotations
@@ -42,11 +49,14 @@ from runtime.fullauto import GuardrailContext, GuidanceDecision, RunEvent
 from runtime.guardrails import apply_guardrails
 from runtime.records import DecisionRecord, OutcomeLabel
 
-HARD_RULES = ("turn_failed", "turn_interrupted", "max_turns", "no_progress", "max_tokens")
+STATUS_RULES = ("turn_failed", "turn_interrupted")
+LIMIT_RULES = ("max_turns", "no_progress", "max_tokens")
 RULE_NAMES: tuple[str, ...] = (
-    "hard_guardrail", "pending_human_input", "resumed_unchanged", "human_intervened",
-    "continued_productively", "continued_without_progress", "stopped_at_end",
+    "turn_status", "guardrail_limit", "pending_human_input", "resumed_unchanged", "human_intervened",
+    "continued_productively", "stopped_at_end", "continued_without_progress",
 )
+OPT_IN_RULES: tuple[str, ...] = ("guardrail_limit", "continued_without_progress")
+DEFAULT_RULES: tuple[str, ...] = tuple(name for name in RULE_NAMES if name not in OPT_IN_RULES)
 
 
 class LabelRuleConfig(BaseModel):
@@ -54,7 +64,7 @@ class LabelRuleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rules: list[str] = Field(default_factory=lambda: list(RULE_NAMES))
+    rules: list[str] = Field(default_factory=lambda: list(DEFAULT_RULES))
     resume_window_s: float = Field(default=600.0, ge=0)
     spin_turns: int = Field(default=1, ge=1)
     resume_events: list[str] = Field(default_factory=lambda: ["run_resumed", "resumed", "run_resume"])
@@ -201,13 +211,33 @@ class RunView:
 Rule = Callable[[RunView, int], Optional[tuple[str, str, float]]]
 
 
-def _hard_guardrail(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
+def _hard_guardrail(view: RunView, index: int, rules: tuple[str, ...]) -> Optional[tuple[str, str, float]]:
     record = view.records[index]
     probe = GuidanceDecision(action="continue", confidence=1.0)
     enforced, audit = apply_guardrails(probe, GuardrailContext.from_summary(record.summary), record.config)
-    if audit.rule in HARD_RULES:
+    if audit.rule in rules:
         return enforced.action, f"guardrail {audit.rule} fires on this turn: {enforced.action} is enforced", 1.0
     return None
+
+
+def _turn_status(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
+    return _hard_guardrail(view, index, STATUS_RULES)
+
+
+def _guardrail_limit(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
+    return _hard_guardrail(view, index, LIMIT_RULES)
+
+
+def _plan_finished(turn_plan: str) -> bool:
+    """True when the plan JSON lists steps and none is still open."""
+    try:
+        plan = json.loads(turn_plan) if turn_plan.strip() else None
+    except ValueError:
+        return False
+    steps = plan.get("plan") if isinstance(plan, dict) else plan
+    if not isinstance(steps, list) or not steps:
+        return False
+    return all(isinstance(step, dict) and step.get("status") == "completed" for step in steps)
 
 
 def _pending_human_input(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
@@ -255,13 +285,15 @@ def _continued_without_progress(view: RunView, index: int) -> Optional[tuple[str
 def _stopped_at_end(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
     record = view.records[index]
     audit_rule = record.guardrail.rule if record.guardrail else None
-    if _model_action(record) == "stop" and _enforced(record) == "stop" and audit_rule is None and view.ended(index):
-        return "stop", "the model stopped and nobody resumed the run", 0.6
+    if (_model_action(record) == "stop" and _enforced(record) == "stop" and audit_rule is None and view.ended(index)
+            and _plan_finished(record.summary.turn_plan)):
+        return "stop", "the model stopped with the plan finished and nobody resumed the run", 0.7
     return None
 
 
 RULES: dict[str, Rule] = {
-    "hard_guardrail": _hard_guardrail,
+    "turn_status": _turn_status,
+    "guardrail_limit": _guardrail_limit,
     "pending_human_input": _pending_human_input,
     "resumed_unchanged": _resumed_unchanged,
     "human_intervened": _human_intervened,

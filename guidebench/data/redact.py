@@ -47,9 +47,21 @@ _PATTERN = re.compile(
     ]),
     re.S,
 )
-# Cheap pre-filter: most strings hold none of these fragments and skip the full scan.
-_HINT = re.compile(r"PRIVATE KEY|passw|passphrase|secret|api[_-]?key|token|bearer|basic|://|gh[pousr]_|github_pat_"
-                   r"|sk-|AIza|xox|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|eyJ", re.I)
+# Cheap pre-filter: a text holding none of these fragments (lower-cased) cannot match the
+# pattern above. Substring tests run at C speed; a case-insensitive regex alternation does not.
+_HINTS: tuple[str, ...] = (
+    "private key", "passw", "passphrase", "secret", "api_key", "api-key", "apikey", "api_token", "api-token",
+    "apitoken", "access_token", "access-token", "accesstoken", "auth_token", "auth-token", "authtoken",
+    "refresh_token", "refresh-token", "refreshtoken", "private_token", "private-token", "privatetoken",
+    "bearer", "basic", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk-", "aiza", "xox",
+    "akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "eyj",
+)
+
+
+def might_hold_secret(text: str) -> bool:
+    """False when the text certainly holds nothing to redact (a fast pre-check)."""
+    lowered = text.lower()
+    return any(hint in lowered for hint in _HINTS)
 
 
 class Redactor:
@@ -78,7 +90,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """The text with its secrets replaced."""
-        if not value or not _HINT.search(value):
+        if not value or not might_hold_secret(value):
             return value
         return _PATTERN.sub(self._replace, value)
 

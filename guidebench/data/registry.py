@@ -25,7 +25,7 @@ from tqdm import tqdm
 from evals.data import row_of
 
 from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, PhysicalLine, Quarantine, parse_json_object, read_lines
-from .redact import Redactor
+from .redact import Redactor, might_hold_secret
 from .spool import GroupedSpool
 
 
@@ -110,7 +110,8 @@ class ImportContext:
                     else:
                         self.side_problem(side_counter, file, line.number, error or "unreadable line", line.raw)
                     continue
-                yield line, self.redactor.value(obj)
+                # one pre-check of the whole line spares walking the strings of a clean line
+                yield line, (self.redactor.value(obj) if might_hold_secret(line.text or "") else obj)
         if digest is not None:
             self.report.sources.append({"file": self.relative(file), "bytes": size, "sha256": digest.hexdigest()})
 

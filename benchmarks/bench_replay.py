@@ -1,0 +1,241 @@
+"""Replay benchmark: workbench overhead per record, and warm-cache re-evaluation time.
+
+1. Overhead: `full_auto.predict` answered by a zero-latency fake LM (a fixed, well-formed
+   completion returned at once, DSPy cache off) over simulated decision records. The same calls
+   are timed bare (program only) and through `evals.replay.replay` (inputs, usage ledger,
+   guardrails, per-record scores, feedback, row building); the difference per record is the
+   workbench's overhead. The bootstrap aggregation (1,000 resamples of every metric) is timed apart,
+   since it is paid once per evaluation, not per record.
+2. Warm cache: an LM that takes a fixed latency per call (a stand-in for a real model) with
+   DSPy's cache on in a fresh folder. The first replay fills the cache; the second replays the
+   unchanged program on the same records. Reported as a fraction of the first run, with the
+   memory+disk cache (same process) and with the disk cache only (as a new process would see it).
+   `--local` adds the same measurement with the embedded Gemma model on a few records.
+
+Run: `python -m benchmarks.bench_replay [--records N] [--latency-ms L] [--local]`; results go to
+the `<!-- bench:replay -->` section of reports/bench.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import dspy
+from dspy.clients.engines.base import validate_request
+from dspy.lm15 import Message, Request, Response, TextPart, Usage, response_to_events
+
+import programs
+from evals.replay import replay
+from evals.sim_fullauto import FullAutoSimulator
+from evals.usage import instrument
+from runtime import DecisionRecord
+from runtime.records import LoggedDecision
+
+REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench.md"
+MARKER = "bench:replay"
+ANSWER = ("[[ ## action ## ]]\ncontinue\n\n[[ ## next_input ## ]]\nRun the failing test again and fix it.\n\n"
+          "[[ ## reason ## ]]\nTests still fail but the diff makes progress.\n\n[[ ## confidence ## ]]\n0.8\n\n"
+          "[[ ## completed ## ]]\n")
+
+
+class FixedAnswerEngine:
+    """DSPy engine answering every request with the same completion after a fixed latency."""
+
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def complete(self, request: Request) -> Response:
+        """The fixed answer (after the latency)."""
+        validate_request(request)
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        with self._lock:
+            self.calls += 1
+        return Response(id=f"fixed-{self.calls}", model=request.model, message=Message.assistant([TextPart(ANSWER)]),
+                        finish_reason="stop", usage=Usage(input_tokens=300, output_tokens=30))
+
+    def stream(self, request: Request) -> Any:
+        """One final chunk."""
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def dump_state(self) -> dict[str, Any]:
+        """JSON state."""
+        return {"latency_s": self.latency_s}
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "FixedAnswerEngine":
+        """Rebuild from `dump_state()`."""
+        return cls(float((state or {}).get("latency_s", 0.0)))
+
+
+def simulated_records(n: int, seed: int = 0) -> list[DecisionRecord]:
+    """At least n decision records of simulated runs (configs of the runs, true labels)."""
+    records: list[DecisionRecord] = []
+    simulator = FullAutoSimulator(seed)
+    index = 0
+    while len(records) < n:
+        run = simulator.play(index)
+        index += 1
+        config = run.run_file.guardrail_config()
+        labels = {label.sequence_id: label.label for label in run.labels}
+        for line in run.decisions:
+            records.append(DecisionRecord.build(
+                line.summary, config, run_id=line.run_id, sequence_id=line.sequence_id, guardrail=line.guardrail,
+                logged=LoggedDecision(action=line.action, confidence=line.confidence, model_action=line.model_action(),
+                                      model_confidence=line.model_confidence()),
+                label=labels.get(line.sequence_id)))
+    return records[:n]
+
+
+def _lm(latency_s: float, cache: bool) -> dspy.LM:
+    return instrument(dspy.LM("bench/fixed", engine=FixedAnswerEngine(latency_s), cache=cache, num_retries=0))
+
+
+def measure_overhead(records: list[DecisionRecord], repeats: int) -> dict[str, float]:
+    """Per-record seconds: program alone, replay loop, and their difference; aggregation time."""
+    program = programs.get("full_auto.zeroshot")
+    inputs = [programs.decision_inputs(r) for r in records]
+    bare, looped, aggregate = [], [], []
+    with dspy.context(lm=_lm(0.0, cache=False)):
+        program(**inputs[0])  # warm-up: imports, adapter set-up
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for item in inputs:
+                program(**item)
+            bare.append((time.perf_counter() - started) / len(records))
+            started = time.perf_counter()
+            result = replay(program, records, progress=False)
+            total = time.perf_counter() - started
+            looped.append(result.summary["wall_s"] / len(records))
+            aggregate.append(total - result.summary["wall_s"])
+    assert result.summary["n_parse_failures"] == 0, "the fixed answer must parse"
+    rules = [replay("rule", records, progress=False).summary["wall_s"] / len(records) for _ in range(repeats)]
+    bare_s, loop_s = statistics.median(bare), statistics.median(looped)
+    return {"program_only_ms": 1000 * bare_s, "replay_ms": 1000 * loop_s, "overhead_ms": 1000 * (loop_s - bare_s),
+            "aggregate_s": statistics.median(aggregate), "rule_replay_ms": 1000 * statistics.median(rules)}
+
+
+def measure_warm_cache(records: list[DecisionRecord], lm_factory, program_name: str) -> dict[str, float]:
+    """First replay (cache filled) against re-evaluations with memory+disk cache and disk cache only."""
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as folder:
+        dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=folder)
+        try:
+            lm = lm_factory()
+            with dspy.context(lm=lm):
+                first = _timed(lambda: replay(programs.get(program_name), records, progress=False))
+                warm = _timed(lambda: replay(programs.get(program_name), records, progress=False))
+                dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=folder)
+                disk = _timed(lambda: replay(programs.get(program_name), records, progress=False))
+        finally:
+            dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True)
+    return {"first_s": first[0], "warm_s": warm[0], "disk_s": disk[0],
+            "warm_fraction": warm[0] / first[0], "disk_fraction": disk[0] / first[0],
+            "first_hits": first[1], "warm_hits": warm[1], "calls": first[2]}
+
+
+def _timed(run) -> tuple[float, int, int]:
+    started = time.perf_counter()
+    result = run()
+    usage = result.summary["usage"]
+    return time.perf_counter() - started, int(usage["cache_hits"]), int(usage["lm_calls"])
+
+
+def _local_lm():
+    from guidebench.lm import make_lm
+
+    return make_lm("local", cache=True)
+
+
+def write_section(text: str, path: Path = REPORT, marker: str = MARKER) -> None:
+    """Replace this benchmark's section of reports/bench.md (between its markers), keeping the rest."""
+    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    block = f"{start}\n{text.rstrip()}\n{end}"
+    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    if start in current and end in current:
+        head, rest = current.split(start, 1)
+        _, tail = rest.split(end, 1)
+        current = head + block + tail
+    else:
+        current = current.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(current, encoding="utf-8")
+
+
+def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float, local: Optional[dict],
+           local_n: int) -> str:
+    """The Markdown section."""
+    lines = [
+        "## Replay: workbench overhead and warm-cache re-evaluation",
+        "",
+        f"`python -m benchmarks.bench_replay --records {n}` on {platform.machine()}, Python "
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Simulated decision records "
+        "(`evals.sim_fullauto`, seed 0), one thread, median of "
+        f"{repeats} repeats.",
+        "",
+        "| zero-latency fake LM, `full_auto.zeroshot` | ms per record |",
+        "|---|---:|",
+        f"| program alone (DSPy adapter + fake LM call) | {overhead['program_only_ms']:.2f} |",
+        f"| through `replay` (inputs, ledger, guardrails, scores, feedback, row) | {overhead['replay_ms']:.2f} |",
+        f"| **workbench overhead** | **{overhead['overhead_ms']:.2f}** |",
+        f"| `rule` (no LM) through `replay`, everything included | {overhead['rule_replay_ms']:.2f} |",
+        "",
+        f"Aggregation (bootstrap, 1,000 resamples of every metric, {n} records): "
+        f"{overhead['aggregate_s']:.2f} s per evaluation, paid once.",
+        "",
+        f"| warm cache, `full_auto.zeroshot` on {n} records, LM latency {latency_ms:g} ms/call | seconds | "
+        "fraction of first run |",
+        "|---|---:|---:|",
+        f"| first run (cache empty, {cache['calls']} LM calls) | {cache['first_s']:.2f} | 1.00 |",
+        f"| re-run, memory + disk cache ({cache['warm_hits']} hits) | {cache['warm_s']:.2f} | "
+        f"{cache['warm_fraction']:.3f} |",
+        f"| re-run, disk cache only (as a new process) | {cache['disk_s']:.2f} | {cache['disk_fraction']:.3f} |",
+    ]
+    if local:
+        lines += [
+            "",
+            f"| embedded Gemma 3 270M, `full_auto.predict` on {local_n} records | seconds | fraction of first run |",
+            "|---|---:|---:|",
+            f"| first run ({local['calls']} LM calls, {local['first_hits']} cache hits) | {local['first_s']:.1f} | "
+            "1.00 |",
+            f"| re-run, memory + disk cache | {local['warm_s']:.2f} | {local['warm_fraction']:.4f} |",
+            f"| re-run, disk cache only | {local['disk_s']:.2f} | {local['disk_fraction']:.4f} |",
+        ]
+    lines += ["", "Speed is measured here, never asserted in tests."]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the benchmark and write its section of reports/bench.md."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--local", action="store_true", help="also measure the embedded model's warm cache")
+    parser.add_argument("--local-records", type=int, default=8)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    records = simulated_records(args.records)
+    overhead = measure_overhead(records, args.repeats)
+    cache = measure_warm_cache(records, lambda: _lm(args.latency_ms / 1000.0, cache=True), "full_auto.zeroshot")
+    local = measure_warm_cache(records[: args.local_records], _local_lm, "full_auto.predict") if args.local else None
+    text = render(len(records), args.repeats, overhead, cache, args.latency_ms, local, args.local_records)
+    print(text)
+    if not args.no_write:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""Baselines on the committed sample data, written to reports/baselines.md by `guidebench baselines`.
+
+Full Auto: `logged` (the deployed policy as logged), `rule`, `full_auto.always_continue` and the
+uncompiled `full_auto.predict` on the embedded model; planner: `planner.rules` and the uncompiled
+`planner.predict`. Each program is scored by `guidebench.evaluation.evaluate` on the same split,
+tracked in MLflow (run ids in the report), and compared with the first program of its kind by the
+paired bootstrap (and McNemar's test).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from evals.replay import compare
+
+from .errors import GuidebenchError
+from .evaluation import EvalOutput, evaluate
+from .tracking import git_commit, guidebench_home
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_FULLAUTO = REPO / "datasets" / "sample" / "fullauto"
+DEFAULT_EXPERIMENTS = REPO / "datasets" / "sample" / "experiments"
+DEFAULT_REPORT = REPO / "reports" / "baselines.md"
+FULLAUTO_PROGRAMS: tuple[str, ...] = ("logged", "rule", "full_auto.always_continue", "full_auto.predict")
+PLANNER_PROGRAMS: tuple[str, ...] = ("planner.rules", "planner.predict")
+FULLAUTO_COLUMNS: tuple[str, ...] = ("objective", "action_accuracy", "macro_f1", "cost_weighted_error",
+                                     "guardrail_override_rate", "parse_failure_rate", "brier", "ece",
+                                     "next_input_proxy")
+PLANNER_COLUMNS: tuple[str, ...] = ("objective", "schema_validity", "pivot_compliance", "cycles_improvement",
+                                    "improvement_ratio", "effect_calibration", "parse_failure_rate")
+COST_COLUMNS: tuple[str, ...] = ("lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision")
+
+
+@dataclass
+class Section:
+    """One kind's baselines: the evaluations in report order."""
+
+    kind: str
+    data: Path
+    outputs: list[EvalOutput]
+    columns: Sequence[str]
+
+
+def dataset_for(path: Path, kind: str, cache: Path, seed: int = 0) -> Path:
+    """A dataset folder for the sample: the folder itself when it is one, else its seeded import (cached)."""
+    if (path / "dataset.json").is_file():
+        return path
+    if not path.exists():
+        raise GuidebenchError(f"sample data {path}: no such folder (regenerate it with `guidebench data simulate`)")
+    from guidebench.data import import_logs
+
+    target = cache / f"{kind}-seed{seed}"
+    stamp = target / ".source-mtime"
+    latest = str(max((p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()), default=0))
+    if not (target / "dataset.json").is_file() or not stamp.is_file() or stamp.read_text() != latest:
+        import shutil
+
+        shutil.rmtree(target, ignore_errors=True)
+        import_logs(path, kind, target, seed, progress=False)
+        stamp.write_text(latest)
+    return target
+
+
+def _cell(metric: Optional[dict]) -> str:
+    if not metric or metric.get("value") is None:
+        return "n/a"
+    value, low, high = metric["value"], metric["ci_low"], metric["ci_high"]
+    digits = 1 if abs(value) >= 10 else 3
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _table(section: Section) -> list[str]:
+    columns = [*section.columns, *COST_COLUMNS]
+    lines = ["| program | " + " | ".join(columns) + " | MLflow run |",
+             "|---|" + "---|" * len(columns) + "---|"]
+    for output in section.outputs:
+        metrics = output.result.metrics_dict()
+        cells = [_cell(metrics.get(name)) for name in columns]
+        lines.append(f"| `{output.program.name}` | " + " | ".join(cells) + f" | `{output.run_id or '-'}` |")
+    return lines
+
+
+def _paired(section: Section) -> list[str]:
+    if len(section.outputs) < 2:
+        return []
+    base = section.outputs[0]
+    binary = "action_accuracy" if section.kind == "full_auto" else "schema_validity"
+    lines = [f"Paired against `{base.program.name}` on the same records (difference = program - "
+             f"`{base.program.name}`; paired bootstrap, 1,000 resamples; McNemar exact p on {binary}):", "",
+             "| program | Δ objective [95% CI] | p (bootstrap) | McNemar p |", "|---|---|---:|---:|"]
+    for output in section.outputs[1:]:
+        result = compare(output.result, base.result)
+        diff = result["metrics"].get("objective")
+        if diff is None or diff.diff is None:
+            cell, p_value = "n/a", "n/a"
+        else:
+            cell = f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]"
+            p_value = f"{diff.p_value:.4f}"
+        lines.append(f"| `{output.program.name}` | {cell} | {p_value} | {result['mcnemar']['p_exact']:.4f} |")
+    return lines
+
+
+def _header(section: Section) -> list[str]:
+    data = section.outputs[0].data
+    title = "Full Auto next-action decision" if section.kind == "full_auto" else "OptimizationDirective planner"
+    return [f"## {title}", "",
+            f"Data `{section.data.relative_to(REPO) if section.data.is_relative_to(REPO) else section.data}`, "
+            f"dataset `{data.dataset_id[:16]}`, split `{data.split}` ({len(data.records)} records, hash "
+            f"`{data.split_hash[:16]}`). Values: estimate [95% bootstrap interval]."]
+
+
+def _notes(section: Section) -> list[str]:
+    notes = []
+    for output in section.outputs:
+        s = output.result.summary
+        if s["n_parse_failures"]:
+            notes.append(f"`{output.program.name}`: {s['n_parse_failures']} of {s['n_records']} answers could not be "
+                         "parsed and fell back to the safe default (scored 0).")
+        if s["n_errors"]:
+            notes.append(f"`{output.program.name}`: {s['n_errors']} records raised ({s['errors_by_class']}); "
+                         "they score 0 with diagnostics in results.parquet.")
+        if s.get("logged_enforcement_mismatches"):
+            notes.append(f"`{output.program.name}`: today's guardrails would enforce differently on "
+                         f"{s['logged_enforcement_mismatches']} logged decisions.")
+        notes.append(f"`{output.program.name}`: {s['n_records']} records in {s['wall_s']:.1f} s, "
+                     f"{s['usage']['lm_calls']} LM calls ({s['usage']['cache_hits']} from cache).")
+    return [f"- {note}" for note in notes]
+
+
+def render(sections: Sequence[Section], command: str, lm: str) -> str:
+    """The Markdown report."""
+    lines = ["# Baselines on the committed sample data", "",
+             f"Regenerate with `{command}`. Generated {time.strftime('%Y-%m-%d %H:%M')} on "
+             f"{platform.machine()} (git `{git_commit()[:12]}`), LM `{lm}` for the LM programs, the uncompiled "
+             "programs with their seed demos. Every figure comes from the MLflow run in its row.", ""]
+    for section in sections:
+        lines += _header(section) + [""] + _table(section) + [""] + _paired(section) + [""] + _notes(section) + [""]
+    lines += ["Metric definitions: `evals/metrics_fullauto.py` and `evals/metrics_planner.py` (objective, cost "
+              "matrix, calibration); intervals: `evals/stats.py`."]
+    return "\n".join(lines) + "\n"
+
+
+def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFAULT_EXPERIMENTS,
+                  split: str = "test", lm: str = "local", threads: int = 1, tracking_uri: Optional[str] = None,
+                  track: bool = True, out: Path = DEFAULT_REPORT, fullauto_programs: Sequence[str] = FULLAUTO_PROGRAMS,
+                  planner_programs: Sequence[str] = PLANNER_PROGRAMS, max_records: Optional[int] = None,
+                  progress: bool = True, command: str = "guidebench baselines") -> Path:
+    """Evaluate every baseline on the sample data and write the report; returns its path."""
+    cache = guidebench_home() / "baselines"
+    sections = []
+    for kind, source, names, columns in (("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS),
+                                         ("planner", experiments, planner_programs, PLANNER_COLUMNS)):
+        if not names:
+            continue
+        data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", cache)
+        outputs = [evaluate(name, data, split=split, lm=lm, threads=threads, out_dir=cache / "runs" / kind / name,
+                            tracking_uri=tracking_uri, track=track, progress=progress, max_records=max_records,
+                            run_name=f"baseline {name} {split}")
+                   for name in names]
+        sections.append(Section(kind=kind, data=Path(source), outputs=outputs, columns=columns))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(sections, command, lm), encoding="utf-8")
+    return out

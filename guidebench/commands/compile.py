@@ -1,0 +1,135 @@
+"""`guidebench compile` (compile a program with an optimizer recipe) and `guidebench optimizers` (list them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import GuidebenchError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `compile` and `optimizers` subcommands."""
+    parser = subparsers.add_parser(
+        "compile", help="compile a program with a DSPy optimizer, evaluate it on dev and test",
+        description="Compile a program on the train split with an optimizer recipe (selecting on dev), "
+                    "evaluate it on dev and test, compare it with the uncompiled program on test (paired "
+                    "interval), save its state JSON and log everything to MLflow. --dry-run only estimates.")
+    parser.add_argument("--program", metavar="NAME", help="program to compile (see `guidebench programs`)")
+    parser.add_argument("--optimizer", metavar="NAME", help="optimizer recipe (see `guidebench optimizers`)")
+    parser.add_argument("--data", type=Path, metavar="DIR", help="dataset folder (train/dev/test)")
+    parser.add_argument("--recipe", type=Path, metavar="FILE",
+                        help="recipe file (TOML or YAML) with the optimizer's settings; default: its documented defaults")
+    parser.add_argument("--lm", default=None, metavar="SPEC",
+                        help="task LM: `local` (embedded Gemma 3 270M, default), `fake`, or a LiteLLM model string")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the optimizer and of the intervals (default 0)")
+    parser.add_argument("--max-lm-calls", type=int, default=None, metavar="N",
+                        help="stop the compile cleanly after N new LM calls (the best program so far is kept)")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="stop the compile cleanly after N new tokens")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print an estimate of LM calls and tokens and exit (no LM call)")
+    parser.add_argument("--resume", metavar="RUN_ID",
+                        help="resume an interrupted compile (its MLflow run id); finished LM work is not repeated")
+    parser.add_argument("--baseline", metavar="NAME", help="program compared on test (default: --program, uncompiled)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="records evaluated in parallel (default 1)")
+    parser.add_argument("--tracking-uri", default=None, metavar="URI",
+                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="output folder (default GUIDEBENCH_HOME/compiles/<run id>)")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print the estimate as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(func=run)
+
+    listing = subparsers.add_parser("optimizers", help="list the optimizer recipes",
+                                    description="List the optimizer recipes; --show NAME prints one recipe file "
+                                                "with its documented defaults.")
+    listing.add_argument("--show", metavar="NAME", help="print the recipe file of one optimizer")
+    listing.set_defaults(func=list_optimizers)
+
+
+def list_optimizers(args: argparse.Namespace) -> int:
+    """Print the recipes (or one recipe file)."""
+    import optimizers
+
+    if args.show:
+        try:
+            recipe = optimizers.get(args.show)
+        except optimizers.RecipeError as exc:
+            raise GuidebenchError(str(exc)) from None
+        print(recipe.render_toml(), end="")
+        return 0
+    width = max(len(name) for name in optimizers.names())
+    print(f"{'name':<{width}}  {'DSPy class':<34} what it does")
+    for name in optimizers.names():
+        recipe = optimizers.get(name)
+        print(f"{name:<{width}}  {recipe.dspy_name:<34} {recipe.summary}")
+    print("\nrecipe files with the documented defaults: `guidebench optimizers --show NAME` "
+          f"(packaged in {optimizers.recipe_file(optimizers.names()[0]).parent})")
+    return 0
+
+
+def _request(args: argparse.Namespace):  # -> CompileRequest
+    from ..compile import CompileRequest, resume_request
+
+    if args.resume:
+        request = resume_request(args.resume)
+        for flag, value, stored in (("--program", args.program, request.program),
+                                    ("--optimizer", args.optimizer, request.optimizer),
+                                    ("--seed", args.seed, request.seed)):
+            if value is not None and value != stored:
+                raise GuidebenchError(f"--resume {args.resume}: {flag} {value} differs from the interrupted "
+                                      f"compile's {stored}")
+        if args.data is not None and Path(args.data).resolve() != Path(request.data).resolve():
+            raise GuidebenchError(f"--resume {args.resume}: --data {args.data} differs from {request.data}")
+        # A resume may change the budget (new LM work only) and the LM for what is left.
+        if args.max_lm_calls is not None:
+            request.max_lm_calls = args.max_lm_calls
+        if args.max_tokens is not None:
+            request.max_tokens = args.max_tokens
+        return request
+    missing = [flag for flag, value in (("--program", args.program), ("--optimizer", args.optimizer),
+                                        ("--data", args.data)) if value is None]
+    if missing:
+        raise GuidebenchError(f"compile needs {', '.join(missing)} (or --resume RUN_ID)")
+    for flag, value in (("--max-lm-calls", args.max_lm_calls), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < 0:
+            raise GuidebenchError(f"{flag} {value}: must be 0 or more")
+    if args.threads < 1:
+        raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
+    if args.recipe is not None and not Path(args.recipe).is_file():
+        raise GuidebenchError(f"--recipe {args.recipe}: no such file")
+    return CompileRequest(program=args.program, optimizer=args.optimizer, data=str(Path(args.data).resolve()),
+                          recipe=str(Path(args.recipe).resolve()) if args.recipe else None,
+                          lm=args.lm or "local", seed=args.seed if args.seed is not None else 0,
+                          max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, baseline=args.baseline,
+                          threads=args.threads, tracking_uri=args.tracking_uri,
+                          out=str(Path(args.out).resolve()) if args.out else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Estimate (--dry-run) or run the compile."""
+    from ..compile import estimate, run_compile
+
+    request = _request(args)
+    if args.dry_run:
+        cost, data = estimate(request)
+        if args.json:
+            print(json.dumps(cost.to_dict(), indent=2))
+        else:
+            print(f"dry run: {request.program} with {cost.recipe} on {request.data} "
+                  f"(dataset {data.dataset_id[:12]}); no LM call was made\n")
+            print(cost.render())
+        return 0
+    outcome = run_compile(request, resume_run_id=args.resume, progress=not args.no_progress)
+    compiled = outcome.summary["compile"]
+    print(f"\ncompiled state: {outcome.files['program']}")
+    print(f"summary: {outcome.files['compile']}")
+    usage = compiled.get("usage", {})
+    print(f"compile: {usage.get('lm_calls', 0)} LM calls ({usage.get('cache_hits', 0)} from cache), "
+          f"{usage.get('total_tokens', 0)} tokens, {compiled.get('wall_s', 0):.0f} s"
+          + (f"; stopped by budget: {compiled.get('stop_reason')}" if compiled.get("stopped_by_budget") else ""))
+    if outcome.run_id:
+        print(f"MLflow run {outcome.run_id}")
+    return 0

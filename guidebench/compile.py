@@ -1,0 +1,391 @@
+"""One compile, start to finish: load the splits, compile a program with a recipe within a budget,
+evaluate it on dev and test against the uncompiled baseline, save its state, track everything.
+
+Stages and resume: a compile is an MLflow run; its checkpoint folder
+`<GUIDEBENCH_HOME>/checkpoints/<run id>/` holds the request, the stage reached, the candidate
+history, the compiled state and the compile's own DSPy disk cache. `--resume RUN_ID` reopens the
+run: a compile that had not finished runs again and its finished LM calls come back from the cache
+(no LM work repeated); a finished compile goes straight to evaluation.
+
+Outputs (`--out`, default `<GUIDEBENCH_HOME>/compiles/<run id>/`): `program.json` (the compiled
+state, DSPy's JSON format; load it with `optimizers.load_compiled`), `compile.json` (summary,
+usage, paired comparison), `candidates.json` + `candidates.png`, and `dev/`, `test/`, `baseline/`
+evaluation folders (metrics.json, results.parquet, summary.json, confusion-matrix and calibration
+PNGs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import optimizers
+from evals.replay import ReplayResult, compare, replay
+from optimizers.base import RecipeError
+from optimizers.budget import Budget
+from optimizers.candidates import Candidate, load_history
+from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
+from optimizers.estimate import CostEstimate, Stage
+
+from .errors import GuidebenchError
+from .evaluation import EvalData, load_eval_data, summary_table, write_outputs
+
+DEFAULT_LM = "local"
+# Seconds per call of the embedded model on this class of machine (2 cores), for dry-run minutes.
+LOCAL_SECONDS_PER_CALL = 1.8
+REMOTE_SECONDS_PER_CALL = 1.0
+
+
+@dataclass
+class CompileRequest:
+    """What `guidebench compile` was asked to do (stored in the checkpoint, so a resume repeats it)."""
+
+    program: str
+    optimizer: str
+    data: str
+    recipe: Optional[str] = None
+    recipe_settings: dict[str, Any] = field(default_factory=dict)
+    lm: str = DEFAULT_LM
+    seed: int = 0
+    max_lm_calls: Optional[int] = None
+    max_tokens: Optional[int] = None
+    baseline: Optional[str] = None  # default: the program itself, uncompiled
+    threads: int = 1
+    tracking_uri: Optional[str] = None
+    out: Optional[str] = None
+
+    def budget(self) -> Budget:
+        """The compile budget."""
+        return Budget(max_lm_calls=self.max_lm_calls, max_tokens=self.max_tokens)
+
+    def baseline_program(self) -> str:
+        """The program the compiled one is compared with."""
+        return self.baseline or self.program
+
+
+@dataclass
+class CompileData:
+    """The three splits of a dataset as records, and the labeled examples optimizers train on."""
+
+    kind: str
+    dataset_id: str
+    dataset_dir: Path
+    splits: dict[str, EvalData]
+    trainset: list[Any]
+    valset: list[Any]
+    unlabeled: dict[str, int]
+
+    def split_hashes(self) -> dict[str, str]:
+        """Hash of each split."""
+        return {name: data.split_hash for name, data in self.splits.items()}
+
+
+@dataclass
+class CompileOutcome:
+    """What a compile produced."""
+
+    run_id: Optional[str]
+    out_dir: Path
+    summary: dict[str, Any]  # what compile.json holds
+    files: dict[str, Path]
+    program: Any
+    replays: dict[str, ReplayResult]  # dev, test, baseline
+    paired: dict[str, Any]  # compiled vs baseline on test (evals.replay.compare)
+    candidates: list[Candidate]
+
+
+# ----- inputs -------------------------------------------------------------------------------------
+
+def load_recipe(request: CompileRequest) -> optimizers.Recipe:
+    """The recipe named by the request (file settings, then stored overrides)."""
+    try:
+        recipe = optimizers.load(name=request.optimizer, path=request.recipe)
+        if request.recipe_settings:
+            recipe = recipe.with_overrides(**request.recipe_settings)
+    except RecipeError as exc:
+        raise GuidebenchError(str(exc)) from None
+    return recipe
+
+
+def program_spec(name: str) -> Any:
+    """The registry spec of a program that uses an LM (only those can be compiled)."""
+    import programs
+
+    try:
+        spec = programs.spec(name)
+    except LookupError as exc:
+        raise GuidebenchError(f"--program {name!r}: {exc}") from None
+    if not spec.uses_lm:
+        raise GuidebenchError(f"--program {name!r} is a rule policy without an LM: there is nothing to compile")
+    return spec
+
+
+def load_compile_data(data_dir: Path, kind: str) -> CompileData:
+    """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
+    import programs
+
+    data_dir = Path(data_dir)
+    if not (data_dir / "dataset.json").is_file():
+        raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
+                              "run `guidebench data import` first")
+    splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
+    found = splits["train"].kind
+    if found != kind:
+        raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
+    to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
+    examples: dict[str, list[Any]] = {}
+    unlabeled: dict[str, int] = {}
+    for name in ("train", "dev"):
+        examples[name], unlabeled[name] = [], 0
+        for record in splits[name].records:
+            try:
+                examples[name].append(to_example(record))
+            except ValueError:  # no outcome label: cannot teach or select with it
+                unlabeled[name] += 1
+    if not examples["train"]:
+        raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
+    return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
+                       trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
+
+
+# ----- dry run ------------------------------------------------------------------------------------
+
+def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
+    """Estimated LM calls and tokens of the compile and of its evaluations; makes no LM call."""
+    recipe = load_recipe(request)
+    spec = program_spec(request.program)
+    data = load_compile_data(Path(request.data), spec.kind)
+    program = spec.build()
+    seconds = LOCAL_SECONDS_PER_CALL if request.lm in ("local", "gemma") else REMOTE_SECONDS_PER_CALL
+    cost = recipe.estimate(program, data.trainset, data.valset, seconds_per_call=seconds)
+    # Evaluations after the compile run the compiled program once per record (per predictor).
+    predictors = max(1, len(program.predictors()))
+    demos = _demos_after(recipe)
+    evals = [Stage("evaluate dev", len(data.splits["dev"].records) * predictors, demos=demos),
+             Stage("evaluate test", len(data.splits["test"].records) * predictors, demos=demos),
+             Stage("baseline on test", len(data.splits["test"].records) * predictors,
+                   demos=sum(len(p.demos) for p in program.predictors()) / predictors,
+                   note="cached after the first compile on this split")]
+    extra = CostEstimate.from_stages(recipe.name, evals, cost.sizes, seconds_per_call=seconds)
+    cost.stages += extra.stages
+    cost.notes += [f"{len(data.trainset)} labeled train / {len(data.valset)} labeled dev examples "
+                   f"({data.unlabeled['train']} + {data.unlabeled['dev']} unlabeled left out)",
+                   "counts marked 'at most' stop early when enough demos are accepted",
+                   "a --max-lm-calls / --max-tokens budget caps the compile stages only"]
+    return cost, data
+
+
+def _demos_after(recipe: optimizers.Recipe) -> float:
+    settings = recipe.settings.model_dump()
+    for key in ("k", "max_labeled_demos", "max_demos", "base_demos"):
+        if key in settings:
+            return float(settings[key])
+    return 0.0
+
+
+# ----- the compile --------------------------------------------------------------------------------
+
+def checkpoint_root() -> Path:
+    """Where compile checkpoints live."""
+    from .tracking import guidebench_home
+
+    return guidebench_home() / "checkpoints"
+
+
+def resume_request(run_id: str) -> CompileRequest:
+    """The request stored in a compile's checkpoint."""
+    checkpoint = Checkpoint.for_run(checkpoint_root(), run_id)
+    if not checkpoint.exists():
+        raise GuidebenchError(f"--resume {run_id}: no checkpoint in {checkpoint.dir} "
+                              "(only compiles started on this machine can be resumed)")
+    return CompileRequest(**checkpoint.read_request())
+
+
+def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None, progress: bool = True,
+                track: bool = True) -> CompileOutcome:
+    """Compile, evaluate on dev and test, compare with the baseline, save and track; returns the outcome."""
+    from . import tracking, tracking_compile
+    from .lm import configure_lm, lm_info, make_lm
+
+    recipe = load_recipe(request)
+    spec = program_spec(request.program)
+    data = load_compile_data(Path(request.data), spec.kind)
+    try:
+        lm = configure_lm(request.lm)
+        role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}
+    except GuidebenchError:
+        raise
+    except Exception as exc:
+        raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+    metric, feedback = _metrics(spec.kind)
+
+    params = tracking.run_params(
+        program=request.program, dataset_id=data.dataset_id, split="train+dev", split_hash=data.split_hashes()["train"],
+        lm=request.lm, seed=request.seed, kind=spec.kind, run_type="compile", optimizer=recipe.name,
+        optimizer_class=recipe.dspy_name, recipe_source=request.recipe or "defaults",
+        recipe=json.dumps(recipe.settings.model_dump(), sort_keys=True), baseline=request.baseline_program(),
+        **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()},
+        **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
+        n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
+        **recipe.params(), **request.budget().as_params())
+    tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
+            "guidebench.optimizer": recipe.name}
+    run_name = f"compile {request.program} {recipe.name} seed{request.seed}"
+
+    if not track:
+        out = Path(request.out) if request.out else None
+        return _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, out, progress)
+    with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
+                                      tags=tags, tracking_uri=request.tracking_uri,
+                                      resume_run_id=resume_run_id) as run:
+        run_id = run.info.run_id
+        checkpoint = Checkpoint.for_run(checkpoint_root(), run_id)
+        if not checkpoint.exists():
+            checkpoint.write_request(asdict(request))
+        print(f"MLflow run {run_id}; if interrupted, continue with `guidebench compile --resume {run_id}`")
+        out = Path(request.out) if request.out else checkpoint_root().parent / "compiles" / run_id
+        outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint, out,
+                                        progress)
+        outcome.run_id = run_id
+        _track(outcome, recipe)
+        checkpoint.mark("done", out=str(out))
+        outcome.summary["mlflow_run_id"] = run_id
+        atomic_write_json(outcome.files["compile"], outcome.summary)
+        import mlflow
+
+        mlflow.log_artifact(str(outcome.files["compile"]))
+        return outcome
+
+
+def _metrics(kind: str) -> tuple[Any, Any]:
+    from evals import metrics_fullauto, metrics_planner
+
+    module = metrics_fullauto if kind == "full_auto" else metrics_planner
+    return module.metric, module.gepa_metric
+
+
+def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, spec: Any, data: CompileData,
+                          metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
+                          out: Optional[Path], progress: bool) -> CompileOutcome:
+    out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {"program": out / "program.json", "compile": out / "compile.json"}
+    started = time.perf_counter()
+
+    # 1. compile (or take the finished one from the checkpoint)
+    stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
+    if stored is not None:
+        program = optimizers.load_compiled(spec.build(), stored)
+        compile_summary = dict(checkpoint.status().get("compile") or {})
+        compile_summary["resumed_after_compile"] = True
+        candidates = load_history(checkpoint.history_path)
+        print(f"compile: finished before; loaded the compiled program from {checkpoint.program_path}")
+    else:
+        if checkpoint is not None and not checkpoint.reached("started"):
+            checkpoint.mark("started")
+        print(f"compile: {request.program} with {recipe.dspy_name} on {len(data.trainset)} train / "
+              f"{len(data.valset)} dev examples (seed {request.seed})")
+        result = recipe.compile(spec.build(), data.trainset, data.valset, metric, request.budget(),
+                                seed=request.seed, feedback_metric=feedback, role_lms=role_lms,
+                                checkpoint=checkpoint)
+        program, candidates = result.program, result.candidates
+        compile_summary = result.summary()
+        if checkpoint is not None:
+            checkpoint.save_program(_state(program))
+            checkpoint.mark("compiled", compile=compile_summary)
+        if result.stopped_by_budget:
+            print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
+    program.save(str(files["program"]))
+
+    # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
+    evals: dict[str, Any] = {}
+    extra = {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "lm_spec": request.lm,
+             "program_source": "compile", "optimizer": recipe.name}
+    cache = disk_cache(checkpoint.cache_dir) if checkpoint is not None else contextlib.nullcontext()
+    with cache:
+        for split in ("dev", "test"):
+            split_data = data.splits[split]
+            result = replay(program, split_data.records, threads=request.threads, progress=progress,
+                            seed=request.seed, name=f"{request.program}+{recipe.name}")
+            split_files, omitted = write_outputs(result, out / split, {**extra, "split": split,
+                                                                      "split_hash": split_data.split_hash})
+            evals[split] = (result, split_files, omitted)
+            print(f"\n{split} ({len(split_data.records)} records)\n{summary_table(result, omitted)}")
+    if checkpoint is not None:
+        checkpoint.mark("evaluated", compile=compile_summary)
+
+    # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
+    baseline_name = request.baseline_program()
+    baseline = replay(program_spec(baseline_name).build(), data.splits["test"].records, threads=request.threads,
+                      progress=progress, seed=request.seed, name=baseline_name)
+    baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
+                                                                   "program_source": "registry (uncompiled)"})
+    paired = compare(evals["test"][0], baseline, seed=request.seed)
+    objective = paired["metrics"].get("objective")
+
+    summary = {
+        "request": asdict(request), "recipe": recipe.name, "optimizer": recipe.dspy_name,
+        "settings": recipe.settings.model_dump(), "dataset_id": data.dataset_id,
+        "split_hashes": data.split_hashes(), "compile": compile_summary,
+        "dev": evals["dev"][0].metrics_dict(), "test": evals["test"][0].metrics_dict(),
+        "baseline": {"program": baseline_name, "test": baseline.metrics_dict()},
+        "test_vs_baseline": {name: value.to_dict() for name, value in paired["metrics"].items()},
+        "mcnemar": paired["mcnemar"],
+        "eval_usage": {split: evals[split][0].summary.get("usage", {}) for split in ("dev", "test")},
+        "wall_s": round(time.perf_counter() - started, 2),
+    }
+    atomic_write_json(files["compile"], summary)
+    if objective is not None and objective.diff is not None:
+        print(f"\ntest objective vs {baseline_name}: {objective.diff:+.4f} "
+              f"[{objective.ci_low:+.4f}, {objective.ci_high:+.4f}] (paired bootstrap, n={objective.n})")
+    files.update({f"dev.{k}": v for k, v in evals["dev"][1].items()})
+    files.update({f"test.{k}": v for k, v in evals["test"][1].items()})
+    files.update({f"baseline.{k}": v for k, v in baseline_files.items()})
+    return CompileOutcome(run_id=None, out_dir=out, summary=summary, files=files, program=program,
+                          replays={"dev": evals["dev"][0], "test": evals["test"][0], "baseline": baseline},
+                          paired=paired, candidates=list(candidates))
+
+
+def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
+    import mlflow
+
+    from . import tracking_compile
+
+    results = {**outcome.replays, "paired": outcome.paired}
+    compile_summary = outcome.summary["compile"]
+    usage = compile_summary.get("usage", {})
+    tracking_compile.log_numbers({k: usage.get(k) for k in tracking_compile.USAGE_KEYS}, prefix="compile.")
+    tracking_compile.log_numbers({"wall_s": compile_summary.get("wall_s"),
+                                  "stopped_by_budget": bool(compile_summary.get("stopped_by_budget")),
+                                  "n_candidates": compile_summary.get("n_candidates"),
+                                  "demo_count": compile_summary.get("demo_count")}, prefix="compile.")
+    mlflow.set_tag("guidebench.stopped_by_budget", str(bool(compile_summary.get("stopped_by_budget"))).lower())
+    if compile_summary.get("stop_reason"):
+        mlflow.set_tag("guidebench.stop_reason", compile_summary["stop_reason"])
+    mlflow.set_tag("guidebench.kept", compile_summary.get("kept", ""))
+    for split in ("dev", "test"):
+        tracking_compile.log_split_metrics(results[split].metrics, split)
+        tracking_compile.log_numbers(results[split].summary.get("usage", {}), prefix=f"{split}.usage.")
+        tracking_compile.log_numbers({"wall_s": results[split].summary.get("wall_s")}, prefix=f"{split}.")
+    tracking_compile.log_split_metrics(results["baseline"].metrics, "baseline.test")
+    tracking_compile.log_paired(results["paired"]["metrics"], prefix="test.vs_baseline.")
+    tracking_compile.log_numbers({"wall_s": outcome.summary["wall_s"]}, prefix="total.")
+    for key, path in outcome.files.items():
+        if key == "compile" or not Path(path).is_file():
+            continue
+        folder = key.split(".", 1)[0] if "." in key else None
+        mlflow.log_artifact(str(path), artifact_path=folder)
+    tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
+
+
+def _state(program: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(program.dump_state(), default=str))
+
+
+__all__ = ["CompileData", "CompileOutcome", "CompileRequest", "estimate", "load_compile_data", "load_recipe",
+           "resume_request", "run_compile"]

@@ -1,0 +1,29 @@
+"""Logs in: import decision and experiment logs into versioned datasets; simulators' writers.
+
+`import_logs(path, kind, out, seed=0) -> ImportReport` runs the importer registered for `kind`
+and writes the dataset folder (see docs/architecture.md). Importers and simulators are plug-ins
+keyed by kind (`IMPORTERS`, `SIMULATORS` in `guidebench.data.registry`): the `fullauto` kind
+lives in `guidebench/data/fullauto.py`; the `experiments` kind registers itself from
+`guidebench/data/experiments.py` when that module exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .ingest import ImportReport, Quarantine
+from .pipeline import NothingImportedError, import_logs
+from .registry import IMPORTERS, SIMULATORS, ImportContext, SimulatorSpec, register_importer, register_simulator
+
+# Each kind module registers its importer (and simulator) when imported.
+for _kind_module in ("fullauto", "fullauto_writer", "experiments"):
+    try:
+        importlib.import_module(f"{__name__}.{_kind_module}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"{__name__}.{_kind_module}":
+            raise
+
+__all__ = [
+    "IMPORTERS", "SIMULATORS", "ImportContext", "ImportReport", "NothingImportedError", "Quarantine",
+    "SimulatorSpec", "import_logs", "register_importer", "register_simulator",
+]

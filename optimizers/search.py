@@ -1,0 +1,304 @@
+"""Optuna search over program variant, optimizer and its main settings.
+
+    space = SearchSpace(programs=("full_auto.predict", "full_auto.cot"))
+    result = run_search(SearchConfig(study_name="fa", trials=12), space, trainset, devset, metric)
+
+- Dimensions: program variant, optimizer recipe, demos per prompt, LM temperature at inference,
+  and candidates (only for recipes that search over candidates).
+- Sampler: TPE, seeded; pruning: each trial's program is scored on the dev set in minibatches and
+  reports the running mean after each one, so a trial clearly below the median stops early.
+- Storage: SQLite by default (a killed search resumes: `trials` is the total number of finished
+  trials wanted, finished ones are not run again); any SQLAlchemy URL (PostgreSQL...) lets several
+  workers share one study. Trials killed without a goodbye are detected by their heartbeat and
+  retried once.
+- Each trial stores its compiled program state and compile summary as trial attributes, and an
+  optional `TrialObserver` (the application's MLflow nested runs) sees every trial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
+
+import dspy
+import optuna
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.study import MaxTrialsCallback
+from optuna.trial import TrialState
+from tqdm.auto import tqdm
+
+from .base import Metric, RecipeError
+from .budget import Budget
+from .candidates import program_state
+from .checkpoint import disk_cache
+from .registry import get as get_recipe
+
+DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
+FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
+HEARTBEAT_S = 30
+GRACE_S = 120
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What a trial may choose."""
+
+    programs: tuple[str, ...]
+    optimizers: tuple[str, ...] = DEFAULT_OPTIMIZERS
+    demos: tuple[int, int] = (1, 6)
+    temperature: tuple[float, float] = (0.0, 1.0)
+    candidates: tuple[int, int] = (2, 5)
+
+    def __post_init__(self) -> None:
+        if not self.programs:
+            raise ValueError("the search space needs at least one program")
+        if not self.optimizers:
+            raise ValueError("the search space needs at least one optimizer")
+        for name in self.optimizers:
+            get_recipe(name)
+        for dim in ("demos", "temperature", "candidates"):
+            low, high = getattr(self, dim)
+            if low > high:
+                raise ValueError(f"{dim}: low {low} is above high {high}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How the study runs."""
+
+    study_name: str
+    trials: int
+    storage: Optional[str] = None  # None: sqlite:///<cache_dir or cwd>/optuna.db
+    seed: int = 0
+    minibatch_size: int = 8
+    n_startup_trials: int = 4
+    budget: Budget = field(default_factory=Budget)  # per trial compile
+    cache_dir: Optional[Path] = None  # DSPy disk cache shared by the study's trials
+    threads: int = 1
+
+
+@dataclass
+class TrialOutcome:
+    """One finished (or pruned, or failed) trial."""
+
+    number: int
+    state: str
+    params: dict[str, Any]
+    value: Optional[float]
+    minibatch_means: list[float] = field(default_factory=list)
+    compile_summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SearchResult:
+    """The study after this run."""
+
+    study_name: str
+    storage: str
+    best_params: dict[str, Any]
+    best_value: Optional[float]
+    best_trial: Optional[int]
+    trials: list[TrialOutcome]
+    ran_now: int
+
+    def best_state(self, study: Optional[optuna.Study] = None) -> Optional[dict[str, Any]]:
+        """The compiled program state of the best trial."""
+        study = study or optuna.load_study(study_name=self.study_name, storage=self.storage)
+        if self.best_trial is None:
+            return None
+        attrs = study.trials[self.best_trial].user_attrs
+        return json.loads(attrs["program_state"]) if "program_state" in attrs else None
+
+
+class TrialObserver(Protocol):
+    """Hooks for tracking trials (e.g. one nested MLflow run each)."""
+
+    def trial(self, number: int, params: dict[str, Any]) -> ContextManager[Any]:
+        """Context around one trial."""
+        ...
+
+    def finished(self, outcome: TrialOutcome, program: Optional[dspy.Module]) -> None:
+        """Called inside the trial's context once it is done (pruned and failed trials too)."""
+        ...
+
+
+def default_storage(directory: Path) -> str:
+    """The SQLite study store in a directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(directory / 'optuna.db').absolute()}"
+
+
+def open_study(config: SearchConfig) -> optuna.Study:
+    """Create or load the study (TPE seeded, median pruner, heartbeat so killed trials are retried)."""
+    storage_url = config.storage or default_storage(config.cache_dir or Path.cwd())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if storage_url.startswith("inmemory"):
+            storage = optuna.storages.InMemoryStorage()
+        else:
+            storage = RDBStorage(storage_url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                                 engine_kwargs=_engine_kwargs(storage_url))
+        sampler = optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=config.n_startup_trials,
+                                             multivariate=True, group=True)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+    return optuna.create_study(study_name=config.study_name, storage=storage, sampler=sampler, pruner=pruner,
+                               direction="maximize", load_if_exists=True)
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    # SQLite and threads: each trial writes from the main thread, but heartbeats come from another.
+    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
+
+def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
+    """Draw one configuration (candidates only for recipes that use them)."""
+    params: dict[str, Any] = {
+        "program": trial.suggest_categorical("program", list(space.programs)),
+        "optimizer": trial.suggest_categorical("optimizer", list(space.optimizers)),
+        "demos": trial.suggest_int("demos", *space.demos),
+        "temperature": round(trial.suggest_float("temperature", *space.temperature, step=0.1), 2)
+        if space.temperature[0] < space.temperature[1] else space.temperature[0],
+    }
+    if get_recipe(params["optimizer"]).uses_candidates:
+        params["candidates"] = trial.suggest_int("candidates", *space.candidates)
+    return params
+
+
+def score_in_minibatches(program: dspy.Module, devset: Sequence[dspy.Example], metric: Metric, *,
+                         minibatch_size: int, report: Callable[[float, int], bool],
+                         means: Optional[list[float]] = None) -> float:
+    """Mean metric over devset; after each minibatch the running mean goes to `report` (and is appended to
+    `means`), and a True answer prunes the trial."""
+    scores: list[float] = []
+    means = [] if means is None else means
+    bar = tqdm(total=len(devset), desc="dev minibatches", unit="ex", leave=False)
+    try:
+        for start in range(0, len(devset), max(1, minibatch_size)):
+            for example in devset[start:start + minibatch_size]:
+                scores.append(_score_one(program, example, metric))
+                bar.update(1)
+            means.append(sum(scores) / len(scores))
+            if report(means[-1], len(means) - 1):
+                raise optuna.TrialPruned(f"pruned after {len(scores)} dev examples (mean {means[-1]:.3f})")
+    finally:
+        bar.close()
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def _score_one(program: dspy.Module, example: dspy.Example, metric: Metric) -> float:
+    try:
+        value = metric(example, program(**example.inputs()))
+    except Exception:  # a program that raises earns 0, as in replay
+        return 0.0
+    value = getattr(value, "score", value)
+    value = float(value)
+    return 0.0 if math.isnan(value) else value
+
+
+def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy.Example],
+               devset: Sequence[dspy.Example], metric: Metric, *, program_factory: Callable[[str], dspy.Module],
+               feedback_metric: Optional[Metric] = None, observer: Optional[TrialObserver] = None,
+               progress: bool = True) -> SearchResult:
+    """Run (or resume) the study until it holds `config.trials` finished trials."""
+    if config.trials < 1:
+        raise RecipeError("trials must be at least 1")
+    if not trainset or not devset:
+        raise RecipeError("the search needs labeled training and dev examples")
+    study = open_study(config)
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    remaining = max(0, config.trials - done)
+    # One fixed order for every trial: minibatch means are comparable across trials (what pruning needs).
+    ordered = list(devset)
+    random.Random(config.seed).shuffle(ordered)
+    base_lm = dspy.settings.lm
+
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space)
+        observed = observer.trial(trial.number, params) if observer else contextlib.nullcontext()
+        with observed:
+            outcome = TrialOutcome(number=trial.number, state="RUNNING", params=params, value=None)
+            program: Optional[dspy.Module] = None
+            try:
+                recipe_cls = get_recipe(params["optimizer"])
+                recipe = recipe_cls(recipe_cls.search_overrides(params["demos"], params.get("candidates", 0)),
+                                    source=f"search trial {trial.number}")
+                with _temperature(base_lm, params["temperature"]):
+                    result = recipe.compile(program_factory(params["program"]), trainset, ordered, metric,
+                                            config.budget, seed=config.seed + trial.number,
+                                            feedback_metric=feedback_metric)
+                    program = result.program
+                    outcome.compile_summary = result.summary()
+                    trial.set_user_attr("compile", json.dumps(outcome.compile_summary, default=str))
+                    trial.set_user_attr("program_state", json.dumps(program_state(program)))
+
+                    def report(mean: float, step: int) -> bool:
+                        trial.report(mean, step)
+                        return trial.should_prune()
+
+                    value = score_in_minibatches(program, ordered, metric, minibatch_size=config.minibatch_size,
+                                                 report=report, means=outcome.minibatch_means)
+                outcome.value, outcome.state = value, "COMPLETE"
+                return value
+            except optuna.TrialPruned:
+                outcome.state = "PRUNED"
+                outcome.value = outcome.minibatch_means[-1] if outcome.minibatch_means else None
+                raise
+            except BaseException:
+                outcome.state = "FAIL"
+                raise
+            finally:
+                if observer is not None:
+                    observer.finished(outcome, program)
+
+    if remaining:
+        with _maybe_cache(config.cache_dir), warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # A trial whose recipe fails is recorded as FAIL and the search goes on; Ctrl-C stops it.
+            study.optimize(objective, n_trials=remaining, callbacks=[MaxTrialsCallback(config.trials, states=FINISHED)],
+                           catch=(Exception,), show_progress_bar=progress, gc_after_trial=False)
+    return _result(study, config, ran_now=remaining)
+
+
+@contextlib.contextmanager
+def _temperature(lm: Optional[dspy.BaseLM], temperature: float) -> Iterator[None]:
+    if lm is None:
+        yield
+        return
+    with dspy.context(lm=lm.copy(temperature=float(temperature))):
+        yield
+
+
+@contextlib.contextmanager
+def _maybe_cache(directory: Optional[Path]) -> Iterator[None]:
+    if directory is None:
+        yield
+        return
+    with disk_cache(directory / "dspy-cache"):
+        yield
+
+
+def _result(study: optuna.Study, config: SearchConfig, *, ran_now: int) -> SearchResult:
+    trials = []
+    for t in study.get_trials(deepcopy=False):
+        summary = json.loads(t.user_attrs["compile"]) if "compile" in t.user_attrs else {}
+        means = [t.intermediate_values[k] for k in sorted(t.intermediate_values)]
+        trials.append(TrialOutcome(number=t.number, state=t.state.name, params=_clean(t.params), value=t.value,
+                                   minibatch_means=means, compile_summary=summary))
+    completed = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    best = max(completed, key=lambda t: (t.value, -t.number)) if completed else None
+    storage = config.storage or default_storage(config.cache_dir or Path.cwd())
+    return SearchResult(study_name=study.study_name, storage=storage, best_params=_clean(best.params) if best else {},
+                        best_value=best.value if best else None, best_trial=best.number if best else None,
+                        trials=trials, ran_now=ran_now)
+
+
+def _clean(params: dict[str, Any]) -> dict[str, Any]:
+    # Optuna stores stepped floats with binary noise (0.7000000000000001).
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in params.items()}

@@ -1,0 +1,49 @@
+"""Small labeled Full Auto data for optimizer, search and compile tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dspy
+
+import programs
+from evals.data import save_dataset
+from runtime import FullAutoTurnSummary, GuardrailConfig
+from runtime.records import DecisionRecord, OutcomeLabel
+
+# Four situations, each with one right action: failed -> stop, approvals pending -> pause,
+# plan finished -> stop, otherwise continue.
+_CASES = (
+    ("failed", "", "1. fix the build (failed)", "compile error in parser.py", "stop"),
+    ("completed", "1", "1. apply migration (waiting for approval)", "migrations/0042.sql added", "pause"),
+    ("completed", "", "1. write tests (done)\n2. update docs (done)", "docs/README.md updated", "stop"),
+    ("completed", "", "1. add endpoint (done)\n2. add tests (in progress)", "api/routes.py +40 lines", "continue"),
+)
+
+
+def decision_records(n: int, offset: int = 0) -> list[DecisionRecord]:
+    """n labeled decision records cycling through the four situations."""
+    records = []
+    for j in range(n):
+        i = offset + j
+        status, approvals, plan, diff, action = _CASES[i % len(_CASES)]
+        summary = FullAutoTurnSummary(thread_id=f"thread-{i // 4}", turn_id=f"turn-{i}", last_turn_status=status,
+                                      turn_error="build failed" if status == "failed" else "",
+                                      pending_approvals=approvals, turn_plan=plan, diff_summary=f"{diff} (#{i})",
+                                      token_usage='{"totalTokens": %d}' % (1000 + 37 * i), turn_count=3 + i % 5)
+        label = OutcomeLabel(action=action, source="simulator", reason=f"The right action here is {action}.")
+        records.append(DecisionRecord.build(summary, GuardrailConfig(), run_id=f"fullauto-run-{i // 4}",
+                                            sequence_id=i, label=label))
+    return records
+
+
+def decision_examples(n: int, offset: int = 0) -> list[dspy.Example]:
+    """Labeled examples of `decision_records`."""
+    return [programs.decision_example(r) for r in decision_records(n, offset)]
+
+
+def make_dataset(directory: Path, *, train: int = 12, dev: int = 6, test: int = 6) -> Path:
+    """A Full Auto dataset folder with labeled train/dev/test splits."""
+    save_dataset(directory, "fullauto", {"train": decision_records(train), "dev": decision_records(dev, 100),
+                                         "test": decision_records(test, 200)})
+    return directory

@@ -1,0 +1,147 @@
+"""Replay: guardrails as production, the `logged` program, failures that never abort, threads, usage."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+from dspy.utils import DummyLM
+
+import programs
+from evals.replay import compare, replay
+from evals.usage import instrument
+from replay_support import (
+    RUN_A,
+    RaisingProgram,
+    expected_override_rate,
+    hand_made_lines,
+    records_of,
+)
+from runtime import GuardrailConfig
+
+
+@pytest.fixture(scope="module")
+def lines():
+    return hand_made_lines()
+
+
+def test_logged_gives_exactly_the_logs_override_rate(lines):
+    result = replay("logged", records_of(lines), progress=False)
+    expected = expected_override_rate(lines)
+    assert expected == pytest.approx(0.5)  # 5 of the 10 hand-made decisions were overridden
+    assert result.metrics["guardrail_override_rate"].value == pytest.approx(expected)
+    assert result.summary["n_overridden"] == 5
+    assert result.summary["overrides_by_rule"] == {
+        "low_confidence": 1, "turn_failed": 1, "review_requested": 1, "no_progress": 1, "turn_interrupted": 1}
+    assert result.metrics["guardrail_override_rate.low_confidence"].value == pytest.approx(0.1)
+    assert result.metrics["logged_agreement"].value == 1.0
+    assert result.summary["logged_enforcement_mismatches"] == 0
+    assert all(row["guardrail_source"] == "log" for row in result.rows)
+
+
+def test_logged_keeps_the_logged_enforcement_when_todays_config_differs(lines):
+    # Replayed with default configs everywhere, the 0.65 decision of RUN_A would no longer pause.
+    records = [r.model_copy(update={"config": GuardrailConfig()}) for r in records_of(lines)]
+    result = replay("logged", records, progress=False)
+    assert result.metrics["guardrail_override_rate"].value == pytest.approx(expected_override_rate(lines))
+    assert result.summary["logged_enforcement_mismatches"] == 1
+    mismatch = [row for row in result.rows if row["replay_enforced_action"] != row["enforced_action"]]
+    assert mismatch[0]["logged_model_action"] == "continue" and mismatch[0]["enforced_action"] == "pause"
+
+
+def test_other_programs_get_the_production_guardrails_with_each_records_config(lines):
+    records = records_of(lines)
+    result = replay("full_auto.always_continue", records, progress=False)
+    by_turn = {row["turn_id"]: row for row in result.rows}
+    assert by_turn["turn-002"]["enforced_action"] == "stop" and by_turn["turn-002"]["guardrail_rule"] == "turn_failed"
+    assert by_turn["turn-007"]["enforced_action"] == "pause"  # interrupted
+    assert by_turn["turn-005"]["guardrail_rule"] == "no_progress"
+    assert all(row["guardrail_source"] == "replay" for row in result.rows)
+    # Changing a record's config changes what replay enforces.
+    strict = [r.model_copy(update={"config": GuardrailConfig(no_progress_limit=1)}) for r in records]
+    strict_rows = {row["turn_id"]: row for row in replay("full_auto.always_continue", strict, progress=False).rows}
+    assert strict_rows["turn-009"]["guardrail_rule"] == "no_progress"
+
+
+def test_a_program_that_raises_on_some_records_still_yields_a_complete_report(lines):
+    records = records_of(lines)
+    result = replay(RaisingProgram(), records, progress=False, threads=3)
+    assert result.n == len(records)
+    assert [row["record_id"] for row in result.rows] == [r.record_id for r in records]
+    failed = [row for row in result.rows if row["error"]]
+    assert {row["turn_id"] for row in failed} == {"turn-001", "turn-004"}
+    for row in failed:
+        error = row["error"]
+        assert error["class"] == "RuntimeError" and "backend exploded" in error["message"]
+        assert error["stage"] == "program" and "Traceback" in error["stack"] and error["lm"]
+        assert row["scores"]["objective"] == 0.0 and row["scores"]["error_rate"] == 1.0
+        assert row["model_action"] == "pause" and row["model_confidence"] == 0.0
+    assert result.summary["n_errors"] == 2 and result.summary["errors_by_class"] == {"RuntimeError": 2}
+    assert result.metrics["error_rate"].value == pytest.approx(0.2)
+    for name, value in result.metrics.items():
+        if value.n:
+            assert value.ci_low is not None and value.ci_high is not None, name
+    frame = result.to_frame()
+    assert len(frame) == len(records) and frame["error.class"].notna().sum() == 2
+
+
+def test_unparseable_lm_output_is_a_parse_failure_not_a_crash(lines):
+    records = records_of(lines)[:4]
+    lm = DummyLM([{"response": "I think we should keep going"}] * 20)
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+        result = replay("full_auto.zeroshot", records, progress=False)
+    assert result.n == 4 and result.summary["n_errors"] == 0
+    assert result.metrics["parse_failure_rate"].value == 1.0
+    assert all(row["model_action"] == "pause" for row in result.rows)
+    assert all(json.loads(row["parse_errors"]) for row in result.rows)
+
+
+def test_lm_usage_lands_in_every_row(lines):
+    records = records_of(lines)[:3]
+    answer = {"action": "continue", "next_input": "run the tests", "reason": "progress", "confidence": "0.9"}
+    lm = instrument(DummyLM([answer] * 10))
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+        result = replay("full_auto.zeroshot", records, progress=False, threads=2)
+    assert all(row["usage"]["lm_calls"] >= 1 for row in result.rows)
+    assert result.metrics["lm_calls_per_decision"].value >= 1.0
+    assert result.summary["usage"]["lm_calls"] == sum(row["usage"]["lm_calls"] for row in result.rows)
+    assert result.metrics["parse_failure_rate"].value == 0.0
+
+
+def test_threads_do_not_change_results(lines):
+    records = records_of(lines)
+    one = replay("rule", records, progress=False, threads=1)
+    four = replay("rule", records, progress=False, threads=4)
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("latency_s", "scores")} for r in rows]  # noqa: E731
+    assert strip(one.rows) == strip(four.rows)
+    assert one.metrics["objective"] == four.metrics["objective"]
+
+
+def test_compare_pairs_records_and_refuses_different_ones(lines):
+    records = records_of(lines, label="continue")
+    logged = replay("logged", records, progress=False)
+    always = replay("full_auto.always_continue", records, progress=False)
+    result = compare(always, logged)
+    diff = result["metrics"]["objective"]
+    assert diff.diff == pytest.approx(always.metrics["objective"].value - logged.metrics["objective"].value)
+    assert diff.ci_low <= diff.diff <= diff.ci_high and 0 < diff.p_value <= 1
+    assert result["mcnemar"]["metric"] == "action_accuracy"
+    with pytest.raises(ValueError, match="same records"):
+        compare(always, replay("logged", records[:5], progress=False))
+
+
+def test_kind_mismatch_is_refused(lines):
+    with pytest.raises(ValueError, match="planner program cannot replay full_auto records"):
+        replay("planner.rules", records_of(lines), progress=False)
+
+
+def test_logged_program_is_registered_and_answers_from_the_log(lines):
+    assert "logged" in programs.names("full_auto")
+    program = programs.get("logged")
+    record = records_of(lines)[1]  # model said continue at 0.65; the log enforced pause
+    pred = program(**programs.decision_inputs(record))
+    assert (pred.action, pred.confidence) == ("continue", 0.65)
+    assert record.run_id == RUN_A and record.logged.action == "pause"
+    with pytest.raises(ValueError):
+        program(**{k: v for k, v in programs.decision_inputs(record).items() if not k.startswith("logged_")})
