@@ -19,6 +19,7 @@ the `<!-- bench:replay -->` section of reports/bench.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import tempfile
@@ -174,7 +175,7 @@ def write_section(text: str, path: Path = REPORT, marker: str = MARKER) -> None:
 
 
 def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float, local: Optional[dict],
-           local_n: int) -> str:
+           local_n: int, load: tuple[float, float]) -> str:
     """The Markdown section."""
     lines = [
         "## Replay: workbench overhead and warm-cache re-evaluation",
@@ -182,7 +183,8 @@ def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float,
         f"`python -m benchmarks.bench_replay --records {n}` on {platform.machine()}, Python "
         f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Simulated decision records "
         "(`evals.sim_fullauto`, seed 0), one thread, median of "
-        f"{repeats} repeats.",
+        f"{repeats} repeats; load average {load[0]:.1f} at the start and {load[1]:.1f} at the end on "
+        f"{os.cpu_count()} cores (other work shared the machine: absolute times are upper bounds).",
         "",
         "| zero-latency fake LM, `full_auto.zeroshot` | ms per record |",
         "|---|---:|",
@@ -219,18 +221,20 @@ def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float,
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the benchmark and write its section of reports/bench.md."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=500)
+    parser.add_argument("--records", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--local", action="store_true", help="also measure the embedded model's warm cache")
     parser.add_argument("--local-records", type=int, default=8)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
+    load_start = os.getloadavg()[0]
     records = simulated_records(args.records)
     overhead = measure_overhead(records, args.repeats)
     cache = measure_warm_cache(records, lambda: _lm(args.latency_ms / 1000.0, cache=True), "full_auto.zeroshot")
     local = measure_warm_cache(records[: args.local_records], _local_lm, "full_auto.predict") if args.local else None
-    text = render(len(records), args.repeats, overhead, cache, args.latency_ms, local, args.local_records)
+    text = render(len(records), args.repeats, overhead, cache, args.latency_ms, local, args.local_records,
+                  (load_start, os.getloadavg()[0]))
     print(text)
     if not args.no_write:
         write_section(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,21 +136,26 @@ class Variant:
             return load_export(Path(self.details["export_dir"])).program
         program = programs.get(self.manifest.entry)
         if self.state_path is not None:
-            load_state_file(program, self.state_path, self.label)
+            program = load_state_file(program, self.state_path, self.label)
         return program
 
 
-def load_state_file(program: Any, path: Path, label: str) -> None:
-    """Load a JSON state file into a program: `program.save` output, or a bare `dump_state()` dict."""
+def load_state_file(program: Any, path: Path, label: str) -> Any:
+    """The program with a JSON state file loaded (`program.save` output or a bare `dump_state()` dict).
+
+    Goes through `optimizers.load_compiled`, so states that need a wrapper (KNN demo selection)
+    come back wrapped; returns the program to replay.
+    """
+    from optimizers import load_compiled
+
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise GuidebenchError(f"{path}: the state of {label!r} is not readable JSON: {exc}") from exc
+    if not isinstance(state, dict):
+        raise GuidebenchError(f"{path}: the state of {label!r} is not a JSON object")
     try:
-        if isinstance(state, dict) and "metadata" in state:
-            program.load(str(path))
-        else:
-            program.load_state(state)
+        return load_compiled(program, state)
     except Exception as exc:
         raise GuidebenchError(f"{path}: cannot load the state of {label!r} into its program: "
                               f"{type(exc).__name__}: {exc}") from exc
@@ -356,8 +362,10 @@ def from_mlflow_run(run_id: str, tracking_uri: Optional[str] = None, cache_dir: 
 
 def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optional[Variant]:
     entry = _run_entry(run)
-    # A leaderboard's own runs re-score variants; they are not variants themselves.
-    if not entry or run.data.tags.get("guidebench.run_type", "").startswith("leaderboard"):
+    # A leaderboard's own runs re-score variants, and an optimizer's candidates are steps of a compile:
+    # neither is a variant of its own.
+    run_type = run.data.tags.get("guidebench.run_type", "")
+    if not entry or run_type.startswith("leaderboard") or run_type == "candidate":
         return None
     artifact = _state_artifact(client, run.info.run_id)
     if artifact is None:
@@ -370,14 +378,45 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     optimizer = params.get("optimizer", "")
     run_name = run.info.run_name or ""
     name = re.sub(r"[^A-Za-z0-9._:+-]+", "-", run_name or f"{entry}+{optimizer or 'compiled'}").strip("-._:+")
+    expected, expected_on = _run_claims(run)
     manifest = PackageManifest(
         name=name or entry, version=f"0.0.0+{run.info.run_id[:8]}", entry=entry,
         compatible_with=_contract_for(entry), tags=[t for t in ("mlflow", optimizer) if t],
-        description=f"MLflow run {run.info.run_id}", state=local.name)
+        description=f"MLflow run {run.info.run_id}", state=local.name, expected_metrics=expected,
+        expected_on=expected_on)
     return Variant(label=f"{manifest.name}#{run.info.run_id[:8]}", manifest=manifest,
                    origin=f"mlflow:{run.info.run_id}", state_path=local,
                    details={"mlflow_run_id": run.info.run_id, "optimizer": optimizer,
                             "dataset_id": params.get("dataset_id"), "seed": params.get("seed")})
+
+
+def _run_claims(run: Any, split: str = "test") -> tuple[dict[str, float], Optional[SplitRef]]:
+    """What a compile run measured on a split (`<split>.<metric>` metrics) and that split's identity."""
+    params, metrics = run.data.params, run.data.metrics
+    prefix = f"{split}."
+    # `<split>.usage.*` and `<split>.wall_s` describe the run, not the program's quality.
+    values = {key[len(prefix):]: float(value) for key, value in metrics.items()
+              if key.startswith(prefix) and not key.endswith(("_ci_low", "_ci_high"))
+              and not key[len(prefix):].startswith(("usage.", "wall_s"))}
+    dataset_id, split_hash = params.get("dataset_id"), params.get(f"split_hash.{split}")
+    if not values or not dataset_id or not split_hash:
+        return {}, None
+    return values, SplitRef(dataset_id=dataset_id, split=split, split_hash=split_hash)
+
+
+def package_from_run(run_id: str, out: Path, *, name: Optional[str] = None, version: str = "0.1.0",
+                     tracking_uri: Optional[str] = None) -> Path:
+    """Freeze an MLflow compile run into a package folder: its state, and its own test metrics as claims."""
+    with tempfile.TemporaryDirectory(prefix="guidebench-package-") as work:
+        variant = from_mlflow_run(run_id, tracking_uri, Path(work))
+        manifest = variant.manifest.model_copy(update={
+            "name": name or variant.manifest.name, "version": version, "state": DEFAULT_STATE_FILE,
+            "description": f"compiled in MLflow run {run_id}"})
+        PackageManifest.model_validate(manifest.model_dump())  # the new name and version must be valid too
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(variant.state_path, out / DEFAULT_STATE_FILE)
+    (out / PACKAGE_FILE).write_text(manifest.model_dump_json(indent=2, exclude_none=True) + "\n", encoding="utf-8")
+    return out
 
 
 def from_mlflow_experiment(experiment: str, tracking_uri: Optional[str] = None,

@@ -56,6 +56,8 @@ class NearestDemos(dspy.Module):
         names: list[str] = []
         for predictor in self.program.predictors():
             names += [n for n in predictor.signature.input_fields if n not in names]
+        if not names and self._pool:  # a program without predictors: embed the examples' own inputs
+            names = sorted(self._pool[0].inputs().keys())
         return [n for n in names if n not in DEFAULT_EXCLUDE]
 
     def _ensure_index(self) -> tuple[Vectorizer, np.ndarray, list[str]]:

@@ -121,7 +121,33 @@ def _clip(text: Any, limit: int = _TEXT_CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _log_line(entry: Mapping[str, Any]) -> str:
+def tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
+    """The packet's log tail as dicts: the original sends raw JSONL lines, which are parsed here.
+
+    A line that is not a JSON object cannot take part in the pivot policy and is left out; it still
+    appears, verbatim, in the rendered `experiment_log_tail` input.
+    """
+    entries = []
+    for item in packet.experiment_log_tail:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except ValueError:
+                continue
+        if isinstance(item, Mapping):
+            entries.append(dict(item))
+    return entries
+
+
+def _log_line(entry: Mapping[str, Any] | str) -> str:
+    if isinstance(entry, str):
+        try:
+            parsed = json.loads(entry)
+        except ValueError:
+            return _clip(entry, 200)
+        if not isinstance(parsed, Mapping):
+            return _clip(entry, 200)
+        entry = parsed
     tags = entry.get("strategy_tags") or []
     tags_text = "+".join(str(tag) for tag in tags) if isinstance(tags, list) else str(tags)
     parts = [f"#{entry.get('iteration_id', '?')}", tags_text or "(no tags)",
@@ -212,8 +238,7 @@ def directive_from_entry(entry: ExperimentLogEntry, packet: AdvisorPacket) -> Op
     """The directive that the logged attempt carried out, rebuilt from its log entry."""
     family = entry.family
     if family is None or family in packet.strategy_family_constraints.blocked_families:
-        allowed = [f for f in packet.strategy_family_constraints.allowed_families if f in FAMILIES]
-        family = allowed[0] if allowed else FAMILIES[0]
+        family = packet.strategy_family_constraints.families_for_next()[0]
     modifiers = [tag for tag in entry.strategy_tags[1:] if tag.strip() and tag not in FAMILIES][:3]
     changes = [_clip(item, 200) for item in entry.change_summary if str(item).strip()][:5]
     hypothesis = _clip(entry.hypothesis, 300) or f"A {family.split(':')[1]} change lowers the cycle count."
@@ -258,5 +283,5 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
 __all__ = [
     "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
-    "label_confidence", "objective_text", "packet_from_inputs", "planner_example", "planner_inputs",
+    "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
 ]

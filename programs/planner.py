@@ -12,7 +12,7 @@ from runtime.advisor import FAMILIES, DirectiveValidation, OptimizationDirective
 from runtime.pivot import validate_directive
 from signatures import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirectiveSignature
 
-from .inputs import blocked_families, packet_from_inputs
+from .inputs import blocked_families, packet_from_inputs, tail_entries
 from .lm_call import PredictorOutcome, call_predictor, select_inputs
 from .results import directive_prediction, safe_directive
 from .rules_planner import family_tries
@@ -119,8 +119,8 @@ def directive_result(outcome: PredictorOutcome, inputs: Mapping[str, Any], **ext
     packet = packet_from_inputs(inputs)
     blocked = blocked_families(inputs)
     if packet is not None:
-        allowed = [f for f in packet.strategy_family_constraints.allowed_families if f not in blocked]
-        tried = family_tries([dict(entry) for entry in packet.experiment_log_tail])
+        allowed = [f for f in packet.strategy_family_constraints.families_for_next() if f not in blocked]
+        tried = family_tries(tail_entries(packet))
     else:
         allowed, tried = [f for f in FAMILIES if f not in blocked], None
     extra = {"adapter_errors": list(outcome.errors), "raw_output": outcome.raw, **extra}

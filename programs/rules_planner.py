@@ -17,7 +17,7 @@ from runtime.pivot import (
     pivot_required,
 )
 
-from .inputs import objective_text, packet_from_inputs
+from .inputs import objective_text, packet_from_inputs, tail_entries
 from .results import directive_prediction, safe_directive
 
 BOUND_LOWERING: tuple[str, ...] = ("family:reduce_loads", "family:break_deps")
@@ -110,12 +110,11 @@ def _expected_effect(packet: AdvisorPacket, lowering: bool) -> int:
 
 def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[str]]:
     """The rule planner's directive for a packet, and the pivot-policy reasons behind it."""
-    entries = [dict(entry) for entry in packet.experiment_log_tail]
+    entries = tail_entries(packet)
     stated = packet.strategy_family_constraints
     # The packet's constraints come from the whole log; the tail re-derives them as a cross-check.
     blocked = set(stated.blocked_families) | set(family_constraints(entries).blocked_families)
-    allowed = [f for f in FAMILIES if f not in blocked and (not stated.allowed_families or f in stated.allowed_families)]
-    allowed = allowed or list(FAMILIES)
+    allowed = [f for f in stated.families_for_next() if f not in blocked] or stated.families_for_next()
     target = packet.threshold_target if packet.goal == "threshold" else None
     required, reasons = pivot_required(entries, packet.performance_profile, target)
     lowering = near_bound(entries, packet.performance_profile, target)

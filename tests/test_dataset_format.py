@@ -81,7 +81,7 @@ def test_folder_is_a_plain_hugging_face_dataset_dict(tmp_path: Path) -> None:
     assert loaded["train"].column_names == ["record_id", "group_id", "label", "record"]
     row = loaded["test"][0]
     assert DecisionRecord.model_validate_json(row["record"]).record_id == row["record_id"]
-    assert row["record"] == canonical_json(json.loads(row["record"]))  # canonical JSON text
+    assert row["record"] == DecisionRecord.model_validate_json(row["record"]).model_dump_json()  # stable text
 
 
 def test_empty_splits_are_saved_and_loaded(tmp_path: Path) -> None:

@@ -172,9 +172,8 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
         imported += 1
         report.add("entries")
         report.add("new_shape" if entry.is_full_shape else "old_shape")
-        report.add("profiles", packet.performance_profile is not None)
-        report.tally("families", entry.family or "(no family tag)")
-        report.tally("validity", "valid" if entry.valid else "invalid")
+        report.add("profiles", int(packet.performance_profile is not None))
+        report.tally("outcome_validity", "valid" if entry.valid else "invalid")
     if imported:
         report.add("episodes")
 

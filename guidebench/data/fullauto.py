@@ -199,14 +199,14 @@ def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: t
     before = ctx.report.count(quarantined)
     readable = 0
     for line, obj in ctx.json_lines(file, side_counter=quarantined, desc=file.name):
-        readable += 1
         try:
             item = model.model_validate(obj)
         except ValidationError as exc:
-            ctx.side_problem(f"{counter}_quarantined", file, line.number, validation_error_text(exc), line.raw)
+            ctx.side_problem(quarantined, file, line.number, validation_error_text(exc), line.raw)
             continue
+        readable += 1
         spool.append(item.run_id, json.dumps([line.number, item.model_dump(mode="json")], ensure_ascii=False))
-    # every non-blank line of the side file, readable or not
+    # every non-blank line of the side file: usable + quarantined
     ctx.report.add(f"{counter}_lines", readable + ctx.report.count(quarantined) - before)
 
 
@@ -218,7 +218,8 @@ def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[
         return []
     ctx.report.add("runs_with_events")
     events = []
-    for line, obj in ctx.json_lines(path, side_counter="events_quarantined", desc="events"):
+    # events are only read for labeling, never stored: no redaction needed, no bar per file
+    for line, obj in ctx.json_lines(path, side_counter="events_quarantined", redact=False):
         try:
             events.append(RunEvent.model_validate(obj))
         except ValidationError as exc:

@@ -162,10 +162,10 @@ class Quarantine:
         self._redactor = redactor
         self._handle = open(self.path, "w", encoding="utf-8")
 
-    def add(self, source: str, line: int, error: str, raw: str) -> None:
-        """Quarantine one line (its raw text is redacted first)."""
+    def add(self, source: str, line: int, error: str, raw: str, count_redactions: bool = True) -> None:
+        """Quarantine one line (its raw text is redacted first; counted unless the line was counted already)."""
         if self._redactor is not None:
-            raw = self._redactor.text(raw)
+            raw = (self._redactor if count_redactions else Redactor()).text(raw)
         entry = {"source": source, "line": line, "error": error, "raw": raw}
         self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self.count += 1

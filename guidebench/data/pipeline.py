@@ -17,7 +17,7 @@ from ..errors import GuidebenchError
 from .card import write_card
 from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
 from .redact import Redactor
-from .registry import IMPORTERS, ImportContext
+from .registry import IMPORTERS, ImportContext, parse_row_line
 from .spool import GroupedSpool
 
 REPORT_FILE = "import_report.json"
@@ -36,7 +36,7 @@ class NothingImportedError(GuidebenchError):
 def _rows(spool: GroupedSpool, groups: list[str], labels: Counter) -> Iterator[DatasetRow]:
     for group in groups:
         for line in spool.read_group(group):
-            record_id, group_id, label, record = json.loads(line)
+            record_id, group_id, label, record = parse_row_line(line)
             labels[label or "(none)"] += 1
             yield DatasetRow(record_id, group_id, label, record)
 

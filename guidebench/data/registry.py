@@ -45,6 +45,8 @@ class ImportContext:
     options: dict[str, Any] = field(default_factory=dict)
     progress: Optional[bool] = None
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    # (file, line) whose parsed object was redacted and counted: quarantining it must not count again
+    _counted: Optional[tuple[Path, int]] = None
 
     def display(self, file: Path) -> str:
         """How a file is named in quarantine entries and messages: as reached from the user's path."""
@@ -60,12 +62,14 @@ class ImportContext:
 
     def reject(self, source: Path, line: PhysicalLine, error: str) -> None:
         """Quarantine a primary log line (one that counts in `read`)."""
-        self.quarantine.add(self.display(source), line.number, error, line.raw)
+        self.quarantine.add(self.display(source), line.number, error, line.raw,
+                            count_redactions=self._counted != (source, line.number))
         self.report.add("quarantined")
 
     def side_problem(self, counter: str, source: Path, line_number: int, error: str, raw: str) -> None:
         """Record an unusable line of a side file (raw, run, events, labels): side quarantine + counter."""
-        self.side_quarantine.add(self.display(source), line_number, error, raw)
+        self.side_quarantine.add(self.display(source), line_number, error, raw,
+                                 count_redactions=self._counted != (source, line_number))
         self.report.add(counter)
         self.report.add("side_quarantined")
         self.report.note(f"{self.display(source)}:{line_number}: {error}")
@@ -81,17 +85,21 @@ class ImportContext:
         disable = None if self.progress is None else not self.progress
         return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=disable, leave=False)
 
-    def json_lines(self, file: Path, side_counter: Optional[str] = None,
-                   desc: Optional[str] = None) -> Iterator[tuple[PhysicalLine, dict[str, Any]]]:
+    def json_lines(self, file: Path, side_counter: Optional[str] = None, desc: Optional[str] = None,
+                   redact: bool = True) -> Iterator[tuple[PhysicalLine, dict[str, Any]]]:
         """Stream the JSON objects of a JSONL file (redacted), handling blank and unreadable lines.
 
         For the primary log (`side_counter` None) lines count in `read`/`blank_lines` and bad
         ones are quarantined; for a side file they count in `<side_counter>` on failure only.
+        Secrets are counted once per line, whether the line is later imported or quarantined.
+        `redact=False` is only for side files whose content is never stored (e.g. events);
+        `desc=None` on a side file shows no progress bar (there may be thousands of small files).
         """
         primary = side_counter is None
         digest = hashlib.sha256() if primary else None
         size = file.stat().st_size
-        with self.bar(size, desc or file.name) as progress:
+        quiet = not primary and desc is None
+        with (_NO_BAR if quiet else self.bar(size, desc or file.name)) as progress:
             for line in read_lines(file, self.max_line_bytes, digest):
                 progress.update(line.size)
                 if line.blank:
@@ -111,13 +119,40 @@ class ImportContext:
                         self.side_problem(side_counter, file, line.number, error or "unreadable line", line.raw)
                     continue
                 # one pre-check of the whole line spares walking the strings of a clean line
-                yield line, (self.redactor.value(obj) if might_hold_secret(line.text or "") else obj)
+                if redact and might_hold_secret(line.text or ""):
+                    obj = self.redactor.value(obj)
+                    self._counted = (file, line.number)
+                yield line, obj
         if digest is not None:
             self.report.sources.append({"file": self.relative(file), "bytes": size, "sha256": digest.hexdigest()})
 
 
 def _row_line(record_id: str, group_id: str, label: str, record: str) -> str:
-    return json.dumps([record_id, group_id, label, record], ensure_ascii=False)
+    # JSON escapes tabs, so the tab after the header is the only one outside the record text
+    return json.dumps([record_id, group_id, label], ensure_ascii=False) + "\t" + record
+
+
+def parse_row_line(line: str) -> tuple[str, str, str, str]:
+    """(record_id, group_id, label, record JSON) of a spooled row."""
+    header, record = line.split("\t", 1)
+    record_id, group_id, label = json.loads(header)
+    return record_id, group_id, label, record
+
+
+class _NoBar:
+    """Stands in for a progress bar where none is shown."""
+
+    def update(self, amount: int = 1) -> None:
+        """Nothing to show."""
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_BAR = _NoBar()
 
 
 Importer = Callable[[ImportContext], None]

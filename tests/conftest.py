@@ -1,0 +1,56 @@
+"""Shared fixtures: a deterministic fake LM, a scripted LM, and the real embedded model for slow tests.
+
+- `fake_lm`: `make_lm("fake")` (rule-policy answers in the adapter's format), active via
+  `dspy.context` for the test; no cache, so every call reaches the engine.
+- `scripted_lm(outputs)`: a factory; the LM answers with the given raw completions in order
+  (then falls back to the fake answers) and is active for the rest of the test.
+- `real_lm`: the embedded Gemma 3 270M, loaded once per session, no DSPy cache. Only for tests
+  marked `@pytest.mark.slow`.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Callable, Iterator
+
+import dspy
+import pytest
+
+from evals.usage import instrument
+from guidebench.fake_lm import FAKE_MODEL_ID, FakeEngine
+from guidebench.lm import make_lm
+
+
+def _fake(script: list[str] | None = None) -> dspy.LM:
+    lm = dspy.LM(FAKE_MODEL_ID, engine=FakeEngine(script), temperature=0.2, max_tokens=512, cache=False,
+                 num_retries=0)
+    return instrument(lm)
+
+
+@pytest.fixture
+def fake_lm() -> Iterator[dspy.LM]:
+    """The deterministic fake LM, active for the test."""
+    lm = make_lm("fake", cache=False)
+    with dspy.context(lm=lm):
+        yield lm
+
+
+@pytest.fixture
+def scripted_lm() -> Iterator[Callable[[list[str]], dspy.LM]]:
+    """Factory: `scripted_lm(["raw completion", ...])` returns the LM and makes it active for the test."""
+    with ExitStack() as stack:
+
+        def factory(outputs: list[str]) -> dspy.LM:
+            lm = _fake(list(outputs))
+            stack.enter_context(dspy.context(lm=lm))
+            return lm
+
+        yield factory
+
+
+@pytest.fixture(scope="session")
+def real_lm() -> dspy.LM:
+    """The embedded model (assembled and loaded once per session), DSPy cache off."""
+    lm = make_lm("local", cache=False)
+    lm.engine.warm_up()
+    return lm
