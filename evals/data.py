@@ -14,9 +14,12 @@ Hashes: a split hash is the SHA-256 of the lines `<record_id>\\t<sha256(record J
 by record id (so it does not depend on row order and can be computed while streaming); the
 `dataset_id` is the SHA-256 of the canonical JSON of `{split: split hash}` for the three splits.
 
-Writing streams rows through `datasets.arrow_writer.ArrowWriter` into a staging folder and moves
-the finished splits into place, `dataset.json` last: memory stays flat however many records, and
-a crash leaves either the old dataset or the new one, never a mix that `load_records` accepts.
+Writing lets `datasets` lay out the folder (`save_to_disk` of empty splits), streams the rows
+with `datasets.arrow_writer.ArrowWriter` straight into each split's shard in a staging folder,
+then moves the finished splits into place, `dataset.json` last: memory stays flat however many
+records, and a crash leaves either the old dataset or the new one, never a mix that
+`load_records` accepts. `tests/test_dataset_format.py` checks that `datasets.load_from_disk`
+reads the result.
 """
 
 from __future__ import annotations
@@ -208,6 +211,39 @@ def _guidebench_version() -> str:
         return "unknown"
 
 
+def _lay_out_empty_splits(staging: Path, features: Any) -> None:
+    """Let `datasets` write the folder layout (dataset_dict.json, state.json, dataset_info.json) for empty splits."""
+    from datasets import Dataset, DatasetDict, NamedSplit
+
+    empty = {name: Dataset.from_dict({c: [] for c in COLUMNS}, features=features, split=NamedSplit(name))
+             for name in SPLITS}
+    # One shard per split: HF writes no shard at all for an empty split, which it then cannot reload.
+    DatasetDict(empty).save_to_disk(str(staging), num_shards={name: 1 for name in SPLITS})
+
+
+def _stream_split(split_dir: Path, rows: Iterable[DatasetRow], features: Any) -> tuple[str, int]:
+    """Write a split's rows straight into its shard file; returns (split hash, rows)."""
+    from datasets.arrow_writer import ArrowWriter
+
+    (shard,) = [item["filename"] for item in json.loads((split_dir / "state.json").read_text())["_data_files"]]
+    hasher = SplitHasher()
+    pending = split_dir / f".{shard}.tmp"
+    with ArrowWriter(features=features, path=str(pending)) as writer:
+        for row in rows:
+            hasher.add(row.record_id, row.record)
+            writer.write(row.as_dict())
+        writer.finalize()
+    digest = hasher.hexdigest()
+    if len(hasher):  # an empty Arrow stream does not load back: keep the empty shard HF wrote
+        os.replace(pending, split_dir / shard)
+        state = json.loads((split_dir / "state.json").read_text())
+        state["_fingerprint"] = digest[:16]  # HF keys its caches by fingerprint: make it follow the content
+        (split_dir / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    else:
+        pending.unlink()
+    return digest, len(hasher)
+
+
 def write_dataset(
     directory: str | os.PathLike,
     kind: str,
@@ -216,8 +252,6 @@ def write_dataset(
 ) -> str:
     """Stream rows into the dataset folder (splits missing from `rows` are empty); returns the dataset id."""
     import datasets
-    from datasets import Dataset, DatasetDict, NamedSplit
-    from datasets.arrow_writer import ArrowWriter
 
     if kind not in KINDS:
         raise ValueError(f"unknown dataset kind {kind!r}; kinds are {sorted(KINDS)}")
@@ -231,25 +265,13 @@ def write_dataset(
     bars_were_on = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # our callers show their own progress; HF's bars are noise here
     try:
+        # Rows go straight from the caller's iterators into the shard files: no copy through
+        # a memory map (which `save_to_disk` would make), so memory stays flat.
+        _lay_out_empty_splits(staging / "dd", features)
         hashes: dict[str, str] = {}
         sizes: dict[str, int] = {}
-        parts: dict[str, Any] = {}
         for name in SPLITS:
-            hasher = SplitHasher()
-            arrow_path = staging / f"{name}.arrow"
-            with ArrowWriter(features=features, path=str(arrow_path)) as writer:
-                for row in rows.get(name, ()):
-                    hasher.add(row.record_id, row.record)
-                    writer.write(row.as_dict())
-                writer.finalize()
-            hashes[name], sizes[name] = hasher.hexdigest(), len(hasher)
-            if sizes[name]:
-                parts[name] = Dataset.from_file(str(arrow_path), split=NamedSplit(name))
-            else:  # an empty Arrow stream cannot be memory-mapped back; build the empty split in memory
-                parts[name] = Dataset.from_dict({c: [] for c in COLUMNS}, features=features, split=NamedSplit(name))
-        # One shard per split: HF writes no shard at all for an empty split, which it then cannot reload.
-        DatasetDict(parts).save_to_disk(str(staging / "dd"), num_shards={name: 1 for name in SPLITS})
-        del parts
+            hashes[name], sizes[name] = _stream_split(staging / "dd" / name, rows.get(name, ()), features)
         dataset_id = dataset_id_of(hashes)
         info = {
             "kind": kind,

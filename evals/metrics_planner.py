@@ -19,10 +19,12 @@ Per record (one packet, one directive):
 - `parse_failure_rate`, `error_rate`: unparseable output; the program raised.
 
 Objective (what optimizers maximise), per record:
-    objective = 0 when the directive is not schema-valid, the output failed to parse or the program raised;
+    objective = 0 when the directive is not schema-valid, the output failed to parse, the program raised,
+                or its family is blocked (the loop runner rejects such a directive: formats.md §2.2);
     else 0.4 * pivot_compliance + 0.5 * improvement_ratio + 0.1 * effect_calibration.
-Always planning the same family loses both the pivot share and the improvement share whenever
-that family is blocked or no longer pays.
+Always planning the same family loses everything whenever that family is blocked and the pivot share
+whenever a pivot is due, so it scores below the same planner that follows the protocol (see
+tests/test_metrics_planner.py).
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
     need = pivot_requirement(outcome.packet)
     family = _family(outcome.directive)
     valid = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None
+    allowed = family is not None and family in need.allowed
     scores: dict[str, float] = {
         "schema_validity": float(valid),
         "parse_failure_rate": float(bool(outcome.parse_errors)),
@@ -234,7 +237,7 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
             err = abs(predicted - gain)
             scores["effect_abs_error"] = err
             scores["effect_calibration"] = max(0.0, 1.0 - err / max(EFFECT_SCALE_FLOOR, gain))
-    if not valid:
+    if not valid or not allowed:
         scores["objective"] = 0.0
     else:
         parts = {name: scores[name] for name in WEIGHTS}

@@ -144,6 +144,11 @@ def build_hub(manifest: FrozenManifest, program_state: dict[str, Any], *, create
     """The CompiledModuleManifest (with its compiled_id) and the hub file of a frozen module."""
     demos = _hub_demos(manifest, program_state)
     instruction = main_instruction(manifest, program_state)
+    if eval_history is None and manifest.scorecard:
+        # The scorecard the module was exported with is its first evaluation.
+        eval_history = [{"mlflow_run_id": manifest.mlflow_run_id, "dataset_id": manifest.dataset_id,
+                         "split": manifest.split, "split_hash": manifest.split_hash,
+                         "metrics": {name: m.value for name, m in manifest.scorecard.items()}}]
     compiled = CompiledModuleManifest(
         signature_name=manifest.signature_name,
         optimizer=manifest.optimizer,

@@ -117,19 +117,30 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None) -> Expor
                         lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None)
 
 
-def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0) -> dict[str, MetricInterval]:
-    """Metric intervals from flat MLflow metrics (`<name>`, `<name>_ci_low`, `<name>_ci_high`)."""
+def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0, prefix: str = "") -> dict[str, MetricInterval]:
+    """Metric intervals from flat MLflow metrics (`<prefix><name>`, `..._ci_low`, `..._ci_high`)."""
     card: dict[str, MetricInterval] = {}
-    for name, value in metrics.items():
-        if name.endswith("_ci_low") or name.endswith("_ci_high"):
+    for key, value in metrics.items():
+        if not key.startswith(prefix) or key.endswith(("_ci_low", "_ci_high")) or "_diff" in key:
             continue
-        card[name] = MetricInterval(value=value, ci_low=metrics.get(f"{name}_ci_low"),
-                                    ci_high=metrics.get(f"{name}_ci_high"), n=n)
+        name = key[len(prefix):]
+        if prefix == "" and "." in name:
+            continue  # another split's metric (`dev.objective`) or a namespaced counter
+        card[name] = MetricInterval(value=value, ci_low=metrics.get(f"{key}_ci_low"),
+                                    ci_high=metrics.get(f"{key}_ci_high"), n=n)
     return card
 
 
+def _int_param(params: Mapping[str, str], *keys: str) -> int:
+    return next((int(params[k]) for k in keys if str(params.get(k, "")).isdigit()), 0)
+
+
 def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSource:
-    """An export source from an MLflow run: its program, state artifact, data and metrics."""
+    """An export source from an MLflow run: its program, state artifact, data and metrics.
+
+    A compile run logs each split's metrics as `<split>.<metric>`: the test split is the scorecard
+    (else dev); an eval run logs its one split's metrics unprefixed.
+    """
     from mlflow.tracking import MlflowClient
 
     from . import tracking
@@ -139,15 +150,19 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
     variant = from_mlflow_run(run_id, tracking_uri=uri)
     source = source_from_registry(variant.manifest.entry, variant.state_path)
     run = MlflowClient(tracking_uri=uri).get_run(run_id)
-    params = run.data.params
-    n = next((int(params[k]) for k in ("n_records", "n") if str(params.get(k, "")).isdigit()), 0)
-    source.optimizer = params.get("optimizer") or params.get("recipe") or "unknown"
+    params, metrics = run.data.params, run.data.metrics
+    split = next((name for name in ("test", "dev") if f"{name}.objective" in metrics), None)
+    if split is not None:
+        source.scorecard = scorecard_from_metrics(metrics, _int_param(params, f"n_{split}", f"n_labeled.{split}"),
+                                                  prefix=f"{split}.")
+        source.split, source.split_hash = split, params.get(f"split_hash.{split}") or None
+    else:
+        source.scorecard = scorecard_from_metrics(metrics, _int_param(params, "n_records", "n"))
+        source.split, source.split_hash = params.get("split") or None, params.get("split_hash") or None
+    source.optimizer = params.get("optimizer_class") or params.get("optimizer") or "unknown"
     source.mlflow_run_id = run_id
     source.dataset_id = params.get("dataset_id") or None
-    source.split = params.get("split") or None
-    source.split_hash = params.get("split_hash") or None
-    source.trainset_id = params.get("trainset_id") or params.get("train_hash") or None
-    source.scorecard = scorecard_from_metrics(run.data.metrics, n)
+    source.trainset_id = params.get("split_hash.train") or params.get("trainset_id") or None
     source.lm_model = params.get("lm") or source.lm_model
     return source
 

@@ -44,6 +44,7 @@ from .packages import SplitRef, Variant
 from .pareto import pareto_front
 
 RANKING_METRIC = "objective"
+SUITE_KIND = {"full_auto": "full_auto", "fullauto": "full_auto", "planner": "planner", "experiments": "planner"}
 COST_AXES: tuple[str, ...] = ("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens")
 
 
@@ -102,12 +103,14 @@ def load_split(data: Path, split: str = "test") -> FrozenSplit:
                        notes=[f"{data}: {loaded.source}"] + list(loaded.notes))
 
 
-def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] = None) -> SplitRef:
+def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] = None,
+                     record_ids: Optional[Sequence[str]] = None) -> SplitRef:
     """The one split all results share; raises SplitMismatchError naming the first result that differs."""
     if not scored:
         raise GuidebenchError("no scored variants to rank")
     reference = board or scored[0].split
-    reference_ids = sorted(row["record_id"] for row in scored[0].result.rows)
+    reference_ids = sorted(record_ids if record_ids is not None else
+                           (row["record_id"] for row in scored[0].result.rows))
     for item in scored:
         if not item.split.same_as(reference):
             raise SplitMismatchError(
@@ -131,10 +134,11 @@ def check_compatible(variant: Variant, split: FrozenSplit) -> None:
     if variant.kind != split.kind:
         raise GuidebenchError(f"variant {variant.label!r} ({variant.origin}) is a {variant.kind} program; "
                               f"the records at {split.data_dir} need {split.kind} programs")
-    suites = variant.manifest.evals
+    # Suites name a program kind or a dataset kind; other entries (free text) do not restrict the board.
+    suites = {SUITE_KIND[name] for name in variant.manifest.evals if name in SUITE_KIND}
     if suites and split.kind not in suites:
-        raise GuidebenchError(f"variant {variant.label!r} declares evals {suites}; it is not meant to be "
-                              f"judged on {split.kind} data")
+        raise GuidebenchError(f"variant {variant.label!r} declares evals {variant.manifest.evals}; it is not "
+                              f"meant to be judged on {split.kind} data")
 
 
 def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, progress: bool = False,
@@ -277,7 +281,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     """Rank scored variants on one frozen split into a board (refusing results from any other split)."""
     if cost_axis not in COST_AXES:
         raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
-    check_same_split(scored, split.ref)
+    check_same_split(scored, split.ref, split.record_ids)
     ranked = rank(scored, cost_axis)
     champ, rule = choose_champion(ranked, champion)
     costs = [cost_of(item.result) for item in ranked]
@@ -315,13 +319,20 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
                     champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
                     n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
+                    results: Sequence[ScoredVariant] = (),
                     on_scored: Optional[Callable[[ScoredVariant], None]] = None,
                     ) -> tuple[Leaderboard, list[ScoredVariant]]:
-    """Load and verify the split, score every variant on it and assemble the board."""
+    """Load and verify the split, score every variant on it, admit earlier results of the same split, rank."""
     started = time.perf_counter()
     frozen = load_split(data_dir, split)
+    for item in results:
+        check_compatible(item.variant, frozen)
+    # Earlier results are checked before any replay: a refused one should not cost LM calls first.
+    if results:
+        check_same_split(results, frozen.ref, frozen.record_ids)
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
                             seed=seed, on_scored=on_scored)
+    scored += list(results)
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
                               seed=seed, lm=lm, command=command)
     board.notes.append(f"Scored {len(scored)} variants in {time.perf_counter() - started:.1f} s.")

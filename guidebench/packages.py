@@ -63,7 +63,9 @@ class PackageManifest(BaseModel):
     version: str = Field(description="semantic version X.Y.Z")
     entry: str = Field(description="program registry name the state loads into")
     compatible_with: str = Field(default="", description="input contract, e.g. GuidanceInputs@v1")
-    evals: list[str] = Field(default_factory=list, description="eval suites the package is judged by")
+    evals: list[str] = Field(default_factory=list,
+                             description="eval suites the package is judged by: full_auto (fullauto) or planner "
+                                         "(experiments); a board of another kind refuses the package")
     tags: list[str] = Field(default_factory=list)
     description: str = ""
     expected_metrics: dict[str, float] = Field(default_factory=dict,
@@ -161,13 +163,14 @@ def load_state_file(program: Any, path: Path, label: str) -> Any:
                               f"{type(exc).__name__}: {exc}") from exc
 
 
-def _contract_for(entry: str) -> str:
+def contract_for(entry: str) -> str:
+    """The input contract a registry program consumes (`GuidanceInputs@v1` or `AdvisorPacket@v1`)."""
     import programs
 
     return COMPATIBILITY.get(programs.spec(entry).kind, "")
 
 
-def _check_entry(entry: str, where: str) -> str:
+def canonical_entry(entry: str, where: str) -> str:
     """The canonical registry name of an entry (aliases resolved); a clear error when unknown."""
     import programs
 
@@ -189,9 +192,9 @@ def from_registry(names: Iterable[str]) -> list[Variant]:
         name = name.strip()
         if not name:
             continue
-        entry = _check_entry(name, "--programs")
+        entry = canonical_entry(name, "--programs")
         manifest = PackageManifest(name=name, version=__version__, entry=entry,
-                                   compatible_with=_contract_for(entry), tags=["registry"])
+                                   compatible_with=contract_for(entry), tags=["registry"])
         variants.append(Variant(label=name, manifest=manifest, origin=f"registry:{name}"))
     return variants
 
@@ -229,8 +232,8 @@ def from_package_folder(folder: Path) -> Variant:
     """A variant from one package folder (`package.json` plus its state file)."""
     manifest_path = folder / PACKAGE_FILE
     manifest = read_manifest(manifest_path)
-    manifest = manifest.model_copy(update={"entry": _check_entry(manifest.entry, f"{manifest_path}: field entry")})
-    expected = _contract_for(manifest.entry)
+    manifest = manifest.model_copy(update={"entry": canonical_entry(manifest.entry, f"{manifest_path}: field entry")})
+    expected = contract_for(manifest.entry)
     if manifest.compatible_with and expected and manifest.compatible_with != expected:
         raise GuidebenchError(f"{manifest_path}: field compatible_with: {manifest.compatible_with!r} does not "
                               f"match program {manifest.entry!r}, which takes {expected}")
@@ -264,7 +267,7 @@ def from_export_folder(folder: Path) -> Variant:
         frozen = verify_frozen(folder)
     except FrozenModuleError as exc:
         raise GuidebenchError(f"{folder}: refused by the runtime loader: {exc}") from exc
-    entry = _check_entry(frozen.entry, f"{folder / EXPORT_MANIFEST}: field entry")
+    entry = canonical_entry(frozen.entry, f"{folder / EXPORT_MANIFEST}: field entry")
     split = None
     if frozen.dataset_id and frozen.split and frozen.split_hash:
         split = SplitRef(dataset_id=frozen.dataset_id, split=frozen.split, split_hash=frozen.split_hash)
@@ -370,7 +373,7 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     artifact = _state_artifact(client, run.info.run_id)
     if artifact is None:
         return None
-    entry = _check_entry(entry, f"MLflow run {run.info.run_id}: param program")
+    entry = canonical_entry(entry, f"MLflow run {run.info.run_id}: param program")
     target = Path(cache_dir or tempfile.mkdtemp(prefix="guidebench-mlflow-")) / run.info.run_id
     target.mkdir(parents=True, exist_ok=True)
     local = Path(client.download_artifacts(run.info.run_id, artifact, str(target)))
@@ -381,7 +384,7 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     expected, expected_on = _run_claims(run)
     manifest = PackageManifest(
         name=name or entry, version=f"0.0.0+{run.info.run_id[:8]}", entry=entry,
-        compatible_with=_contract_for(entry), tags=[t for t in ("mlflow", optimizer) if t],
+        compatible_with=contract_for(entry), tags=[t for t in ("mlflow", optimizer) if t],
         description=f"MLflow run {run.info.run_id}", state=local.name, expected_metrics=expected,
         expected_on=expected_on)
     return Variant(label=f"{manifest.name}#{run.info.run_id[:8]}", manifest=manifest,
@@ -447,14 +450,14 @@ def from_mlflow_experiment(experiment: str, tracking_uri: Optional[str] = None,
 
 def resolve_variants(programs: Sequence[str] = (), packages: Sequence[Path] = (),
                      mlflow_experiment: Optional[str] = None, tracking_uri: Optional[str] = None,
-                     cache_dir: Optional[Path] = None) -> list[Variant]:
+                     cache_dir: Optional[Path] = None, required: bool = True) -> list[Variant]:
     """Every requested variant, in order: registry names, package paths, MLflow runs; labels unique."""
     variants = from_registry(programs)
     for path in packages:
         variants.extend(from_path(Path(path)))
     if mlflow_experiment:
         variants.extend(from_mlflow_experiment(mlflow_experiment, tracking_uri, cache_dir))
-    if not variants:
+    if required and not variants:
         raise GuidebenchError("no variants to rank: give --programs, --packages or --from-mlflow")
     return unique_labels(variants)
 

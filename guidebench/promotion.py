@@ -8,7 +8,9 @@ replaced version becomes `previous`). `rollback_module` restores `previous`.
 
 Every attempt — refused, rejected, staged, promoted, rolled back — is appended to the promotion
 ledger (`<GUIDEBENCH_HOME>/promotions.jsonl`, one `PromotionRecord` per line, rewritten atomically
-under a lock) and logged as a run of the MLflow experiment `guidebench-promotions`.
+under a lock) and logged as a run of the MLflow experiment `guidebench-promotions`. The export
+folder itself never changes (its checksums are its identity, `folder_digest`): a module's state
+lives in the ledger and in its registry version's `promotion_state` tag.
 """
 
 from __future__ import annotations

@@ -47,3 +47,24 @@ def make_dataset(directory: Path, *, train: int = 12, dev: int = 6, test: int = 
     save_dataset(directory, "fullauto", {"train": decision_records(train), "dev": decision_records(dev, 100),
                                          "test": decision_records(test, 200)})
     return directory
+
+
+_STORE_TEMPLATE: list[Path] = []
+
+
+def tracking_uri(directory: Path) -> str:
+    """A fresh MLflow SQLite store in directory (copied from a migrated template: creating the schema
+    takes MLflow ~15 s, once per test session)."""
+    import shutil
+    import tempfile
+
+    import mlflow
+
+    if not _STORE_TEMPLATE:
+        template = Path(tempfile.mkdtemp(prefix="mlflow-template-")) / "mlflow.db"
+        mlflow.MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()
+        _STORE_TEMPLATE.append(template)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "mlflow.db"
+    shutil.copyfile(_STORE_TEMPLATE[0], target)
+    return f"sqlite:///{target}"

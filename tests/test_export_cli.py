@@ -142,7 +142,30 @@ def test_export_from_an_mlflow_run(tmp_path: Path, capsys):
     assert dsrs["scorecard"]["proxy_metrics"] == {"parse_failure_rate": 0.05, "guardrail_override_rate": 0.2}
     assert dsrs["scorecard"]["p_fail"] == 0.05 and dsrs["scorecard"]["rollouts"] == 40
     assert dsrs["scorecard"]["median_score"] == 0.71
+    assert dsrs["eval_history"] == [{"mlflow_run_id": run.info.run_id, "dataset_id": "d" * 64, "split": "dev",
+                                     "split_hash": "h" * 64, "metrics": {"objective": 0.71, "parse_failure_rate": 0.05,
+                                                                         "guardrail_override_rate": 0.2}}]
     load_frozen(out)
+
+    # A compile run: metrics per split (`test.objective`), the optimizer's class, the train split hash.
+    with mlflow.start_run(experiment_id=experiment) as compile_run:
+        mlflow.log_params({"program": "full_auto.predict", "dataset_id": "d" * 64, "split": "train+dev",
+                           "split_hash": "t" * 64, "split_hash.train": "t" * 64, "split_hash.test": "s" * 64,
+                           "optimizer": "bootstrap_fewshot", "optimizer_class": "BootstrapFewShot", "n_test": "30",
+                           "lm": "local"})
+        mlflow.log_metrics({"dev.objective": 0.9, "test.objective": 0.66, "test.objective_ci_low": 0.5,
+                            "test.objective_ci_high": 0.8, "test.parse_failure_rate": 0.1, "score": 0.93,
+                            "test.objective_diff": 0.1})
+        mlflow.log_artifact(str(state))
+    out = tmp_path / "C"
+    assert run_cli(capsys, "export", compile_run.info.run_id, "--tracking-uri", uri, "--name", "C",
+                   "--version", "1.0.0", "--out", str(out))[0] == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["scorecard"] == {"objective": {"value": 0.66, "ci_low": 0.5, "ci_high": 0.8, "n": 30},
+                                     "parse_failure_rate": {"value": 0.1, "ci_low": None, "ci_high": None, "n": 30}}
+    assert (manifest["split"], manifest["split_hash"], manifest["optimizer"]) == ("test", "s" * 64, "BootstrapFewShot")
+    dsrs = json.loads((out / "dsrs" / "manifest.json").read_text())
+    assert dsrs["trainset_id"] == "t" * 64 and dsrs["optimizer"] == "BootstrapFewShot"
 
 
 def test_no_endpoint_key_or_secret_is_exported(tmp_path: Path, monkeypatch):

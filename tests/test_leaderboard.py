@@ -335,3 +335,27 @@ def test_logged_and_rule_on_an_imported_real_format_log(tmp_path, capsys):
     challenger = next(row for row in board["rows"] if not row["champion"])
     assert {"diff", "ci_low", "ci_high", "p_value"} <= set(challenger["comparison"])
     assert (out / MARKDOWN_FILE).is_file() and (out / HTML_FILE).is_file()
+
+
+def test_earlier_eval_results_join_only_a_board_of_their_own_split(dataset, tmp_path, capsys):
+    from guidebench.evaluation import evaluate
+
+    evaluate("test.flaky", dataset, split="test", out_dir=tmp_path / "flaky-test", track=False, progress=False)
+    evaluate("rule", dataset, split="dev", out_dir=tmp_path / "rule-dev", track=False, progress=False)
+    out = tmp_path / "board"
+    code = main(["leaderboard", "--data", str(dataset), "--programs", "logged,test.flaky", "--results",
+                 str(tmp_path / "flaky-test"), "--out", str(out), "--no-track", "--resamples", "200"])
+    assert code == 0, capsys.readouterr().err
+    rows = {row["name"]: row for row in json.loads((out / JSON_FILE).read_text())["rows"]}
+    replayed, admitted = rows["test.flaky"], rows["test.flaky [results]"]
+    assert admitted["source"] == f"results:{tmp_path / 'flaky-test'}"
+    # The stored rows give exactly the numbers of a replay on the spot, errors included (latency aside).
+    quality = [name for name in replayed["metrics"] if name != "latency_s_per_decision"]
+    assert {m: admitted["metrics"][m] for m in quality} == {m: replayed["metrics"][m] for m in quality}
+    assert admitted["errors"] == replayed["errors"] > 0
+
+    code = main(["leaderboard", "--data", str(dataset), "--programs", "logged", "--results",
+                 str(tmp_path / "rule-dev"), "--out", str(tmp_path / "refused"), "--no-track"])
+    err = capsys.readouterr().err
+    assert code == 2 and "refusing 'full_auto.rules'" in err and "/dev" in err and "never mixed" in err
+    assert not (tmp_path / "refused").exists()

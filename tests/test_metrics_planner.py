@@ -10,6 +10,7 @@ import pytest
 import programs
 from evals import metrics_planner as mp
 from evals import sim_kernel
+from evals.stats import paired_mean_difference
 from evals.sim_experiments import entry_line, simulate_episode
 from guidebench.data.planner_packets import PacketBuilder
 from runtime import AdvisorPacket, ExperimentLogEntry, PerformanceProfile, PlannerRecord, family_constraints
@@ -175,15 +176,37 @@ def test_dspy_metrics_on_planner_examples_match_replay_scores():
     assert result.score == pytest.approx(expected) and isinstance(result.feedback, str) and result.feedback
 
 
-def test_rules_planner_beats_a_planner_that_never_pivots():
+def stubborn(record: PlannerRecord) -> dict:
+    """Always reschedule, whatever the protocol says."""
+    return directive(SCHEDULE)
+
+
+def compliant(record: PlannerRecord) -> dict:
+    """Reschedule too, but leave the family when it is blocked or a pivot is due (the protocol)."""
+    need = mp.pivot_requirement(record.packet)
+    if SCHEDULE in need.allowed and not (need.required and (need.current_family == SCHEDULE or need.near_bound)):
+        return directive(SCHEDULE)
+    return next(directive(f) for f in (REDUCE, BREAK) if f in need.allowed and f != need.current_family)
+
+
+def test_following_the_pivot_protocol_raises_the_objective():
+    records = [r for index in range(6) for r in episode_records(11, index)]
+    score = lambda policy: [mp.score_outcome(mp.outcome_of(r, dspy.Prediction(directive=policy(r), parse_errors=[])))
+                            for r in records]  # noqa: E731
+    mean = lambda rows, name: sum(s[name] for s in rows) / len(rows)  # noqa: E731
+    never, always = score(stubborn), score(compliant)
+    assert mean(always, "pivot_compliance") == 1.0 > mean(never, "pivot_compliance")
+    assert any(s["objective"] == 0.0 and s["pivot_compliance"] == 0.0 for s in never)  # blocked: rejected
+    assert mean(always, "objective") > mean(never, "objective")
+    paired = paired_mean_difference([s["objective"] for s in always], [s["objective"] for s in never])
+    assert paired.ci_low > 0
+
+
+def test_rules_planner_always_complies_and_aggregates_with_intervals():
     records = [r for index in range(3) for r in episode_records(11, index)]
     rules = programs.get("planner.rules")
-    stubborn = [mp.score_outcome(mp.outcome_of(r, dspy.Prediction(directive=directive(SCHEDULE), parse_errors=[])))
-                for r in records]
-    ruled = [mp.score_outcome(mp.outcome_of(r, rules(**programs.planner_inputs(r.packet)))) for r in records]
-    mean = lambda rows, name: sum(s[name] for s in rows) / len(rows)  # noqa: E731
-    assert mean(ruled, "pivot_compliance") > mean(stubborn, "pivot_compliance")
-    assert mean(ruled, "objective") > mean(stubborn, "objective")
-    aggregate = mp.aggregate([{"scores": s} for s in ruled])
+    rows = [mp.score_outcome(mp.outcome_of(r, rules(**programs.planner_inputs(r.packet)))) for r in records]
+    assert all(s["schema_validity"] == 1.0 and s["pivot_compliance"] == 1.0 for s in rows)
+    aggregate = mp.aggregate([{"scores": s} for s in rows])
     assert set(aggregate) == set(mp.METRIC_NAMES)
-    assert all(v.ci_low is not None for v in aggregate.values())
+    assert all(v.ci_low is not None and v.ci_low <= v.value <= v.ci_high for v in aggregate.values())

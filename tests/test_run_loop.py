@@ -131,11 +131,13 @@ def test_real_embedded_model_end_to_end(tmp_path: Path, capsys):
     """Export the original program, drive a simulated run with the local Gemma model, import the logs."""
     module = export_program("full_auto.predict", tmp_path / "gemma", name="gemma").path
     logs = tmp_path / "logs"
+    # One turn per run keeps this to a single model call (each prompt is ~2.3k tokens with the seed demos).
     code, out, err = run_cli(capsys, "run-loop", "--module", str(module), "--runs", "1", "--seed", "5",
-                             "--out", str(logs), "--lm", "local", "--max-turns", "4")
+                             "--out", str(logs), "--lm", "local", "--max-turns", "1")
     assert code == 0, err
     decisions = check_logs(logs, "gemma@0.1.0")
-    assert decisions[0].model.startswith("gemma@0.1.0:local/") and len(decisions) <= 5
+    assert decisions[0].model.startswith("gemma@0.1.0:local/") and len(decisions) == 1
+    assert decisions[0].guardrail.rule == "max_turns" and decisions[0].action == "stop"
     raw = read_lines(logs / "fullauto-decisions-raw.jsonl", RawDecisionLogLine)
     # The model answered in the signature's format, or its failure was logged and paused safely.
     for line, decision in zip(raw, decisions):

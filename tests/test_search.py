@@ -15,7 +15,7 @@ import programs
 from evals import metrics_fullauto
 from guidebench.cli import main
 from guidebench.lm import make_lm
-from optimizer_support import decision_examples, make_dataset
+from optimizer_support import decision_examples, make_dataset, tracking_uri
 from optimizers.search import SearchConfig, SearchSpace, open_study, run_search, score_in_minibatches, suggest
 
 TRAIN = decision_examples(8)
@@ -114,7 +114,7 @@ def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fa
 def test_search_cli_logs_a_nested_mlflow_run_per_trial_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     data = make_dataset(tmp_path / "data", train=8, dev=4, test=2)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = tracking_uri(tmp_path)
     args = ["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
             "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "1:3",
             "--tracking-uri", uri, "--out", str(tmp_path / "out")]
@@ -145,7 +145,7 @@ def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, ca
     data = make_dataset(tmp_path / "data", train=6, dev=2, test=1)
     code = main(["search", "--program-family", "full_auto", "--data", str(data), "--trials", "1", "--lm", "local",
                  "--programs", "full_auto.predict", "--optimizers", "knn_fewshot", "--demos", "2:2",
-                 "--temperature", "0.2:0.2", "--no-progress", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"])
+                 "--temperature", "0.2:0.2", "--no-progress", "--tracking-uri", tracking_uri(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
     assert "ran 1 trial(s) now" in out and "best: trial 0" in out

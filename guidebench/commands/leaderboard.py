@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `leaderboard` subcommand."""
     parser = subparsers.add_parser(
         "leaderboard", help="rank program variants on one frozen split",
-        description="Score every variant (registry programs, package folders, exported modules, MLflow runs) on "
+        description="Score every variant (registry programs, package folders, exported modules, MLflow runs, "
+                    "earlier eval results of the same split) on "
                     "the identical frozen split, rank them by objective with 95%% intervals, compare each with "
                     "the champion (paired test), add cost per 1,000 decisions and the Pareto front, and write "
                     "OUT/leaderboard.json, .md, .html and PNG plots (also logged to MLflow).")
@@ -26,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="registry program names, comma-separated (e.g. logged,rule)")
     parser.add_argument("--packages", nargs="+", action="extend", default=[], type=Path, metavar="PATH",
                         help="package folders, exported module folders, or folders of them")
+    parser.add_argument("--results", nargs="+", action="extend", default=[], type=Path, metavar="EVAL_OUT",
+                        help="`guidebench eval --out` folders to rank without replaying them; refused unless "
+                             "they were scored on this board's split")
     parser.add_argument("--from-mlflow", default=None, metavar="EXPERIMENT",
                         help="every finished run of this MLflow experiment (name or id) with a program state artifact")
     parser.add_argument("--champion", default=None, metavar="NAME",
@@ -71,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     """Resolve the variants, score them on the split, write and track the board, print the ranking."""
     from ..leaderboard import run_leaderboard
     from ..leaderboard_render import write_reports
-    from ..packages import resolve_variants
+    from ..leaderboard_results import load_eval_result
+    from ..packages import resolve_variants, unique_labels
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
@@ -85,14 +90,16 @@ def run(args: argparse.Namespace) -> int:
         from .. import tracking
 
         tracking_uri = tracking.configure(args.tracking_uri)
-    variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri)
+    variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri, required=not args.results)
+    results = [load_eval_result(path, n_resamples=args.resamples, seed=args.seed) for path in args.results]
+    unique_labels(variants + [item.variant for item in results])
     lm = "none"
     if any(variant.uses_lm for variant in variants):
         lm = args.lm or "local"
         _configure_lm(lm, args.no_cache)
     board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
                                     champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
-                                    n_resamples=args.resamples, seed=args.seed, lm=lm,
+                                    n_resamples=args.resamples, seed=args.seed, lm=lm, results=results,
                                     command=command_line(["leaderboard", *_argv_of(args)]))
     out = args.out
     if args.no_track:
@@ -118,6 +125,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         argv += ["--programs", args.programs]
     if args.packages:
         argv += ["--packages", *map(str, args.packages)]
+    if args.results:
+        argv += ["--results", *map(str, args.results)]
     if args.from_mlflow:
         argv += ["--from-mlflow", args.from_mlflow]
     if args.champion:

@@ -180,6 +180,8 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
 
 def import_experiments(ctx: ImportContext) -> None:
     """The `experiments` importer: every episode log under `ctx.path`."""
+    if not ctx.path.is_file() and not ctx.path.is_dir():
+        raise GuidebenchError(f"{ctx.path}: not a regular file or folder (give a log.jsonl or a folder of them)")
     files = episode_files(ctx.path, exclude=ctx.out)
     if not files:
         raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")

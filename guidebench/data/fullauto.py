@@ -70,8 +70,15 @@ def find_workspaces(path: Path) -> list[Workspace]:
         return [_workspace(path.parent, path)]
     if (path / DECISIONS_FILE).is_file():
         return [_workspace(path, path / DECISIONS_FILE)]
-    found = sorted(path.rglob(DECISIONS_FILE))
+    if path.exists() and not path.is_dir():
+        raise GuidebenchError(f"{path}: not a regular file or folder (give a workspace log folder or a decisions "
+                              "JSONL file)")
+    candidates = sorted(path.rglob(DECISIONS_FILE))
+    found = [file for file in candidates if file.is_file()]
     if not found:
+        folders = [file for file in candidates if file.is_dir()]
+        if folders:
+            raise GuidebenchError(f"{folders[0]}: is a directory; expected the decisions JSONL file")
         raise GuidebenchError(f"{path}: no {DECISIONS_FILE} found (give a workspace log folder or a decisions "
                               "JSONL file)")
     return [_workspace(file.parent, file) for file in found]

@@ -8,7 +8,8 @@ Line policy (also written into every import report as `line_policy`):
   `quarantined` or `duplicates` (read == imported + quarantined + duplicates); a
   whitespace-only line is quarantined as such.
 - A line that is not valid UTF-8, longer than the line limit, not strict JSON (NaN, Infinity
-  and numbers that overflow a double are rejected; so is truncated JSON), not a JSON object, or
+  and numbers that overflow a double are rejected; so is truncated JSON), not a JSON object,
+  nested deeper than 64 levels, holding text UTF-8 cannot store (an unpaired `\\ud83d` escape), or
   fails the record contract goes to the quarantine as {"source", "line", "error", "raw"}; `raw`
   is the line itself (redacted; undecodable bytes escaped as `\\xNN`; an over-long line keeps
   its first 4,096 characters and says how long it was).
@@ -21,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
@@ -33,6 +35,10 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 RAW_PREVIEW_CHARS = 4096
 MAX_ERRORS_SHOWN = 5
 MAX_NOTES = 200
+# Deeper JSON is refused at parse time: no log nests this deep, and the code after the parser
+# (redaction, validation, hashing) recurses once per level.
+MAX_JSON_DEPTH = 64
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF][0-9a-fA-F]{2}")
 LINE_POLICY = (
     "physical lines numbered from 1; fully empty lines are skipped and counted in blank_lines, not in read; "
     "every other line (whitespace-only included) is read and ends in exactly one of imported, quarantined, "
@@ -137,7 +143,41 @@ def parse_json_object(text: str) -> tuple[Optional[dict[str, Any]], Optional[str
         return None, "invalid JSON: nested too deeply"
     if not isinstance(value, dict):
         return None, f"expected a JSON object, got {type(value).__name__ if value is not None else 'null'}"
+    error = _unstorable(text, value)
+    if error is not None:
+        return None, error
     return value, None
+
+
+def _unstorable(text: str, value: Any) -> Optional[str]:
+    """Why a parsed line cannot be stored (too deep for the code after the parser, or text UTF-8 cannot
+    hold), else None. The walk is iterative and runs only when the raw text makes either possible."""
+    deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH
+    surrogates = _SURROGATE_ESCAPE.search(text) is not None
+    if not deep and not surrogates:
+        return None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                return f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+            children = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in children:
+                if surrogates and isinstance(key, str) and not _utf8(key):
+                    return "text cannot be stored as UTF-8: an object key holds an unpaired surrogate escape"
+                stack.append((child, depth + 1))
+        elif surrogates and isinstance(item, str) and not _utf8(item):
+            return "text cannot be stored as UTF-8: a string holds an unpaired surrogate escape (e.g. \\ud83d)"
+    return None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def validation_error_text(exc: ValidationError, prefix: str = "") -> str:

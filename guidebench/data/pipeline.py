@@ -74,7 +74,10 @@ def import_logs(
     target = Path(out)
     if target.exists() and not target.is_dir():
         raise GuidebenchError(f"{target}: --out must be a directory")
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GuidebenchError(f"{target}: cannot create the --out folder: {exc.strerror or exc}") from None
     report = ImportReport(kind=kind, path=str(source), out=str(target))
     redactor = Redactor()
     workdir = Path(tempfile.mkdtemp(prefix=".import-", dir=target))
@@ -86,7 +89,10 @@ def import_logs(
                                 quarantine=quarantine, side_quarantine=side_quarantine, records=records,
                                 workdir=workdir, options=dict(options), progress=progress,
                                 max_line_bytes=max_line_bytes)
-            IMPORTERS[kind](ctx)
+            try:
+                IMPORTERS[kind](ctx)
+            except OSError as exc:  # the OS would not let us read a log: name it, in one line
+                raise GuidebenchError(f"{exc.filename or source}: cannot read: {exc.strerror or exc}") from None
             quarantine.close()
             side_quarantine.close()
             report.redactions = redactor.total

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 _NOT_REDACTED = r"(?!\[REDACTED)"
 # Key names are matched case-insensitively; token shapes (sk-, ghp_, AKIA...) case-exactly.
@@ -29,40 +30,78 @@ _SECRET_KEYS = (
     r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?token|aws_secret_access_key"
     r"|[a-z0-9]+_(?:api_key|apikey|secret|secret_key|password|access_token|auth_token)"
 )
+# Words one of which every key name above contains (lower case).
+_KEY_HINTS = ("pass", "secret", "api", "access", "auth", "refresh", "private")
 
-_PATTERN = re.compile(
-    "|".join([
-        r"(?P<private_key>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*\Z))",
-        # key=value and "key": "value", also escaped inside JSON text (\"key\": \"value\"):
-        # the key (kv_key) and the quotes stay, only the value is replaced
-        rf"(?P<password>(?P<kv_key>(?<![A-Za-z0-9_])(?:\\?[\"'])?(?i:{_SECRET_KEYS})(?:\\?[\"'])?\s*[:=]\s*)"
+
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of secret: its pattern, the replacement, and a cheap test that it may be present."""
+
+    name: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...] = ()
+    case_hint: Optional[re.Pattern[str]] = None
+    keep: Callable[[re.Match[str]], tuple[str, str]] = lambda match: ("", "")  # (text kept before, after)
+    near_separator: bool = False
+
+    def may_apply(self, text: str, lowered: str) -> bool:
+        """False when the pattern certainly does not match (substring tests only)."""
+        if self.case_hint is not None:
+            return self.case_hint.search(text) is not None
+        for hint in self.hints:
+            if self.near_separator:
+                start = lowered.find(hint)
+                while start != -1:
+                    # a key is followed by ":" or "=" within a few characters
+                    window = lowered[start + len(hint):start + len(hint) + 48]
+                    if ":" in window or "=" in window:
+                        return True
+                    start = lowered.find(hint, start + 1)
+            elif hint in lowered:
+                return True
+        return False
+
+
+def _kv_keep(match: re.Match[str]) -> tuple[str, str]:
+    quote = match.group("kv_quote") or ""
+    return match.group("kv_key") + quote, quote
+
+
+_KINDS: tuple[_Kind, ...] = (
+    _Kind("private_key", re.compile(
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*\Z)", re.S),
+        hints=("private key",)),
+    # key=value and "key": "value", also escaped inside JSON text (\"key\": \"value\"):
+    # the key and the quotes stay, only the value is replaced
+    _Kind("password", re.compile(
+        rf"(?P<kv_key>(?<![A-Za-z0-9_])(?:\\?[\"'])?(?i:{_SECRET_KEYS})(?:\\?[\"'])?\s*[:=]\s*)"
         rf"(?:(?P<kv_quote>\\?[\"']){_NOT_REDACTED}[^\n]{{1,500}}?(?P=kv_quote)"
-        rf"|{_NOT_REDACTED}[^\s\"',;{{}}\]\[\\]+))",
-        rf"(?P<bearer>(?P<auth_scheme>\b(?i:bearer|basic)\s+){_NOT_REDACTED}[A-Za-z0-9._~+/=-]{{8,}})",
-        r"(?P<url_credentials>(?P<url_user>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)(?!\[REDACTED)[^\s@/]+(?=@))",
-        r"(?P<github_token>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b)",
-        r"(?P<api_key>\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35}|xox[abposr]-[A-Za-z0-9-]{10,}))",
-        r"(?P<aws_access_key>\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b)",
-        r"(?P<jwt>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
-    ]),
-    re.S,
+        rf"|{_NOT_REDACTED}[^\s\"',;{{}}\]\[\\]+)"),
+        hints=_KEY_HINTS, keep=_kv_keep, near_separator=True),
+    _Kind("bearer", re.compile(rf"(?P<scheme>\b(?i:bearer|basic)\s+){_NOT_REDACTED}[A-Za-z0-9._~+/=-]{{8,}}"),
+          hints=("bearer", "basic"), keep=lambda match: (match.group("scheme"), "")),
+    _Kind("url_credentials", re.compile(rf"(?P<user>://[^\s:/@\"\\]+:){_NOT_REDACTED}[^\s@/\"\\]+(?=@)"),
+          hints=("://",), keep=lambda match: (match.group("user"), "")),
+    _Kind("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+          hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    _Kind("api_key", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35}|xox[abposr]-[A-Za-z0-9-]{10,})"),
+          hints=("sk-", "aiza", "xox")),
+    _Kind("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"),
+          case_hint=re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA)[0-9A-Z]{16}")),
+    _Kind("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), hints=("eyj",)),
 )
-# Cheap pre-check: a text holding none of these fragments cannot match the pattern above
-# (every key name contains one of the words; every token shape has one of the prefixes).
-# Substring tests on the lower-cased text run at C speed; a regex alternation does not.
-_HINTS: tuple[str, ...] = ("pass", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
-                           "://", "sk-", "aiza", "xox", "eyj", "github_pat_")
-_GITHUB_HINT = re.compile(r"gh[pousr]_")
-_AWS_HINT = re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA)[0-9A-Z]{16}")
+_ALL_HINTS: tuple[str, ...] = tuple(hint for kind in _KINDS for hint in kind.hints)
+_AWS_HINT = _KINDS[6].case_hint
 
 
 def might_hold_secret(text: str) -> bool:
-    """False when the text certainly holds nothing to redact (a fast pre-check)."""
+    """False when the text certainly holds nothing to redact (a fast pre-check: substring tests)."""
     lowered = text.lower()
-    for hint in _HINTS:
+    for hint in _ALL_HINTS:
         if hint in lowered:
             return True
-    return _GITHUB_HINT.search(lowered) is not None or _AWS_HINT.search(text) is not None
+    return _AWS_HINT is not None and _AWS_HINT.search(text) is not None
 
 
 class Redactor:
@@ -76,24 +115,24 @@ class Redactor:
         """All redactions so far."""
         return sum(self.counts.values())
 
-    def _replace(self, match: re.Match[str]) -> str:
-        # lastgroup is the outermost named group that matched: always one of the kinds
-        kind = match.lastgroup or "secret"
-        self.counts[kind] += 1
-        if kind == "password":
-            quote = match.group("kv_quote") or ""
-            return f"{match.group('kv_key')}{quote}[REDACTED:password]{quote}"
-        if kind == "bearer":
-            return f"{match.group('auth_scheme')}[REDACTED:bearer]"
-        if kind == "url_credentials":
-            return f"{match.group('url_user')}[REDACTED:url_credentials]"
-        return f"[REDACTED:{kind}]"
-
     def text(self, value: str) -> str:
-        """The text with its secrets replaced."""
+        """The text with its secrets replaced (kinds in order; an earlier kind's match is not re-matched)."""
         if not value or not might_hold_secret(value):
             return value
-        return _PATTERN.sub(self._replace, value)
+        lowered = value.lower()
+        for kind in _KINDS:
+            if not kind.may_apply(value, lowered):
+                continue
+
+            def replace(match: re.Match[str], kind: _Kind = kind) -> str:
+                self.counts[kind.name] += 1
+                before, after = kind.keep(match)
+                return f"{before}[REDACTED:{kind.name}]{after}"
+
+            replaced = kind.pattern.sub(replace, value)
+            if replaced != value:
+                value, lowered = replaced, replaced.lower()
+        return value
 
     def value(self, value: Any) -> Any:
         """A JSON value (dict, list, str, ...) with every string in it redacted; keys are kept."""
