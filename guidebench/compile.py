@@ -39,6 +39,7 @@ DEFAULT_LM = "local"
 # Seconds per call of the embedded model on this class of machine (2 cores), for dry-run minutes.
 LOCAL_SECONDS_PER_CALL = 1.8
 REMOTE_SECONDS_PER_CALL = 1.0
+EVAL_SUBSET_SEED = 0
 
 
 @dataclass
@@ -56,6 +57,7 @@ class CompileRequest:
     max_tokens: Optional[int] = None
     baseline: Optional[str] = None  # default: the program itself, uncompiled
     threads: int = 1
+    eval_limit: Optional[int] = None  # evaluate dev/test on a seeded subset of this many records
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
 
@@ -66,6 +68,16 @@ class CompileRequest:
     def baseline_program(self) -> str:
         """The program the compiled one is compared with."""
         return self.baseline or self.program
+
+    def eval_records(self, records: list[Any]) -> list[Any]:
+        """The records a split is evaluated on: all, or a seeded subset of `eval_limit` (kept in stored order)."""
+        if not self.eval_limit or len(records) <= self.eval_limit:
+            return list(records)
+        import random
+
+        # A fixed seed, not the compile's: every compile with the same limit is scored on the same records.
+        keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(records)), self.eval_limit))
+        return [record for index, record in enumerate(records) if index in keep]
 
 
 @dataclass
@@ -162,13 +174,16 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     data = load_compile_data(Path(request.data), spec.kind)
     program = spec.build()
     seconds = LOCAL_SECONDS_PER_CALL if request.lm in ("local", "gemma") else REMOTE_SECONDS_PER_CALL
-    cost = recipe.estimate(program, data.trainset, data.valset, seconds_per_call=seconds)
+    cost = recipe.estimate(program, data.trainset, data.valset, seconds_per_call=seconds,
+                           count_tokens=token_counter(request.lm))
     # Evaluations after the compile run the compiled program once per record (per predictor).
     predictors = max(1, len(program.predictors()))
     demos = _demos_after(recipe)
-    evals = [Stage("evaluate dev", len(data.splits["dev"].records) * predictors, demos=demos),
-             Stage("evaluate test", len(data.splits["test"].records) * predictors, demos=demos),
-             Stage("baseline on test", len(data.splits["test"].records) * predictors,
+    n_dev = len(request.eval_records(data.splits["dev"].records))
+    n_test = len(request.eval_records(data.splits["test"].records))
+    evals = [Stage("evaluate dev", n_dev * predictors, demos=demos),
+             Stage("evaluate test", n_test * predictors, demos=demos),
+             Stage("baseline on test", n_test * predictors,
                    demos=sum(len(p.demos) for p in program.predictors()) / predictors,
                    note="cached after the first compile on this split")]
     extra = CostEstimate.from_stages(recipe.name, evals, cost.sizes, seconds_per_call=seconds)
@@ -178,6 +193,23 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
                    "counts marked 'at most' stop early when enough demos are accepted",
                    "a --max-lm-calls / --max-tokens budget caps the compile stages only"]
     return cost, data
+
+
+def token_counter(lm_spec: str) -> Optional[Any]:
+    """The embedded model's own tokenizer (vocabulary only, no weights) for a local LM; None otherwise."""
+    from .lm import LOCAL_SPECS
+
+    if lm_spec not in LOCAL_SPECS:
+        return None
+    try:
+        import llama_cpp
+
+        from .local_lm import ensure_model
+
+        vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
+    except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
+        return None
+    return lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 def _demos_after(recipe: optimizers.Recipe) -> float:
@@ -232,6 +264,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()},
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
         n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
+        eval_limit=request.eval_limit or "none",
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
             "guidebench.optimizer": recipe.name}
@@ -310,19 +343,21 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
-            result = replay(program, split_data.records, threads=request.threads, progress=progress,
+            records = request.eval_records(split_data.records)
+            result = replay(program, records, threads=request.threads, progress=progress,
                             seed=request.seed, name=f"{request.program}+{recipe.name}")
-            split_files, omitted = write_outputs(result, out / split, {**extra, "split": split,
-                                                                      "split_hash": split_data.split_hash})
+            split_files, omitted = write_outputs(result, out / split, {
+                **extra, "split": split, "split_hash": split_data.split_hash,
+                "eval_limit": request.eval_limit, "evaluated_records": [r.record_id for r in records]})
             evals[split] = (result, split_files, omitted)
-            print(f"\n{split} ({len(split_data.records)} records)\n{summary_table(result, omitted)}")
+            print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
     if checkpoint is not None:
         checkpoint.mark("evaluated", compile=compile_summary)
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(program_spec(baseline_name).build(), data.splits["test"].records, threads=request.threads,
-                      progress=progress, seed=request.seed, name=baseline_name)
+    baseline = replay(program_spec(baseline_name).build(), request.eval_records(data.splits["test"].records),
+                      threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})
     paired = compare(evals["test"][0], baseline, seed=request.seed)

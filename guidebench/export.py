@@ -208,12 +208,14 @@ def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> 
 def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:
     """The module's declared signature: the installed class its main predictor is built on.
 
-    The main predictor is the one on the kind's contract signature, else the first one; a
-    predictor's own signature may extend the class (chain of thought adds `reasoning`), so the
-    class itself is described when it is installed.
+    The main predictor is the one on the kind's contract signature, else the only one; a module
+    stack (several predictors, none on the contract) or a rule program (none) implements the
+    contract as a whole. A predictor's own signature may extend the class (chain of thought adds
+    `reasoning`), so the class itself is described when it is installed.
     """
     contract = CONTRACT_SIGNATURES.get(kind)
-    chosen = next((p for p in predictors if p.signature_name == contract), predictors[0] if predictors else None)
+    chosen = next((p for p in predictors if p.signature_name == contract),
+                  predictors[0] if len(predictors) == 1 else None)
     name = chosen.signature_name if chosen is not None else contract
     cls = _signature_classes().get(name or "")
     if cls is not None:
@@ -370,7 +372,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
         _fsync_tree(staged)
         verify_frozen(staged)
         # The installed program must accept the state, exactly as production will load it.
-        load_frozen(staged, program=_fresh(source))
+        load_frozen(staged, program=_fresh(source), signature=installed_signature(manifest.signature_name))
         _replace_folder(staged, out)
     except FrozenModuleError as exc:
         raise GuidebenchError(f"export of {source.entry} failed its own verification: {exc.reason}") from exc

@@ -23,108 +23,29 @@ How a board is made
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from evals import data as evals_data
 from evals.replay import COST_METRICS, ReplayResult, compare, replay
 from evals.stats import PairedComparison
 
 from . import __version__
 from .errors import GuidebenchError
-from .evaluation import load_eval_data
 from .leaderboard_diff import record_diff
 from .leaderboard_models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow
+from .leaderboard_results import reusable_result
+from .leaderboard_split import FrozenSplit, ScoredVariant, SplitMismatchError, check_same_split, load_split
 from .packages import SplitRef, Variant
 from .pareto import pareto_front
+
+__all__ = ["FrozenSplit", "ScoredVariant", "SplitMismatchError", "build_leaderboard", "check_same_split",
+           "load_split", "rank", "run_leaderboard", "score_variant", "score_variants"]
 
 RANKING_METRIC = "objective"
 SUITE_KIND = {"full_auto": "full_auto", "fullauto": "full_auto", "planner": "planner", "experiments": "planner"}
 COST_AXES: tuple[str, ...] = ("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens")
-
-
-class SplitMismatchError(GuidebenchError):
-    """Results from different frozen splits were offered to one board."""
-
-
-@dataclass
-class FrozenSplit:
-    """The frozen split a board is scored on, with its records."""
-
-    ref: SplitRef
-    kind: str  # program kind: full_auto | planner
-    records: list[Any]
-    data_dir: Path
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def record_ids(self) -> list[str]:
-        """Record ids in stored order."""
-        return [record.record_id for record in self.records]
-
-
-@dataclass
-class ScoredVariant:
-    """A variant's replay result together with the split it was scored on."""
-
-    variant: Variant
-    result: ReplayResult
-    split: SplitRef
-    notes: list[str] = field(default_factory=list)
-
-
-# ----- the frozen split -------------------------------------------------------------------------
-
-def load_split(data: Path, split: str = "test") -> FrozenSplit:
-    """Load a split (a raw log is imported on the fly, whole) and verify its stored hash from the rows."""
-    data = Path(data)
-    work = Path(tempfile.mkdtemp(prefix="guidebench-leaderboard-"))
-    try:
-        loaded = load_eval_data(data, split, work)
-        if loaded.split != "all":
-            declared = loaded.split_hash
-            try:
-                actual = evals_data.split_hash(evals_data.iter_rows(loaded.dataset_dir, loaded.split))
-            except evals_data.DatasetFormatError as exc:
-                raise GuidebenchError(str(exc)) from exc
-            if actual != declared:
-                raise SplitMismatchError(
-                    f"{data}: split {loaded.split!r} hashes to {actual[:12]} but {evals_data.DATASET_FILE} "
-                    f"declares {declared[:12]}: the split changed after it was frozen; re-import the data")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    ref = SplitRef(dataset_id=loaded.dataset_id, split=loaded.split, split_hash=loaded.split_hash)
-    return FrozenSplit(ref=ref, kind=loaded.kind, records=loaded.records, data_dir=data,
-                       notes=[f"{data}: {loaded.source}"] + list(loaded.notes))
-
-
-def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] = None,
-                     record_ids: Optional[Sequence[str]] = None) -> SplitRef:
-    """The one split all results share; raises SplitMismatchError naming the first result that differs."""
-    if not scored:
-        raise GuidebenchError("no scored variants to rank")
-    reference = board or scored[0].split
-    reference_ids = sorted(record_ids if record_ids is not None else
-                           (row["record_id"] for row in scored[0].result.rows))
-    for item in scored:
-        if not item.split.same_as(reference):
-            raise SplitMismatchError(
-                f"refusing {item.variant.label!r}: it was scored on {item.split.describe()}, but this board is on "
-                f"{reference.describe()}; results from different splits are never mixed, re-score it on "
-                f"the board's split")
-        ids = sorted(row["record_id"] for row in item.result.rows)
-        if ids != reference_ids:
-            missing = len(set(reference_ids) - set(ids))
-            extra = len(set(ids) - set(reference_ids))
-            raise SplitMismatchError(
-                f"refusing {item.variant.label!r}: its result covers other records than the board's split "
-                f"{reference.describe()} ({missing} missing, {extra} extra); results are never mixed")
-    return reference
 
 
 # ----- scoring ----------------------------------------------------------------------------------
@@ -156,14 +77,26 @@ def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, pro
 
 
 def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: int = 1, progress: bool = False,
-                   n_resamples: int = 1000, seed: int = 0,
+                   n_resamples: int = 1000, seed: int = 0, lm: str = "", reuse_logged: bool = False,
                    on_scored: Optional[Callable[[ScoredVariant], None]] = None) -> list[ScoredVariant]:
-    """Replay every variant on the same frozen split (compatibility checked before any replay)."""
+    """Score every variant on the same frozen split (compatibility checked before any replay).
+
+    With `reuse_logged`, an MLflow compile run that logged results for exactly this split (same
+    dataset id, split hash, records and LM) contributes those instead of being replayed.
+    """
     for variant in variants:
         check_compatible(variant, split)
     scored = []
     for variant in variants:
-        item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples, seed=seed)
+        item, why_not = None, ""
+        if reuse_logged and variant.details.get("result_artifacts"):
+            item, why_not = reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
+                                            n_resamples=n_resamples, seed=seed)
+        if item is None:
+            item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples,
+                                 seed=seed)
+            if variant.details.get("result_artifacts"):
+                item.notes.append(f"replayed here: {why_not or 'reuse of logged results is off (--rescore)'}")
         if on_scored is not None:
             on_scored(item)
         scored.append(item)
@@ -319,7 +252,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
                     champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
                     n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
-                    results: Sequence[ScoredVariant] = (),
+                    results: Sequence[ScoredVariant] = (), reuse_logged: bool = True,
                     on_scored: Optional[Callable[[ScoredVariant], None]] = None,
                     ) -> tuple[Leaderboard, list[ScoredVariant]]:
     """Load and verify the split, score every variant on it, admit earlier results of the same split, rank."""
@@ -331,7 +264,7 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     if results:
         check_same_split(results, frozen.ref, frozen.record_ids)
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
-                            seed=seed, on_scored=on_scored)
+                            seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
     scored += list(results)
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
                               seed=seed, lm=lm, command=command)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from evals.replay import ReplayResult, statistics
 from evals.stats import bootstrap_many
 
 from . import __version__
 from .errors import GuidebenchError
-from .leaderboard import ScoredVariant
+from .leaderboard_split import FrozenSplit, ScoredVariant, SplitMismatchError, check_same_split
 from .packages import PackageManifest, SplitRef, Variant, canonical_entry, contract_for
 
 SUMMARY_FILE = "summary.json"
@@ -50,6 +51,16 @@ def rows_from_frame(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _entry_of(summary: dict[str, Any]) -> str:
+    """The registry program of a result: `entry`, else the program name (a compile names it `<program>+<optimizer>`)."""
+    import programs
+
+    name = summary.get("entry") or summary["program"]
+    if "+" in name and name not in programs.names():
+        return name.split("+", 1)[0]
+    return name
+
+
 def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) -> ScoredVariant:
     """A scored variant from an eval output folder (the split it was scored on comes with it)."""
     import pandas as pd
@@ -76,7 +87,7 @@ def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) ->
     keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm")
     result = ReplayResult(kind=kind, program=summary["program"], rows=rows, metrics=metrics,
                           summary={k: summary[k] for k in keep if k in summary})
-    entry = canonical_entry(summary.get("entry") or summary["program"], f"{summary_path}: field program")
+    entry = canonical_entry(_entry_of(summary), f"{summary_path}: field program")
     manifest = PackageManifest(name=summary["program"].replace(" ", "-"), version=__version__, entry=entry,
                                compatible_with=contract_for(entry), tags=["eval-results"],
                                description=f"scored by guidebench eval into {folder}")
@@ -85,3 +96,31 @@ def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) ->
     split = SplitRef(dataset_id=summary["dataset_id"], split=summary["split"], split_hash=summary["split_hash"])
     return ScoredVariant(variant=variant, result=result, split=split,
                          notes=[f"scored earlier by `guidebench eval` ({folder}); not replayed here"])
+
+
+def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_uri: Optional[str] = None,
+                    n_resamples: int = 1000, seed: int = 0) -> tuple[Optional[ScoredVariant], str]:
+    """The results an MLflow compile run logged for this exact split, if they may stand in for a replay.
+
+    Returns (scored variant, why) or (None, why not): the results must come from the same dataset id,
+    split hash and records, and from the same LM as the board's; otherwise the variant is replayed.
+    """
+    artifact = (variant.details.get("result_artifacts") or {}).get(split.ref.split)
+    run_id = variant.details.get("mlflow_run_id")
+    if not artifact or not run_id:
+        return None, "no logged results for this split"
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory(prefix="guidebench-results-") as work:
+        local = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, artifact, work)
+        loaded = load_eval_result(Path(local), n_resamples=n_resamples, seed=seed)
+        lm_spec = json.loads((Path(local) / SUMMARY_FILE).read_text(encoding="utf-8")).get("lm_spec") or ""
+    if lm_spec != lm:
+        return None, f"its logged {split.ref.split} results used LM {lm_spec!r}, this board uses {lm!r}"
+    try:
+        check_same_split([loaded], split.ref, split.record_ids)
+    except SplitMismatchError as exc:
+        return None, f"its logged results do not match this board ({exc})"
+    note = (f"scores are the {split.ref.split}-split results logged by MLflow run {run_id} (same dataset, split "
+            f"hash, records and LM); not replayed here")
+    return ScoredVariant(variant=variant, result=loaded.result, split=loaded.split, notes=[note]), note

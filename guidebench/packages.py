@@ -320,19 +320,26 @@ def from_path(path: Path) -> list[Variant]:
 
 # ----- MLflow runs ------------------------------------------------------------------------------
 
-def _state_artifact(client: Any, run_id: str) -> Optional[str]:
-    """Artifact path of a run's program state JSON, searched breadth-first; None when absent."""
-    queue, found = [""], []
+def _run_artifacts(client: Any, run_id: str) -> tuple[Optional[str], dict[str, str]]:
+    """A run's program state JSON (breadth-first, most specific name first) and its per-split eval folders.
+
+    An eval folder is a top-level artifact folder named after a split (`test`, `dev`, ...) holding
+    `summary.json` and `results.parquet`, as a compile writes them (its `baseline/` is another program).
+    """
+    queue, states, files = [""], [], {}
     while queue:
         folder = queue.pop(0)
         for item in client.list_artifacts(run_id, folder or None):
             if item.is_dir:
                 queue.append(item.path)
-            elif Path(item.path).name in STATE_ARTIFACT_NAMES:
-                found.append(item.path)
-    if not found:
-        return None
-    return min(found, key=lambda p: (STATE_ARTIFACT_NAMES.index(Path(p).name), p.count("/"), p))
+            else:
+                files.setdefault(str(Path(item.path).parent), set()).add(Path(item.path).name)
+                if Path(item.path).name in STATE_ARTIFACT_NAMES:
+                    states.append(item.path)
+    state = min(states, key=lambda p: (STATE_ARTIFACT_NAMES.index(Path(p).name), p.count("/"), p)) if states else None
+    evals = {name: name for name in ("train", "dev", "test", "all")
+             if {"summary.json", "results.parquet"} <= files.get(name, set())}
+    return state, evals
 
 
 def _run_entry(run: Any) -> Optional[str]:
@@ -370,7 +377,7 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     run_type = run.data.tags.get("guidebench.run_type", "")
     if not entry or run_type.startswith("leaderboard") or run_type == "candidate":
         return None
-    artifact = _state_artifact(client, run.info.run_id)
+    artifact, result_artifacts = _run_artifacts(client, run.info.run_id)
     if artifact is None:
         return None
     entry = canonical_entry(entry, f"MLflow run {run.info.run_id}: param program")
@@ -390,7 +397,8 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     return Variant(label=f"{manifest.name}#{run.info.run_id[:8]}", manifest=manifest,
                    origin=f"mlflow:{run.info.run_id}", state_path=local,
                    details={"mlflow_run_id": run.info.run_id, "optimizer": optimizer,
-                            "dataset_id": params.get("dataset_id"), "seed": params.get("seed")})
+                            "dataset_id": params.get("dataset_id"), "seed": params.get("seed"),
+                            "result_artifacts": result_artifacts, "tracking_uri": client.tracking_uri})
 
 
 def _run_claims(run: Any, split: str = "test") -> tuple[dict[str, float], Optional[SplitRef]]:

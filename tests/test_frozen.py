@@ -345,3 +345,18 @@ def test_type_text_never_evaluates_code(text: str):
 
     with pytest.raises(SignatureSpecError):
         parse_type(text)
+
+
+@pytest.mark.parametrize("entry", programs.names())
+def test_every_registered_program_exports_and_loads(entry: str, tmp_path: Path):
+    spec = programs.spec(entry)
+    folder = export_program(entry, tmp_path / "m").path
+    manifest = verify_frozen(folder)
+    assert manifest.entry == entry and manifest.kind == spec.kind and manifest.uses_lm == spec.uses_lm
+    installed = load_frozen(folder, program=spec.factory)
+    assert type(installed.program) is type(spec.build())
+    if spec.uses_lm and len(manifest.predictors) == 1:
+        standalone = load_frozen(folder)
+        assert [n for n, _ in standalone.program.named_predictors()] == [manifest.predictors[0].name]
+    else:
+        assert "load it with program=" in refusal(folder)

@@ -270,15 +270,33 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     state = tmp_path / "state" / "program.json"
     state.parent.mkdir()
     _predict_with_demos(make_records(3, seed=5)).save(str(state))
+    # What a compile logs: the state, and its own replay of the test split (here with the fake LM).
+    from guidebench.evaluation import write_outputs
+    from guidebench.lm import configure_lm
+    from guidebench.packages import load_state_file
+    from evals.replay import replay
+
+    configure_lm("fake", cache=False)
+    split = load_split(dataset, "test")
+    compiled = load_state_file(programs.get("full_auto.predict"), state, "compiled")
+    logged_result = replay(compiled, split.records, progress=False, name="full_auto.predict+LabeledFewShot")
+    write_outputs(logged_result, tmp_path / "compile-test", {
+        "dataset_id": split.ref.dataset_id, "split": "test", "split_hash": split.ref.split_hash, "lm_spec": "fake"})
     with mlflow.start_run(experiment_id=experiment, run_name="predict+labeled") as run:
         mlflow.log_params({"program": "full_auto.predict", "optimizer": "LabeledFewShot"})
         mlflow.log_artifact(str(state))
+        mlflow.log_artifacts(str(tmp_path / "compile-test"), artifact_path="test")
     with mlflow.start_run(experiment_id=experiment, run_name="eval only"):
         mlflow.log_params({"program": "rule"})  # no state artifact: not a variant
 
     variants = from_mlflow_experiment("compiles", tracking_uri=uri, cache_dir=tmp_path / "cache")
     assert [v.origin for v in variants] == [f"mlflow:{run.info.run_id}"]
     assert len(variants[0].build().decide.demos) == 3
+    assert variants[0].details["result_artifacts"] == {"test": "test"}
+
+    # The same run on a board of another split is replayed, its logged test results left out.
+    board_dev, _ = run_leaderboard(variants, dataset, "dev", lm="fake", n_resamples=50)
+    assert any(note.startswith("replayed here: no logged results") for note in board_dev.rows[0].notes)
 
     out = tmp_path / "board"
     code = main(["leaderboard", "--data", str(dataset), "--programs", "rule", "--from-mlflow", "compiles",
@@ -286,6 +304,10 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     assert code == 0, capsys.readouterr().err
     board = json.loads((out / JSON_FILE).read_text())
     assert {row["name"] for row in board["rows"]} == {"rule", f"predict+labeled#{run.info.run_id[:8]}"}
+    compiled_row = next(row for row in board["rows"] if row["source"].startswith("mlflow:"))
+    assert any("not replayed here" in note for note in compiled_row["notes"])
+    assert compiled_row["metrics"]["objective"] == logged_result.metrics["objective"].model_dump()
+    assert compiled_row["cost"]["lm_calls"] == pytest.approx(1000.0)
     client = MlflowClient(tracking_uri=uri)
     parent = client.get_run(board["mlflow_run_id"])
     assert parent.data.tags["guidebench.run_type"] == "leaderboard"

@@ -32,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "they were scored on this board's split")
     parser.add_argument("--from-mlflow", default=None, metavar="EXPERIMENT",
                         help="every finished run of this MLflow experiment (name or id) with a program state artifact")
+    parser.add_argument("--rescore", action="store_true",
+                        help="replay MLflow variants even when their run logged results on exactly this split")
     parser.add_argument("--champion", default=None, metavar="NAME",
                         help="variant every row is compared with (default: the package tagged champion, else "
                              "the first row)")
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
                                     champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
                                     n_resamples=args.resamples, seed=args.seed, lm=lm, results=results,
+                                    reuse_logged=not args.rescore,
                                     command=command_line(["leaderboard", *_argv_of(args)]))
     out = args.out
     if args.no_track:
@@ -129,6 +132,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         argv += ["--results", *map(str, args.results)]
     if args.from_mlflow:
         argv += ["--from-mlflow", args.from_mlflow]
+    if args.rescore:
+        argv.append("--rescore")
     if args.champion:
         argv += ["--champion", args.champion]
     if args.cost_axis != "total_tokens":

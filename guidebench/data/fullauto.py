@@ -16,6 +16,7 @@ side files go to `quarantine-side.jsonl` with their own counts.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,17 +164,29 @@ def _record(line: DecisionLogLine, config: GuardrailConfig, config_source: str, 
                                 guardrail=line.guardrail, model=line.model, label=label, source=source)
 
 
+def _has_label_key(text: str) -> bool:
+    """A decision line of our own format may carry a `label` object (read from the parsed dict)."""
+    return '"label"' in text
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in a JSON value (free-form fields validate anything)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
+
+
 def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
     """Validate, join configs, deduplicate and spool the decision lines of one workspace."""
     configs = RunConfigs(ctx, workspace)
     source_name = ctx.relative(workspace.decisions)
-    for line, obj in ctx.json_lines(workspace.decisions, desc="decisions"):
-        try:
-            logged = DecisionLogLine.model_validate(obj)
-        except ValidationError as exc:
-            ctx.reject(workspace.decisions, line, validation_error_text(exc))
-            continue
-        label, error = _line_label(obj)
+    for line, logged, obj in ctx.model_lines(workspace.decisions, DecisionLogLine, desc="decisions",
+                                             needs_dict=_has_label_key):
+        label, error = _line_label(obj) if obj is not None else (None, None)
         if error:
             ctx.reject(workspace.decisions, line, error)
             continue
@@ -198,23 +211,19 @@ def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool:
             ctx.report.add("runs_missing_config")
 
 
-def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: type, spool: GroupedSpool) -> None:
+def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: type, spool: GroupedSpool,
+                accept: Optional[Any] = None) -> None:
     """Validate the lines of a side file (raw or labels) and spool them by run id."""
     if file is None:
         return
     quarantined = f"{counter}_quarantined"
     before = ctx.report.count(quarantined)
-    readable = 0
-    for line, obj in ctx.json_lines(file, side_counter=quarantined, desc=file.name):
-        try:
-            item = model.model_validate(obj)
-        except ValidationError as exc:
-            ctx.side_problem(quarantined, file, line.number, validation_error_text(exc), line.raw)
-            continue
-        readable += 1
-        spool.append(item.run_id, json.dumps([line.number, item.model_dump(mode="json")], ensure_ascii=False))
+    usable = 0
+    for _line, item, _obj in ctx.model_lines(file, model, side_counter=quarantined, desc=file.name, accept=accept):
+        usable += 1
+        spool.append(item.run_id, item.model_dump_json())
     # every non-blank line of the side file: usable + quarantined
-    ctx.report.add(f"{counter}_lines", readable + ctx.report.count(quarantined) - before)
+    ctx.report.add(f"{counter}_lines", usable + ctx.report.count(quarantined) - before)
 
 
 def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[RunEvent]:
@@ -224,13 +233,9 @@ def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[
     if not path.is_file():
         return []
     ctx.report.add("runs_with_events")
-    events = []
     # events are only read for labeling, never stored: no redaction needed, no bar per file
-    for line, obj in ctx.json_lines(path, side_counter="events_quarantined", redact=False):
-        try:
-            events.append(RunEvent.model_validate(obj))
-        except ValidationError as exc:
-            ctx.side_problem("events_quarantined", path, line.number, validation_error_text(exc), line.raw)
+    events = [event for _line, event, _obj in ctx.model_lines(path, RunEvent, side_counter="events_quarantined",
+                                                              redact=False)]
     ctx.report.add("events_lines", len(events))
     return events
 
@@ -274,10 +279,9 @@ def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw
         for run_id in runs:
             records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
             records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
-            _join_raw(ctx, records, [json.loads(text)[1] for text in raw.read_group(run_id)])
+            _join_raw(ctx, records, [json.loads(text) for text in raw.read_group(run_id)])
             if use_side_labels:
-                _side_labels(ctx, records, [SideLabel.model_validate(json.loads(text)[1])
-                                            for text in labels.read_group(run_id)])
+                _side_labels(ctx, records, [SideLabel.model_validate_json(text) for text in labels.read_group(run_id)])
             events = _read_events(ctx, workspace, run_id)
             for record, label in zip(records, label_run(records, events, rules)):
                 record.label = label
@@ -335,7 +339,8 @@ def import_fullauto(ctx: ImportContext) -> None:
                 GroupedSpool(ctx.workdir / f"raw-{index}.jsonl") as raw, \
                 GroupedSpool(ctx.workdir / f"labels-{index}.jsonl") as labels:
             _pass_one(ctx, workspace, seen, spool)
-            _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw)
+            _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw,
+                        accept=lambda r: _finite(r.raw_prediction) and _finite(r.parse_diagnostics))
             _side_spool(ctx, workspace.labels, "labels", SideLabel, labels)
             _pass_two(ctx, workspace, spool, raw, labels, rules)
 

@@ -247,7 +247,12 @@ class ImportReport(BaseModel):
 
     def add(self, name: str, amount: int = 1) -> None:
         """Increase a count (declared or kind-specific) by `amount`."""
-        setattr(self, name, int(getattr(self, name, 0) or 0) + amount)
+        # Called for every line: write the field directly (pydantic's setattr costs microseconds).
+        if name in type(self).model_fields:
+            self.__dict__[name] += amount
+        else:
+            extra = self.__pydantic_extra__
+            extra[name] = extra.get(name, 0) + amount
 
     def count(self, name: str) -> int:
         """A count by name (0 when never set)."""

@@ -104,6 +104,10 @@ def epoch_seconds(timestamp: object) -> Optional[float]:
     """Seconds since the epoch of an RFC 3339 timestamp (None when it does not parse)."""
     if not isinstance(timestamp, str) or not timestamp:
         return None
+    try:  # Python 3.11 reads RFC 3339 with "Z" and fractions directly
+        return datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        pass
     text = timestamp.strip().replace("z", "Z").replace("Z", "+00:00")
     date, _, rest = text.partition("T")
     if "." in rest:  # Python takes at most 6 fraction digits; producers may write 9

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -17,7 +16,8 @@ from ..errors import GuidebenchError
 from .card import write_card
 from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
 from .redact import Redactor
-from .registry import IMPORTERS, ImportContext, parse_row_line
+from .context import ImportContext, parse_row_line
+from .registry import IMPORTERS
 from .spool import GroupedSpool
 
 REPORT_FILE = "import_report.json"

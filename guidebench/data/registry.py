@@ -8,152 +8,19 @@ seeded split by group, the dataset folder, `import_report.json`, `quarantine.jso
 A simulator is a `SimulatorSpec`: `add_arguments(parser)` for `guidebench data simulate <kind>`
 and `run(args) -> int`. Register both at import time of your module (see
 `guidebench/data/fullauto.py`); `guidebench/data/__init__.py` imports the kind modules.
+`ImportContext` (in `guidebench.data.context`) is re-exported here for importers.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Callable
 
-from pydantic import BaseModel
-from tqdm import tqdm
+from .context import ImportContext, parse_row_line
 
-from evals.data import row_of
-
-from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, PhysicalLine, Quarantine, parse_json_object, read_lines
-from .redact import Redactor, might_hold_secret
-from .spool import GroupedSpool
-
-
-@dataclass
-class ImportContext:
-    """Everything an importer needs: input path, counts, quarantine, redaction and the record sink."""
-
-    path: Path
-    out: Path
-    seed: int
-    report: ImportReport
-    redactor: Redactor
-    quarantine: Quarantine
-    side_quarantine: Quarantine
-    records: GroupedSpool
-    workdir: Path
-    options: dict[str, Any] = field(default_factory=dict)
-    progress: Optional[bool] = None
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    # (file, line) whose parsed object was redacted and counted: quarantining it must not count again
-    _counted: Optional[tuple[Path, int]] = None
-
-    def display(self, file: Path) -> str:
-        """How a file is named in quarantine entries and messages: as reached from the user's path."""
-        return str(file)
-
-    def relative(self, file: Path) -> str:
-        """A machine-independent name for a file: relative to the imported folder (or its name)."""
-        base = self.path if self.path.is_dir() else self.path.parent
-        try:
-            return file.relative_to(base).as_posix()
-        except ValueError:
-            return file.name
-
-    def reject(self, source: Path, line: PhysicalLine, error: str) -> None:
-        """Quarantine a primary log line (one that counts in `read`)."""
-        self.quarantine.add(self.display(source), line.number, error, line.raw,
-                            count_redactions=self._counted != (source, line.number))
-        self.report.add("quarantined")
-
-    def side_problem(self, counter: str, source: Path, line_number: int, error: str, raw: str) -> None:
-        """Record an unusable line of a side file (raw, run, events, labels): side quarantine + counter."""
-        self.side_quarantine.add(self.display(source), line_number, error, raw,
-                                 count_redactions=self._counted != (source, line_number))
-        self.report.add(counter)
-        self.report.add("side_quarantined")
-        self.report.note(f"{self.display(source)}:{line_number}: {error}")
-
-    def emit(self, record: BaseModel) -> None:
-        """Hand over one finished record (DecisionRecord or PlannerRecord) for the dataset."""
-        row = row_of(record)
-        self.records.append(row.group_id, _row_line(row.record_id, row.group_id, row.label, row.record))
-        self.report.add("imported")
-
-    def bar(self, total: Optional[int], desc: str, unit: str = "B") -> tqdm:
-        """A progress bar (hidden when not on a terminal unless progress was asked for)."""
-        disable = None if self.progress is None else not self.progress
-        return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", disable=disable, leave=False)
-
-    def json_lines(self, file: Path, side_counter: Optional[str] = None, desc: Optional[str] = None,
-                   redact: bool = True) -> Iterator[tuple[PhysicalLine, dict[str, Any]]]:
-        """Stream the JSON objects of a JSONL file (redacted), handling blank and unreadable lines.
-
-        For the primary log (`side_counter` None) lines count in `read`/`blank_lines` and bad
-        ones are quarantined; for a side file they count in `<side_counter>` on failure only.
-        Secrets are counted once per line, whether the line is later imported or quarantined.
-        `redact=False` is only for side files whose content is never stored (e.g. events);
-        `desc=None` on a side file shows no progress bar (there may be thousands of small files).
-        """
-        primary = side_counter is None
-        digest = hashlib.sha256() if primary else None
-        size = file.stat().st_size
-        quiet = not primary and desc is None
-        with (_NO_BAR if quiet else self.bar(size, desc or file.name)) as progress:
-            for line in read_lines(file, self.max_line_bytes, digest):
-                progress.update(line.size)
-                if line.blank:
-                    if primary:
-                        self.report.add("blank_lines")
-                    continue
-                if primary:
-                    self.report.add("read")
-                error = line.error
-                obj: Optional[dict[str, Any]] = None
-                if error is None:
-                    obj, error = parse_json_object(line.text or "")
-                if error is not None or obj is None:
-                    if primary:
-                        self.reject(file, line, error or "unreadable line")
-                    else:
-                        self.side_problem(side_counter, file, line.number, error or "unreadable line", line.raw)
-                    continue
-                # one pre-check of the whole line spares walking the strings of a clean line
-                if redact and might_hold_secret(line.text or ""):
-                    obj = self.redactor.value(obj)
-                    self._counted = (file, line.number)
-                yield line, obj
-        if digest is not None:
-            self.report.sources.append({"file": self.relative(file), "bytes": size, "sha256": digest.hexdigest()})
-
-
-def _row_line(record_id: str, group_id: str, label: str, record: str) -> str:
-    # JSON escapes tabs, so the tab after the header is the only one outside the record text
-    return json.dumps([record_id, group_id, label], ensure_ascii=False) + "\t" + record
-
-
-def parse_row_line(line: str) -> tuple[str, str, str, str]:
-    """(record_id, group_id, label, record JSON) of a spooled row."""
-    header, record = line.split("\t", 1)
-    record_id, group_id, label = json.loads(header)
-    return record_id, group_id, label, record
-
-
-class _NoBar:
-    """Stands in for a progress bar where none is shown."""
-
-    def update(self, amount: int = 1) -> None:
-        """Nothing to show."""
-
-    def __enter__(self) -> "_NoBar":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
-_NO_BAR = _NoBar()
-
+__all__ = ["IMPORTERS", "SIMULATORS", "ImportContext", "Importer", "SimulatorSpec", "parse_row_line",
+           "register_importer", "register_simulator"]
 
 Importer = Callable[[ImportContext], None]
 
