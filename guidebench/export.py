@@ -1,7 +1,9 @@
 """Export a decision program as a frozen module folder for production (see runtime.frozen_manifest).
 
 The folder is written into a temporary sibling, verified with the runtime's own loader, and only
-then renamed into place: a crash leaves either the old folder or the new one, never a partial one.
+then renamed into place: a crash leaves either the old folder or the new one, never a partial one;
+the next export to the same place removes the staging folder a killed export left behind (and puts
+back a previous export a kill caught between the two renames).
 Program state is written as JSON (the format of `program.save("x.json")`); nothing is a pickle.
 Every exported file goes through `guidebench.redaction` (no LM endpoint, key or secret).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import time
 import uuid
@@ -318,11 +321,40 @@ def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any],
     write_checksums(folder)
 
 
+def _side_name(out: Path, role: str) -> Path:
+    """A hidden sibling of `out` owned by this process: `.<name>.<role>-<pid>-<random>`."""
+    return out.with_name(f".{out.name}.{role}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def recover_interrupted(out: Path) -> list[str]:
+    """Tidy what an export killed mid-way (`kill -9`, power loss) left next to `out`; returns what was done.
+
+    Staging folders of dead processes are removed; a previous export that was swapped out but never
+    replaced (killed between the two renames) is put back, so `out` is always a whole export or absent.
+    """
+    from optimizers.liveness import owner_alive, owner_token
+
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(export|old)-(\d+)-[0-9a-f]{{8}}$")
+    done: list[str] = []
+    host = owner_token().rsplit(":", 2)[0]
+    for side in sorted(out.parent.iterdir()) if out.parent.is_dir() else []:
+        match = pattern.match(side.name)
+        if not match or not side.is_dir() or owner_alive(f"{host}:{match.group(2)}:-") is not False:
+            continue
+        if match.group(1) == "old" and not out.exists() and _is_export_folder(side):
+            os.rename(side, out)
+            done.append(f"restored the previous export from {side.name}")
+        else:
+            shutil.rmtree(side, ignore_errors=True)
+            done.append(f"removed {side.name} left by an interrupted export")
+    return done
+
+
 def _replace_folder(staged: Path, out: Path) -> None:
     """Rename the verified folder into place; an existing export is swapped out, then removed."""
     old: Optional[Path] = None
     if out.exists():
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        old = _side_name(out, "old")
         os.rename(out, old)
     try:
         os.rename(staged, out)
@@ -344,6 +376,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
     if not valid_version(version):
         raise GuidebenchError(f"--version {version!r}: must be X.Y.Z (e.g. 0.1.0)")
     out = Path(out).absolute()
+    recover_interrupted(out)
     if out.exists() and not force:
         raise GuidebenchError(f"{out}: already exists; pass --force to replace it")
     if out.exists() and not (out.is_dir() and (_is_export_folder(out) or not any(out.iterdir()))):
@@ -365,7 +398,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               tags=[redactor.text(t) for t in tags], evals=[redactor.text(e) for e in evals])
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
-    staged = out.with_name(f".{out.name}.export-{uuid.uuid4().hex[:8]}")
+    staged = _side_name(out, "export")
     try:
         staged.mkdir()
         _write_folder(staged, manifest, state, hub, redactor.secrets)

@@ -4,9 +4,11 @@ How a board is made
 1. The split is frozen: its hash is recomputed from the stored rows and must equal the one in
    `dataset.json` (for `--split all`, and for a raw log imported on the fly, the split hash is
    computed over all records, as `guidebench eval` does).
-2. Every variant replays the same records (`evals.replay`). A result carries the split it was
-   scored on; results on any other split (other dataset id, split name or hash, or other record
-   ids) are refused with a `SplitMismatchError`: a board never mixes splits.
+2. Every variant replays the same records (`evals.replay`). Results scored earlier join only if
+   they carry this exact split (dataset id, split name and hash, record ids): `--results` eval
+   folders are refused otherwise (`SplitMismatchError`), and an MLflow compile run's logged
+   results stand in for a replay only when they match and used the board's LM (else the variant
+   is replayed). A board never mixes splits.
 3. Rows are ranked by `objective` (higher is better; equal objectives: cheaper on the cost axis
    first). Every metric keeps its 95% bootstrap interval.
 4. The champion is the variant named by `champion=`, else the one package tagged `champion`
@@ -35,9 +37,16 @@ from . import __version__
 from .errors import GuidebenchError
 from .leaderboard_diff import record_diff
 from .leaderboard_models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow
-from .leaderboard_results import reusable_result
-from .leaderboard_split import FrozenSplit, ScoredVariant, SplitMismatchError, check_same_split, load_split
-from .packages import SplitRef, Variant
+from .leaderboard_results import load_eval_result, reusable_result
+from .leaderboard_split import (
+    FrozenSplit,
+    ScoredVariant,
+    SplitMismatchError,
+    check_same_split,
+    limit_split,
+    load_split,
+)
+from .packages import SplitRef, Variant, unique_labels
 from .pareto import pareto_front
 
 __all__ = ["FrozenSplit", "ScoredVariant", "SplitMismatchError", "build_leaderboard", "check_same_split",
@@ -242,7 +251,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
                      "errors, agreement with the log) are still compared.")
     return Leaderboard(
         kind=split.kind, dataset_id=split.ref.dataset_id, split=split.ref.split, split_hash=split.ref.split_hash,
-        n_records=len(split.records), ranking_metric=RANKING_METRIC, cost_axis=cost_axis,
+        n_records=len(split.records), subset=split.subset, ranking_metric=RANKING_METRIC, cost_axis=cost_axis,
         champion=champ.variant.label, champion_rule=rule,
         created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), guidebench_version=__version__,
         lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs, notes=notes,
@@ -252,20 +261,22 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
                     champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
                     n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
-                    results: Sequence[ScoredVariant] = (), reuse_logged: bool = True,
+                    results: Sequence[Path] = (), reuse_logged: bool = True, eval_limit: Optional[int] = None,
                     on_scored: Optional[Callable[[ScoredVariant], None]] = None,
                     ) -> tuple[Leaderboard, list[ScoredVariant]]:
-    """Load and verify the split, score every variant on it, admit earlier results of the same split, rank."""
+    """Load and verify the split, admit earlier results of the same split (eval folders), score the rest, rank."""
     started = time.perf_counter()
-    frozen = load_split(data_dir, split)
-    for item in results:
+    frozen = limit_split(load_split(data_dir, split), eval_limit)
+    earlier = [load_eval_result(Path(path), board=frozen.ref, n_resamples=n_resamples, seed=seed) for path in results]
+    unique_labels(list(variants) + [item.variant for item in earlier])
+    for item in earlier:
         check_compatible(item.variant, frozen)
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
-    if results:
-        check_same_split(results, frozen.ref, frozen.record_ids)
+    if earlier:
+        check_same_split(earlier, frozen.ref, frozen.record_ids)
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
                             seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
-    scored += list(results)
+    scored += earlier
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
                               seed=seed, lm=lm, command=command)
     board.notes.append(f"Scored {len(scored)} variants in {time.perf_counter() - started:.1f} s.")

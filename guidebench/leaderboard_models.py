@@ -136,6 +136,7 @@ class Leaderboard(BaseModel):
     split: str
     split_hash: str
     n_records: int
+    subset: str = ""
     ranking_metric: str = "objective"
     cost_axis: str = "total_tokens"
     champion: str

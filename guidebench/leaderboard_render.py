@@ -105,7 +105,8 @@ def _md_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
 def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
     return [
         ("Dataset", f"{board.kind} `{board.dataset_id}`"),
-        ("Split", f"`{board.split}` (hash `{board.split_hash}`), {board.n_records} records"),
+        ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
+                  + (board.subset if board.subset else f"{board.n_records} records")),
         ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% bootstrap intervals"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
         ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),

@@ -61,8 +61,13 @@ def _entry_of(summary: dict[str, Any]) -> str:
     return name
 
 
-def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) -> ScoredVariant:
-    """A scored variant from an eval output folder (the split it was scored on comes with it)."""
+def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamples: int = 1000,
+                     seed: int = 0) -> ScoredVariant:
+    """A scored variant from an eval output folder (the split it was scored on comes with it).
+
+    A summary without a split hash is identified by its dataset id and split name when they are the
+    board's: the dataset id is the hash of every split hash, so it pins the split's hash too.
+    """
     import pandas as pd
 
     folder = Path(folder)
@@ -74,6 +79,11 @@ def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) ->
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise GuidebenchError(f"{summary_path}: unreadable: {exc}") from exc
+    notes = [f"scored earlier by `guidebench eval` ({folder}); not replayed here"]
+    if not summary.get("split_hash") and board is not None and summary.get("dataset_id") == board.dataset_id \
+            and summary.get("split") == board.split:
+        summary["split_hash"] = board.split_hash
+        notes.append("its summary has no split hash; the split is identified by the dataset id and split name")
     missing = [k for k in ("program", "kind", "dataset_id", "split", "split_hash") if not summary.get(k)]
     if missing:
         raise GuidebenchError(f"{summary_path}: missing {', '.join(missing)}: cannot tell which split it was "
@@ -94,8 +104,7 @@ def load_eval_result(folder: Path, *, n_resamples: int = 1000, seed: int = 0) ->
     variant = Variant(label=summary["program"], manifest=manifest, origin=f"results:{folder}",
                       details={"mlflow_run_id": summary.get("mlflow_run_id")})
     split = SplitRef(dataset_id=summary["dataset_id"], split=summary["split"], split_hash=summary["split_hash"])
-    return ScoredVariant(variant=variant, result=result, split=split,
-                         notes=[f"scored earlier by `guidebench eval` ({folder}); not replayed here"])
+    return ScoredVariant(variant=variant, result=result, split=split, notes=notes)
 
 
 def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_uri: Optional[str] = None,
@@ -113,7 +122,7 @@ def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_u
 
     with tempfile.TemporaryDirectory(prefix="guidebench-results-") as work:
         local = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, artifact, work)
-        loaded = load_eval_result(Path(local), n_resamples=n_resamples, seed=seed)
+        loaded = load_eval_result(Path(local), board=split.ref, n_resamples=n_resamples, seed=seed)
         lm_spec = json.loads((Path(local) / SUMMARY_FILE).read_text(encoding="utf-8")).get("lm_spec") or ""
     if lm_spec != lm:
         return None, f"its logged {split.ref.split} results used LM {lm_spec!r}, this board uses {lm!r}"

@@ -35,6 +35,7 @@ class FrozenSplit:
     records: list[Any]
     data_dir: Path
     notes: list[str] = field(default_factory=list)
+    subset: str = ""  # set when the board ranks on a seeded subset of the split
 
     @property
     def record_ids(self) -> list[str]:
@@ -99,3 +100,22 @@ def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] 
                 f"refusing {item.variant.label!r}: its result covers other records than the board's split "
                 f"{reference.describe()} ({missing} missing, {extra} extra); results are never mixed")
     return reference
+
+
+def limit_split(split: FrozenSplit, limit: Optional[int]) -> FrozenSplit:
+    """The same split cut to the seeded subset `guidebench compile --eval-limit N` evaluates on.
+
+    The split's identity is unchanged; the record ids tell the subset, and results are admitted
+    only on exactly these ids. Records keep their stored order.
+    """
+    if not limit or len(split.records) <= limit:
+        return split
+    import random
+
+    from .compile import EVAL_SUBSET_SEED
+
+    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(split.records)), limit))
+    records = [record for index, record in enumerate(split.records) if index in keep]
+    subset = f"{limit} of {len(split.records)} records (the seeded subset of `compile --eval-limit {limit}`)"
+    return FrozenSplit(ref=split.ref, kind=split.kind, records=records, data_dir=split.data_dir,
+                       notes=split.notes + [f"Ranked on {subset}."], subset=subset)

@@ -27,7 +27,6 @@ EXPORT_MANIFEST = "manifest.json"
 EXPORT_CHECKSUMS = "checksums.sha256"
 # The input contract each program kind consumes; a board only ranks packages of one contract.
 COMPATIBILITY = {"full_auto": "GuidanceInputs@v1", "planner": "AdvisorPacket@v1"}
-DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # Names a compile run may give its program-state artifact, most specific first.
 STATE_ARTIFACT_NAMES = ("program.json", "program_state.json", "compiled_program.json", "state.json")
 

@@ -91,8 +91,11 @@ class MlflowTrials:
         """A nested run around one trial."""
         import mlflow
 
+        from .tracking import owner_tags
+
         with mlflow.start_run(run_name=f"trial {number}", nested=True,
-                              tags={"guidebench.run_type": "search_trial", "optuna.trial": str(number)}) as run:
+                              tags={"guidebench.run_type": "search_trial", "optuna.trial": str(number),
+                                    **owner_tags()}) as run:
             mlflow.log_params({f"trial.{k}": v for k, v in params.items()})
             yield run
 

@@ -15,7 +15,9 @@ git commit, plus whatever the caller adds), metrics (each aggregate's value and 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 import platform
 import subprocess
 import sys
@@ -26,10 +28,17 @@ from typing import Any, Iterator, Mapping, Optional
 
 from .errors import GuidebenchError
 
+logger = logging.getLogger(__name__)
+
 LIBRARIES: tuple[str, ...] = ("dspy", "mlflow", "pydantic", "numpy", "pandas", "scipy", "datasets",
                               "llama-cpp-python", "optuna", "scikit-learn")
 # MLflow rejects param values longer than this.
 _PARAM_CHARS = 6000
+# Which process runs a run (`optimizers.liveness.owner_token`), and why the workbench ended a run it found
+# RUNNING after its process had died.
+OWNER_TAG = "guidebench.owner"
+REAPED_TAG = "guidebench.reaped"
+_reaped_stores: set[str] = set()
 
 
 def guidebench_home() -> Path:
@@ -61,7 +70,69 @@ def configure(tracking_uri: Optional[str] = None) -> str:
         except OSError as exc:
             raise GuidebenchError(f"tracking store {uri}: cannot create {path.parent}: {exc}") from exc
     mlflow.set_tracking_uri(uri)
+    if uri not in _reaped_stores:
+        _reaped_stores.add(uri)
+        try:
+            reap_stale_runs(uri)
+        except Exception as exc:  # tidying up must never stop the command itself
+            logger.warning("tracking store: could not check for runs of dead processes: %s", exc)
     return uri
+
+
+def owner_tags() -> dict[str, str]:
+    """Tags naming the process that runs a run, so that a later command can tell when it died."""
+    from optimizers.liveness import owner_token
+
+    return {OWNER_TAG: owner_token()}
+
+
+def reap_stale_runs(tracking_uri: Optional[str] = None) -> list[str]:
+    """End as KILLED every RUNNING run whose process is gone; returns their run ids.
+
+    MLflow has no hook for a process killed with `kill -9` (or a lost machine): its runs stay
+    RUNNING. Every run the workbench starts carries `guidebench.owner` (host, pid, process start
+    time); the first tracking call of each later command ends the runs whose owner on this host is
+    certainly dead, with a `guidebench.reaped` tag saying so, and their nested runs with them. Runs of
+    live processes, of other hosts and of other tools are left alone. `compile --resume` reopens a
+    reaped compile run.
+    """
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from optimizers.liveness import owner_alive
+
+    client = MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
+    experiment_ids = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY,
+                                                                         max_results=50000)]
+    running: dict[str, Any] = {}
+    for start in range(0, len(experiment_ids), 100):
+        token = None
+        while True:
+            page = client.search_runs(experiment_ids[start:start + 100], "attributes.status = 'RUNNING'",
+                                      max_results=1000, page_token=token)
+            running.update((run.info.run_id, run) for run in page)
+            token = page.token
+            if not token:
+                break
+    reaped: list[str] = []
+
+    def end(run: Any, why: str) -> None:
+        client.set_tag(run.info.run_id, REAPED_TAG, f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {why}")
+        client.set_terminated(run.info.run_id, status="KILLED")
+        reaped.append(run.info.run_id)
+
+    for run in running.values():
+        owner = run.data.tags.get(OWNER_TAG)
+        if owner_alive(owner) is False:
+            end(run, f"process {owner} died without ending the run")
+    for run in running.values():  # nested runs started without an owner tag follow their parent
+        parent = run.data.tags.get("mlflow.parentRunId")
+        if run.info.run_id not in reaped and OWNER_TAG not in run.data.tags and parent \
+                and (parent in reaped or parent not in running):
+            end(run, f"its parent run {parent} is no longer running")
+    if reaped:
+        logger.warning("tracking store: ended %d run(s) of processes that died: %s", len(reaped), ", ".join(reaped))
+    return reaped
 
 
 def experiment_name(dataset_id: str, kind: str) -> str:
@@ -175,6 +246,7 @@ def tracked_run(*, dataset_id: str, kind: str, run_name: str, params: Mapping[st
     all_tags = {"guidebench.kind": kind, "guidebench.dataset_id": dataset_id, "guidebench.command": " ".join(
         sys.argv[:1] + sys.argv[1:])[:500]}
     all_tags.update(tags or {})
+    all_tags.update(owner_tags())
     with mlflow.start_run(run_name=run_name, nested=nested, tags=all_tags) as run:
         mlflow.log_params(dict(params))
         yield run

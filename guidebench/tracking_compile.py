@@ -3,7 +3,9 @@
 - `compile_run`: a run in the dataset's experiment, new or resumed by run id; DSPy autologging on
   for its duration (traces of the evaluations, the optimizer's compile params, LM state and best
   program, which exercises the custom engine's `dump_state`); ends KILLED on Ctrl-C, FAILED on an
-  error, so a resumable run is visibly unfinished.
+  error, so a resumable run is visibly unfinished. A process killed outright (`kill -9`) cannot end
+  its run: the run carries its owner tag and the next command ends it KILLED
+  (`guidebench.tracking.reap_stale_runs`).
 - `log_candidates`: one nested run per candidate an optimizer evaluated (score, demos, state JSON),
   plus the candidate history as JSON and a PNG on the parent.
 - `log_compile_metrics`, `log_paired`: flat metric names, intervals as `_ci_low` / `_ci_high`.
@@ -50,9 +52,10 @@ def compile_run(*, dataset_id: str, kind: str, run_name: str, params: Mapping[st
     try:
         if resume_run_id:
             run = mlflow.start_run(run_id=resume_run_id)
+            mlflow.set_tags(tracking.owner_tags())  # this process owns the run now
         else:
-            run = mlflow.start_run(run_name=run_name, tags={"guidebench.kind": kind,
-                                                             "guidebench.dataset_id": dataset_id, **tags})
+            run = mlflow.start_run(run_name=run_name, tags={"guidebench.kind": kind, "guidebench.dataset_id": dataset_id,
+                                                             **tags, **tracking.owner_tags()})
             mlflow.log_params(dict(params))
     except MlflowException as exc:
         raise GuidebenchError(f"tracking: cannot start the run: {exc.message}") from exc

@@ -13,12 +13,22 @@ A recipe is a DSPy optimizer plus its documented settings. Subclasses declare:
 
 `Recipe.compile` wraps `_optimize` with the budget guard, the candidate tracker and the compile's
 disk cache, catches `BudgetExceeded` at the compile boundary and returns a `CompileResult`.
+
+Transient LM failures (rate limits, timeouts, server errors, lost connections): each LM call first
+gets the LM's own retries (DSPy's `num_retries`, exponential backoff honouring `retry_after`). A
+failure that outlasts them either aborts the optimizer or is swallowed by it (DSPy's bootstrap and
+`Evaluate` score a failed call as a miss), which would bias what it selects. So when an attempt saw
+any transient LM failure, `compile` waits (exponential backoff, `retry_after` honoured) and runs the
+optimizer again, up to `COMPILE_RETRIES` times. Progress is kept: finished LM calls come back from
+the cache and the candidates already evaluated stay in the history (and the checkpoint).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
+import threading
 import time
 import tomllib
 from contextlib import ExitStack, contextmanager
@@ -31,6 +41,8 @@ import numpy as np
 import yaml
 from dspy.dsp.utils.settings import settings, thread_local_overrides
 from dspy.dsp.utils.utils import dotdict
+from dspy.utils.callback import BaseCallback
+from dspy.utils.exceptions import is_retryable_lm_error
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .budget import Budget, BudgetExceeded, BudgetGuard
@@ -40,6 +52,11 @@ from .estimate import CostEstimate, PromptSizes, Stage, measure_prompts
 
 Metric = Callable[..., Any]
 RECIPES_DIR = Path(__file__).parent / "recipes"
+logger = logging.getLogger(__name__)
+# Whole-optimizer retries after transient LM failures (see the module docstring), and their backoff.
+COMPILE_RETRIES = 3
+RETRY_BACKOFF_S = 2.0
+MAX_BACKOFF_S = 60.0
 
 
 class RecipeError(ValueError):
@@ -89,6 +106,8 @@ class CompileResult:
     candidates: list[Candidate]
     usage: dict[str, Any]
     wall_s: float
+    retries: int = 0  # optimizer runs repeated after transient LM failures
+    transient_lm_errors: int = 0  # LM calls that still failed after their own retries (all attempts)
 
     @property
     def best_candidate(self) -> Optional[Candidate]:
@@ -103,7 +122,8 @@ class CompileResult:
             "recipe": self.recipe, "optimizer": self.optimizer, "settings": self.settings, "seed": self.seed,
             "stopped_by_budget": self.stopped_by_budget, "stop_reason": self.stop_reason, "kept": self.kept,
             "n_candidates": len(self.candidates), "demo_count": count_demos(self.program),
-            "usage": self.usage, "wall_s": round(self.wall_s, 3),
+            "usage": self.usage, "wall_s": round(self.wall_s, 3), "retries": self.retries,
+            "transient_lm_errors": self.transient_lm_errors,
         }
 
 
@@ -213,34 +233,63 @@ class Recipe:
         feedback_metric: Optional[Metric] = None,
         role_lms: Optional[Mapping[str, dspy.BaseLM]] = None,
         checkpoint: Optional[Checkpoint] = None,
+        retries: Optional[int] = None,
+        backoff_s: Optional[float] = None,
     ) -> CompileResult:
-        """Optimize `program` on trainset (selecting on valset) within the budget; never raises BudgetExceeded."""
+        """Optimize `program` on trainset (selecting on valset) within the budget; never raises BudgetExceeded.
+
+        `retries` / `backoff_s`: optimizer runs repeated after transient LM failures and the first wait
+        (default `COMPILE_RETRIES`, `RETRY_BACKOFF_S`; see the module docstring).
+        """
         if not trainset:
             raise RecipeError(f"{self.name}: the training set is empty")
         if self.needs_feedback and feedback_metric is None:
             feedback_metric = feedback_from_scalar(metric)
-        seed_everything(seed)
+        retries = COMPILE_RETRIES if retries is None else max(0, retries)
+        backoff_s = RETRY_BACKOFF_S if backoff_s is None else max(0.0, backoff_s)
         guard = BudgetGuard(budget)
         tracker = CandidateTracker(checkpoint.history_path if checkpoint else None)
         ctx = CompileContext(metric=metric, seed=seed, settings=self.settings, feedback_metric=feedback_metric,
                              role_lms=dict(role_lms or {}), checkpoint=checkpoint, tracker=tracker, guard=guard)
         started = time.perf_counter()
-        stop_reason: Optional[str] = None
-        with ExitStack() as stack:
-            if checkpoint is not None:
-                stack.enter_context(disk_cache(checkpoint.cache_dir))
-            stack.enter_context(guard.active())
-            stack.enter_context(extra_callbacks(tracker))
-            try:
-                compiled = self._optimize(program.deepcopy(), list(trainset), list(valset), ctx)
-                kept = "optimizer"
-            except BudgetExceeded as exc:
-                stop_reason = exc.reason
-                compiled, kept = self._keep_best(program, ctx)
+        transient_total = 0
+        attempt = 0
+        while True:
+            seed_everything(seed)  # every attempt replays the same seeded optimizer: its done calls are cached
+            stop_reason: Optional[str] = None
+            failure: Optional[Exception] = None
+            watcher = TransientLMFailures()
+            with ExitStack() as stack:
+                if checkpoint is not None:
+                    stack.enter_context(disk_cache(checkpoint.cache_dir))
+                stack.enter_context(guard.active())
+                stack.enter_context(extra_callbacks(tracker, watcher))
+                try:
+                    compiled = self._optimize(program.deepcopy(), list(trainset), list(valset), ctx)
+                    kept = "optimizer"
+                except BudgetExceeded as exc:
+                    stop_reason = exc.reason
+                    compiled, kept = self._keep_best(program, ctx)
+                except Exception as exc:
+                    failure = exc
+            transient_total += watcher.count
+            transient = watcher.count > 0 or (failure is not None and is_transient_lm_error(failure))
+            if stop_reason is not None or not transient or attempt >= retries:
+                if failure is not None:
+                    raise failure
+                break
+            delay = _backoff(backoff_s, attempt, watcher.retry_after)
+            logger.warning("%s: %s after %d transient LM failure(s) (last: %s); running the optimizer again in "
+                           "%.1f s (retry %d of %d; finished LM calls come back from the cache)", self.name,
+                           "failed" if failure is not None else "finished", watcher.count,
+                           watcher.last or (failure and _short(failure)), delay, attempt + 1, retries)
+            time.sleep(delay)
+            attempt += 1
         return CompileResult(
             program=compiled, recipe=self.name, optimizer=self.dspy_name, settings=self.settings.model_dump(),
             seed=seed, stopped_by_budget=stop_reason is not None, stop_reason=stop_reason, kept=kept,
             candidates=list(tracker.candidates), usage=guard.usage(), wall_s=time.perf_counter() - started,
+            retries=attempt, transient_lm_errors=transient_total,
         )
 
     def _keep_best(self, program: dspy.Module, ctx: CompileContext) -> tuple[dspy.Module, str]:
@@ -325,6 +374,51 @@ def extra_callbacks(*callbacks: Any) -> Iterator[None]:
         thread_local_overrides.reset(token)
 
 
+def is_transient_lm_error(exc: BaseException) -> bool:
+    """True when an LM failure (or what caused it) is worth retrying: rate limit, timeout, 5xx, lost connection."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, Exception) and is_retryable_lm_error(current):
+            return True
+        if isinstance(current, (TimeoutError, ConnectionError)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class TransientLMFailures(BaseCallback):
+    """Counts the LM calls of a compile attempt that failed transiently after the LM's own retries."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self.last: Optional[str] = None
+        self.retry_after: Optional[float] = None
+
+    def on_lm_end(self, call_id: str, outputs: Any, exception: Optional[Exception] = None) -> None:
+        """Record a call that ended in a transient failure."""
+        if exception is None or not is_transient_lm_error(exception):
+            return
+        hint = getattr(exception, "retry_after", None)
+        with self._lock:
+            self.count += 1
+            self.last = _short(exception)
+            if isinstance(hint, (int, float)) and 0 <= hint < float("inf"):
+                self.retry_after = max(self.retry_after or 0.0, float(hint))
+
+
+def _backoff(base: float, attempt: int, retry_after: Optional[float]) -> float:
+    """Exponential backoff (base, 2 base, 4 base, ... capped), never shorter than the provider's retry_after."""
+    delay = min(base * (2 ** attempt), MAX_BACKOFF_S)
+    return min(max(delay, retry_after or 0.0), MAX_BACKOFF_S)
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+
 def scalar_metric(metric: Metric, threshold: Optional[float] = None) -> Metric:
     """A metric DSPy's bootstrap can use: float score, or pass/fail against threshold when tracing."""
     def wrapped(example: Any, pred: Any, trace: Any = None) -> Any:
@@ -404,7 +498,7 @@ def with_labeled_demos(program: dspy.Module, trainset: Sequence[dspy.Example], k
 
 
 __all__ = [
-    "Budget", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
-    "extra_callbacks", "feedback_from_scalar", "program_state", "read_recipe_file", "restore_program",
+    "Budget", "COMPILE_RETRIES", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
+    "TransientLMFailures", "extra_callbacks", "feedback_from_scalar", "is_transient_lm_error", "program_state", "read_recipe_file", "restore_program",
     "scalar_metric", "seed_everything", "with_labeled_demos",
 ]

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from .base import CompileContext, Recipe, RecipeSettings
 from .estimate import Stage
-from .vectorizers import VECTORIZERS, Vectorizer, make_vectorizer
+from .vectorizers import VECTORIZERS, Vectorizer, make_vectorizer, similarities
 
 KNN_STATE_KEY = "knn"
 DEFAULT_EXCLUDE = ("thread_id", "turn_id")
@@ -41,7 +41,7 @@ class NearestDemos(dspy.Module):
         self.nearest_last = nearest_last
         self.fields = list(fields) if fields is not None else None
         self._pool: list[dspy.Example] = list(pool)
-        self._index: Optional[tuple[Vectorizer, np.ndarray, list[str]]] = None
+        self._index: Optional[tuple[Vectorizer, Any, list[str]]] = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -60,7 +60,7 @@ class NearestDemos(dspy.Module):
             names = sorted(self._pool[0].inputs().keys())
         return [n for n in names if n not in DEFAULT_EXCLUDE]
 
-    def _ensure_index(self) -> tuple[Vectorizer, np.ndarray, list[str]]:
+    def _ensure_index(self) -> tuple[Vectorizer, Any, list[str]]:
         with self._lock:
             if self._index is None:
                 fields = self._fields()
@@ -74,8 +74,7 @@ class NearestDemos(dspy.Module):
         if not self._pool or self.k <= 0:
             return []
         vectorizer, matrix, fields = self._ensure_index()
-        query = vectorizer.transform([example_text(inputs, fields)])[0]
-        scores = matrix @ query
+        scores = similarities(matrix, vectorizer.transform([example_text(inputs, fields)]))
         # Stable sort: equal similarity keeps pool order, so retrieval is deterministic.
         order = np.argsort(-scores, kind="stable")[: self.k]
         chosen = [self._pool[i] for i in order]

@@ -10,7 +10,8 @@
 - Storage: SQLite by default (a killed search resumes: `trials` is the total number of finished
   trials wanted, finished ones are not run again); any SQLAlchemy URL (PostgreSQL...) lets several
   workers share one study. Trials killed without a goodbye are detected by their heartbeat and
-  retried once.
+  retried once; on the same host a trial whose process died (`kill -9`) is failed and queued for its
+  retry as soon as the search starts again (`reap_dead_trials`: each trial records its owner).
 - Each trial stores its compiled program state and compile summary as trial attributes, and an
   optional `TrialObserver` (the application's MLflow nested runs) sees every trial.
 """
@@ -37,12 +38,14 @@ from .base import Metric, RecipeError
 from .budget import Budget
 from .candidates import program_state
 from .checkpoint import disk_cache
+from .liveness import owner_alive, owner_token
 from .registry import get as get_recipe
 
 DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 HEARTBEAT_S = 30
 GRACE_S = 120
+OWNER_ATTR = "owner"  # trial user attribute: the process running it (`optimizers.liveness.owner_token`)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,34 @@ def open_study(config: SearchConfig) -> optuna.Study:
                                direction="maximize", load_if_exists=True)
 
 
+def reap_dead_trials(study: optuna.Study) -> list[int]:
+    """Fail the RUNNING trials whose process is certainly dead and queue their retry; returns their numbers.
+
+    What the heartbeat does after its grace period (`optuna.storages.fail_stale_trials`), done at once
+    for the trials of processes on this host that are gone; trials of live or remote processes are left
+    to the heartbeat.
+    """
+    storage = study._storage  # as optuna.storages.fail_stale_trials does: the study's own storage
+    failed: list[int] = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if owner_alive(trial.user_attrs.get(OWNER_ATTR)) is not False:
+            continue
+        try:
+            if storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                failed.append(trial._trial_id)
+        except optuna.exceptions.UpdateFinishedTrialError:  # another process failed it first
+            continue
+    get_callback = getattr(storage, "get_heartbeat_stale_trial_callback", None)
+    retry = get_callback() if get_callback is not None else None
+    numbers = []
+    for trial_id in failed:
+        frozen = storage.get_trial(trial_id)
+        numbers.append(frozen.number)
+        if retry is not None:
+            retry(study, frozen)
+    return numbers
+
+
 def _engine_kwargs(url: str) -> dict[str, Any]:
     # SQLite and threads: each trial writes from the main thread, but heartbeats come from another.
     return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
@@ -212,6 +243,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
     if not trainset or not devset:
         raise RecipeError("the search needs labeled training and dev examples")
     study = open_study(config)
+    reap_dead_trials(study)
     done = len(study.get_trials(deepcopy=False, states=FINISHED))
     remaining = max(0, config.trials - done)
     # One fixed order for every trial: minibatch means are comparable across trials (what pruning needs).
@@ -220,6 +252,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
     base_lm = dspy.settings.lm
 
     def objective(trial: optuna.Trial) -> float:
+        trial.set_user_attr(OWNER_ATTR, owner_token())
         params = suggest(trial, space)
         observed = observer.trial(trial.number, params) if observer else contextlib.nullcontext()
         with observed:

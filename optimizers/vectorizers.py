@@ -8,11 +8,13 @@ Every vectorizer returns L2-normalised rows, so a dot product is the cosine simi
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 VECTORIZERS: tuple[str, ...] = ("tfidf", "hashing", "minilm")
+# Vocabulary cap of TF-IDF: unigrams and bigrams of long JSON summaries run to 10^5 features.
+MAX_FEATURES = 50_000
 # Identifiers and JSON keys ("turn_plan", "no_progress") are words here.
 _TOKEN_PATTERN = r"(?u)\b[\w\-\.]+\b"
 
@@ -30,8 +32,8 @@ class Vectorizer(Protocol):
         """Learn what the vectorizer needs from the pool texts."""
         ...
 
-    def transform(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts as L2-normalised rows."""
+    def transform(self, texts: Sequence[str]) -> Any:
+        """Embed texts as L2-normalised rows (a NumPy array or a SciPy sparse matrix)."""
         ...
 
 
@@ -44,16 +46,16 @@ class TfidfTextVectorizer:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self._model = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=_TOKEN_PATTERN,
-                                      lowercase=True, norm="l2")
+                                      lowercase=True, norm="l2", max_features=MAX_FEATURES, dtype=np.float32)
 
     def fit(self, texts: Sequence[str]) -> "TfidfTextVectorizer":
         """Fit the vocabulary and IDF weights on the pool."""
         self._model.fit(list(texts))
         return self
 
-    def transform(self, texts: Sequence[str]) -> np.ndarray:
-        """Dense L2-normalised TF-IDF rows."""
-        return self._model.transform(list(texts)).toarray().astype(np.float32)
+    def transform(self, texts: Sequence[str]) -> Any:
+        """Sparse L2-normalised TF-IDF rows."""
+        return self._model.transform(list(texts))
 
 
 class HashingTextVectorizer:
@@ -65,15 +67,15 @@ class HashingTextVectorizer:
         from sklearn.feature_extraction.text import HashingVectorizer
 
         self._model = HashingVectorizer(n_features=n_features, ngram_range=(1, 2), alternate_sign=False,
-                                        token_pattern=_TOKEN_PATTERN, lowercase=True, norm="l2")
+                                        token_pattern=_TOKEN_PATTERN, lowercase=True, norm="l2", dtype=np.float32)
 
     def fit(self, texts: Sequence[str]) -> "HashingTextVectorizer":
         """Nothing to learn."""
         return self
 
-    def transform(self, texts: Sequence[str]) -> np.ndarray:
-        """Dense L2-normalised hashed rows."""
-        return self._model.transform(list(texts)).toarray().astype(np.float32)
+    def transform(self, texts: Sequence[str]) -> Any:
+        """Sparse L2-normalised hashed rows."""
+        return self._model.transform(list(texts))
 
 
 class MiniLMVectorizer:
@@ -106,6 +108,14 @@ class MiniLMVectorizer:
         """Normalised sentence embeddings."""
         vectors = self._model().encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+
+def similarities(matrix: Any, query: Any) -> np.ndarray:
+    """Cosine similarity of every pool row with one query row (dense or sparse, both L2-normalised)."""
+    scores = matrix @ query.T
+    if hasattr(scores, "toarray"):
+        scores = scores.toarray()
+    return np.asarray(scores, dtype=np.float32).reshape(-1)
 
 
 def make_vectorizer(name: str) -> Vectorizer:

@@ -8,7 +8,6 @@ import dspy
 
 from runtime.advisor import FAMILIES, DirectiveValidation, OptimizationDirective
 from runtime.fullauto import GuidanceDecision
-from runtime.guardrails import parse_decision
 
 
 def decision_prediction(decision: GuidanceDecision, **extra: Any) -> dspy.Prediction:
@@ -22,22 +21,6 @@ def decision_prediction(decision: GuidanceDecision, **extra: Any) -> dspy.Predic
         parse_errors=list(decision.parse_errors),
         **extra,
     )
-
-
-def decision_from_fields(fields: Mapping[str, Any], errors: Iterable[str] = ()) -> GuidanceDecision:
-    """Validate output fields into a decision; earlier errors (e.g. the adapter's) are kept."""
-    decision = parse_decision(dict(fields))
-    errors = list(errors)
-    if errors and not decision.parse_errors:
-        # The adapter could not parse the output but the lenient parser could: a valid decision,
-        # with the adapter's complaint kept for diagnostics only.
-        return decision
-    if errors:
-        return decision.model_copy(update={"parse_errors": [*errors, *decision.parse_errors]})
-    return decision
-
-
-SAFE_DIRECTIVE_NOTE = "planner output unusable: safe no-change directive"
 
 
 def safe_directive(allowed_families: Optional[Iterable[str]] = None,

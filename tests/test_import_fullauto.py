@@ -335,3 +335,25 @@ def test_rule_labels_agree_with_simulator_truth(tmp_path: Path) -> None:
     accuracy = agree[True] / len(labeled)
     assert coverage >= 0.7, coverage
     assert accuracy >= 0.9, accuracy
+
+
+def test_unreadable_files_are_named_not_crashed_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from guidebench.data import registry
+
+    write_fixture(tmp_path / "ws")
+    events = tmp_path / "ws" / "runs" / f"{RUN_A}_events.jsonl"
+    events.write_text("")
+    real_read_lines = registry.read_lines
+    locked = {events}
+
+    def read_lines(path, *args, **kwargs):
+        if Path(path) in locked:  # what open() raises on a file without read permission
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read_lines(path, *args, **kwargs)
+
+    monkeypatch.setattr(registry, "read_lines", read_lines)
+    report = import_logs(tmp_path / "ws", "fullauto", tmp_path / "out")
+    assert report.imported == 5 and report.side_files_unreadable == 1
+    assert any(f"{events}: cannot read: Permission denied" in note for note in report.notes)
+    locked.add(tmp_path / "ws" / "fullauto-decisions.jsonl")
+    assert main(["data", "import", str(tmp_path / "ws"), "--kind", "fullauto", "--out", str(tmp_path / "o2")]) == 2

@@ -283,7 +283,9 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     write_outputs(logged_result, tmp_path / "compile-test", {
         "dataset_id": split.ref.dataset_id, "split": "test", "split_hash": split.ref.split_hash, "lm_spec": "fake"})
     with mlflow.start_run(experiment_id=experiment, run_name="predict+labeled") as run:
-        mlflow.log_params({"program": "full_auto.predict", "optimizer": "LabeledFewShot"})
+        mlflow.log_params({"program": "full_auto.predict", "optimizer": "LabeledFewShot",
+                           "dataset_id": split.ref.dataset_id, "split_hash.test": split.ref.split_hash})
+        mlflow.log_metrics({"test.objective": logged_result.metrics["objective"].value, "test.usage.lm_calls": 60})
         mlflow.log_artifact(str(state))
         mlflow.log_artifacts(str(tmp_path / "compile-test"), artifact_path="test")
     with mlflow.start_run(experiment_id=experiment, run_name="eval only"):
@@ -306,7 +308,9 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     assert {row["name"] for row in board["rows"]} == {"rule", f"predict+labeled#{run.info.run_id[:8]}"}
     compiled_row = next(row for row in board["rows"] if row["source"].startswith("mlflow:"))
     assert any("not replayed here" in note for note in compiled_row["notes"])
-    assert compiled_row["metrics"]["objective"] == logged_result.metrics["objective"].model_dump()
+    for name, value in logged_result.metrics.items():  # same rows; intervals redrawn with the board's resamples
+        if name != "latency_s_per_decision":
+            assert compiled_row["metrics"][name]["value"] == value.value and compiled_row["metrics"][name]["n"] == value.n
     assert compiled_row["cost"]["lm_calls"] == pytest.approx(1000.0)
     client = MlflowClient(tracking_uri=uri)
     parent = client.get_run(board["mlflow_run_id"])
@@ -322,6 +326,17 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
         assert child.data.metrics["objective"] == pytest.approx(row["metrics"]["objective"]["value"])
         assert math.isclose(child.data.metrics["cost_per_1k.lm_calls"], row["cost"]["lm_calls"])
     # The board's own runs are never picked up as variants of a later board.
+    # Frozen into a package folder, the run's own test figures become claims the board checks.
+    from guidebench.packages import package_from_run
+
+    folder = package_from_run(run.info.run_id, tmp_path / "pkgs" / "compiled", version="0.2.0", tracking_uri=uri)
+    (package,) = from_path(folder)
+    assert package.manifest.expected_on == split.ref and package.manifest.expected_metrics == {
+        "objective": logged_result.metrics["objective"].value}
+    board_pkg, _ = run_leaderboard([package], dataset, "test", lm="fake", n_resamples=100)
+    row = board_pkg.rows[0]
+    assert row.version == "0.2.0" and row.expected == {"objective": logged_result.metrics["objective"].value}
+    assert not any("outside the measured interval" in note for note in row.notes)
     with pytest.raises(GuidebenchError, match="no finished run with a program"):
         from_mlflow_experiment(parent.info.experiment_id, tracking_uri=uri, cache_dir=tmp_path / "cache2")
 
@@ -381,3 +396,42 @@ def test_earlier_eval_results_join_only_a_board_of_their_own_split(dataset, tmp_
     err = capsys.readouterr().err
     assert code == 2 and "refusing 'full_auto.rules'" in err and "/dev" in err and "never mixed" in err
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_result_without_split_hash_is_pinned_by_the_dataset_id(dataset, tmp_path):
+    from guidebench.evaluation import evaluate
+
+    folder = tmp_path / "rule-test"
+    evaluate("rule", dataset, split="test", out_dir=folder, track=False, progress=False)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary.pop("split_hash")
+    (folder / "summary.json").write_text(json.dumps(summary))
+    board, _ = run_leaderboard(from_registry(["logged"]), dataset, "test", results=[folder], n_resamples=50)
+    assert any("identified by the dataset id" in note for note in board.row("full_auto.rules").notes)
+    summary["dataset_id"] = "0" * 64
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(GuidebenchError, match="missing split_hash"):
+        run_leaderboard(from_registry(["logged"]), dataset, "test", results=[folder], n_resamples=50)
+
+
+def test_a_board_on_the_compile_eval_subset_admits_only_results_on_that_subset(dataset, tmp_path):
+    from evals.replay import replay
+    from guidebench.evaluation import evaluate, write_outputs
+    from guidebench.leaderboard_split import limit_split
+
+    full = load_split(dataset, "test")
+    subset = limit_split(full, 10)
+    assert len(subset.records) == 10 and subset.ref == full.ref
+    assert limit_split(full, 10).record_ids == subset.record_ids  # seeded: always the same records
+    result = replay("test.flaky", subset.records, progress=False, name="test.flaky")
+    write_outputs(result, tmp_path / "flaky-subset", {"dataset_id": full.ref.dataset_id, "split": "test",
+                                                      "split_hash": full.ref.split_hash})
+    board, _ = run_leaderboard(from_registry(["logged"]), dataset, "test", eval_limit=10, n_resamples=50,
+                               results=[tmp_path / "flaky-subset"])
+    assert board.n_records == 10 and "10 of 60 records" in board.subset
+    assert board.row("test.flaky").n == 10
+
+    evaluate("test.flaky", dataset, split="test", out_dir=tmp_path / "flaky-full", track=False, progress=False)
+    with pytest.raises(SplitMismatchError, match="50 extra"):
+        run_leaderboard(from_registry(["logged"]), dataset, "test", eval_limit=10, n_resamples=50,
+                        results=[tmp_path / "flaky-full"])

@@ -25,6 +25,7 @@ from runtime import (
     PlannerRecord,
 )
 from runtime.advisor import ExperimentLogEntry, FamilyConstraints, PerformanceProfile
+from evals.usage import track_calls
 from runtime.pivot import validate_directive
 
 REQUIRED = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.rules", "full_auto.always_continue",
@@ -437,18 +438,18 @@ UNSEEN = summary(
 
 @pytest.mark.slow
 def test_real_model_full_auto_predict_gives_a_valid_decision(real_lm, capsys):
-    program = programs.get("full_auto.predict")
-    latencies = []
-    with dspy.context(lm=real_lm):
-        for turn in (UNSEEN, DECISION_SEEDS[1].summary.model_copy(update={"thread_id": "thr-x", "turn_id": "turn-8"})):
-            started = time.perf_counter()
-            out = program(**programs.decision_inputs(turn))
-            latencies.append(time.perf_counter() - started)
-            decision = GuidanceDecision.model_validate(out.decision.model_dump())
-            assert decision.action in ACTIONS and 0.0 <= decision.confidence <= 1.0
-            assert out.parse_errors == [], out.raw_output  # seed demos + marker prefill: the format holds
+    started = time.perf_counter()
+    with dspy.context(lm=real_lm), track_calls() as ledger:
+        out = programs.get("full_auto.predict")(**programs.decision_inputs(UNSEEN))
+    elapsed = time.perf_counter() - started
+    decision = GuidanceDecision.model_validate(out.decision.model_dump())
+    assert decision.action in ACTIONS and 0.0 <= decision.confidence <= 1.0
+    assert out.parse_errors == [], out.raw_output  # seed demos + marker prefill: the format holds
+    call = ledger.calls[0]
+    assert len(ledger.calls) == 1 and call.prompt_tokens > 1000 and call.completion_tokens > 0
     with capsys.disabled():
-        print(f"\nfull_auto.predict on the embedded model: {', '.join(f'{s:.2f}s' for s in latencies)}")
+        print(f"\nfull_auto.predict on the embedded model: {elapsed:.2f}s, {call.prompt_tokens} prompt + "
+              f"{call.completion_tokens} completion tokens -> {decision.action} ({decision.confidence})")
 
 
 @pytest.mark.slow
@@ -470,7 +471,9 @@ def test_real_model_planner_predict_gives_a_valid_directive(real_lm, capsys):
 @pytest.mark.slow
 def test_real_model_cli_predict_on_an_unseen_summary(real_lm, tmp_path, capsys):
     path = tmp_path / "unseen.json"
-    path.write_text(UNSEEN.model_dump_json())
+    waiting = UNSEEN.model_copy(update={"turn_id": "turn-7", "pending_approvals": "1", "turn_count": 7,
+                                        "last_agent_message": "I need approval to run the deploy script."})
+    path.write_text(waiting.model_dump_json())
     assert main(["predict", "--program", "full_auto.predict", "--summary", str(path), "--no-cache"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["model_decision"]["action"] in ACTIONS and result["parse_failed"] is False

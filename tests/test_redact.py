@@ -95,3 +95,11 @@ def test_pre_check_never_skips_a_text_the_pattern_would_change() -> None:
     for text in texts:
         assert might_hold_secret(text), text
         assert redact_text(text)[1] == 1, text
+
+
+def test_pre_check_covers_every_hint_of_every_kind() -> None:
+    from guidebench.data.redact import _KINDS
+
+    for kind in _KINDS:
+        for hint in kind.hints:
+            assert might_hold_secret(f"{hint}{'x' * 8}"), (kind.name, hint)

@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "they were scored on this board's split")
     parser.add_argument("--from-mlflow", default=None, metavar="EXPERIMENT",
                         help="every finished run of this MLflow experiment (name or id) with a program state artifact")
+    parser.add_argument("--eval-limit", type=int, default=None, metavar="N",
+                        help="rank on the seeded subset of N records that `guidebench compile --eval-limit N` "
+                             "evaluates on (so its logged results can be reused)")
     parser.add_argument("--rescore", action="store_true",
                         help="replay MLflow variants even when their run logged results on exactly this split")
     parser.add_argument("--champion", default=None, metavar="NAME",
@@ -77,13 +80,14 @@ def run(args: argparse.Namespace) -> int:
     """Resolve the variants, score them on the split, write and track the board, print the ranking."""
     from ..leaderboard import run_leaderboard
     from ..leaderboard_render import write_reports
-    from ..leaderboard_results import load_eval_result
-    from ..packages import resolve_variants, unique_labels
+    from ..packages import resolve_variants
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
     if args.resamples < 1:
         raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")
+    if args.eval_limit is not None and args.eval_limit < 1:
+        raise GuidebenchError(f"--eval-limit {args.eval_limit}: must be at least 1")
     if not args.data.exists():
         raise GuidebenchError(f"--data {args.data}: no such file or folder")
     names = [name.strip() for name in args.programs.split(",") if name.strip()]
@@ -93,16 +97,14 @@ def run(args: argparse.Namespace) -> int:
 
         tracking_uri = tracking.configure(args.tracking_uri)
     variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri, required=not args.results)
-    results = [load_eval_result(path, n_resamples=args.resamples, seed=args.seed) for path in args.results]
-    unique_labels(variants + [item.variant for item in results])
     lm = "none"
     if any(variant.uses_lm for variant in variants):
         lm = args.lm or "local"
         _configure_lm(lm, args.no_cache)
     board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
                                     champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
-                                    n_resamples=args.resamples, seed=args.seed, lm=lm, results=results,
-                                    reuse_logged=not args.rescore,
+                                    n_resamples=args.resamples, seed=args.seed, lm=lm, results=args.results,
+                                    reuse_logged=not args.rescore, eval_limit=args.eval_limit,
                                     command=command_line(["leaderboard", *_argv_of(args)]))
     out = args.out
     if args.no_track:
@@ -132,6 +134,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         argv += ["--results", *map(str, args.results)]
     if args.from_mlflow:
         argv += ["--from-mlflow", args.from_mlflow]
+    if args.eval_limit:
+        argv += ["--eval-limit", str(args.eval_limit)]
     if args.rescore:
         argv.append("--rescore")
     if args.champion:

@@ -71,7 +71,7 @@ def render_card(directory: Path, report: ImportReport) -> str:
         "",
         "- `dataset.json`: kind, dataset id, split sizes and hashes, seed, sources (with SHA-256)",
         "- `train/`, `dev/`, `test/`: Hugging Face `datasets` splits; columns `record_id`, `group_id`,"
-        " `label`, `record` (the record as canonical JSON)",
+        " `label`, `record` (the record's pydantic JSON)",
         "- `import_report.json`: every count above; `quarantine.jsonl`: lines that could not be imported"
         " (`{source, line, error, raw}`); `quarantine-side.jsonl` (when present): unusable lines of side files",
         "",

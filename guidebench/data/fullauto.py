@@ -24,7 +24,14 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from runtime.fullauto import DecisionLogLine, GuardrailConfig, RawDecisionLogLine, RunEvent, RunFile
+from runtime.fullauto import (
+    DecisionLogLine,
+    FullAutoTurnSummary,
+    GuardrailConfig,
+    RawDecisionLogLine,
+    RunEvent,
+    RunFile,
+)
 from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef
 
 from ..errors import GuidebenchError
@@ -158,7 +165,10 @@ def _record(line: DecisionLogLine, config: GuardrailConfig, config_source: str, 
     logged = LoggedDecision(action=line.action, confidence=line.confidence, model_action=line.model_action(),
                             model_confidence=line.model_confidence(), reason=line.reason,
                             next_input_preview=line.next_input_preview, state=line.state)
-    return DecisionRecord.build(line.summary, config, run_id=line.run_id, workspace_id=line.workspace_id,
+    # the logged summary is validated already: build the plain shape without validating it twice
+    summary = FullAutoTurnSummary.model_construct(**{name: getattr(line.summary, name)
+                                                     for name in FullAutoTurnSummary.model_fields})
+    return DecisionRecord.build(summary, config, run_id=line.run_id, workspace_id=line.workspace_id,
                                 thread_id=line.thread_id, turn_id=line.turn_id, sequence_id=line.sequence_id,
                                 timestamp=line.timestamp, config_source=config_source, logged=logged,
                                 guardrail=line.guardrail, model=line.model, label=label, source=source)
@@ -182,6 +192,13 @@ def _finite(value: Any) -> bool:
 
 def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
     """Validate, join configs, deduplicate and spool the decision lines of one workspace."""
+    try:
+        _read_decisions(ctx, workspace, seen, spool)
+    except OSError as exc:  # e.g. no read permission: nothing of this file can be trusted to be complete
+        raise GuidebenchError(f"{workspace.decisions}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
     configs = RunConfigs(ctx, workspace)
     source_name = ctx.relative(workspace.decisions)
     for line, logged, obj in ctx.model_lines(workspace.decisions, DecisionLogLine, desc="decisions",
@@ -219,9 +236,13 @@ def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: t
     quarantined = f"{counter}_quarantined"
     before = ctx.report.count(quarantined)
     usable = 0
-    for _line, item, _obj in ctx.model_lines(file, model, side_counter=quarantined, desc=file.name, accept=accept):
-        usable += 1
-        spool.append(item.run_id, item.model_dump_json())
+    try:
+        for _line, item, _obj in ctx.model_lines(file, model, side_counter=quarantined, desc=file.name,
+                                                 accept=accept):
+            usable += 1
+            spool.append(item.run_id, item.model_dump_json())
+    except OSError as exc:  # the lines read so far are used; the rest of the side file is lost, and said so
+        _side_file_unreadable(ctx, file, exc)
     # every non-blank line of the side file: usable + quarantined
     ctx.report.add(f"{counter}_lines", usable + ctx.report.count(quarantined) - before)
 
@@ -233,11 +254,20 @@ def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[
     if not path.is_file():
         return []
     ctx.report.add("runs_with_events")
-    # events are only read for labeling, never stored: no redaction needed, no bar per file
-    events = [event for _line, event, _obj in ctx.model_lines(path, RunEvent, side_counter="events_quarantined",
-                                                              redact=False)]
+    events: list[RunEvent] = []
+    try:
+        # events are only read for labeling, never stored: no redaction needed, no bar per file
+        for _line, event, _obj in ctx.model_lines(path, RunEvent, side_counter="events_quarantined", redact=False):
+            events.append(event)
+    except OSError as exc:
+        _side_file_unreadable(ctx, path, exc)
     ctx.report.add("events_lines", len(events))
     return events
+
+
+def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
+    ctx.report.add("side_files_unreadable")
+    ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
 
 
 def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list[dict[str, Any]]) -> None:

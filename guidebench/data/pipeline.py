@@ -16,8 +16,7 @@ from ..errors import GuidebenchError
 from .card import write_card
 from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
 from .redact import Redactor
-from .context import ImportContext, parse_row_line
-from .registry import IMPORTERS
+from .registry import IMPORTERS, ImportContext, parse_row_line
 from .spool import GroupedSpool
 
 REPORT_FILE = "import_report.json"

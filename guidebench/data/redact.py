@@ -91,17 +91,25 @@ _KINDS: tuple[_Kind, ...] = (
           case_hint=re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA)[0-9A-Z]{16}")),
     _Kind("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), hints=("eyj",)),
 )
-_ALL_HINTS: tuple[str, ...] = tuple(hint for kind in _KINDS for hint in kind.hints)
+# The pre-check tests these substrings (every kind's hint contains one of them) and two regexes
+# with a literal prefix, which `re` searches fast: GitHub token prefixes and AWS key ids.
+_LINE_HINTS: tuple[str, ...] = ("pass", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
+                                "://", "sk-", "aiza", "xox", "eyj")
+_GITHUB_HINT = re.compile(r"gh[pousr]_|github_pat_")
 _AWS_HINT = _KINDS[6].case_hint
+# The shortest text any pattern matches: "passwd=x", "secret:x", "apikey=x".
+MIN_SECRET_CHARS = 8
 
 
 def might_hold_secret(text: str) -> bool:
     """False when the text certainly holds nothing to redact (a fast pre-check: substring tests)."""
+    if len(text) < MIN_SECRET_CHARS:
+        return False
     lowered = text.lower()
-    for hint in _ALL_HINTS:
+    for hint in _LINE_HINTS:
         if hint in lowered:
             return True
-    return _AWS_HINT is not None and _AWS_HINT.search(text) is not None
+    return _GITHUB_HINT.search(lowered) is not None or (_AWS_HINT is not None and _AWS_HINT.search(text) is not None)
 
 
 class Redactor:

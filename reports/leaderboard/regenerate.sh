@@ -2,9 +2,12 @@
 # Regenerates reports/leaderboard/ (the leaderboard of the committed sample data) and its browser
 # screenshot reports/leaderboard.png. Run from anywhere; uses the repository's .venv.
 #
-#   reports/leaderboard/regenerate.sh                 # baselines + the embedded-model programs + packages
-#   PROGRAMS=logged,rule reports/leaderboard/regenerate.sh
+#   reports/leaderboard/regenerate.sh                 # baselines + full_auto.predict (embedded model) + packages
+#   PROGRAMS=logged,rule,full_auto.always_continue reports/leaderboard/regenerate.sh \
+#       --from-mlflow EXPERIMENT --results COMPILE_OUT/baseline
+#                                                     # LM rows from a compile's logged test results, no LM call
 #
+# Extra arguments go to `guidebench leaderboard` as they are.
 # The sample logs are imported (seeded, so always the same dataset id and splits) into
 # .guidebench/data/sample-fullauto; every variant is ranked on its test split. Compiled variants are
 # the package folders under reports/leaderboard/packages/ (see README.md for how they are made).
@@ -28,7 +31,7 @@ fi
 
 # --no-cache: the cost columns are those of live LM calls, not of DSPy cache hits.
 "$BIN/guidebench" leaderboard --data "$DATA" --split test --programs "$PROGRAMS" "${PACKAGES[@]}" \
-  --lm "$LM" --no-cache --threads "$THREADS" --out reports/leaderboard
+  --lm "$LM" --no-cache --threads "$THREADS" --out reports/leaderboard "$@"
 
 # Renders the page in headless Chromium and saves reports/leaderboard.png.
 "$BIN/python" -m pytest -q tests/test_leaderboard_browser.py -k sample_data
