@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import programs
 from evals.data import dataset_info, load_records
-from optimizers.knn_fewshot import NearestDemos
+from optimizers.knn_fewshot import DEFAULT_FIELDS, NearestDemos
 from optimizers.vectorizers import VECTORIZERS, VectorizerUnavailable
 
 LABEL_FIELD = {"fullauto": "action", "experiments": "strategy_family"}
@@ -36,6 +36,8 @@ def measure(data: Path, k: int, fields: Optional[list[str]] = None) -> list[dict
     train = [to_example(r) for r in load_records(data, "train")]
     dev = [to_example(r) for r in load_records(data, "dev")]
     rows = []
+    import sklearn.feature_extraction.text  # noqa: F401  (import time is not index build time)
+
     for name in VECTORIZERS:
         knn = NearestDemos(program, train, k=k, vectorizer=name, nearest_last=False, fields=fields)
         started = time.perf_counter()
@@ -83,9 +85,11 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--fields", default=None, help="comma-separated input fields to embed (default: KNNFewShot's)")
+    parser.add_argument("--fields", default=None,
+                        help="comma-separated input fields to embed, or 'all' (default: the KNNFewShot recipe's)")
     args = parser.parse_args()
-    rows = measure(args.data, args.k, args.fields.split(",") if args.fields else None)
+    fields = list(DEFAULT_FIELDS) if not args.fields else [] if args.fields == "all" else args.fields.split(",")
+    rows = measure(args.data, args.k, fields)
     print(markdown(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

@@ -96,23 +96,26 @@ def row_of(record: BaseModel) -> DatasetRow:
 
 
 class SplitHasher:
-    """Streaming split hash: keeps one (record id, digest) pair per record, not the records."""
+    """Streaming split hash: keeps one compact (record id, digest) key per record, not the records."""
 
     def __init__(self) -> None:
-        self._pairs: list[tuple[str, str]] = []
+        # b"<record id>\t<32-byte digest>": sorts like (record id, digest) because UTF-8 keeps
+        # code-point order and the tab sorts below every character an id holds in practice
+        self._keys: list[bytes] = []
 
     def add(self, record_id: str, record_text: str) -> None:
         """Account for one record."""
-        self._pairs.append((record_id, sha256_hex(record_text)))
+        self._keys.append(record_id.encode("utf-8") + b"\t" + hashlib.sha256(record_text.encode("utf-8")).digest())
 
     def __len__(self) -> int:
-        return len(self._pairs)
+        return len(self._keys)
 
     def hexdigest(self) -> str:
-        """The split hash."""
+        """The split hash: SHA-256 of the lines `<record_id>\\t<sha256 hex of record JSON>\\n`, sorted."""
         digest = hashlib.sha256()
-        for record_id, record_digest in sorted(self._pairs):
-            digest.update(f"{record_id}\t{record_digest}\n".encode("utf-8"))
+        for key in sorted(self._keys):
+            record_id, record_digest = key[:-33], key[-32:]
+            digest.update(record_id + b"\t" + record_digest.hex().encode("ascii") + b"\n")
         return digest.hexdigest()
 
 

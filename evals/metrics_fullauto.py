@@ -103,8 +103,8 @@ class DecisionOutcome:
 
     @property
     def overridden(self) -> bool:
-        """True when the guardrails changed the model's action."""
-        return self.audit.original_action != self.audit.enforced_action
+        """True when the enforced action differs from the model's own action (the guardrails changed it)."""
+        return self.model.action != self.enforced.action
 
     @property
     def parse_failed(self) -> bool:
@@ -328,7 +328,12 @@ def outcome_from_example(example: Any, pred: Any) -> DecisionOutcome:
 
 
 def metric(example: Any, pred: Any, trace: Any = None) -> float:
-    """DSPy metric: the per-record objective; while bootstrapping demos (trace set) 1.0 only if right."""
+    """DSPy metric: the per-record objective; while bootstrapping demos (trace set) 1.0 only if right.
+
+    The guardrail config comes from the example (`guardrail_config` / `config` / `record`), else the
+    defaults; `metric_for(records)` looks each example's record up instead. An unlabeled example
+    scores 1 minus its override and parse-failure indicators.
+    """
     scores = score_outcome(outcome_from_example(example, pred))
     value = scores["objective"]
     if math.isnan(value):

@@ -19,6 +19,12 @@ through production's guardrails: its enforced decision and audit are the logged 
 guardrails re-applied today are kept alongside (`replay_enforced_action`) and counted in
 `summary["logged_enforcement_mismatches"]` when they disagree (for example a run whose run file
 was missing and whose config fell back to the defaults).
+
+Besides the metrics of `evals.metrics_fullauto` / `evals.metrics_planner`, a Full Auto replay
+reports `logged_agreement` (share of records whose enforced action equals the logged enforced
+action: how often the program would have done what the deployed loop did) and every replay the
+cost metrics `lm_calls_per_decision`, `tokens_per_decision`, `latency_s_per_decision`,
+`cache_hit_rate`, all with bootstrap intervals.
 """
 
 from __future__ import annotations

@@ -32,6 +32,9 @@ FULLAUTO_COLUMNS: tuple[str, ...] = ("objective", "action_accuracy", "macro_f1",
                                      "next_input_proxy")
 PLANNER_COLUMNS: tuple[str, ...] = ("objective", "schema_validity", "pivot_compliance", "cycles_improvement",
                                     "improvement_ratio", "effect_calibration", "parse_failure_rate")
+# The uncompiled planner's prompt is ~1,500 tokens: about a minute per directive on 2 cores, more
+# when the machine is shared; the default limit keeps the report regenerable in reasonable time.
+DEFAULT_PLANNER_MAX_RECORDS = 12
 COST_COLUMNS: tuple[str, ...] = ("lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision")
 
 
@@ -55,7 +58,8 @@ def dataset_for(path: Path, kind: str, cache: Path, seed: int = 0) -> Path:
 
     target = cache / f"{kind}-seed{seed}"
     stamp = target / ".source-mtime"
-    latest = str(max((p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()), default=0))
+    latest = f"{path.resolve()}\n" + str(max((p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()),
+                                              default=0))
     if not (target / "dataset.json").is_file() or not stamp.is_file() or stamp.read_text() != latest:
         import shutil
 
@@ -147,18 +151,24 @@ def render(sections: Sequence[Section], command: str, lm: str) -> str:
 def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFAULT_EXPERIMENTS,
                   split: str = "test", lm: str = "local", threads: int = 1, tracking_uri: Optional[str] = None,
                   track: bool = True, out: Path = DEFAULT_REPORT, fullauto_programs: Sequence[str] = FULLAUTO_PROGRAMS,
-                  planner_programs: Sequence[str] = PLANNER_PROGRAMS, max_records: Optional[int] = None,
-                  progress: bool = True, command: str = "guidebench baselines") -> Path:
-    """Evaluate every baseline on the sample data and write the report; returns its path."""
+                  planner_programs: Sequence[str] = PLANNER_PROGRAMS, fullauto_max_records: Optional[int] = None,
+                  planner_max_records: Optional[int] = DEFAULT_PLANNER_MAX_RECORDS, progress: bool = True,
+                  command: str = "guidebench baselines") -> Path:
+    """Evaluate every baseline on the sample data and write the report; returns its path.
+
+    A record limit applies to every program of its kind, so they are still compared on the same
+    records; the split is then named `<split>[:N]` in the report and in MLflow.
+    """
     cache = guidebench_home() / "baselines"
     sections = []
-    for kind, source, names, columns in (("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS),
-                                         ("planner", experiments, planner_programs, PLANNER_COLUMNS)):
+    for kind, source, names, columns, limit in (
+            ("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS, fullauto_max_records),
+            ("planner", experiments, planner_programs, PLANNER_COLUMNS, planner_max_records)):
         if not names:
             continue
         data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", cache)
         outputs = [evaluate(name, data, split=split, lm=lm, threads=threads, out_dir=cache / "runs" / kind / name,
-                            tracking_uri=tracking_uri, track=track, progress=progress, max_records=max_records,
+                            tracking_uri=tracking_uri, track=track, progress=progress, max_records=limit,
                             run_name=f"baseline {name} {split}")
                    for name in names]
         sections.append(Section(kind=kind, data=Path(source), outputs=outputs, columns=columns))

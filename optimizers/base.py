@@ -21,6 +21,8 @@ failure that outlasts them either aborts the optimizer or is swallowed by it (DS
 any transient LM failure, `compile` waits (exponential backoff, `retry_after` honoured) and runs the
 optimizer again, up to `COMPILE_RETRIES` times. Progress is kept: finished LM calls come back from
 the cache and the candidates already evaluated stay in the history (and the checkpoint).
+A failure no wait can cure (bad API key, billing, unknown model, LM misconfigured) fails the compile
+instead of letting the optimizer return a program built without the LM.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ import yaml
 from dspy.dsp.utils.settings import settings, thread_local_overrides
 from dspy.dsp.utils.utils import dotdict
 from dspy.utils.callback import BaseCallback
-from dspy.utils.exceptions import is_retryable_lm_error
+from dspy.utils.exceptions import (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedModelError,
+                                   is_retryable_lm_error)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .budget import Budget, BudgetExceeded, BudgetGuard
@@ -258,7 +261,7 @@ class Recipe:
             seed_everything(seed)  # every attempt replays the same seeded optimizer: its done calls are cached
             stop_reason: Optional[str] = None
             failure: Optional[Exception] = None
-            watcher = TransientLMFailures()
+            watcher = LMFailures()
             with ExitStack() as stack:
                 if checkpoint is not None:
                     stack.enter_context(disk_cache(checkpoint.cache_dir))
@@ -273,7 +276,10 @@ class Recipe:
                 except Exception as exc:
                     failure = exc
             transient_total += watcher.count
-            transient = watcher.count > 0 or (failure is not None and is_transient_lm_error(failure))
+            if failure is None and watcher.fatal is not None:
+                failure = watcher.fatal  # the optimizer swallowed it; its program was built without the LM
+            transient = watcher.fatal is None and (
+                watcher.count > 0 or (failure is not None and is_transient_lm_error(failure)))
             if stop_reason is not None or not transient or attempt >= retries:
                 if failure is not None:
                     raise failure
@@ -388,17 +394,27 @@ def is_transient_lm_error(exc: BaseException) -> bool:
     return False
 
 
-class TransientLMFailures(BaseCallback):
-    """Counts the LM calls of a compile attempt that failed transiently after the LM's own retries."""
+# LM failures no retry cures: the compile stops instead of building a program without the LM.
+FATAL_LM_ERRORS: tuple[type[Exception], ...] = (LMAuthError, LMBillingError, LMConfigurationError,
+                                                LMUnsupportedModelError)
+
+
+class LMFailures(BaseCallback):
+    """The LM calls of a compile attempt that failed after the LM's own retries: transient ones and fatal ones."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.count = 0
+        self.count = 0  # transient failures
         self.last: Optional[str] = None
         self.retry_after: Optional[float] = None
+        self.fatal: Optional[Exception] = None
 
     def on_lm_end(self, call_id: str, outputs: Any, exception: Optional[Exception] = None) -> None:
-        """Record a call that ended in a transient failure."""
+        """Record a call that ended in a transient or a fatal failure."""
+        if isinstance(exception, FATAL_LM_ERRORS):
+            with self._lock:
+                self.fatal = self.fatal or exception
+            return
         if exception is None or not is_transient_lm_error(exception):
             return
         hint = getattr(exception, "retry_after", None)
@@ -499,6 +515,6 @@ def with_labeled_demos(program: dspy.Module, trainset: Sequence[dspy.Example], k
 
 __all__ = [
     "Budget", "COMPILE_RETRIES", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
-    "TransientLMFailures", "extra_callbacks", "feedback_from_scalar", "is_transient_lm_error", "program_state", "read_recipe_file", "restore_program",
+    "LMFailures", "extra_callbacks", "feedback_from_scalar", "is_transient_lm_error", "program_state", "read_recipe_file", "restore_program",
     "scalar_metric", "seed_everything", "with_labeled_demos",
 ]

@@ -8,12 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import dspy
-from dspy.adapters.chat_adapter import ChatAdapter
 from dspy.utils.exceptions import AdapterParseError
+
+from runtime.guardrails import conflicting_sections
+from runtime.strict_adapter import StrictChatAdapter
 
 # Without a configured adapter, programs use ChatAdapter without its JSON fallback: on a small
 # local model the fallback fails too and costs a second call (design.md). A configured adapter wins.
-DEFAULT_ADAPTER = ChatAdapter(use_json_adapter_fallback=False)
+# The strict variant refuses an answer that gives an output field twice with different values.
+DEFAULT_ADAPTER = StrictChatAdapter(use_json_adapter_fallback=False)
 
 _MARKER = re.compile(r"\[\[\s*##\s*(\w+)\s*##\s*\]\]")
 
@@ -29,12 +32,15 @@ class PredictorOutcome:
 
 
 def output_sections(text: str) -> dict[str, str]:
-    """Split `[[ ## field ## ]]` sections out of raw model text (first occurrence of each wins)."""
+    """Split `[[ ## field ## ]]` sections out of raw model text (first occurrence of each wins); a field
+    given twice with different values is left out (ambiguous: see `runtime.strict_adapter`)."""
     sections: dict[str, str] = {}
     markers = list(_MARKER.finditer(text or ""))
     for index, marker in enumerate(markers):
         end = markers[index + 1].start() if index + 1 < len(markers) else len(text)
         sections.setdefault(marker.group(1).lower(), text[marker.end():end].strip())
+    for name in conflicting_sections(text or "", list(sections)):
+        sections.pop(name.lower(), None)
     return sections
 
 

@@ -97,12 +97,13 @@ def _lm_scope(lm: Any):
 
 
 def _predict(predictor: dspy.Predict, inputs: dict[str, Any]) -> Any:
-    """Call the predictor as `programs` does: ChatAdapter without the JSON fallback unless configured."""
-    from dspy.adapters.chat_adapter import ChatAdapter
+    """Call the predictor as `programs` does: ChatAdapter without the JSON fallback unless configured, refusing
+    ambiguous answers (`runtime.strict_adapter`)."""
+    from .strict_adapter import StrictChatAdapter
 
     # On a small local model the JSON fallback fails too and costs a second call (design.md).
     scope = nullcontext() if dspy.settings.adapter is not None \
-        else dspy.context(adapter=ChatAdapter(use_json_adapter_fallback=False))
+        else dspy.context(adapter=StrictChatAdapter(use_json_adapter_fallback=False))
     with scope:
         return predictor(**inputs)
 

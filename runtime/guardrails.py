@@ -102,11 +102,61 @@ _KEY_LINE = re.compile(
     r"^\s*(?:[-*]\s+)?[\"'`*]*(action|next_input|reason|confidence)[\"'`*]*\s*[:=]\s*(.*)$", re.I)
 _FENCED = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
 _NOT_PARSED = "output is not JSON, `[[ ## field ## ]]` sections or `key: value` lines"
+_HEADER_LINE = re.compile(r"\[\[ ## (\w+) ## \]\]")
+
+
+class AmbiguousOutput(ValueError):
+    """An output field given more than once with different values (e.g. echoed or injected marker text)."""
+
+
+def _ambiguity(fields: list[str]) -> str:
+    return (f"ambiguous output: {', '.join(f'`{name}`' for name in fields)} given more than once with different "
+            "values (echoed or injected field markers?); no value is picked")
+
+
+def conflicting_sections(text: str, names: Any = OUTPUT_FIELDS) -> list[str]:
+    """Output fields whose `[[ ## field ## ]]` header lines occur more than once with different values.
+
+    Sections are cut as DSPy's ChatAdapter cuts them (a header at the start of a line). A model that
+    repeats a section word for word is not ambiguous; one whose answer holds a second `confidence`
+    or `action` section with another value is: which one is "the" answer cannot be told, and text
+    quoted from the turn summary (a prompt injection) could otherwise choose it.
+    """
+    wanted = set(names)
+    values: dict[str, set[str]] = {}
+    current: Optional[str] = None
+    chunks: dict[int, list[str]] = {}
+    order: list[tuple[int, str]] = []
+    for line in (text or "").splitlines():
+        match = _HEADER_LINE.match(line.strip())
+        if match:
+            current = match.group(1)
+            order.append((len(order), current))
+            chunks[len(order) - 1] = [line.strip()[match.end():].strip()]
+        elif current is not None:
+            chunks[len(order) - 1].append(line)
+    for index, name in order:
+        if name in wanted:
+            values.setdefault(name, set()).add("\n".join(chunks[index]).strip())
+    return sorted(name for name, seen in values.items() if len(seen) > 1)
 
 
 def _json_object(text: str) -> Optional[dict[str, Any]]:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        clashes = []
+        for key, value in items:
+            if key in data and data[key] != value and str(key).strip().lower() in OUTPUT_FIELDS:
+                clashes.append(str(key))
+            data.setdefault(key, value)
+        if clashes:
+            raise AmbiguousOutput(_ambiguity(sorted(set(clashes))))
+        return data
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=pairs)
+    except AmbiguousOutput:
+        raise
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -117,7 +167,17 @@ def _has_output_field(fields: Mapping[str, Any]) -> bool:
 
 
 def _fields_from_text(text: str) -> tuple[dict[str, Any], Optional[str]]:
-    """Pull output fields out of JSON, fenced JSON, `[[ ## field ## ]]` sections or `key: value` lines."""
+    """Pull output fields out of JSON, fenced JSON, `[[ ## field ## ]]` sections or `key: value` lines.
+
+    An output field given twice with different values is ambiguous: no fields, and the reason.
+    """
+    try:
+        return _fields_or_raise(text)
+    except AmbiguousOutput as exc:
+        return {}, str(exc)
+
+
+def _fields_or_raise(text: str) -> tuple[dict[str, Any], Optional[str]]:
     stripped = text.strip()
     whole = _json_object(stripped)
     if whole is not None:
@@ -127,6 +187,9 @@ def _fields_from_text(text: str) -> tuple[dict[str, Any], Optional[str]]:
         if data is not None and _has_output_field(data):
             return data, None
     markers = list(_FIELD_MARKER.finditer(stripped))
+    conflicts = conflicting_sections(stripped)
+    if conflicts:
+        return {}, _ambiguity(conflicts)
     if any(marker.group(1).lower() in OUTPUT_FIELDS for marker in markers):
         fields: dict[str, Any] = {}
         for index, marker in enumerate(markers):
@@ -141,11 +204,17 @@ def _fields_from_text(text: str) -> tuple[dict[str, Any], Optional[str]]:
         if data is not None and _has_output_field(data):
             return data, None
     fields = {}
+    clashes = set()
     for line in stripped.splitlines():
         match = _KEY_LINE.match(line)
-        if match and match.group(1).lower() not in fields:
+        if match:
             value = match.group(2).strip().rstrip(",").strip().strip("\"'`*").strip()
-            fields[match.group(1).lower()] = value
+            name = match.group(1).lower()
+            if name in fields and fields[name] != value:
+                clashes.add(name)
+            fields.setdefault(name, value)
+    if clashes:
+        return {}, _ambiguity(sorted(clashes))
     if fields:
         return fields, None
     return {}, _NOT_PARSED
@@ -195,8 +264,8 @@ def _safe_default(errors: list[str], reason: str = "") -> GuidanceDecision:
 def parse_decision(raw: Any) -> GuidanceDecision:
     """Parse model output (text, bytes, dict or prediction) into a decision; never raises.
 
-    Unknown or missing action, missing or non-numeric confidence and unparseable output
-    all give the safe default — `pause` with confidence 0.0, empty next_input — and the
+    Unknown or missing action, missing or non-numeric confidence, unparseable output and
+    ambiguous output (a field given twice with different values) all give the safe default — `pause` with confidence 0.0, empty next_input — and the
     errors are kept in `parse_errors`. A numeric confidence outside [0, 1] is clamped.
     """
     errors: list[str] = []

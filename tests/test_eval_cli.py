@@ -165,10 +165,28 @@ def test_an_empty_dataset_split_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.slow
 def test_eval_full_auto_predict_on_the_embedded_model(workspace, tmp_path, tracking_uri):
     out = tmp_path / "out"
+    # Three decisions keep it to a few seconds per call on 2 cores; the path is the full one.
     assert main(["eval", "--program", "full_auto.predict", "--lm", "local", "--data", str(workspace),
-                 "--out", str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
+                 "--max-records", "3", "--out", str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
     metrics = read_metrics(out)
-    assert metrics["lm_calls_per_decision"]["value"] >= 1.0
+    assert metrics["lm_calls_per_decision"]["value"] >= 1.0 and metrics["tokens_per_decision"]["value"] > 100
     assert 0.0 <= metrics["parse_failure_rate"]["value"] <= 1.0
     frame = pd.read_parquet(out / "results.parquet")
-    assert len(frame) == 10 and frame["error.class"].isna().all()
+    assert len(frame) == 3 and frame["error.class"].isna().all()
+    assert set(frame["model_action"]) <= {"continue", "pause", "stop", "review"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["split"] == "all[:3]" and summary["lm_spec"] == "local"
+
+
+def test_baselines_report_ranks_programs_with_intervals_and_paired_tests(workspace, tmp_path):
+    write_episodes(tmp_path / "logs", episodes=2, seed=5)
+    report = tmp_path / "baselines.md"
+    assert main(["baselines", "--fullauto", str(workspace), "--experiments", str(tmp_path / "logs"),
+                 "--split", "all", "--fullauto-programs", "logged,rule,full_auto.always_continue",
+                 "--planner-programs", "planner.rules", "--planner-max-records", "20", "--no-track",
+                 "--no-progress", "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "| `logged` | " in text and "| `full_auto.always_continue` | " in text and "| `planner.rules` | " in text
+    assert "Paired against `logged`" in text and "split `all[:20]`" in text
+    logged_row = next(line for line in text.splitlines() if line.startswith("| `logged` |"))
+    assert "0.500 [" in logged_row  # the override rate of the hand-made log, with its interval

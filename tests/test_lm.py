@@ -153,20 +153,47 @@ def _stub_engine(monkeypatch, stub: _StubLlama, **kwargs) -> LocalGGUFEngine:
     loaded = local_lm._LoadedModel(stub, threading.Lock())
     monkeypatch.setattr(local_lm, "_load", lambda path, n_ctx, n_threads: loaded)
     monkeypatch.setattr(local_lm, "ensure_model", lambda home=None: Path("/models/stub.gguf"))
+    monkeypatch.setattr(local_lm, "grammar_compiles", lambda llama, text: True)
     return LocalGGUFEngine(**kwargs)
 
 
+FORMATTED = ("continue\n\n[[ ## next_input ## ]]\nRun the tests\n\n[[ ## reason ## ]]\nopen steps\n\n"
+             "[[ ## confidence ## ]]\n0.8\n\n")
+
+
 def test_engine_completes_with_prefill_usage_and_sampling_settings(monkeypatch):
-    stub = _StubLlama()
+    stub = _StubLlama(text=FORMATTED)
     engine = _stub_engine(monkeypatch, stub, n_ctx=4096, seed=7)
     response = engine.complete(_adapter_request())
     assert isinstance(response, Response) and response.finish_reason == "stop"
-    assert response.text.startswith("[[ ## action ## ]]\ncontinue")
+    assert response.text == "[[ ## action ## ]]\n" + FORMATTED
     assert response.usage.input_tokens == 100 and response.usage.output_tokens == 7
+    assert len(stub.calls) == 1  # the answer has the format: no grammar pass
     prompt, kwargs = stub.calls[0]
-    assert prompt.endswith("[[ ## action ## ]]\n")
+    assert prompt.endswith("[[ ## action ## ]]\n") and kwargs["grammar"] is None
     assert kwargs["max_tokens"] == 64 and kwargs["temperature"] == 0.2 and kwargs["seed"] == 7
     assert "[[ ## completed ## ]]" in kwargs["stop"]
+
+
+def test_engine_redecodes_with_the_grammar_when_the_format_is_missed(monkeypatch):
+    # The measured failure: every section written, every value empty.
+    stub = _StubLlama(text="continue\n\n[[ ## next_input ## ]]\n\n[[ ## reason ## ]]\n\n[[ ## confidence ## ]]\n\n")
+    engine = _stub_engine(monkeypatch, stub)
+    response = engine.complete(_adapter_request())
+    assert len(stub.calls) == 2 and stub.calls[0][1]["grammar"] is None
+    grammar = stub.calls[1][1]["grammar"]
+    assert grammar is not None and '"\\n\\n[[ ## confidence ## ]]\\n" number' in grammar._grammar
+    assert response.usage.output_tokens == 14  # both passes are counted
+
+
+def test_engine_constrain_modes(monkeypatch):
+    stub = _StubLlama(text="garbage")
+    _stub_engine(monkeypatch, stub, constrain="off").complete(_adapter_request())
+    assert len(stub.calls) == 1 and stub.calls[0][1]["grammar"] is None
+    _stub_engine(monkeypatch, stub, constrain="always").complete(_adapter_request())
+    assert len(stub.calls) == 2 and stub.calls[1][1]["grammar"] is not None
+    with pytest.raises(ValueError, match="constrain"):
+        LocalGGUFEngine(constrain="sometimes")
 
 
 def test_engine_refuses_a_prompt_longer_than_its_context(monkeypatch):
@@ -176,7 +203,7 @@ def test_engine_refuses_a_prompt_longer_than_its_context(monkeypatch):
 
 
 def test_engine_serialises_concurrent_calls(monkeypatch):
-    stub = _StubLlama()
+    stub = _StubLlama(text=FORMATTED)
     engine = _stub_engine(monkeypatch, stub)
     threads = [threading.Thread(target=engine.complete, args=(_adapter_request(),)) for _ in range(6)]
     for thread in threads:
@@ -210,6 +237,7 @@ def test_local_lm_state_round_trips_without_loading_the_model():
     restored = dspy.LM.load_state(state, allow_custom_lm_class=True)
     assert isinstance(restored.engine, LocalGGUFEngine) and restored.engine.prefill
     assert restored.kwargs["temperature"] == 0.2 and restored.kwargs["max_tokens"] == 512
+    assert restored.engine.constrain == "fallback" and state["engine"]["state"]["n_threads"] is None
 
 
 def test_engine_state_for_another_model_is_refused():
@@ -341,3 +369,39 @@ def test_fake_engine_scripts_and_state():
     texts = [engine.complete(_adapter_request(demos=0)).text for _ in range(3)]
     assert texts[:2] == ["first", "second"] and texts[2].startswith("[[ ## action ## ]]")
     assert FakeEngine.load_state(engine.dump_state()).script == ["first", "second"]
+
+
+def _lm_program_requests() -> list[tuple[str, Request]]:
+    """One adapter request per predictor of every LM program, as the engine receives it."""
+    from dspy.adapters.chat_adapter import ChatAdapter
+
+    requests = []
+    seed = DECISION_SEEDS[0].summary
+    for name in programs.names():
+        if not programs.spec(name).uses_lm:
+            continue
+        for path, predictor in programs.get(name).named_predictors():
+            inputs = {field: "x" for field in predictor.signature.input_fields}
+            if programs.spec(name).kind == "full_auto" and set(inputs) <= set(programs.decision_inputs(seed)):
+                inputs = {field: programs.decision_inputs(seed)[field] for field in inputs}
+            messages = ChatAdapter().format(predictor.signature, predictor.demos, inputs)
+            turns = [Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
+                     for m in messages[1:]]
+            requests.append((f"{name}:{path}", Request(model=LOCAL_MODEL_ID, messages=tuple(turns),
+                                                        system=messages[0]["content"])))
+    return requests
+
+
+def test_every_lm_program_gets_a_grammar_llama_cpp_accepts():
+    from llama_cpp import Llama
+
+    from guidebench.local_grammar import output_grammar
+
+    vocab = Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
+    requests = _lm_program_requests()
+    assert len(requests) >= 8
+    for where, request in requests:
+        rendered = render_prompt(request)
+        assert rendered.chat_format and rendered.prefill, where
+        text = output_grammar(rendered.system, prefilled=True)
+        assert text and local_lm.grammar_compiles(vocab, text), where

@@ -237,9 +237,9 @@ def test_compile_retries_transient_failures_with_backoff_and_repeats_no_finished
     assert sleeps == [0.5, 1.0]
     assert result.program.dump_state() == clean.program.dump_state()
     assert result.summary()["retries"] == 2 and result.summary()["transient_lm_errors"] == len(outage)
-    # Progress kept: every call answered before the retry came back from the cache, only the failed ones ran again.
-    assert engine.calls == clean_engine.calls + len(outage)
-    assert len(engine.answered) == len(set(engine.answered)) == clean_engine.calls
+    # Progress kept: no answered request reached the LM twice (the cache answered it); only failed ones ran again.
+    assert len(engine.answered) == len(set(engine.answered))
+    assert engine.calls == len(engine.answered) + len(outage)
 
 
 def test_backoff_grows_and_honours_retry_after(tmp_path, monkeypatch):
@@ -274,7 +274,7 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
     monkeypatch.setattr(optimizers_base, "RETRY_BACKOFF_S", 0.01)
     data = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
     down = {"on": True}
-    engine = FaultEngine(lambda index, inputs: "server" if down["on"] and index >= 4 else None)
+    engine = FaultEngine(lambda index, inputs: "server" if down["on"] and index >= 1 else None)
     injected = fault_lm(engine, cache=True)
     monkeypatch.setattr(lm_module, "configure_lm", lambda spec, **kw: dspy.configure(lm=injected) or injected)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -287,7 +287,8 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
     assert len(failed) == 1 and failed[0].info.status == "FAILED"
     run_id = failed[0].info.run_id
     before = list(engine.answered)
-    assert len(before) == 4 and engine.faults["server"] > 3  # the compile retried before giving up
+    # The compile retried (with backoff) before giving up: each attempt met max_errors server errors.
+    assert len(before) == 1 and engine.faults["server"] == 3 * (1 + optimizers_base.COMPILE_RETRIES)
     # The provider is back: --resume finishes the run, and no call answered before is made again.
     down["on"] = False
     outcome = run_compile(request, resume_run_id=run_id, progress=False)
@@ -295,7 +296,7 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
     assert not set(before) & set(resumed)
     run = client.get_run(run_id)
     assert outcome.run_id == run_id and run.info.status == "FINISHED"
-    assert outcome.summary["compile"]["usage"]["cache_hits"] >= 4
+    assert outcome.summary["compile"]["usage"]["cache_hits"] >= 1
 
 
 # ----- the runtime module ----------------------------------------------------------------------------

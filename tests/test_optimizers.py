@@ -160,6 +160,18 @@ def test_knn_picks_the_nearest_examples_and_round_trips():
     assert hashing.nearest(dict(DEV[1].inputs()))[0].action == "pause"
 
 
+def test_knn_recipe_embeds_the_fields_that_decide():
+    recipe = optimizers.get("knn_fewshot")()
+    full_auto = recipe.compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric)
+    assert full_auto.program._fields() == ["last_turn_status", "turn_error", "pending_approvals",
+                                           "pending_tool_inputs", "compaction_events", "token_usage"]
+    every = recipe.with_overrides(fields=[]).compile(programs.get("full_auto.predict"), TRAIN, DEV,
+                                                     metrics_fullauto.metric)
+    assert "turn_plan" in every.program._fields() and "thread_id" not in every.program._fields()
+    planner = NearestDemos(programs.get("planner.predict"), [], fields=recipe.settings.fields)
+    assert planner._fields() == ["strategy_family_constraints", "plateau_valid_iters_since_best"]
+
+
 def test_candidate_tracker_prefers_full_evaluations():
     tracker = CandidateTracker()
     for score, n in ((0.9, 3), (0.6, 10), (0.7, 10), (0.7, 10)):

@@ -2,6 +2,10 @@
 PostgreSQL backend store, llama-cpp-python's own OpenAI-compatible server, and search workers in
 separate processes. The set-up installs what is missing (tests/setup/*.sh), starts everything on
 127.0.0.1 and tears it down.
+
+The workers' trials use the deterministic fake LM on a large dev split: what is under test there is
+the shared study (PostgreSQL, heartbeats, processes), and trials must last long enough to be killed
+mid-way on any machine. The embedded model is exercised through the LM server tests.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ def home(tmp_path_factory):
 def data(tmp_path_factory):
     """A small labeled Full Auto dataset (train 8, dev 4, test 4)."""
     return make_dataset(tmp_path_factory.mktemp("scale-data") / "fullauto", train=8, dev=4, test=4)
+
+
+@pytest.fixture(scope="module")
+def search_data(tmp_path_factory):
+    """A dataset whose dev split keeps a fake-LM trial busy for seconds (300 records scored per trial)."""
+    return make_dataset(tmp_path_factory.mktemp("scale-search-data") / "fullauto", train=8, dev=300, test=2)
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +120,14 @@ def _running(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
 
 
 def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usable(
-        home, data, postgres, mlflow_server, capsys):
+        home, search_data, postgres, mlflow_server, capsys):
     storage = services.create_database(postgres, "optuna")
     study_name = "scale-out"
-    search_args = ["--program-family", "full_auto", "--data", str(data), "--lm", "local",
-                   "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "2:3",
-                   "--temperature", "0.2:0.2", "--minibatch-size", "2", "--storage", storage, "--study", study_name,
+    search_args = ["--program-family", "full_auto", "--data", str(search_data), "--lm", "fake",
+                   "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "1:3",
+                   "--minibatch-size", "300", "--storage", storage, "--study", study_name,
                    "--tracking-uri", mlflow_server.url, "--no-progress"]
-    pool = subprocess.Popen([sys.executable, "-m", "guidebench.cli", "worker", "--workers", "2", "--trials", "3",
+    pool = subprocess.Popen([sys.executable, "-m", "guidebench.cli", "worker", "--workers", "2", "--trials", "6",
                              *search_args], cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
@@ -128,7 +138,7 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
         running = _wait_for(lambda: len(_running(storage, study_name)) == 2 and _running(storage, study_name), 600,
                             "two trials running at once", pool)
         os.kill(workers[0]["pid"], signal.SIGKILL)
-        out, _ = pool.communicate(timeout=900)
+        out, _ = pool.communicate(timeout=600)
     finally:
         if pool.poll() is None:
             pool.kill()
@@ -142,13 +152,13 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
     retries = [t for t in study.trials if RetryFailedTrialCallback.retried_trial_number(t) == failed[0].number]
     assert len(retries) == 1, "the failed-trial callback queues the killed trial again"
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    assert len(finished) == 3
+    assert len(finished) == 6
 
     # The study stays usable: the same search resumes it and runs exactly the missing trial.
     capsys.readouterr()
-    assert main(["search", "--trials", "4", *search_args]) == 0
+    assert main(["search", "--trials", "7", *search_args]) == 0
     assert "ran 1 trial(s) now" in capsys.readouterr().out
-    assert len(_study(storage, study_name).get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))) == 4
+    assert len(_study(storage, study_name).get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))) == 7
 
     # Every trial was tracked on the MLflow server, whose store is the PostgreSQL database.
     import mlflow
@@ -158,7 +168,7 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
     parents = client.search_runs(experiments, "tags.`guidebench.run_type` = 'search'")
     assert len(parents) == 1
     trials = client.search_runs(experiments, f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")
-    assert len(trials) >= 5  # 4 finished + the killed one (its run never ended)
+    assert len(trials) == 8  # 7 finished + the killed one (its run never ended)
     with sqlalchemy.create_engine(postgres.url("mlflow")).connect() as connection:
         assert connection.execute(sqlalchemy.text("select count(*) from runs")).scalar() == len(trials) + 1
 

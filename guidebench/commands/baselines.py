@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..baselines import (
     DEFAULT_EXPERIMENTS,
+    DEFAULT_PLANNER_MAX_RECORDS,
     DEFAULT_FULLAUTO,
     DEFAULT_REPORT,
     FULLAUTO_PROGRAMS,
@@ -35,8 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--split", choices=("train", "dev", "test", "all"), default="test")
     parser.add_argument("--lm", default="local", metavar="SPEC", help="LM of the LM programs (default: local)")
     parser.add_argument("--threads", type=int, default=1, metavar="N")
-    parser.add_argument("--max-records", type=int, default=None, metavar="N",
-                        help="score only the first N records of each split")
+    parser.add_argument("--fullauto-max-records", type=int, default=None, metavar="N",
+                        help="score only the first N Full Auto records of the split (default: all)")
+    parser.add_argument("--planner-max-records", type=int, default=DEFAULT_PLANNER_MAX_RECORDS, metavar="N",
+                        help=f"score only the first N planner records (default {DEFAULT_PLANNER_MAX_RECORDS}: the "
+                             "uncompiled planner takes about a minute per directive on the embedded model)")
     parser.add_argument("--fullauto-programs", type=_names, default=list(FULLAUTO_PROGRAMS), metavar="A,B")
     parser.add_argument("--planner-programs", type=_names, default=list(PLANNER_PROGRAMS), metavar="A,B")
     parser.add_argument("--tracking-uri", default=None, metavar="URI")
@@ -52,11 +56,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
+    for flag, value in (("--fullauto-max-records", args.fullauto_max_records),
+                        ("--planner-max-records", args.planner_max_records)):
+        if value is not None and value < 1:
+            raise GuidebenchError(f"{flag} {value}: must be at least 1")
     extra = sys.argv[2:] if sys.argv[1:2] == ["baselines"] else []
     command = " ".join(["guidebench", "baselines", *(shlex.quote(a) for a in extra)])
     path = run_baselines(fullauto=args.fullauto, experiments=args.experiments, split=args.split, lm=args.lm,
                          threads=args.threads, tracking_uri=args.tracking_uri, track=not args.no_track, out=args.out,
                          fullauto_programs=args.fullauto_programs, planner_programs=args.planner_programs,
-                         max_records=args.max_records, progress=not args.no_progress, command=command)
+                         fullauto_max_records=args.fullauto_max_records,
+                         planner_max_records=args.planner_max_records, progress=not args.no_progress,
+                         command=command)
     print(f"wrote {path}")
     return 0

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "leaderboard", help="rank program variants on one frozen split",
         description="Score every variant (registry programs, package folders, exported modules, MLflow runs, "
                     "earlier eval results of the same split) on "
-                    "the identical frozen split, rank them by objective with 95%% intervals, compare each with "
+                    "the identical frozen split, rank them by objective with 95% intervals, compare each with "
                     "the champion (paired test), add cost per 1,000 decisions and the Pareto front, and write "
                     "OUT/leaderboard.json, .md, .html and PNG plots (also logged to MLflow).")
     parser.add_argument("--data", required=True, type=Path, metavar="DIR",
