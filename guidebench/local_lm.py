@@ -8,6 +8,10 @@ replaces the deprecated `BaseLM.forward` subclassing: pass it as `dspy.LM(model,
 The model is a base model with no chat template, so the engine renders the adapter's messages as
 one plain-text prompt, ends it with the first output marker (`[[ ## action ## ]]`) and puts that
 marker back in front of the completion, because the base model does not start with it by itself.
+When the answer still misses the format (measured: sometimes every section written but empty), the
+engine decodes once more under a grammar built from the adapter's output fields (`local_grammar`).
+Calls are serialised by one lock per loaded model, so the engine is safe under
+`dspy.Evaluate(num_threads>1)`.
 """
 
 from __future__ import annotations
@@ -195,8 +199,8 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
                 raise ModelFileError(
                     "llama-cpp-python is not installed: pip install 'llama-cpp-python>=0.3.36,<0.4'") from exc
             _quiet_llama(llama_cpp)
-            llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=DEFAULT_SEED,
-                                    verbose=False)
+            llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                    n_threads_batch=n_threads, seed=DEFAULT_SEED, verbose=False)
             # One model per process and file, shared by every engine; calls are serialised by its lock
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
             loaded = _models[key] = _LoadedModel(llama, threading.Lock())

@@ -243,13 +243,24 @@ def tracked_run(*, dataset_id: str, kind: str, run_name: str, params: Mapping[st
 
     if not nested:
         ensure_experiment(dataset_id, kind, tracking_uri)
-    all_tags = {"guidebench.kind": kind, "guidebench.dataset_id": dataset_id, "guidebench.command": " ".join(
-        sys.argv[:1] + sys.argv[1:])[:500]}
+    all_tags = {"guidebench.kind": kind, "guidebench.dataset_id": dataset_id, "guidebench.command": command_line()}
     all_tags.update(tags or {})
     all_tags.update(owner_tags())
     with mlflow.start_run(run_name=run_name, nested=nested, tags=all_tags) as run:
         mlflow.log_params(dict(params))
         yield run
+
+
+def command_line() -> str:
+    """The command that started this process, for a run's tags, without secrets.
+
+    Arguments can carry credentials (`--tracking-uri https://user:pass@host`, `--storage postgresql://...`,
+    an API key pasted on the command line): they are scrubbed like an export (known secret values of the
+    environment, token shapes, passwords in URLs).
+    """
+    from .redaction import redactor_for
+
+    return redactor_for().text(" ".join(sys.argv))[:500]
 
 
 def log_artifacts(paths: Mapping[str, Path], artifact_path: Optional[str] = None) -> None:

@@ -71,7 +71,9 @@ class BudgetGuard(BaseCallback):
         self._lock = threading.Lock()
         self._started = 0
         self._tripped: Optional[str] = None
-        self.ledger: UsageLedger = UsageLedger()
+        # One ledger per activation: a compile retried after transient LM failures activates the
+        # guard again, and the budget covers every attempt.
+        self._ledgers: list[UsageLedger] = []
 
     # -- accounting -------------------------------------------------------------------------
     def usage(self) -> dict[str, Any]:
@@ -80,7 +82,7 @@ class BudgetGuard(BaseCallback):
             return self._usage()
 
     def _usage(self) -> dict[str, Any]:
-        totals = self.ledger.totals()
+        totals = _sum_totals([ledger.totals() for ledger in self._ledgers])
         # Calls the ledger has not seen (uninstrumented LMs, calls in flight) count as paid.
         paid = max(self._started, totals["lm_calls"]) - totals["cache_hits"]
         return {**totals, "lm_calls_started": self._started, "paid_calls": paid}
@@ -112,7 +114,8 @@ class BudgetGuard(BaseCallback):
     def active(self) -> Iterator["BudgetGuard"]:
         """Install the guard (first of all callbacks) and its ledger for the block."""
         with track_calls() as ledger:
-            self.ledger = ledger
+            with self._lock:
+                self._ledgers.append(ledger)
             current = list(settings.callbacks or [])
             # First, so that a refused call never opens another callback's span or pending entry.
             callbacks = [self, *(c for c in current if c is not self)]
@@ -121,3 +124,10 @@ class BudgetGuard(BaseCallback):
                 yield self
             finally:
                 thread_local_overrides.reset(token)
+
+
+def _sum_totals(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("lm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "cache_hits", "latency_s")
+    summed: dict[str, Any] = {key: sum(part.get(key, 0) for part in parts) for key in keys}
+    summed["latency_s"] = round(summed["latency_s"], 6)
+    return summed

@@ -54,8 +54,7 @@ def decision_inputs(record_or_summary: Any) -> dict[str, str]:
     """Signature inputs plus extras (turn counts, agent message, logged decision) as strings."""
     summary, record = _summary_of(record_or_summary)
     data = summary.model_dump()
-    inputs = {name: str(data.get(name, "") if data.get(name) is not None else "") for name in FULL_AUTO_INPUT_FIELDS}
-    inputs.update({name: str(data.get(name, "")) for name in DECISION_EXTRA_FIELDS})
+    inputs = {name: str(data[name]) for name in (*FULL_AUTO_INPUT_FIELDS, *DECISION_EXTRA_FIELDS)}
     if record is not None and record.logged is not None:
         inputs.update({
             "logged_action": record.logged.model_action,
@@ -67,8 +66,12 @@ def decision_inputs(record_or_summary: Any) -> dict[str, str]:
 
 
 def label_confidence(label: OutcomeLabel) -> float:
-    """The label's own confidence when it states one, else the trust in its source."""
-    if "confidence" in label.model_fields_set:
+    """The label's confidence when below 1.0, else the trust in its source.
+
+    1.0 is the model's default and survives every JSON round trip, so it cannot tell a stated
+    certainty from an unstated one; the source's trust is used for it.
+    """
+    if label.confidence < 1.0:
         return float(label.confidence)
     kind = label.source.split(":", 1)[0].strip().lower()
     return SOURCE_CONFIDENCE.get(kind, 0.75)

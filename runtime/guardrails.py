@@ -167,7 +167,7 @@ def _has_output_field(fields: Mapping[str, Any]) -> bool:
 
 
 def _fields_from_text(text: str) -> tuple[dict[str, Any], Optional[str]]:
-    """Pull output fields out of JSON, fenced JSON, `[[ ## field ## ]]` sections or `key: value` lines.
+    """Pull output fields out of JSON, `[[ ## field ## ]]` sections, fenced JSON or `key: value` lines.
 
     An output field given twice with different values is ambiguous: no fields, and the reason.
     """
@@ -182,22 +182,26 @@ def _fields_or_raise(text: str) -> tuple[dict[str, Any], Optional[str]]:
     whole = _json_object(stripped)
     if whole is not None:
         return whole, None
+    # Field markers before embedded JSON: a marked answer quoting a JSON blob (from its input, say)
+    # is still read from its own sections.
+    markers = list(_FIELD_MARKER.finditer(stripped))
+    if any(marker.group(1).lower() in OUTPUT_FIELDS for marker in markers):
+        fields: dict[str, Any] = {}
+        clashes = set()
+        for index, marker in enumerate(markers):
+            end = markers[index + 1].start() if index + 1 < len(markers) else len(stripped)
+            name = marker.group(1).lower()
+            value = stripped[marker.end():end].strip()
+            if name in fields and fields[name] != value and name in OUTPUT_FIELDS:
+                clashes.add(name)
+            fields.setdefault(name, value)
+        if clashes:
+            return {}, _ambiguity(sorted(clashes))
+        return fields, None
     for fenced in _FENCED.finditer(stripped):
         data = _json_object(fenced.group(1).strip())
         if data is not None and _has_output_field(data):
             return data, None
-    markers = list(_FIELD_MARKER.finditer(stripped))
-    conflicts = conflicting_sections(stripped)
-    if conflicts:
-        return {}, _ambiguity(conflicts)
-    if any(marker.group(1).lower() in OUTPUT_FIELDS for marker in markers):
-        fields: dict[str, Any] = {}
-        for index, marker in enumerate(markers):
-            end = markers[index + 1].start() if index + 1 < len(markers) else len(stripped)
-            name = marker.group(1).lower()
-            if name not in fields:
-                fields[name] = stripped[marker.end():end].strip()
-        return fields, None
     start, end = stripped.find("{"), stripped.rfind("}")
     if 0 <= start < end:
         data = _json_object(stripped[start:end + 1])
