@@ -71,12 +71,42 @@ def configure(tracking_uri: Optional[str] = None) -> str:
             raise GuidebenchError(f"tracking store {uri}: cannot create {path.parent}: {exc}") from exc
     mlflow.set_tracking_uri(uri)
     if uri not in _reaped_stores:
+        if uri.startswith("sqlite:///"):
+            _initialise_sqlite_store(uri, path)
         _reaped_stores.add(uri)
         try:
             reap_stale_runs(uri)
         except Exception as exc:  # tidying up must never stop the command itself
             logger.warning("tracking store: could not check for runs of dead processes: %s", exc)
     return uri
+
+
+def _initialise_sqlite_store(uri: str, path: Path) -> None:
+    """Create or upgrade the SQLite store's schema in one process at a time.
+
+    MLflow creates and migrates its tables when a process first opens the store; two commands
+    starting together on a new store would both run the migrations and the slower one fails
+    midway ("table _alembic_tmp_tags already exists"), which can leave the schema half-migrated.
+    An exclusive lock on `<db>.lock` around the first open makes the second process wait and then
+    find the schema ready.
+    """
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform: open as MLflow would
+        fcntl = None  # type: ignore[assignment]
+    with open(path.with_name(path.name + ".lock"), "a", encoding="utf-8") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        except MlflowException as exc:
+            raise GuidebenchError(f"tracking store {uri}: {exc.message}") from exc
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def owner_tags() -> dict[str, str]:
@@ -153,9 +183,16 @@ def ensure_experiment(dataset_id: str, kind: str, tracking_uri: Optional[str] = 
             location = None
             if _is_local_default(uri):
                 location = (guidebench_home() / "mlartifacts" / name).as_uri()
-            experiment_id = mlflow.create_experiment(
-                name, artifact_location=location,
-                tags={"guidebench.dataset_id": dataset_id or "", "guidebench.kind": kind})
+            try:
+                experiment_id = mlflow.create_experiment(
+                    name, artifact_location=location,
+                    tags={"guidebench.dataset_id": dataset_id or "", "guidebench.kind": kind})
+            except MlflowException as exc:
+                # Another command created it between our look-up and our create: use theirs.
+                found = mlflow.get_experiment_by_name(name)
+                if found is None or exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                experiment_id = found.experiment_id
         else:
             experiment_id = found.experiment_id
         mlflow.set_experiment(experiment_id=experiment_id)

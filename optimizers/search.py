@@ -22,6 +22,7 @@ import contextlib
 import json
 import math
 import random
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,9 +146,7 @@ def open_study(config: SearchConfig) -> optuna.Study:
         if storage_url.startswith("inmemory"):
             storage = optuna.storages.InMemoryStorage()
         else:
-            storage = RDBStorage(storage_url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-                                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
-                                 engine_kwargs=_engine_kwargs(storage_url))
+            storage = _rdb_storage(storage_url)
         sampler = optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=config.n_startup_trials,
                                              multivariate=True, group=True)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
@@ -181,6 +180,50 @@ def reap_dead_trials(study: optuna.Study) -> list[int]:
         if retry is not None:
             retry(study, frozen)
     return numbers
+
+
+def _rdb_storage(url: str) -> RDBStorage:
+    """The RDB storage; its schema is created by one process at a time.
+
+    Optuna creates its tables and version row when a process first opens a new storage; two searches
+    starting together both try, and one fails on the version row (`UNIQUE constraint failed:
+    alembic_version`). For SQLite an exclusive lock on `<db>.lock` serialises the first open; for a
+    server database the loser simply opens again, finding the schema the winner made.
+    """
+    import sqlalchemy.exc
+
+    for attempt in range(3):
+        try:
+            with _sqlite_lock(url):
+                return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                                  heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+                                  engine_kwargs=_engine_kwargs(url))
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+            if attempt == 2:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _sqlite_lock(url: str) -> Iterator[None]:
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
+    if not path or path.startswith(":memory:"):
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: rely on the retry
+        yield
+        return
+    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a", encoding="utf-8") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

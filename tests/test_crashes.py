@@ -35,7 +35,6 @@ from optimizers.checkpoint import Checkpoint
 from runtime.frozen import verify_frozen
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
-pytestmark = pytest.mark.slow
 
 
 def kill_at(stage: str, argv: list[str], tmp_path: Path, env: dict[str, str], timeout: float = 240.0) -> int:
@@ -78,6 +77,7 @@ def _runs(uri: str, filter_string: str = "") -> list:
     return client.search_runs([e.experiment_id for e in client.search_experiments()], filter_string)
 
 
+@pytest.mark.slow
 def test_kill_during_compile_then_the_run_is_marked_killed_and_resume_finishes(bench, tmp_path, capsys):
     uri = bench["uri"]
     argv = ["compile", "--program", "full_auto.predict", "--optimizer", "bootstrap_random_search", "--data",
@@ -93,7 +93,8 @@ def test_kill_during_compile_then_the_run_is_marked_killed_and_resume_finishes(b
     assert main(["eval", "--program", "full_auto.rules", "--data", str(bench["data"]), "--tracking-uri", uri,
                  "--out", str(tmp_path / "eval"), "--no-progress"]) == 0
     killed = mlflow.MlflowClient(tracking_uri=uri).get_run(run.info.run_id)
-    assert killed.info.status == "KILLED" and f"process" in killed.data.tags["guidebench.reaped"]
+    assert killed.info.status == "KILLED" and f"process {run.data.tags['guidebench.owner']} died" in \
+        killed.data.tags["guidebench.reaped"]
     # --resume finishes the work; the LM calls finished before the kill come back from the cache.
     assert main(["compile", "--resume", run.info.run_id, "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -116,6 +117,7 @@ def _recipe(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_kill_during_search_then_the_trial_fails_and_the_search_finishes(bench, tmp_path, capsys):
     uri, storage = bench["uri"], f"sqlite:///{tmp_path / 'optuna.db'}"
     argv = ["search", "--program-family", "full_auto", "--data", str(bench["data"]), "--trials", "3", "--lm", "fake",

@@ -453,6 +453,19 @@ def test_real_model_full_auto_predict_gives_a_valid_decision(real_lm, capsys):
 
 
 @pytest.mark.slow
+def test_real_model_cli_predict_on_an_unseen_summary(real_lm, tmp_path, capsys):
+    path = tmp_path / "unseen.json"
+    waiting = UNSEEN.model_copy(update={"turn_id": "turn-7", "pending_approvals": "1", "turn_count": 7,
+                                        "last_agent_message": "I need approval to run the deploy script."})
+    path.write_text(waiting.model_dump_json())
+    assert main(["predict", "--program", "full_auto.predict", "--summary", str(path), "--no-cache"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model_decision"]["action"] in ACTIONS and result["parse_failed"] is False
+    assert result["usage"]["lm_calls"] == 1 and result["lm"]["model"] == "local/gemma-3-270m-q4_k_m"
+    assert result["audit"]["original_action"] == result["model_decision"]["action"]
+
+
+@pytest.mark.slow
 def test_real_model_planner_predict_gives_a_valid_directive(real_lm, capsys):
     packet, _ = _planner_seed_packets()[0]
     unseen = packet.model_copy(update={"best_cycles": 1795, "threshold_target": 1790})
@@ -466,16 +479,3 @@ def test_real_model_planner_predict_gives_a_valid_directive(real_lm, capsys):
         used = "safe default" if (out.parse_errors or out.directive_errors) else "model directive"
         print(f"\nplanner.predict on the embedded model: {elapsed:.2f}s, {used}: "
               f"{(out.parse_errors + out.directive_errors)[:2]}")
-
-
-@pytest.mark.slow
-def test_real_model_cli_predict_on_an_unseen_summary(real_lm, tmp_path, capsys):
-    path = tmp_path / "unseen.json"
-    waiting = UNSEEN.model_copy(update={"turn_id": "turn-7", "pending_approvals": "1", "turn_count": 7,
-                                        "last_agent_message": "I need approval to run the deploy script."})
-    path.write_text(waiting.model_dump_json())
-    assert main(["predict", "--program", "full_auto.predict", "--summary", str(path), "--no-cache"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["model_decision"]["action"] in ACTIONS and result["parse_failed"] is False
-    assert result["usage"]["lm_calls"] == 1 and result["lm"]["model"] == "local/gemma-3-270m-q4_k_m"
-    assert result["audit"]["original_action"] == result["model_decision"]["action"]

@@ -1,0 +1,830 @@
+"""`guidebench demo`: the whole story on the committed sample logs, one CLI command at a time.
+
+import the sample logs -> score the baselines -> compile two variants of each program with the
+embedded model -> a small Optuna search -> leaderboards -> export the best compiled variant ->
+promotion gates -> load it with the runtime and let it drive a few simulated turns.
+
+Every step runs a real `guidebench` command in this process (printed as it would be typed, its
+output kept in `OUT/logs/`), so the demo shows what to type and never takes a private shortcut.
+Everything the demo writes stays under OUT, the workbench state included
+(`GUIDEBENCH_HOME=OUT/home`: MLflow store, DSPy cache, checkpoints, promotion ledger); only the
+assembled model file is shared with the usual home, so it is not rebuilt for every demo.
+
+Sizes: the embedded model costs seconds per call on two cores and prompt length dominates, so
+each plan fixes how many records every LM step replays (see `QUICK` and `FULL`); the rule-based
+steps always see their whole split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from .errors import GuidebenchError
+
+SUMMARY_FILE = "demo_summary.json"
+MARKER_FILE = ".guidebench-demo"
+FULLAUTO_BASELINES: tuple[str, ...] = ("logged", "rule", "full_auto.always_continue")
+PLANNER_BASELINES: tuple[str, ...] = ("planner.rules",)
+OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot")
+PACKAGE_NAME = "fullauto-demo"
+PACKAGE_VERSION = "1.0.0"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much data and LM work each step of the demo gets."""
+
+    name: str
+    fullauto_runs: int  # runs copied from the sample; their import seed is chosen for the split sizes below
+    dev_records: tuple[int, int]  # Full Auto dev split: every search trial replays all of it
+    test_records: tuple[int, int]  # Full Auto test split: compiles, leaderboard and promotion replay it
+    episodes: int  # experiment episodes copied from the sample (whole episodes)
+    planner_eval_limit: int  # planner records per split for the compiles' evaluations (seeded subset)
+    fullauto_demos: dict[str, int]  # demos per prompt, per optimizer
+    planner_demos: dict[str, int]
+    search_trials: int
+    search_demos: tuple[int, int]
+    loop_runs: int
+    loop_max_turns: int
+    estimated_minutes: float  # measured on 2 idle cores, see README
+
+    def lm_calls(self) -> int:
+        """A rough count of the LM calls the plan makes (no cache)."""
+        dev, test = self.dev_records[1], self.test_records[1]
+        fullauto = 2 * (dev + test) + test  # two compiles on dev+test, the uncompiled baseline once
+        planner = 2 * 2 * self.planner_eval_limit + self.planner_eval_limit
+        return fullauto + planner + self.search_trials * dev + test + self.loop_runs * self.loop_max_turns
+
+
+QUICK = Plan(name="quick", fullauto_runs=9, dev_records=(1, 2), test_records=(3, 4), episodes=8,
+             planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
+             planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
+             loop_runs=1, loop_max_turns=3, estimated_minutes=5.0)
+FULL = Plan(name="full", fullauto_runs=16, dev_records=(5, 8), test_records=(10, 14), episodes=24,
+            planner_eval_limit=3, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
+            planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
+            loop_runs=2, loop_max_turns=5, estimated_minutes=20.0)
+
+
+# ----- the sample logs -----------------------------------------------------------------------------
+
+def sample_dir() -> Path:
+    """The committed sample logs: `datasets/sample` of the clone this package runs from, else of the cwd."""
+    for root in (Path(__file__).resolve().parents[1], Path.cwd()):
+        folder = root / "datasets" / "sample"
+        if (folder / "fullauto" / "fullauto-decisions.jsonl").is_file() and (folder / "experiments").is_dir():
+            return folder
+    raise GuidebenchError("the committed sample logs (datasets/sample/) were not found: run the demo from a clone "
+                          "of the repository")
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+@dataclass
+class FullAutoSubset:
+    """Which sample runs the demo imports, and the split seed that gives its dev/test sizes."""
+
+    runs: list[str]
+    seed: int
+    expected: dict[str, int]  # records per split, as the import will assign them
+
+
+def choose_fullauto_subset(sample: Path, plan: Plan) -> FullAutoSubset:
+    """Runs and import seed whose dev/test splits have the plan's sizes (test with at least two labels)."""
+    from evals.data import SPLITS, assign_splits
+
+    counts: Counter = Counter()
+    labels: dict[str, set[str]] = {}
+    for line in _jsonl(sample / "fullauto" / "fullauto-decisions.jsonl"):
+        counts[line["run_id"]] += 1
+    labels_file = sample / "fullauto" / "labels.jsonl"
+    if labels_file.is_file():
+        for line in _jsonl(labels_file):
+            labels.setdefault(line["run_id"], set()).add(str((line.get("label") or {}).get("action")))
+    runs = sorted(counts)
+    size = min(plan.fullauto_runs, len(runs))
+    # Deterministic search: windows of the sorted run ids, then import seeds; the first fit wins.
+    for offset in range(len(runs)):
+        subset = [runs[(offset + i) % len(runs)] for i in range(size)]
+        for seed in range(64):
+            assignment = assign_splits(subset, seed)
+            per_split = {name: sum(counts[r] for r in subset if assignment[r] == name) for name in SPLITS}
+            test_labels = set().union(*(labels.get(r, set()) for r in subset if assignment[r] == "test"))
+            if (plan.dev_records[0] <= per_split["dev"] <= plan.dev_records[1]
+                    and plan.test_records[0] <= per_split["test"] <= plan.test_records[1]
+                    and (not labels or len(test_labels) >= 2)):
+                return FullAutoSubset(runs=subset, seed=seed, expected=per_split)
+    raise GuidebenchError(f"no subset of {size} sample runs gives a dev split of {plan.dev_records} and a test "
+                          f"split of {plan.test_records} records; the sample logs changed?")
+
+
+def write_fullauto_subset(sample: Path, subset: FullAutoSubset, out: Path) -> int:
+    """Copy the chosen runs of the sample workspace log (same layout); returns the decisions copied."""
+    source = sample / "fullauto"
+    keep = set(subset.runs)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for name in ("fullauto-decisions.jsonl", "fullauto-decisions-raw.jsonl", "labels.jsonl"):
+        if not (source / name).is_file():
+            continue
+        with (source / name).open(encoding="utf-8") as src, (out / name).open("w", encoding="utf-8") as dst:
+            for line in src:
+                if line.strip() and json.loads(line).get("run_id") in keep:
+                    dst.write(line)
+                    copied += name == "fullauto-decisions.jsonl"
+    for run_id in subset.runs:
+        for suffix in (".json", "_events.jsonl"):
+            path = source / "runs" / f"{run_id}{suffix}"
+            if path.is_file():
+                shutil.copy2(path, out / "runs" / path.name)
+    return copied
+
+
+def write_experiment_subset(sample: Path, episodes: int, out: Path) -> int:
+    """Copy the first whole episodes of the sample experiment logs; returns the episodes copied."""
+    folders = sorted(p for p in (sample / "experiments").iterdir() if (p / "log.jsonl").is_file())[:episodes]
+    out.mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        shutil.copytree(folder, out / folder.name)
+    return len(folders)
+
+
+# ----- running the steps ---------------------------------------------------------------------------
+
+def command_text(argv: Sequence[str]) -> str:
+    """The command as a user types it."""
+    return "guidebench " + shlex.join(str(a) for a in argv)
+
+
+@dataclass
+class StepRecord:
+    """One step of the demo: what ran, how long, how it ended."""
+
+    name: str
+    commands: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    status: str = "pending"
+    note: str = ""
+    log: str = ""
+
+
+class StepFailed(GuidebenchError):
+    """A demo step failed; the message names the step."""
+
+
+class Runner:
+    """Runs CLI commands in-process, echoes them, keeps their output in a log per step."""
+
+    def __init__(self, out: Path, progress: bool, echo: Callable[[str], None]) -> None:
+        self.out = out
+        self.progress = progress
+        self.echo = echo
+        self.logs = out / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.steps: list[StepRecord] = []
+        self.current: Optional[StepRecord] = None
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[StepRecord]:
+        """Time one step; any failure inside becomes a one-line StepFailed naming it."""
+        record = StepRecord(name=name, log=str(self.logs / f"{len(self.steps) + 1:02d}-{_slug(name)}.log"))
+        self.steps.append(record)
+        self.current = record
+        self.echo(f"\n== step {len(self.steps)}: {name}")
+        started = time.perf_counter()
+        try:
+            yield record
+            record.status = "ok"
+        except StepFailed:
+            record.status = "failed"
+            raise
+        except GuidebenchError as exc:
+            record.status = "failed"
+            raise StepFailed(f"demo step '{name}' failed: {exc}") from None
+        except Exception as exc:  # an internal error still ends the demo with one line, the traceback in the log
+            import traceback
+
+            record.status = "failed"
+            with open(record.log, "a", encoding="utf-8") as handle:
+                handle.write(traceback.format_exc())
+            raise StepFailed(f"demo step '{name}' failed: {type(exc).__name__}: {exc} (traceback in {record.log})"
+                             ) from None
+        finally:
+            record.seconds = round(time.perf_counter() - started, 2)
+            self.current = None
+
+    def run(self, argv: Sequence[str], *, ok: Sequence[int] = (0,)) -> int:
+        """Run one `guidebench` command in-process; its stdout goes to the step's log."""
+        from .cli import build_parser
+
+        record = self.current
+        assert record is not None, "commands run inside a step"
+        argv = [str(a) for a in argv]
+        text = command_text(argv)
+        record.commands.append(text)
+        self.echo(f"$ {text}")
+        buffer = _Tee(Path(record.log), header=f"$ {text}\n")
+        try:
+            with contextlib.redirect_stdout(buffer):
+                args = build_parser().parse_args(argv)
+                code = int(args.func(args) or 0)
+        except SystemExit as exc:  # argparse refused the arguments: a bug of the demo, named as such
+            raise GuidebenchError(f"`{text}` was refused by the CLI (exit {exc.code}): {buffer.tail()}") from None
+        except GuidebenchError as exc:
+            raise GuidebenchError(f"{exc} (command: {text}; output in {record.log})") from None
+        finally:
+            buffer.close()
+        if code not in ok:
+            raise GuidebenchError(f"`{text}` exited with {code}; output in {record.log}")
+        return code
+
+
+class _Tee(io.TextIOBase):
+    """A write-only text stream into a log file that remembers its last lines."""
+
+    def __init__(self, path: Path, header: str = "") -> None:
+        self._handle = path.open("a", encoding="utf-8")
+        self._handle.write(header)
+        self._last: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._handle.write(text)
+        self._last = (self._last + [line for line in text.splitlines() if line.strip()])[-3:]
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._handle.closed:
+            self._handle.flush()
+
+    def tail(self) -> str:
+        """The last non-empty lines written."""
+        return " | ".join(self._last)
+
+    def close(self) -> None:
+        super().close()  # flushes first, then the file can go
+        if not self._handle.closed:
+            self._handle.close()
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")[:60]
+
+
+# ----- helpers on the outputs of the commands -------------------------------------------------------
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GuidebenchError(f"{path}: expected output is missing or unreadable: {exc}") from None
+
+
+def _metric(metrics: dict[str, Any], name: str = "objective") -> Optional[float]:
+    value = (metrics or {}).get(name)
+    if isinstance(value, dict):
+        value = value.get("value")
+    return None if value is None else float(value)
+
+
+def board_rows(board: dict[str, Any], top: Optional[int] = None) -> list[dict[str, Any]]:
+    """Leaderboard rows reduced to what a summary needs: rank, name, objective with interval, comparison, cost."""
+    rows = []
+    for row in board.get("rows", [])[:top]:
+        objective = (row.get("metrics") or {}).get("objective") or {}
+        comparison = row.get("comparison") or {}
+        cost = row.get("cost") or {}
+        rows.append({"rank": row.get("rank"), "name": row.get("name"), "source": row.get("source"),
+                     "objective": objective.get("value"), "ci_low": objective.get("ci_low"),
+                     "ci_high": objective.get("ci_high"), "n": objective.get("n"),
+                     "diff_vs_champion": comparison.get("diff"), "p_value": comparison.get("p_value"),
+                     "tokens_per_1k": cost.get("total_tokens"), "champion": row.get("champion", False)})
+    return rows
+
+
+def _fmt(value: Optional[float], digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def format_rows(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Leaderboard rows as aligned text lines."""
+    lines = [f"  {'#':>2}  {'variant':<36} {'objective [95% CI]':<24} {'tokens/1k':>10}"]
+    for row in rows:
+        interval = f"{_fmt(row['objective'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+        tokens = row.get("tokens_per_1k")
+        lines.append(f"  {row['rank']:>2}  {str(row['name'])[:36]:<36} {interval:<24} "
+                     f"{'-' if tokens is None else f'{tokens:,.0f}':>10}")
+    return lines
+
+
+@contextlib.contextmanager
+def demo_environment(home: Path) -> Iterator[None]:
+    """GUIDEBENCH_HOME=home for the demo (restored after); warnings and library logs go to a log file."""
+    import optuna
+
+    settings = {"GUIDEBENCH_HOME": str(home),
+                # MLflow's INFO lines and download bars would bury the demo's own lines; warnings still show.
+                "MLFLOW_LOGGING_LEVEL": os.environ.get("MLFLOW_LOGGING_LEVEL") or "WARNING",
+                "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+    previous = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    optuna_verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    mlflow_logger = logging.getLogger("mlflow")
+    mlflow_level = mlflow_logger.level
+    file_handler = logging.FileHandler(home.parent / "logs" / "demo-library.log", encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    try:
+        # Library chatter (MLflow, DSPy, Optuna warnings) would bury the demo's own lines: keep it in a file.
+        for handler in handlers:
+            root.removeHandler(handler)
+        root.addHandler(file_handler)
+        root.setLevel(logging.INFO)
+        mlflow_logger.setLevel(logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.captureWarnings(True)
+            yield
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(file_handler)
+        file_handler.close()
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+        mlflow_logger.setLevel(mlflow_level)
+        optuna.logging.set_verbosity(optuna_verbosity)
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def prepare_out(out: Path) -> None:
+    """Start from an empty OUT; an earlier demo's OUT is replaced, any other non-empty folder is refused."""
+    if out.exists() and not out.is_dir():
+        raise GuidebenchError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / MARKER_FILE).is_file():
+            raise GuidebenchError(f"--out {out}: exists and holds other files; choose a new or empty folder")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER_FILE).write_text("written by `guidebench demo`; the next demo into this folder replaces it\n")
+
+
+def share_model_files(home: Path) -> Optional[Path]:
+    """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
+    from .local_lm import guidebench_home
+
+    usual = guidebench_home().absolute() / "models"
+    if usual.resolve() == (home / "models").resolve():
+        return None
+    usual.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "models").symlink_to(usual, target_is_directory=True)
+    return usual
+
+
+def gates_text(n_records: int) -> str:
+    """The demo's promotion gates: the defaults, with what a demo-sized split cannot show relaxed (and said)."""
+    return (
+        "# Promotion gates of `guidebench demo` (guidebench.gates documents every key).\n"
+        "# The defaults, except two that a demo-sized held-out split cannot meet whatever the module:\n"
+        f"# - min_records: the demo's test split has {n_records} records (default 20);\n"
+        "# - max_p_value = 1.0: on so few records no difference is significant, so the objective must be\n"
+        "#   at least the champion's (min_objective_delta) without a significance claim (default 0.05).\n"
+        "# Parse failures, guardrail overrides and cost keep their default gates.\n"
+        f"min_records = {max(1, n_records)}\n"
+        "max_p_value = 1.0\n"
+        "min_objective_delta = 0.0\n"
+        "max_cost_ratio = 1.15\n"
+        "[max_increase]\n"
+        "guardrail_override_rate = 0.0\n"
+        "parse_failure_rate = 0.0\n"
+    )
+
+
+def recipe_text(optimizer: str, k: int) -> str:
+    """A recipe file that sets the demos per prompt of a few-shot optimizer (other settings: defaults)."""
+    return (f"# Written by `guidebench demo`: {optimizer} with {k} demo(s) per prompt; prompt length dominates the\n"
+            f"# embedded model's cost. Every other setting is the default (`guidebench optimizers --show {optimizer}`).\n"
+            f'optimizer = "{optimizer}"\n\n[settings]\nk = {k}\n')
+
+
+# ----- the demo ------------------------------------------------------------------------------------
+
+@dataclass
+class DemoOptions:
+    """What `guidebench demo` was asked for."""
+
+    out: Path
+    quick: bool = False
+    lm: str = "local"
+    progress: bool = True
+
+
+class Demo:
+    """The demo's steps over one Runner; `run()` returns the summary written to OUT/demo_summary.json."""
+
+    def __init__(self, options: DemoOptions, echo: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.plan = QUICK if options.quick else FULL
+        self.out = options.out.absolute()
+        self.home = self.out / "home"
+        self.echo = echo
+        self.summary: dict[str, Any] = {}
+        self.runner: Optional[Runner] = None
+
+    # --- paths
+    def path(self, *parts: str) -> Path:
+        """A path under OUT."""
+        return self.out.joinpath(*parts)
+
+    def _no_progress(self) -> list[str]:
+        return [] if self.options.progress else ["--no-progress"]
+
+    def run(self) -> dict[str, Any]:
+        """Run every step; write and return the summary (also when a step fails, then re-raise)."""
+        started = time.perf_counter()
+        prepare_out(self.out)
+        self.runner = Runner(self.out, self.options.progress, self.echo)
+        plan = self.plan
+        self.summary = {
+            "status": "running", "mode": plan.name, "lm": self.options.lm, "out": str(self.out),
+            "guidebench_home": str(self.home), "started_at": _now(), "plan": asdict(plan),
+            "estimated_lm_calls": plan.lm_calls(),
+        }
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("prepare the sample logs", self.step_prepare),
+            ("import the Full Auto decision logs", self.step_import_fullauto),
+            ("import the experiment logs", self.step_import_experiments),
+            ("score the baselines", self.step_baselines),
+            *[(f"compile full_auto.predict with {o}", lambda o=o: self.step_compile("full_auto", o))
+              for o in OPTIMIZERS],
+            *[(f"compile planner.predict with {o}", lambda o=o: self.step_compile("planner", o)) for o in OPTIMIZERS],
+            ("search full_auto variants with Optuna", self.step_search),
+            ("leaderboard of the Full Auto variants", lambda: self.step_leaderboard("full_auto")),
+            ("leaderboard of the planner variants", lambda: self.step_leaderboard("planner")),
+            ("export the best compiled Full Auto variant", self.step_export),
+            ("promote it through the gates", self.step_promote),
+            ("load it with the runtime and drive simulated runs", self.step_loop),
+        ]
+        self.echo(f"guidebench demo ({plan.name}): {len(steps)} steps, about {plan.lm_calls()} calls of LM "
+                  f"`{self.options.lm}`; everything goes to {self.out}")
+        self.echo(f"the commands below run with GUIDEBENCH_HOME={self.home}")
+        bar = _step_bar(len(steps), self.options.progress)
+        try:
+            with demo_environment(self.home):
+                from .tracking import default_tracking_uri
+
+                uri = default_tracking_uri()  # MLFLOW_TRACKING_URI when the user set one, else OUT/home/mlflow.db
+                self.summary["mlflow"] = {"tracking_uri": uri, "ui_command": ui_command(uri)}
+                shared = share_model_files(self.home)
+                if shared is not None:
+                    self.summary["model_files"] = str(shared)
+                for name, action in steps:
+                    bar.set_postfix_str(name[:40])
+                    with self.runner.step(name):
+                        action()
+                    bar.update(1)
+            self.summary["status"] = "ok"
+        except StepFailed as exc:
+            self.summary["status"] = "failed"
+            self.summary["error"] = str(exc)
+            raise
+        finally:
+            bar.close()
+            self.summary["wall_s"] = round(time.perf_counter() - started, 1)
+            self.summary["steps"] = [asdict(step) for step in self.runner.steps]
+            self.summary["timings_s"] = {step.name: step.seconds for step in self.runner.steps}
+            self.summary["finished_at"] = _now()
+            self.summary["reports_dir"] = str(self.path("reports"))
+            _write_json(self.path(SUMMARY_FILE), self.summary)
+        return self.summary
+
+    # --- step 1-3: data
+    def step_prepare(self) -> None:
+        """Copy a subset of the committed sample logs into OUT/logs (the plan's size)."""
+        sample = sample_dir()
+        subset = choose_fullauto_subset(sample, self.plan)
+        decisions = write_fullauto_subset(sample, subset, self.path("logs", "sample", "fullauto"))
+        episodes = write_experiment_subset(sample, self.plan.episodes, self.path("logs", "sample", "experiments"))
+        self.fullauto_seed = subset.seed
+        self.summary["sample"] = {"source": str(sample), "fullauto_runs": len(subset.runs),
+                                  "fullauto_decisions": decisions, "fullauto_split_seed": subset.seed,
+                                  "expected_fullauto_splits": subset.expected, "episodes": episodes}
+        self.echo(f"copied {len(subset.runs)} runs ({decisions} decisions) and {episodes} episodes of {sample} "
+                  f"to {self.path('logs', 'sample')}")
+
+    def _import(self, kind: str, source: Path, target: Path, seed: int) -> dict[str, Any]:
+        self.runner.run(["data", "import", source, "--kind", kind, "--out", target, "--seed", seed,
+                         "--progress" if self.options.progress else "--no-progress"])
+        info = _read_json(target / "dataset.json")
+        splits = {name: value["n"] for name, value in info["splits"].items()}
+        self.echo(f"dataset {info['dataset_id'][:12]}: " + ", ".join(f"{k} {v}" for k, v in splits.items()))
+        return {"dir": str(target), "dataset_id": info["dataset_id"], "splits": splits}
+
+    def step_import_fullauto(self) -> None:
+        """Import the Full Auto runs (the seed that gives the plan's split sizes)."""
+        info = self._import("fullauto", self.path("logs", "sample", "fullauto"), self.path("data", "fullauto"),
+                            self.fullauto_seed)
+        expected = self.summary["sample"]["expected_fullauto_splits"]
+        if info["splits"] != expected:  # sizes were planned from the sample; the import is the truth
+            self.echo(f"note: the import split the runs as {info['splits']}, the plan expected {expected}")
+        self.summary.setdefault("datasets", {})["fullauto"] = info
+        self.fullauto_data = Path(info["dir"])
+        self.test_records = info["splits"]["test"]
+
+    def step_import_experiments(self) -> None:
+        """Import the experiment episodes (one planner record per iteration)."""
+        info = self._import("experiments", self.path("logs", "sample", "experiments"),
+                            self.path("data", "experiments"), 0)
+        self.summary.setdefault("datasets", {})["experiments"] = info
+        self.planner_data = Path(info["dir"])
+
+    # --- step 4: baselines
+    def step_baselines(self) -> None:
+        """Score the rule baselines and the logged decisions on both test splits (no LM)."""
+        report = self.path("reports", "baselines.md")
+        self.runner.run(["baselines", "--fullauto", self.fullauto_data, "--experiments", self.planner_data,
+                         "--fullauto-programs", ",".join(FULLAUTO_BASELINES),
+                         "--planner-programs", ",".join(PLANNER_BASELINES), "--out", report,
+                         *self._no_progress()])
+        self.summary.setdefault("reports", {})["baselines"] = str(report)
+
+    # --- steps 5-8: compiles
+    def step_compile(self, family: str, optimizer: str) -> None:
+        """Compile `<family>.predict` with a few-shot optimizer and evaluate it on dev and test."""
+        demos = (self.plan.fullauto_demos if family == "full_auto" else self.plan.planner_demos)[optimizer]
+        recipe = self.path("recipes", f"{family}-{optimizer}-k{demos}.toml")
+        recipe.parent.mkdir(parents=True, exist_ok=True)
+        recipe.write_text(recipe_text(optimizer, demos), encoding="utf-8")
+        out = self.path("compiles", f"{family}-{optimizer}")
+        data = self.fullauto_data if family == "full_auto" else self.planner_data
+        argv = ["compile", "--program", f"{family}.predict", "--optimizer", optimizer, "--data", data,
+                "--recipe", recipe, "--lm", self.options.lm, "--seed", 0, "--out", out, *self._no_progress()]
+        if family == "planner":
+            argv += ["--eval-limit", self.plan.planner_eval_limit]
+        self.runner.run(argv)
+        summary = _read_json(out / "compile.json")
+        entry = {"family": family, "program": f"{family}.predict", "optimizer": optimizer, "demos": demos,
+                 "dir": str(out), "mlflow_run_id": summary.get("mlflow_run_id"),
+                 "dev_objective": _metric(summary.get("dev")), "test_objective": _metric(summary.get("test")),
+                 "baseline_test_objective": _metric((summary.get("baseline") or {}).get("test"))}
+        self.summary.setdefault("compiles", []).append(entry)
+        self.echo(f"{family}.predict + {optimizer}: test objective {_fmt(entry['test_objective'])} "
+                  f"(uncompiled {_fmt(entry['baseline_test_objective'])}), dev {_fmt(entry['dev_objective'])}")
+
+    def compiles(self, family: str) -> list[dict[str, Any]]:
+        """The compiles of one family, in the order they ran."""
+        return [c for c in self.summary.get("compiles", []) if c["family"] == family]
+
+    # --- step 9: search
+    def step_search(self) -> None:
+        """A small Optuna study over optimizer, demos and temperature of full_auto.predict, scored on dev."""
+        out = self.path("search", "full_auto")
+        low, high = self.plan.search_demos
+        dev = self.summary["datasets"]["fullauto"]["splits"]["dev"]
+        self.runner.run(["search", "--program-family", "full_auto", "--data", self.fullauto_data,
+                         "--trials", self.plan.search_trials, "--programs", "full_auto.predict",
+                         "--optimizers", ",".join(OPTIMIZERS), "--demos", f"{low}:{high}",
+                         "--temperature", "0:0.5", "--minibatch-size", max(1, dev), "--lm", self.options.lm,
+                         "--study", f"demo-{self.plan.name}", "--out", out, *self._no_progress()])
+        trials = _read_json(out / "trials.json")
+        self.summary["search"] = {"dir": str(out), "study": trials.get("study"), "best_trial": trials.get("best_trial"),
+                                  "best_dev_objective": trials.get("best_value"),
+                                  "best_params": trials.get("best_params"),
+                                  "trials": [{"number": t.get("number"), "state": t.get("state"),
+                                              "value": t.get("value"), "params": t.get("params")}
+                                             for t in trials.get("trials", [])]}
+        self.echo(f"search: best trial {trials.get('best_trial')} with dev objective "
+                  f"{_fmt(trials.get('best_value'))}: {trials.get('best_params')}")
+
+    # --- steps 10-11: leaderboards
+    def step_leaderboard(self, family: str) -> None:
+        """Rank baselines, the uncompiled program and the compiled variants on one test split."""
+        compiles = self.compiles(family)
+        if not compiles:
+            raise GuidebenchError(f"no {family} compile to rank")
+        board_dir = self.path("reports", f"leaderboard-{family}")
+        data = self.fullauto_data if family == "full_auto" else self.planner_data
+        baselines = FULLAUTO_BASELINES if family == "full_auto" else PLANNER_BASELINES
+        # Compiled variants and the uncompiled program join with the results their compile scored on exactly
+        # this split (`--results`): no LM call is repeated, and the board refuses any other split.
+        results = [Path(c["dir"]) / "test" for c in compiles] + [Path(compiles[0]["dir"]) / "baseline"]
+        argv = ["leaderboard", "--data", data, "--split", "test", "--programs", ",".join(baselines),
+                "--results", *results, "--out", board_dir]
+        if family == "planner":
+            argv += ["--eval-limit", self.plan.planner_eval_limit]
+        if self.options.progress:
+            argv.append("--progress")
+        self.runner.run(argv)
+        board = _read_json(board_dir / "leaderboard.json")
+        rows = board_rows(board)
+        entry = {"dir": str(board_dir), "json": str(board_dir / "leaderboard.json"),
+                 "markdown": str(board_dir / "leaderboard.md"), "html": str(board_dir / "leaderboard.html"),
+                 "split": board.get("split"), "n_records": board.get("n_records"), "champion": board.get("champion"),
+                 "rows": rows}
+        self.summary.setdefault("leaderboards", {})[family] = entry
+        for line in format_rows(rows):
+            self.echo(line)
+
+    # --- step 12: export
+    def ranked_compiles(self) -> list[dict[str, Any]]:
+        """The compiled Full Auto variants in leaderboard order, with their rank and row name."""
+        rows = self.summary["leaderboards"]["full_auto"]["rows"]
+        by_results = {str(Path(c["dir"]) / "test"): c for c in self.compiles("full_auto")}
+        ranked = []
+        for row in rows:
+            source = str(row.get("source") or "")
+            ranked += [{**c, "rank": row["rank"], "name": row["name"]} for d, c in by_results.items()
+                       if source.endswith(d)]
+        if not ranked:
+            raise GuidebenchError("no compiled Full Auto variant is on the leaderboard")
+        return ranked
+
+    def step_export(self) -> None:
+        """Export the best compiled Full Auto variant that freezes, from its MLflow compile run."""
+        target = self.path("export", PACKAGE_NAME)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        skipped = []
+        for candidate in self.ranked_compiles():
+            if not candidate.get("mlflow_run_id"):
+                skipped.append({"name": candidate["name"], "reason": "its compile has no MLflow run id"})
+                continue
+            try:
+                self.runner.run(["export", candidate["mlflow_run_id"], "--name", PACKAGE_NAME, "--version",
+                                 PACKAGE_VERSION, "--out", target, "--force", "--tag", "demo",
+                                 "--tag", candidate["optimizer"]])
+            except GuidebenchError as exc:
+                # Not every compiled state freezes yet (a KNN program picks its demos in code): say so, go on.
+                reason = str(exc).split(" (command:")[0]
+                skipped.append({"name": candidate["name"], "reason": reason})
+                self.echo(f"cannot export {candidate['name']}: {reason}; trying the next variant")
+                continue
+            winner = candidate
+            break
+        else:
+            raise GuidebenchError("no compiled Full Auto variant could be exported: "
+                                  + "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
+        manifest = _read_json(target / "manifest.json")
+        self.summary["export"] = {
+            "dir": str(target), "package": manifest.get("package"), "entry": manifest.get("entry"),
+            "kind": manifest.get("kind"), "optimizer": winner["optimizer"], "leaderboard_rank": winner["rank"],
+            "leaderboard_name": winner["name"], "mlflow_run_id": winner["mlflow_run_id"],
+            "uses_lm": manifest.get("uses_lm"), "skipped": skipped,
+            "load": f"from runtime import load_frozen; module = load_frozen({str(target)!r})",
+        }
+        self.summary["export_dir"] = str(target)
+        self.echo(f"exported {winner['name']} (rank {winner['rank']} on the board) to {target}")
+
+    # --- step 13: promotion
+    def step_promote(self) -> None:
+        """Replay the module and the champion (none yet: the logged decisions) on test; apply the gates."""
+        gates = self.path("gates.toml")
+        gates.write_text(gates_text(self.test_records), encoding="utf-8")
+        module = Path(self.summary["export_dir"])
+        code = self.runner.run(["promote", module, "--data", self.fullauto_data, "--split", "test", "--gates", gates,
+                                "--lm", self.options.lm], ok=(0, 1))
+        ledger = self.home / "promotions.jsonl"
+        records = list(_jsonl(ledger)) if ledger.is_file() else []
+        last = records[-1] if records else {}
+        checks = [{"gate": c.get("gate"), "passed": c.get("passed"), "reason": c.get("reason")}
+                  for c in last.get("checks") or []]
+        self.summary["promotion"] = {"outcome": last.get("outcome", "unknown"), "promoted": code == 0,
+                                     "gates": str(gates), "ledger": str(ledger), "checks": checks,
+                                     "reasons": last.get("reasons", [])}
+        self.echo(f"promotion: {last.get('outcome', 'unknown')}")
+        for check in checks:
+            self.echo(f"  [{'pass' if check['passed'] else 'FAIL'}] {check['reason']}")
+        if code != 0:
+            self.echo("  the module stays a candidate; the demo goes on with it (the gates judged, nothing broke)")
+
+    # --- step 14: runtime + closed loop
+    def step_loop(self) -> None:
+        """Load the export with `runtime.load_frozen`, decide one held-out turn, then let it drive simulated runs."""
+        self.summary["runtime"] = runtime_check(Path(self.summary["export_dir"]), self.fullauto_data,
+                                                self.options.lm)
+        decision = self.summary["runtime"]
+        self.echo(f"runtime.load_frozen: {decision['module']}; held-out turn {decision['record_id']}: enforced "
+                  f"{decision['enforced_action']} (model {decision['model_action']}, label {decision['label']})")
+        logs = self.path("loop", "logs")
+        self.runner.run(["run-loop", "--module", self.summary["export_dir"], "--runs", self.plan.loop_runs,
+                         "--seed", 7, "--max-turns", self.plan.loop_max_turns, "--lm", self.options.lm,
+                         "--out", logs])
+        dataset = self.path("loop", "data")
+        self.runner.run(["data", "import", logs, "--kind", "fullauto", "--out", dataset, "--no-progress"])
+        info = _read_json(dataset / "dataset.json")
+        actions = Counter(line.get("action") for line in _jsonl(logs / "fullauto-decisions.jsonl"))
+        self.summary["run_loop"] = {"logs": str(logs), "dataset": str(dataset), "runs": self.plan.loop_runs,
+                                    "decisions": sum(actions.values()), "enforced_actions": dict(actions),
+                                    "reimported_records": sum(v["n"] for v in info["splits"].values())}
+        self.echo(f"run-loop: {sum(actions.values())} decisions ({dict(actions)}), read back as dataset "
+                  f"{info['dataset_id'][:12]}")
+
+
+def runtime_check(module_dir: Path, data: Path, lm_spec: str) -> dict[str, Any]:
+    """Load a Full Auto export with the runtime loader and decide the first held-out test turn with it."""
+    from evals.data import load_records
+    from runtime.frozen import FrozenModuleError, load_frozen
+
+    from .lm import make_lm
+
+    lm = make_lm(lm_spec)
+    try:
+        module = load_frozen(module_dir, lm=lm)
+        how = "load_frozen(DIR)"
+    except FrozenModuleError:
+        # A module whose logic is code (not one predictor) needs the installed program: the runtime's documented path.
+        import programs
+
+        manifest = _read_json(module_dir / "manifest.json")
+        module = load_frozen(module_dir, program=programs.spec(manifest["entry"]).factory,
+                             inputs=programs.decision_inputs, lm=lm)
+        how = "load_frozen(DIR, program=<installed factory>)"
+    record = load_records(data, "test")[0]
+    enforced, audit, _ = module(record.summary, record.config)
+    model_action = getattr(audit, "original_action", None) or enforced.action
+    return {"module": repr(module), "how": how, "record_id": record.record_id, "enforced_action": enforced.action,
+            "model_action": model_action, "guardrail_rule": getattr(audit, "rule", None),
+            "label": record.label.action if record.label else None}
+
+
+def _step_bar(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="guidebench demo", unit="step", position=0, leave=True, disable=not enabled,
+                file=sys.stderr, bar_format="{desc}: {n_fmt}/{total_fmt} steps |{bar}| {elapsed} {postfix}")
+
+
+def ui_command(tracking_uri: str) -> str:
+    """The command that opens the MLflow UI on a store (a server URI is already a UI)."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open {tracking_uri} in a browser"
+    return f"mlflow ui --backend-store-uri {tracking_uri}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def closing_lines(summary: dict[str, Any]) -> list[str]:
+    """The short summary printed at the end of the demo."""
+    out = Path(summary["out"])
+    lines = [f"\nguidebench demo ({summary['mode']}) finished in {summary['wall_s'] / 60:.1f} min"]
+    for family, title in (("full_auto", "Full Auto"), ("planner", "planner")):
+        board = (summary.get("leaderboards") or {}).get(family)
+        if board:
+            lines.append(f"{title} leaderboard ({board['split']}, {board['n_records']} records), top rows:")
+            lines += format_rows(board["rows"][:5])
+    promotion = summary.get("promotion") or {}
+    export = summary.get("export") or {}
+    mlflow = summary.get("mlflow") or {}
+    lines += [
+        f"reports:         {out / 'reports'}  (leaderboard.html opens in a browser)",
+        f"exported module: {export.get('dir')}  (promotion: {promotion.get('outcome', 'n/a')})",
+        f"load it:         {export.get('load')}",
+        f"MLflow:          {mlflow.get('tracking_uri')}",
+        f"open its UI:     {mlflow.get('ui_command')}",
+        f"summary:         {out / SUMMARY_FILE}",
+    ]
+    return lines
+
+
+def run_demo(options: DemoOptions, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the demo and print its closing summary; returns the summary dict."""
+    demo = Demo(options, echo=echo)
+    summary = demo.run()
+    for line in closing_lines(summary):
+        echo(line)
+    return summary
