@@ -67,25 +67,44 @@ def make_dataset(folder: Path, train: int, dev: int, test: int) -> Path:
 # --- 1. search workers --------------------------------------------------------------------------------
 
 
+def _worker_home(home: Path, name: str) -> Path:
+    # A home of its own per worker process (as on separate machines): DSPy's disk cache would otherwise
+    # answer one worker's prompts from another's, or from the previous configuration's run.
+    folder = home / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if (home / "models").is_dir() and not (folder / "models").exists():
+        (folder / "models").symlink_to(home / "models")  # the assembled model file, not a cache
+    return folder
+
+
 def bench_search(cluster: Any, data: Path, home: Path, lm: str, workers: int, trials: int,
                  dev: int) -> dict[str, Any]:
-    """One study run by `guidebench worker --workers W`; trials per minute from the study's timestamps."""
+    """One study run by W `guidebench worker` processes; trials per minute from the study's timestamps.
+
+    Each worker has its own home and `--seed`: with one seed the TPE sampler's start-up draws coincide
+    across workers, and a shared cache would turn the second worker's trials into cache reads.
+    """
     import optuna
 
     from guidebench import services
 
     storage = services.create_database(cluster, f"optuna_{lm}_{workers}")
-    command = [sys.executable, "-m", "guidebench.cli", "worker", "--workers", str(workers), "--trials", str(trials),
-               "--program-family", "full_auto", "--data", str(data), "--lm", lm, "--programs", "full_auto.predict",
-               "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "2:4", "--temperature", "0.2:0.2",
-               "--minibatch-size", str(dev), "--storage", storage, "--study", "bench",
-               "--tracking-uri", f"sqlite:///{home / f'mlflow-{lm}-{workers}.db'}", "--no-progress"]
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=REPO, env={**os.environ, "GUIDEBENCH_HOME": str(home)},
-                            capture_output=True, text=True)
+    processes = []
+    for index in range(workers):
+        worker_home = _worker_home(home, f"search-{lm}-{workers}-{index}")
+        command = [sys.executable, "-m", "guidebench.cli", "worker", "--trials", str(trials), "--seed", str(index),
+                   "--program-family", "full_auto", "--data", str(data), "--lm", lm, "--programs", "full_auto.predict",
+                   "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "2:4", "--temperature", "0.2:0.2",
+                   "--minibatch-size", str(dev), "--storage", storage, "--study", "bench",
+                   "--tracking-uri", f"sqlite:///{worker_home / 'mlflow.db'}", "--no-progress"]
+        processes.append(subprocess.Popen(command, cwd=REPO, env={**os.environ, "GUIDEBENCH_HOME": str(worker_home)},
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [process.communicate()[0] for process in processes]
     wall = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(f"worker pool failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    for process, output in zip(processes, outputs):
+        if process.returncode != 0:
+            raise RuntimeError(f"a worker failed ({process.returncode}):\n{output[-3000:]}")
     study = optuna.load_study(study_name="bench", storage=storage)
     done = [t for t in study.trials if t.datetime_start and t.datetime_complete and t.state.is_finished()]
     first = min(t.datetime_start for t in done)
@@ -199,9 +218,11 @@ def render(results: dict[str, Any], meta: dict[str, Any]) -> str:
     if search:
         lines += ["### Search trials per minute (PostgreSQL storage, `guidebench worker`)", "",
                   "`full_auto.predict`, labeled/KNN demos (2-4), the dev split scored whole per trial (fake LM: "
-                  f"{meta['dev']} records; embedded model: {meta['local_dev']}), an MLflow nested run per trial "
-                  "(SQLite store). Trials/min = finished trials over first trial start to last trial end; start-up "
-                  "= wall time outside that span (interpreters, imports, model load, staggered second worker).", "",
+                  f"{meta['dev']} records; embedded model: {meta['local_dev']}), an MLflow nested run per trial. "
+                  "W workers = W `guidebench worker` processes started together on one study, each with its own "
+                  "home (DSPy cache, SQLite tracking) and `--seed`, as on W machines. Trials/min = finished trials "
+                  "over first trial start to last trial end; start-up = wall time outside that span "
+                  "(interpreter, imports, model load).", "",
                   "| LM | workers | dev records | trials | trials/min | mean trial s | start-up s | wall s |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for row in search:
@@ -214,9 +235,11 @@ def render(results: dict[str, Any], meta: dict[str, Any]) -> str:
     if evals:
         lines += ["### Eval throughput: in-process model vs LM server", "",
                   f"`full_auto.predict` with its seed demos over {meta['records']} simulated records, embedded "
-                  f"Gemma 3 270M with {meta['llama_threads']} llama.cpp threads in both cases; `--threads` = replay "
-                  "threads. The server is `python -m llama_cpp.server` on 127.0.0.1, driven through "
-                  "`/v1/completions` with the in-process prompt.", "",
+                  f"Gemma 3 270M with {meta['llama_threads']} llama.cpp thread(s) in both cases (the in-process "
+                  "default on this machine); `--threads` = replay threads. The server is `python -m "
+                  "llama_cpp.server` on 127.0.0.1, driven through `/v1/completions` with the in-process prompt and "
+                  "grammar fallback: both engines give the same answers (same parse failures), so the columns "
+                  "compare like with like. LM calls count DSPy calls; a grammar re-decode is part of its call.", "",
                   "| engine | replay threads | decisions/min | s per LM call | LM calls | parse failures |",
                   "|---|---:|---:|---:|---:|---:|"]
         for row in evals:
@@ -268,11 +291,16 @@ def main() -> int:
     parser.add_argument("--local-dev", type=int, default=4, help="dev records scored per embedded-model trial")
     parser.add_argument("--records", type=int, default=8, help="records per eval measurement")
     parser.add_argument("--runs", type=int, default=20, help="tracked runs per store")
-    parser.add_argument("--llama-threads", type=int, default=2)
+    parser.add_argument("--llama-threads", type=int, default=None,
+                        help="llama.cpp threads in-process and in the server (default: the in-process default)")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: search,eval,tracking")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
+    if args.llama_threads is None:
+        from guidebench.local_lm import _default_threads
+
+        args.llama_threads = _default_threads()
 
     from guidebench import services
 
@@ -287,6 +315,9 @@ def main() -> int:
     cluster = services.start_postgres(work / "postgres")
     try:
         if "search" not in skip:
+            from guidebench.local_lm import ensure_model
+
+            ensure_model(home)  # assembled once; each worker home links to it
             rows = []
             for lm, trials, dev in (("fake", args.fake_trials, args.dev), ("local", args.local_trials, args.local_dev)):
                 data = make_dataset(work / f"data-{lm}", train=16, dev=dev, test=4)

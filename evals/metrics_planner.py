@@ -17,6 +17,9 @@ Per record (one packet, one directive):
   cycles (negative = fewer cycles, like `delta_vs_best`). Its error is |(-expected_effect_cycles) -
   cycles_improvement| in cycles; calibration = max(0, 1 - error / max(10, cycles_improvement)).
 - `parse_failure_rate`, `error_rate`: unparseable output; the program raised.
+A directive the loop runner would reject (unparseable, schema-invalid, blocked family, or the program
+raised) scores 0 on compliance and on improvement: the loop makes no change that iteration. Its
+effect calibration is left out.
 
 Objective (what optimizers maximise), per record:
     objective = 0 when the directive is not schema-valid, the output failed to parse, the program raised,
@@ -221,12 +224,16 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
         "schema_validity": float(valid),
         "parse_failure_rate": float(bool(outcome.parse_errors)),
         "error_rate": float(outcome.error is not None),
-        "pivot_compliance": float(_complies(family, need)),
+        "pivot_compliance": float(valid and _complies(family, need)),
         "pivot_required": float(need.required),
         "cycles_improvement": nan, "improvement_ratio": nan, "effect_abs_error": nan, "effect_calibration": nan,
     }
     state = kernel_state(outcome.packet)
-    if state is not None and family is not None and outcome.error is None:
+    if state is not None and not (valid and allowed):
+        # The loop runner rejects the directive (or runs the no-change safe default): nothing improves.
+        scores["cycles_improvement"] = 0.0
+        scores["improvement_ratio"] = 0.0
+    elif state is not None:
         seed = _seed(outcome.record_id)
         gain = expected_cycles_improvement(state, outcome.directive, seed, outcome.rollouts)
         best, _ = best_plain_improvement(state, need.allowed, seed, outcome.rollouts)
@@ -286,7 +293,11 @@ def feedback_by_metric(outcome: PlannerOutcome) -> dict[str, str]:
         elif need.required:
             notes["pivot_compliance"] = f"Pivoted to {family} as required ({'; '.join(need.reasons)})."
     state = kernel_state(outcome.packet)
-    if state is not None and family is not None and outcome.error is None:
+    usable = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
+        and family is not None and family in need.allowed
+    if state is not None and not usable:
+        notes["cycles_improvement"] = "The loop runner rejects this directive, so the kernel does not improve."
+    elif state is not None:
         seed = _seed(outcome.record_id)
         gain = expected_cycles_improvement(state, outcome.directive, seed, outcome.rollouts)
         best, best_family = best_plain_improvement(state, need.allowed, seed, outcome.rollouts)

@@ -132,6 +132,9 @@ def _notes(section: Section) -> list[str]:
                          f"{s['logged_enforcement_mismatches']} logged decisions.")
         notes.append(f"`{output.program.name}`: {s['n_records']} records in {s['wall_s']:.1f} s, "
                      f"{s['usage']['lm_calls']} LM calls ({s['usage']['cache_hits']} from cache).")
+        if s["usage"]["cache_hits"]:
+            notes.append(f"`{output.program.name}`: cost columns count only the LM calls not served from DSPy's "
+                         "cache; `guidebench baselines --no-cache` measures the full cost.")
     return [f"- {note}" for note in notes]
 
 
@@ -153,23 +156,23 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
                   track: bool = True, out: Path = DEFAULT_REPORT, fullauto_programs: Sequence[str] = FULLAUTO_PROGRAMS,
                   planner_programs: Sequence[str] = PLANNER_PROGRAMS, fullauto_max_records: Optional[int] = None,
                   planner_max_records: Optional[int] = DEFAULT_PLANNER_MAX_RECORDS, progress: bool = True,
-                  command: str = "guidebench baselines") -> Path:
+                  command: str = "guidebench baselines", cache: bool = True) -> Path:
     """Evaluate every baseline on the sample data and write the report; returns its path.
 
     A record limit applies to every program of its kind, so they are still compared on the same
     records; the split is then named `<split>[:N]` in the report and in MLflow.
     """
-    cache = guidebench_home() / "baselines"
+    work = guidebench_home() / "baselines"
     sections = []
     for kind, source, names, columns, limit in (
             ("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS, fullauto_max_records),
             ("planner", experiments, planner_programs, PLANNER_COLUMNS, planner_max_records)):
         if not names:
             continue
-        data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", cache)
-        outputs = [evaluate(name, data, split=split, lm=lm, threads=threads, out_dir=cache / "runs" / kind / name,
+        data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work)
+        outputs = [evaluate(name, data, split=split, lm=lm, threads=threads, out_dir=work / "runs" / kind / name,
                             tracking_uri=tracking_uri, track=track, progress=progress, max_records=limit,
-                            run_name=f"baseline {name} {split}")
+                            run_name=f"baseline {name} {split}", cache=cache)
                    for name in names]
         sections.append(Section(kind=kind, data=Path(source), outputs=outputs, columns=columns))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -36,9 +36,11 @@ from .errors import GuidebenchError
 from .evaluation import EvalData, load_eval_data, summary_table, write_outputs
 
 DEFAULT_LM = "local"
-# Seconds per call of the embedded model on this class of machine (2 cores), for dry-run minutes.
-LOCAL_SECONDS_PER_CALL = 1.8
-REMOTE_SECONDS_PER_CALL = 1.0
+# Speed of the embedded model on an idle 2-core machine, for dry-run minutes: about 360 prompt and
+# 40 answer tokens in 1-2 s (design.md), i.e. a small fixed cost, ~600 prompt tok/s, ~40 answer tok/s.
+# A loaded machine is slower: with 12 busy processes on 2 cores a 2,400-token call took ~100 s.
+LOCAL_SPEED = {"seconds_per_call": 0.3, "prompt_tokens_per_s": 600.0, "completion_tokens_per_s": 40.0}
+REMOTE_SPEED = {"seconds_per_call": 1.0}
 EVAL_SUBSET_SEED = 0
 
 
@@ -173,9 +175,10 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     spec = program_spec(request.program)
     data = load_compile_data(Path(request.data), spec.kind)
     program = spec.build()
-    seconds = LOCAL_SECONDS_PER_CALL if request.lm in ("local", "gemma") else REMOTE_SECONDS_PER_CALL
-    cost = recipe.estimate(program, data.trainset, data.valset, seconds_per_call=seconds,
-                           count_tokens=token_counter(request.lm))
+    from .lm import LOCAL_SPECS
+
+    speed = LOCAL_SPEED if request.lm in LOCAL_SPECS else REMOTE_SPEED
+    cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
     # Evaluations after the compile run the compiled program once per record (per predictor).
     predictors = max(1, len(program.predictors()))
     demos = _demos_after(recipe)
@@ -186,7 +189,7 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
              Stage("baseline on test", n_test * predictors,
                    demos=sum(len(p.demos) for p in program.predictors()) / predictors,
                    note="cached after the first compile on this split")]
-    extra = CostEstimate.from_stages(recipe.name, evals, cost.sizes, seconds_per_call=seconds)
+    extra = CostEstimate.from_stages(recipe.name, evals, cost.sizes, **speed)
     cost.stages += extra.stages
     cost.notes += [f"{len(data.trainset)} labeled train / {len(data.valset)} labeled dev examples "
                    f"({data.unlabeled['train']} + {data.unlabeled['dev']} unlabeled left out)",
@@ -285,6 +288,11 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint, out,
                                         progress)
         outcome.run_id = run_id
+        # Params cannot change on a resumed run: the effective settings of this part are tags.
+        import mlflow
+
+        mlflow.set_tags({"guidebench.eval_limit": str(request.eval_limit or "none"),
+                         "guidebench.budget": json.dumps(request.budget().as_params(), sort_keys=True)})
         _track(outcome, recipe)
         checkpoint.mark("done", out=str(out))
         outcome.summary["mlflow_run_id"] = run_id

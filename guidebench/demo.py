@@ -52,7 +52,8 @@ class Plan:
     fullauto_runs: int  # runs copied from the sample; their import seed is chosen for the split sizes below
     dev_records: tuple[int, int]  # Full Auto dev split: every search trial replays all of it
     test_records: tuple[int, int]  # Full Auto test split: compiles, leaderboard and promotion replay it
-    episodes: int  # experiment episodes copied from the sample (whole episodes)
+    episodes: int  # experiment episodes copied from the sample
+    episode_iterations: Optional[int]  # keep only the first iterations of each episode (None: whole episodes)
     planner_eval_limit: int  # planner records per split for the compiles' evaluations (seeded subset)
     fullauto_demos: dict[str, int]  # demos per prompt, per optimizer
     planner_demos: dict[str, int]
@@ -70,12 +71,14 @@ class Plan:
         return fullauto + planner + self.search_trials * dev + test + self.loop_runs * self.loop_max_turns
 
 
-QUICK = Plan(name="quick", fullauto_runs=9, dev_records=(1, 2), test_records=(3, 4), episodes=8,
-             planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
+# Quick: a planner prompt grows by ~55 tokens per line of the packet's log tail (up to 20 lines), so
+# early iterations cost about half of late ones; the quick plan keeps the first 6 of each episode.
+QUICK = Plan(name="quick", fullauto_runs=9, dev_records=(1, 2), test_records=(3, 3), episodes=8,
+             episode_iterations=6, planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
              planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
-             loop_runs=1, loop_max_turns=3, estimated_minutes=5.0)
-FULL = Plan(name="full", fullauto_runs=16, dev_records=(5, 8), test_records=(10, 14), episodes=24,
-            planner_eval_limit=3, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
+             loop_runs=1, loop_max_turns=2, estimated_minutes=5.0)
+FULL = Plan(name="full", fullauto_runs=16, dev_records=(4, 6), test_records=(10, 12), episodes=24,
+            episode_iterations=None, planner_eval_limit=2, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
             planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
             loop_runs=2, loop_max_turns=5, estimated_minutes=20.0)
 
@@ -159,12 +162,29 @@ def write_fullauto_subset(sample: Path, subset: FullAutoSubset, out: Path) -> in
     return copied
 
 
-def write_experiment_subset(sample: Path, episodes: int, out: Path) -> int:
-    """Copy the first whole episodes of the sample experiment logs; returns the episodes copied."""
+def write_experiment_subset(sample: Path, episodes: int, out: Path, iterations: Optional[int] = None) -> int:
+    """Copy the first episodes of the sample experiment logs (optionally their first iterations only)."""
     folders = sorted(p for p in (sample / "experiments").iterdir() if (p / "log.jsonl").is_file())[:episodes]
-    out.mkdir(parents=True, exist_ok=True)
     for folder in folders:
-        shutil.copytree(folder, out / folder.name)
+        target = out / folder.name
+        if iterations is None:
+            shutil.copytree(folder, target)
+            continue
+        # An episode cut after N iterations is the log as it stood then: every packet is rebuilt from
+        # the entries before it, so the kept records are exactly those of the whole episode.
+        target.mkdir(parents=True)
+        lines = (folder / "log.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if line.strip()][:iterations]
+        (target / "log.jsonl").write_text("".join(kept), encoding="utf-8")
+        ids = {json.loads(line).get("iteration_id") for line in kept}
+        for side in sorted(folder.glob("*.jsonl")):
+            if side.name == "log.jsonl":
+                continue
+            with side.open(encoding="utf-8") as src, (target / side.name).open("w", encoding="utf-8") as dst:
+                for line in src:
+                    item = json.loads(line) if line.strip() else None
+                    if item is not None and ("iteration_id" not in item or item["iteration_id"] in ids):
+                        dst.write(line)  # header lines (no iteration id) and the kept iterations
     return len(folders)
 
 
@@ -182,8 +202,8 @@ class StepRecord:
     name: str
     commands: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU time of this process: what the step costs on an idle machine
     status: str = "pending"
-    note: str = ""
     log: str = ""
 
 
@@ -194,9 +214,7 @@ class StepFailed(GuidebenchError):
 class Runner:
     """Runs CLI commands in-process, echoes them, keeps their output in a log per step."""
 
-    def __init__(self, out: Path, progress: bool, echo: Callable[[str], None]) -> None:
-        self.out = out
-        self.progress = progress
+    def __init__(self, out: Path, echo: Callable[[str], None]) -> None:
         self.echo = echo
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -210,12 +228,15 @@ class Runner:
         self.steps.append(record)
         self.current = record
         self.echo(f"\n== step {len(self.steps)}: {name}")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             yield record
             record.status = "ok"
         except StepFailed:
             record.status = "failed"
+            raise
+        except KeyboardInterrupt:
+            record.status = "interrupted"
             raise
         except GuidebenchError as exc:
             record.status = "failed"
@@ -230,6 +251,7 @@ class Runner:
                              ) from None
         finally:
             record.seconds = round(time.perf_counter() - started, 2)
+            record.cpu_seconds = round(time.process_time() - cpu, 2)
             self.current = None
 
     def run(self, argv: Sequence[str], *, ok: Sequence[int] = (0,)) -> int:
@@ -242,50 +264,23 @@ class Runner:
         text = command_text(argv)
         record.commands.append(text)
         self.echo(f"$ {text}")
-        buffer = _Tee(Path(record.log), header=f"$ {text}\n")
+        refused = io.StringIO()
         try:
-            with contextlib.redirect_stdout(buffer):
+            with contextlib.redirect_stderr(refused):
                 args = build_parser().parse_args(argv)
+        except SystemExit:  # argparse refused the arguments: a bug of the demo, named as such
+            last = (refused.getvalue().strip().splitlines() or ["no message"])[-1]
+            raise GuidebenchError(f"`{text}` was refused by the CLI: {last}") from None
+        # Line-buffered, so `tail -f` on the log follows a long step.
+        with open(record.log, "a", encoding="utf-8", buffering=1) as log, contextlib.redirect_stdout(log):
+            log.write(f"$ {text}\n")
+            try:
                 code = int(args.func(args) or 0)
-        except SystemExit as exc:  # argparse refused the arguments: a bug of the demo, named as such
-            raise GuidebenchError(f"`{text}` was refused by the CLI (exit {exc.code}): {buffer.tail()}") from None
-        except GuidebenchError as exc:
-            raise GuidebenchError(f"{exc} (command: {text}; output in {record.log})") from None
-        finally:
-            buffer.close()
+            except GuidebenchError as exc:
+                raise GuidebenchError(f"{exc} (command: {text}; output in {record.log})") from None
         if code not in ok:
             raise GuidebenchError(f"`{text}` exited with {code}; output in {record.log}")
         return code
-
-
-class _Tee(io.TextIOBase):
-    """A write-only text stream into a log file that remembers its last lines."""
-
-    def __init__(self, path: Path, header: str = "") -> None:
-        self._handle = path.open("a", encoding="utf-8")
-        self._handle.write(header)
-        self._last: list[str] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self._handle.write(text)
-        self._last = (self._last + [line for line in text.splitlines() if line.strip()])[-3:]
-        return len(text)
-
-    def flush(self) -> None:
-        if not self._handle.closed:
-            self._handle.flush()
-
-    def tail(self) -> str:
-        """The last non-empty lines written."""
-        return " | ".join(self._last)
-
-    def close(self) -> None:
-        super().close()  # flushes first, then the file can go
-        if not self._handle.closed:
-            self._handle.close()
 
 
 def _slug(text: str) -> str:
@@ -343,7 +338,7 @@ def demo_environment(home: Path) -> Iterator[None]:
     """GUIDEBENCH_HOME=home for the demo (restored after); warnings and library logs go to a log file."""
     import optuna
 
-    settings = {"GUIDEBENCH_HOME": str(home),
+    settings = {"GUIDEBENCH_HOME": str(home), **llama_threads(),
                 # MLflow's INFO lines and download bars would bury the demo's own lines; warnings still show.
                 "MLFLOW_LOGGING_LEVEL": os.environ.get("MLFLOW_LOGGING_LEVEL") or "WARNING",
                 "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
@@ -384,6 +379,22 @@ def demo_environment(home: Path) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def llama_threads() -> dict[str, str]:
+    """`GUIDEBENCH_LLAMA_THREADS` for the demo: every core (up to 4) when the machine is idle, else unchanged.
+
+    The embedded model defaults to half the cores because spinning threads on busy cores are 3-5x
+    slower; on an idle machine all cores are up to twice as fast, and the demo is LM-bound.
+    """
+    if os.environ.get("GUIDEBENCH_LLAMA_THREADS"):
+        return {}
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform: keep the default
+        return {}
+    return {"GUIDEBENCH_LLAMA_THREADS": str(min(cores, 4))} if cores >= 2 and load < 1.0 else {}
+
+
 def prepare_out(out: Path) -> None:
     """Start from an empty OUT; an earlier demo's OUT is replaced, any other non-empty folder is refused."""
     if out.exists() and not out.is_dir():
@@ -396,11 +407,11 @@ def prepare_out(out: Path) -> None:
     (out / MARKER_FILE).write_text("written by `guidebench demo`; the next demo into this folder replaces it\n")
 
 
-def share_model_files(home: Path) -> Optional[Path]:
+def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional[Path]:
     """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
     from .local_lm import guidebench_home
 
-    usual = guidebench_home().absolute() / "models"
+    usual = (usual_home or guidebench_home()).absolute() / "models"
     if usual.resolve() == (home / "models").resolve():
         return None
     usual.mkdir(parents=True, exist_ok=True)
@@ -450,12 +461,12 @@ class DemoOptions:
 class Demo:
     """The demo's steps over one Runner; `run()` returns the summary written to OUT/demo_summary.json."""
 
-    def __init__(self, options: DemoOptions, echo: Callable[[str], None] = print) -> None:
+    def __init__(self, options: DemoOptions, echo: Optional[Callable[[str], None]] = None) -> None:
         self.options = options
         self.plan = QUICK if options.quick else FULL
         self.out = options.out.absolute()
         self.home = self.out / "home"
-        self.echo = echo
+        self.echo = echo or (_bar_safe_print if options.progress else print)
         self.summary: dict[str, Any] = {}
         self.runner: Optional[Runner] = None
 
@@ -471,7 +482,7 @@ class Demo:
         """Run every step; write and return the summary (also when a step fails, then re-raise)."""
         started = time.perf_counter()
         prepare_out(self.out)
-        self.runner = Runner(self.out, self.options.progress, self.echo)
+        self.runner = Runner(self.out, self.echo)
         plan = self.plan
         self.summary = {
             "status": "running", "mode": plan.name, "lm": self.options.lm, "out": str(self.out),
@@ -498,14 +509,20 @@ class Demo:
         self.echo(f"the commands below run with GUIDEBENCH_HOME={self.home}")
         bar = _step_bar(len(steps), self.options.progress)
         try:
+            try:  # before GUIDEBENCH_HOME moves: the usual home is where the model file already is
+                shared = share_model_files(self.home)
+            except OSError as exc:  # no symlinks here: the model is assembled under OUT/home instead
+                self.echo(f"note: cannot share the model folder ({exc}); it is assembled under {self.home}")
+                shared = None
+            if shared is not None:
+                self.summary["model_files"] = str(shared)
             with demo_environment(self.home):
                 from .tracking import default_tracking_uri
 
                 uri = default_tracking_uri()  # MLFLOW_TRACKING_URI when the user set one, else OUT/home/mlflow.db
+                self.summary["llama_threads"] = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "default")
+                self.summary["load_average_at_start"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
                 self.summary["mlflow"] = {"tracking_uri": uri, "ui_command": ui_command(uri)}
-                shared = share_model_files(self.home)
-                if shared is not None:
-                    self.summary["model_files"] = str(shared)
                 for name, action in steps:
                     bar.set_postfix_str(name[:40])
                     with self.runner.step(name):
@@ -516,11 +533,15 @@ class Demo:
             self.summary["status"] = "failed"
             self.summary["error"] = str(exc)
             raise
+        except KeyboardInterrupt:
+            self.summary["status"] = "interrupted"
+            raise
         finally:
             bar.close()
             self.summary["wall_s"] = round(time.perf_counter() - started, 1)
             self.summary["steps"] = [asdict(step) for step in self.runner.steps]
             self.summary["timings_s"] = {step.name: step.seconds for step in self.runner.steps}
+            self.summary["cpu_s"] = {step.name: step.cpu_seconds for step in self.runner.steps}
             self.summary["finished_at"] = _now()
             self.summary["reports_dir"] = str(self.path("reports"))
             _write_json(self.path(SUMMARY_FILE), self.summary)
@@ -532,11 +553,13 @@ class Demo:
         sample = sample_dir()
         subset = choose_fullauto_subset(sample, self.plan)
         decisions = write_fullauto_subset(sample, subset, self.path("logs", "sample", "fullauto"))
-        episodes = write_experiment_subset(sample, self.plan.episodes, self.path("logs", "sample", "experiments"))
+        episodes = write_experiment_subset(sample, self.plan.episodes, self.path("logs", "sample", "experiments"),
+                                           self.plan.episode_iterations)
         self.fullauto_seed = subset.seed
         self.summary["sample"] = {"source": str(sample), "fullauto_runs": len(subset.runs),
                                   "fullauto_decisions": decisions, "fullauto_split_seed": subset.seed,
-                                  "expected_fullauto_splits": subset.expected, "episodes": episodes}
+                                  "expected_fullauto_splits": subset.expected, "episodes": episodes,
+                                  "episode_iterations": self.plan.episode_iterations}
         self.echo(f"copied {len(subset.runs)} runs ({decisions} decisions) and {episodes} episodes of {sample} "
                   f"to {self.path('logs', 'sample')}")
 
@@ -774,6 +797,13 @@ def runtime_check(module_dir: Path, data: Path, lm_spec: str) -> dict[str, Any]:
             "label": record.label.action if record.label else None}
 
 
+def _bar_safe_print(text: str) -> None:
+    """Print a line without tearing the progress bars."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(text, file=sys.stdout)
+
+
 def _step_bar(total: int, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
@@ -811,7 +841,9 @@ def closing_lines(summary: dict[str, Any]) -> list[str]:
     export = summary.get("export") or {}
     mlflow = summary.get("mlflow") or {}
     lines += [
-        f"reports:         {out / 'reports'}  (leaderboard.html opens in a browser)",
+        f"reports:         {out / 'reports'}  (baselines.md; leaderboard-*/leaderboard.html opens in a browser)",
+        f"compiles:        {out / 'compiles'}  (per split: metrics, per-record results, confusion matrix, "
+        "calibration)",
         f"exported module: {export.get('dir')}  (promotion: {promotion.get('outcome', 'n/a')})",
         f"load it:         {export.get('load')}",
         f"MLflow:          {mlflow.get('tracking_uri')}",
@@ -821,10 +853,10 @@ def closing_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run_demo(options: DemoOptions, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_demo(options: DemoOptions, echo: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
     """Run the demo and print its closing summary; returns the summary dict."""
     demo = Demo(options, echo=echo)
     summary = demo.run()
     for line in closing_lines(summary):
-        echo(line)
+        demo.echo(line)
     return summary

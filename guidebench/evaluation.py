@@ -73,7 +73,8 @@ class EvalOutput:
 def raw_log_kind(path: Path) -> str:
     """`fullauto` for a workspace log folder or a decisions JSONL file, else `experiments`."""
     if path.is_dir():
-        if (path / "fullauto-decisions.jsonl").is_file():
+        # A workspace, or a folder of workspaces, holds decision files; experiment logs do not.
+        if (path / "fullauto-decisions.jsonl").is_file() or any(path.rglob("fullauto-decisions.jsonl")):
             return "fullauto"
         return "experiments" if any(path.rglob("*.jsonl")) else "fullauto"
     try:
@@ -257,8 +258,11 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
 def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optional[str] = None,
              threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
              progress: bool = True, seed: int = 0, n_resamples: int = 1000,
-             run_name: Optional[str] = None, max_records: Optional[int] = None) -> EvalOutput:
-    """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow."""
+             run_name: Optional[str] = None, max_records: Optional[int] = None, cache: bool = True) -> EvalOutput:
+    """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow.
+
+    With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
+    """
     if threads < 1:
         raise GuidebenchError(f"--threads {threads}: must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="guidebench-eval-"))
@@ -273,13 +277,14 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         lm_spec = "none"
         if loaded.uses_lm:
             lm_spec = lm or "local"
-            _configure_lm(lm_spec)
+            _configure_lm(lm_spec, cache=cache)
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
                         n_resamples=n_resamples, seed=seed, name=loaded.name)
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
+                 "lm_cache": cache,
                  **loaded.details}
         files, omitted = write_outputs(result, Path(out_dir), extra)
         output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=Path(out_dir), files=files,
@@ -296,13 +301,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _configure_lm(spec: str) -> None:
+def _configure_lm(spec: str, cache: bool = True) -> None:
     try:
         from guidebench.lm import configure_lm
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
-        configure_lm(spec)
+        configure_lm(spec, cache=cache)
     except GuidebenchError:
         raise
     except Exception as exc:

@@ -6,7 +6,9 @@ endpoint would wrap DSPy's messages in a guessed template (llama-2) and answer g
 here uses the plain completion endpoint (`/v1/completions`) and builds exactly the prompt of the
 in-process engine (`guidebench.local_lm.render_prompt`: system + demos + query flattened, ending with
 the first output marker, which is put back in front of the answer) with the same stops and sampling
-settings. Same prompt, same seed, same sampler: the server answers what the in-process model would.
+settings, and, like it, decodes once more under the output grammar (`guidebench.local_grammar`, sent
+as the server's `grammar` field) when the answer misses the format. Same prompt, seed, sampler and
+thread count: the server answers what the in-process model would.
 
 `make_lm("openai/<alias>", api_base=...)` reaches this engine through `served_engine()` when the model
 is the embedded one; any other model behind `--api-base` (vLLM, SGLang...) is a chat model and goes
@@ -34,8 +36,9 @@ from dspy.lm15 import (ContextLengthError, InvalidRequestError, Message, Request
                        TimeoutError as LMTimeoutError, TransportError, Usage, response_to_events)
 
 from .errors import GuidebenchError
-from .local_lm import (DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, DEFAULT_SEED, DEFAULT_TEMPERATURE, LOCAL_MODEL_ID,
-                       ensure_model, guidebench_home, render_prompt)
+from .local_grammar import conforms, output_grammar
+from .local_lm import (CONSTRAIN_MODES, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, DEFAULT_SEED, DEFAULT_TEMPERATURE,
+                       LOCAL_MODEL_ID, ensure_model, guidebench_home, render_prompt)
 from .services import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
 
 DEFAULT_PORT = 8000
@@ -76,11 +79,14 @@ class ServerRecord:
 
 
 def default_threads() -> int:
-    """Threads per server: `GUIDEBENCH_LLAMA_THREADS`, else the in-process default (up to 4 cores)."""
-    configured = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min(4, os.cpu_count() or 1))
+    """Threads per server: the in-process engine's default (`GUIDEBENCH_LLAMA_THREADS`, else half the cores).
+
+    llama.cpp splits its sums by thread: the same prompt gives the same answer only with the same
+    thread count, so the server follows the in-process default unless `--threads` says otherwise.
+    """
+    from .local_lm import _default_threads
+
+    return _default_threads()
 
 
 def records_dir(home: Optional[Path] = None) -> Path:
@@ -243,7 +249,9 @@ def stop(port: Optional[int] = None, *, home: Optional[Path] = None) -> list[Ser
 
 def served_engine(model: str, api_base: Optional[str]) -> Optional["LlamaServerEngine"]:
     """The completion engine when `model` (e.g. `openai/gemma-3-270m-q4_k_m`) is the embedded model behind
-    `api_base`; None for any other model (a chat model, served by DSPy's ordinary client)."""
+    `api_base` (default: OPENAI_API_BASE, as LiteLLM reads it); None for any other model (a chat model,
+    served by DSPy's ordinary client)."""
+    api_base = api_base or os.environ.get("OPENAI_API_BASE") or os.environ.get("OPENAI_BASE_URL")
     if not api_base:
         return None
     name = model.split("/", 1)[1] if model.startswith("openai/") else model
@@ -254,11 +262,14 @@ class LlamaServerEngine:
     """DSPy custom engine: the in-process engine's completion prompt, sent to an LM server over HTTP."""
 
     def __init__(self, api_base: str, model: str = MODEL_ALIAS, *, seed: int = DEFAULT_SEED, prefill: bool = True,
-                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 constrain: str = "fallback", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        if constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"constrain must be one of {CONSTRAIN_MODES}, got {constrain!r}")
         self.api_base = api_base.rstrip("/")
         self.model = model
         self.seed = int(seed)
         self.prefill = bool(prefill)
+        self.constrain = constrain  # as LocalGGUFEngine: "fallback", "always" or "off"
         self.timeout_s = float(timeout_s)
         self._client: Any = None
         self._lock = threading.Lock()
@@ -284,7 +295,11 @@ class LlamaServerEngine:
             return self._client
 
     def request_body(self, request: Request) -> tuple[dict[str, Any], str]:
-        """The `/v1/completions` body for a DSPy request, and the prefill to put back before the answer."""
+        """The `/v1/completions` body for a DSPy request (without grammar), and the prefill to put back."""
+        body, rendered = self._body(request)
+        return body, rendered.prefill
+
+    def _body(self, request: Request) -> tuple[dict[str, Any], Any]:
         rendered = render_prompt(request, prefill=self.prefill)
         config = request.config
         body = {
@@ -299,22 +314,34 @@ class LlamaServerEngine:
             "stop": list(rendered.stops),
             "seed": self.seed if config.seed is None else int(config.seed),
         }
-        return body, rendered.prefill
+        return body, rendered
 
     def complete(self, request: Request) -> Response:
-        """Run one completion on the server for a DSPy request."""
+        """Run one completion on the server for a DSPy request (a second, grammar-bound one when needed)."""
         validate_request(request)
-        body, prefill = self.request_body(request)
-        output = self._post("/completions", body)
+        body, rendered = self._body(request)
+        grammar = None
+        if self.constrain != "off" and rendered.chat_format:
+            grammar = output_grammar(rendered.system, prefilled=bool(rendered.prefill))
+        output = self._post("/completions", {**body, "grammar": grammar} if grammar and self.constrain == "always"
+                            else body)
+        completion_tokens = int((output.get("usage") or {}).get("completion_tokens", 0))
+        text = rendered.prefill + ((output.get("choices") or [{}])[0].get("text") or "")
+        if grammar and self.constrain == "fallback" and not conforms(rendered.system, text):
+            try:
+                # The prompt is still in the server's KV cache: the second pass costs only the generation.
+                output = self._post("/completions", {**body, "grammar": grammar})
+                completion_tokens += int((output.get("usage") or {}).get("completion_tokens", 0))
+            except (InvalidRequestError, ServerError):
+                pass  # a grammar llama.cpp rejects: keep the free answer, as the in-process engine does
         choice = (output.get("choices") or [{}])[0]
         usage = output.get("usage") or {}
         return Response(
             id=output.get("id"),
             model=request.model,
-            message=Message.assistant([TextPart(prefill + (choice.get("text") or ""))]),
+            message=Message.assistant([TextPart(rendered.prefill + (choice.get("text") or ""))]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            usage=Usage(input_tokens=int(usage.get("prompt_tokens", 0)),
-                        output_tokens=int(usage.get("completion_tokens", 0))),
+            usage=Usage(input_tokens=int(usage.get("prompt_tokens", 0)), output_tokens=completion_tokens),
         )
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -352,7 +379,7 @@ class LlamaServerEngine:
     def dump_state(self) -> dict[str, Any]:
         """JSON state to rebuild this engine (no secrets: the server needs no key on loopback)."""
         return {"api_base": self.api_base, "model": self.model, "seed": self.seed, "prefill": self.prefill,
-                "timeout_s": self.timeout_s}
+                "constrain": self.constrain, "timeout_s": self.timeout_s}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LlamaServerEngine":
@@ -361,7 +388,8 @@ class LlamaServerEngine:
         if not state.get("api_base"):
             raise ValueError("LlamaServerEngine state needs an api_base")
         return cls(state["api_base"], state.get("model", MODEL_ALIAS), seed=state.get("seed", DEFAULT_SEED),
-                   prefill=state.get("prefill", True), timeout_s=state.get("timeout_s", REQUEST_TIMEOUT_S))
+                   prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"),
+                   timeout_s=state.get("timeout_s", REQUEST_TIMEOUT_S))
 
 
 def describe(record: ServerRecord) -> str:

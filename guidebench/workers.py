@@ -71,11 +71,20 @@ def _storage(url: str, grace_s: Optional[int] = None) -> Any:
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        # The same failed-trial policy as the workers' own storage: a stale trial is retried once.
-        return RDBStorage(url, heartbeat_interval=heartbeat_interval(), grace_period=grace_s,
-                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+        try:
+            # The same failed-trial policy as the workers' own storage: a stale trial is retried once.
+            return RDBStorage(url, heartbeat_interval=heartbeat_interval(), grace_period=grace_s,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+        except ImportError as exc:
+            raise GuidebenchError(f"--storage {safe_url(url)}: database driver missing ({exc}); for PostgreSQL: "
+                                  "pip install 'psycopg2-binary>=2.9,<3'") from exc
+        except SQLAlchemyError as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise GuidebenchError(f"--storage {safe_url(url)}: cannot open the study database: {detail}") from exc
 
 
 def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[str, list[int]]:
@@ -139,7 +148,8 @@ class Worker:
 
     index: int
     process: Any
-    died_at: Optional[float] = None
+    died_at: Optional[float] = None  # when the supervisor saw it killed by a signal
+    settled: bool = False  # its end has been dealt with (nothing to reap, or reaped)
 
     @property
     def pid(self) -> int:
@@ -168,7 +178,6 @@ def worker_main(args: Namespace, index: int) -> None:
     """Entry point of one worker process: an ordinary `guidebench search` on the shared study."""
     from .commands.search import run
 
-    os.environ["GUIDEBENCH_WORKER_INDEX"] = str(index)
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
                         format=f"%(levelname)s worker {index} %(name)s: %(message)s")
     try:
@@ -178,8 +187,27 @@ def worker_main(args: Namespace, index: int) -> None:
         code = 2
     except KeyboardInterrupt:
         code = 130
+    except Exception as exc:  # one line for the user, the traceback in the log folder (as the CLI does)
+        log = _error_log(index)
+        print(f"guidebench worker {index}: error: {type(exc).__name__}: {exc} (traceback in {log})", file=sys.stderr,
+              flush=True)
+        code = 1
     sys.stdout.flush()
     sys.exit(code)
+
+
+def _error_log(index: int) -> Path:
+    import traceback
+
+    from .tracking import guidebench_home
+
+    log = guidebench_home() / f"last-error-worker-{index}.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc())
+    except OSError:
+        pass
+    return log
 
 
 def status_file(home: Path) -> Path:
@@ -203,6 +231,7 @@ def run_pool(args: Namespace, count: int, *, home: Path) -> PoolReport:
     storage = normalize_storage_url(args.storage)
     args.storage = storage
     study = study_name_of(args)
+    _storage(storage)  # a bad URL fails here, once; and the schema exists before the workers start
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited locks, LM or sockets
     workers: list[Worker] = []
     status = status_file(home)
@@ -251,17 +280,23 @@ def _supervise(workers: list[Worker], storage: str, report: PoolReport) -> None:
     while True:
         now = time.monotonic()
         for worker in workers:
-            if worker.died_at is None and worker.process.exitcode is not None and worker.process.exitcode != 0:
-                worker.died_at = now
-                print(f"worker {worker.index} (pid {worker.pid}) ended with code {worker.process.exitcode}; its "
-                      f"trial is marked failed once its heartbeat is {stale_after} s old", flush=True)
-        due = [w for w in workers if w.died_at is not None and now - w.died_at >= stale_after]
+            code = worker.process.exitcode
+            if worker.settled or worker.died_at is not None or code is None:
+                continue
+            if code >= 0:  # Python ended it: Optuna has already marked a trial in progress failed
+                worker.settled = True
+                if code:
+                    print(f"worker {worker.index} (pid {worker.pid}) ended with code {code}", flush=True)
+                continue
+            worker.died_at = now
+            print(f"worker {worker.index} (pid {worker.pid}) ended with code {code}; its trial is marked "
+                  f"failed once its heartbeat is {stale_after} s old", flush=True)
+        due = [w for w in workers if not w.settled and w.died_at is not None and now - w.died_at >= stale_after]
         if due:
             _merge(report.reaped, reap_stale_trials(storage, stale_after))
             for worker in due:
-                worker.died_at = float("inf")  # reaped; a later death gets its own pass
-        pending = [w for w in workers if w.died_at is not None and w.died_at != float("inf")]
-        if all(not w.process.is_alive() for w in workers) and not pending:
+                worker.settled = True
+        if all(w.settled for w in workers):
             break
         time.sleep(POLL_S)
     for name, numbers in report.reaped.items():

@@ -331,12 +331,16 @@ class Recipe:
         sizes: Optional[PromptSizes] = None,
         count_tokens: Optional[Callable[[str], int]] = None,
         seconds_per_call: float = 1.8,
+        prompt_tokens_per_s: float = 0.0,
+        completion_tokens_per_s: float = 0.0,
     ) -> CostEstimate:
         """Estimate LM calls and tokens of `compile` from the settings and measured prompt sizes; no LM call."""
         if sizes is None:
             sizes = measure_prompts(program, list(trainset), count_tokens=count_tokens)
         stages = self._plan(len(trainset), len(valset), max(1, len(program.predictors())))
-        return CostEstimate.from_stages(self.name, stages, sizes, seconds_per_call=seconds_per_call)
+        return CostEstimate.from_stages(self.name, stages, sizes, seconds_per_call=seconds_per_call,
+                                        prompt_tokens_per_s=prompt_tokens_per_s,
+                                        completion_tokens_per_s=completion_tokens_per_s)
 
 
 # -- helpers shared by recipes -------------------------------------------------------------------------

@@ -76,19 +76,24 @@ class CostEstimate:
     recipe: str
     stages: list[StageCost]
     sizes: PromptSizes
-    seconds_per_call: float
+    seconds_per_call: float  # fixed cost of a call
     notes: list[str] = field(default_factory=list)
+    # Throughput of the LM, when known: each call also costs its tokens at these rates (0: ignored).
+    prompt_tokens_per_s: float = 0.0
+    completion_tokens_per_s: float = 0.0
 
     @classmethod
     def from_stages(cls, recipe: str, stages: Sequence[Stage], sizes: PromptSizes, *,
-                    seconds_per_call: float) -> "CostEstimate":
+                    seconds_per_call: float, prompt_tokens_per_s: float = 0.0,
+                    completion_tokens_per_s: float = 0.0) -> "CostEstimate":
         """Multiply stages out with measured prompt sizes."""
         costs = []
         for stage in stages:
             prompt = stage.calls * sizes.prompt(stage.demos) * stage.prompt_scale
             completion = stage.calls * sizes.output_tokens * stage.output_scale
             costs.append(StageCost(stage.name, int(stage.calls), int(round(prompt)), int(round(completion)), stage.note))
-        return cls(recipe, costs, sizes, seconds_per_call)
+        return cls(recipe, costs, sizes, seconds_per_call, prompt_tokens_per_s=prompt_tokens_per_s,
+                   completion_tokens_per_s=completion_tokens_per_s)
 
     @property
     def lm_calls(self) -> int:
@@ -112,14 +117,29 @@ class CostEstimate:
 
     @property
     def minutes(self) -> float:
-        """Wall time at the assumed seconds per call."""
-        return self.lm_calls * self.seconds_per_call / 60.0
+        """Wall time: a fixed cost per call plus its tokens at the LM's throughput (when known)."""
+        seconds = self.lm_calls * self.seconds_per_call
+        if self.prompt_tokens_per_s > 0:
+            seconds += self.prompt_tokens / self.prompt_tokens_per_s
+        if self.completion_tokens_per_s > 0:
+            seconds += self.completion_tokens / self.completion_tokens_per_s
+        return seconds / 60.0
+
+    def speed_text(self) -> str:
+        """How the minutes were estimated."""
+        text = f"{self.seconds_per_call:g} s/call"
+        if self.prompt_tokens_per_s > 0:
+            text += f" + prompt at {self.prompt_tokens_per_s:g} tok/s"
+        if self.completion_tokens_per_s > 0:
+            text += f" + answer at {self.completion_tokens_per_s:g} tok/s"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready estimate."""
         return {"recipe": self.recipe, "lm_calls": self.lm_calls, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens,
                 "minutes": round(self.minutes, 1), "seconds_per_call": self.seconds_per_call,
+                "prompt_tokens_per_s": self.prompt_tokens_per_s, "completion_tokens_per_s": self.completion_tokens_per_s,
                 "stages": [asdict(s) for s in self.stages], "prompt_sizes": asdict(self.sizes),
                 "notes": list(self.notes)}
 
@@ -128,7 +148,7 @@ class CostEstimate:
         rows = [("stage", "LM calls", "prompt tok", "completion tok", "note")]
         rows += [(s.name, str(s.calls), str(s.prompt_tokens), str(s.completion_tokens), s.note) for s in self.stages]
         rows.append(("total", str(self.lm_calls), str(self.prompt_tokens), str(self.completion_tokens),
-                     f"~{self.minutes:.1f} min at {self.seconds_per_call:g} s/call"))
+                     f"~{self.minutes:.1f} min ({self.speed_text()}, an idle machine)"))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = ["  ".join(r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(4)) + "  " + r[4]
                  for r in rows]

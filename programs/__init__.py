@@ -14,6 +14,7 @@ from .inputs import (
     packet_from_inputs,
     planner_example,
     planner_inputs,
+    tail_entries,
 )
 from .registry import KINDS, ProgramSpec, UnknownProgramError, get, names, register, resolve, spec, specs
 from .results import decision_prediction, directive_prediction, safe_directive
@@ -22,5 +23,5 @@ __all__ = [
     "DECISION_EXTRA_FIELDS", "KINDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS", "ProgramSpec",
     "UnknownProgramError", "blocked_families", "decision_example", "decision_inputs", "decision_prediction",
     "directive_prediction", "get", "names", "packet_from_inputs", "planner_example", "planner_inputs",
-    "register", "resolve", "safe_directive", "spec", "specs",
+    "register", "resolve", "safe_directive", "spec", "specs", "tail_entries",
 ]

@@ -127,13 +127,15 @@ def test_dry_run_answers_without_an_lm_call_or_a_run(workspace, monkeypatch, cap
 
 
 def test_budget_stop_is_marked_on_the_run(workspace, capsys):
-    assert _compile(workspace, "--optimizer", "bootstrap_fewshot", "--max-lm-calls", "2") == 0
-    assert "stopped by budget" in capsys.readouterr().out
+    assert _compile(workspace, "--optimizer", "bootstrap_fewshot", "--max-lm-calls", "2", "--eval-limit", "3") == 0
+    out = capsys.readouterr().out
+    assert "stopped by budget" in out and "test (3 of 4 records)" in out
     run = _runs(workspace, "tags.`guidebench.optimizer` = 'bootstrap_fewshot'")[0]
     assert run.data.tags["guidebench.stopped_by_budget"] == "true"
     assert run.data.tags["guidebench.kept"] == "salvaged"
     assert run.data.metrics["compile.stopped_by_budget"] == 1 and run.data.metrics["compile.lm_calls"] <= 2
-    assert run.data.params["budget.max_lm_calls"] == "2"
+    assert run.data.params["budget.max_lm_calls"] == "2" and run.data.tags["guidebench.eval_limit"] == "3"
+    assert run.data.metrics["test.objective_ci_low"] <= run.data.metrics["test.objective"]
 
 
 def test_an_interrupted_compile_resumes_without_compiling_again(workspace, monkeypatch, capsys):
@@ -200,6 +202,6 @@ def test_compile_with_the_embedded_model_end_to_end(tmp_path, monkeypatch, capsy
                              filter_string="tags.`guidebench.run_type` = 'compile'")[0]
     assert run.info.status == "FINISHED"
     # The custom local engine's state reached MLflow through DSPy autologging (dump_state works).
-    assert "LocalGGUFEngine" in run.data.params["lm_params"] or "local" in run.data.params["lm_params"]
+    assert "gemma-3-270m" in run.data.params["lm_params"] and "LocalGGUFEngine" in run.data.params["lm_info"]
     assert 0 < run.data.metrics["compile.lm_calls"] <= 2
     assert run.data.metrics["test.usage.lm_calls"] >= 2 and "test.objective" in run.data.metrics

@@ -20,8 +20,7 @@ import optuna
 import pytest
 
 from optimizer_support import make_dataset
-
-pytestmark = pytest.mark.slow
+from reliability_ledger import record as ledger
 
 
 def _together(argvs: list[list[str]], cwd: Path, env: dict[str, str], timeout: float = 600.0) -> list[str]:
@@ -48,6 +47,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "GUIDEBENCH_HOME": str(tmp_path / "home"), "PYTHONWARNINGS": "ignore"}
 
 
+@pytest.mark.slow
 def test_two_compiles_share_one_mlflow_store(tmp_path: Path, env: dict[str, str]) -> None:
     data = make_dataset(tmp_path / "data", train=10, dev=4, test=4)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -73,8 +73,11 @@ def test_two_compiles_share_one_mlflow_store(tmp_path: Path, env: dict[str, str]
         assert all(child.info.status == "FINISHED" for child in children)
         summary = json.loads((tmp_path / f"out{run.data.params['seed']}" / "compile.json").read_text())
         assert summary["mlflow_run_id"] == run.info.run_id
+    ledger("concurrency", scenario="two compiles, one MLflow SQLite store", processes=2, failed_processes=0,
+           runs_expected=2, runs_lost=2 - len(runs), integrity="ok")
 
 
+@pytest.mark.slow
 def test_two_searches_share_one_study_and_one_mlflow_store(tmp_path: Path, env: dict[str, str]) -> None:
     data = make_dataset(tmp_path / "data", train=8, dev=4, test=2)
     uri, storage = f"sqlite:///{tmp_path / 'mlflow.db'}", f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -96,3 +99,39 @@ def test_two_searches_share_one_study_and_one_mlflow_store(tmp_path: Path, env: 
                               "tags.`guidebench.run_type` = 'search_trial'")
     assert sorted(int(r.data.tags["optuna.trial"]) for r in runs) == numbers  # one nested run per trial, no loss
     assert all(r.info.status == "FINISHED" for r in runs)
+    ledger("concurrency", scenario="two searches, one Optuna study and one MLflow store", processes=2,
+           failed_processes=0, trials=len(numbers), trials_lost=len(numbers) - len(runs), integrity="ok")
+
+
+_OPEN_STORES = """
+import sys, time, warnings, logging
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+from guidebench import tracking
+from optimizers.search import SearchConfig, open_study
+mlflow_db, optuna_db, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while time.time() < go:
+    time.sleep(0.001)
+experiment = tracking.ensure_experiment("0123456789ab", "fullauto", f"sqlite:///{mlflow_db}")
+study = open_study(SearchConfig(study_name="race", trials=1, storage=f"sqlite:///{optuna_db}"))
+print(experiment, study.study_name)
+"""
+
+
+@pytest.mark.slow
+def test_commands_starting_together_on_new_stores_all_open_them(tmp_path: Path, env: dict[str, str]) -> None:
+    """The first open of a new store creates its schema: several processes doing it at the same instant
+    (what two compiles or searches started together do) must all succeed and agree."""
+    import time
+
+    go = time.time() + 15  # every process waits for this instant, after its imports
+    processes = [subprocess.Popen([sys.executable, "-c", _OPEN_STORES, str(tmp_path / "mlflow.db"),
+                                   str(tmp_path / "optuna.db"), str(go)], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    outputs = [process.communicate(timeout=300)[0] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0], outputs
+    assert len({out.strip().splitlines()[-1] for out in outputs}) == 1  # one experiment, one study
+    _integrity(tmp_path / "mlflow.db")
+    _integrity(tmp_path / "optuna.db")
+    ledger("concurrency", scenario="three processes opening new stores at the same instant", processes=3,
+           failed_processes=0, integrity="ok")

@@ -32,6 +32,7 @@ import pytest
 from guidebench.cli import main
 from optimizer_support import make_dataset
 from optimizers.checkpoint import Checkpoint
+from reliability_ledger import record as ledger
 from runtime.frozen import verify_frozen
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
@@ -108,6 +109,9 @@ def test_kill_during_compile_then_the_run_is_marked_killed_and_resume_finishes(b
     assert main(["export", run.info.run_id, "--name", "resumed", "--version", "1.0.0", "--out",
                  str(tmp_path / "export"), "--tracking-uri", uri]) == 0
     verify_frozen(tmp_path / "export")
+    ledger("crashes", command="compile", killed_at="6th LM call of the optimizer", kills=1, runs_left_running=0,
+           marked="KILLED", resumed_to_finished=1,
+           lm_calls_repeated=max(0, 5 - summary["compile"]["usage"]["cache_hits"]))
 
 
 def _recipe(tmp_path: Path) -> Path:
@@ -148,6 +152,10 @@ def test_kill_during_search_then_the_trial_fails_and_the_search_finishes(bench, 
     assert parent.info.status == "FINISHED" and "guidebench.reaped" in parent.data.tags
     assert client.get_run(parent.info.run_id).data.metrics["trials.failed"] == 1
     assert (tmp_path / "search" / "program.json").is_file()
+    ledger("crashes", command="search", killed_at="trial 1 (6th LM call)", kills=1, trials_left_running=0,
+           trial_marked="FAIL", trial_run_marked=statuses["1"], retried=len(retried),
+           finished_trials=len(by_state[optuna.trial.TrialState.COMPLETE]) + len(by_state[optuna.trial.TrialState.PRUNED]),
+           runs_left_running=0)
 
 
 def _export_argv(out: Path, *extra: str) -> list[str]:
@@ -167,6 +175,8 @@ def test_kill_during_export_leaves_no_half_written_folder_and_the_rerun_finishes
     assert main(_export_argv(out)) == 0
     verify_frozen(out)
     assert _hidden(out) == []  # the next export tidied up
+    ledger("crashes", command="export", killed_at="written, before the rename", kills=1, half_written_folders=0,
+           leftovers_after_next_export=0, rerun_finished=1)
 
 
 def test_kill_between_the_two_renames_of_a_forced_export_keeps_a_whole_export(bench, tmp_path, capsys):
@@ -184,3 +194,5 @@ def test_kill_between_the_two_renames_of_a_forced_export_keeps_a_whole_export(be
     manifest = verify_frozen(out)
     assert manifest.tags == ["second"] and (out / "manifest.json").read_bytes() != first
     assert _hidden(out) == []
+    ledger("crashes", command="export --force", killed_at="between the two renames", kills=1,
+           half_written_folders=0, previous_export_lost=0, leftovers_after_next_export=0, rerun_finished=1)

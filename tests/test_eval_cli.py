@@ -190,3 +190,35 @@ def test_baselines_report_ranks_programs_with_intervals_and_paired_tests(workspa
     assert "Paired against `logged`" in text and "split `all[:20]`" in text
     logged_row = next(line for line in text.splitlines() if line.startswith("| `logged` |"))
     assert "0.500 [" in logged_row  # the override rate of the hand-made log, with its interval
+
+
+def test_raw_logs_are_told_apart(workspace, tmp_path):
+    import shutil
+
+    from guidebench.evaluation import raw_log_kind
+
+    shutil.copytree(workspace, tmp_path / "many" / "ws-1")
+    write_episodes(tmp_path / "logs", episodes=1, seed=2)
+    assert raw_log_kind(workspace) == "fullauto"
+    assert raw_log_kind(workspace / "fullauto-decisions.jsonl") == "fullauto"
+    assert raw_log_kind(tmp_path / "many") == "fullauto"
+    assert raw_log_kind(tmp_path / "logs") == "experiments"
+    assert raw_log_kind(tmp_path / "logs" / "episode-0000" / "log.jsonl") == "experiments"
+
+
+def test_no_cache_measures_every_lm_call_afresh(workspace, tmp_path):
+    def usage(out: Path, *flags: str) -> dict:
+        assert main(["eval", "--program", "full_auto.predict", "--lm", "fake", "--data", str(workspace),
+                     "--max-records", "3", "--out", str(out), "--no-track", "--no-progress", *flags]) == 0
+        return json.loads((out / "summary.json").read_text())["usage"]
+
+    usage(tmp_path / "warm-up")
+    cached = usage(tmp_path / "cached")
+    assert cached["cache_hits"] == cached["lm_calls"] == 3
+    fresh = usage(tmp_path / "fresh", "--no-cache")
+    assert fresh["cache_hits"] == 0 and fresh["prompt_tokens"] > 0
+    report = tmp_path / "baselines.md"
+    assert main(["baselines", "--fullauto", str(workspace), "--fullauto-programs", "full_auto.predict",
+                 "--planner-programs", "", "--lm", "fake", "--split", "all", "--no-cache", "--no-track",
+                 "--no-progress", "--out", str(report)]) == 0
+    assert "10 LM calls (0 from cache)" in report.read_text()

@@ -22,6 +22,7 @@ import random
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evals.data import load_records
+from reliability_ledger import record
 from evals.sim_experiments import SIDE_FILE_FORMAT
 from guidebench.cli import main
 from guidebench.data import NothingImportedError, import_logs
@@ -65,6 +67,7 @@ class Line:
 
     data: bytes
     expect: str  # "good" (imported or duplicate), "bad" (quarantined), "blank"
+    mode: str = ""  # how it was made (good, truncated, nan, deep, ...)
 
 
 def _set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -91,6 +94,10 @@ def _raw_number(obj: dict[str, Any], path: tuple[str, ...], literal: str) -> byt
     return json.dumps(_set(obj, path, marker)).replace(f'"{marker}"', literal).encode()
 
 
+def _made(mode: str, data: bytes, expect: str) -> Line:
+    return Line(data, expect, mode)
+
+
 @st.composite
 def lines(draw: st.DrawFn, kind: str) -> Line:
     """A line: good, broken in one of many ways, or blank."""
@@ -101,56 +108,56 @@ def lines(draw: st.DrawFn, kind: str) -> Line:
                                  "nan", "not_object", "whitespace", "blank", "deep", "surrogate", "garbage_text",
                                  "huge_number", "crlf_good"]))
     if mode == "good":
-        return Line(base_text.encode(), "good")
+        return _made(mode, base_text.encode(), "good")
     if mode == "crlf_good":
-        return Line(base_text.encode() + b"\r", "good")
+        return _made(mode, base_text.encode() + b"\r", "good")
     if mode == "truncated":
         cut = draw(st.integers(1, len(base_text) - 1))
-        return Line(base_text[:cut].encode(), "bad")
+        return _made(mode, base_text[:cut].encode(), "bad")
     if mode == "bytes":
         data = draw(st.binary(min_size=1, max_size=200).filter(
             lambda b: b"\n" not in b and not b.startswith(codecs.BOM_UTF8)))
         data = data.rstrip(b"\r") or b"\x00"
-        return Line(data, "bad")
+        return _made(mode, data, "bad")
     if mode == "bad_utf8":
         encoded = base_text.encode()
         at = draw(st.integers(0, len(encoded)))
         junk = draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf0\x28\x8c\x28", b"\x80"]))
-        return Line(encoded[:at] + junk + encoded[at:], "bad")
+        return _made(mode, encoded[:at] + junk + encoded[at:], "bad")
     if mode == "wrong_type":
         path, value = draw(st.sampled_from(FULLAUTO_WRONG if kind == "fullauto" else EXPERIMENT_WRONG))
-        return Line(json.dumps(_set(base, path, value)).encode(), "bad")
+        return _made(mode, json.dumps(_set(base, path, value)).encode(), "bad")
     if mode == "missing":
         required = ["sequence_id", "run_id", "summary", "action", "confidence", "timestamp"] if kind == "fullauto" \
             else ["iteration_id", "timestamp_utc", "valid", "strategy_tags", "hypothesis"]
-        return Line(json.dumps(_drop(base, (draw(st.sampled_from(required)),))).encode(), "bad")
+        return _made(mode, json.dumps(_drop(base, (draw(st.sampled_from(required)),))).encode(), "bad")
     if mode == "nan":
         path = draw(st.sampled_from(NUMERIC[kind]))
         literal = draw(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e400"]))
-        return Line(_raw_number(base, path, literal), "bad")
+        return _made(mode, _raw_number(base, path, literal), "bad")
     if mode == "huge_number":
         # An integer too large for any producer's type still parses; a float that overflows never does.
-        return Line(_raw_number(base, NUMERIC[kind][0], "1" + "0" * 400 + ".5"), "bad")
+        return _made(mode, _raw_number(base, NUMERIC[kind][0], "1" + "0" * 400 + ".5"), "bad")
     if mode == "not_object":
-        return Line(draw(st.sampled_from([b"[]", b'"text"', b"42", b"null", b"true", b"[1, {\"a\": 2}]"])), "bad")
+        return _made(mode, draw(st.sampled_from([b"[]", b'"text"', b"42", b"null", b"true", b"[1, {\"a\": 2}]"])), "bad")
     if mode == "whitespace":
-        return Line(draw(st.sampled_from([b" ", b"\t", b"  \t ", b"\x0b"])), "bad")
+        return _made(mode, draw(st.sampled_from([b" ", b"\t", b"  \t ", b"\x0b"])), "bad")
     if mode == "blank":
-        return Line(b"", "blank")
+        return _made(mode, b"", "blank")
     if mode == "deep":
         depth = draw(st.sampled_from([MAX_JSON_DEPTH + 1, 500, 990, 5000, 100_000]))
         nested = "[" * depth + '"password=hunter2"' + "]" * depth
-        return Line((base_text[:-1] + f', "extra": {nested}}}').encode(), "bad")
+        return _made(mode, (base_text[:-1] + f', "extra": {nested}}}').encode(), "bad")
     if mode == "surrogate":
         path = TEXT[kind]
         marker = "__TEXT_MARKER__"
-        return Line(json.dumps(_set(base, path, marker)).replace(marker, "half \\ud83d emoji").encode(), "bad")
+        return _made(mode, json.dumps(_set(base, path, marker)).replace(marker, "half \\ud83d emoji").encode(), "bad")
     text = draw(st.text(min_size=1, max_size=80).filter(lambda t: "\n" not in t and "\r" not in t and t.strip()))
     try:
         json.loads(text)
-        return Line(b"not json " + text.encode("utf-8", "surrogatepass"), "bad")
+        return _made(mode, b"not json " + text.encode("utf-8", "surrogatepass"), "bad")
     except ValueError:
-        return Line(text.encode("utf-8", "surrogatepass"), "bad")
+        return _made(mode, text.encode("utf-8", "surrogatepass"), "bad")
 
 
 def physical_lines(data: bytes) -> list[tuple[int, bool]]:
@@ -235,6 +242,11 @@ def check_accounting(result: Accounting, data: bytes, items: Optional[list[Line]
                 assert number in result.quarantined, f"line {number} ({item.data[:60]!r}) was not quarantined"
             elif item.expect == "good":
                 assert number not in result.quarantined, (number, result.quarantined.get(number))
+    accounted = len(result.imported) + len(result.quarantined) + report.duplicates
+    record("fuzz", kind=report.kind, files=1, bytes=len(data), lines=len(physical), read=report.read,
+           blank=report.blank_lines, imported=report.imported, quarantined=report.quarantined,
+           duplicates=report.duplicates, lost=report.read - accounted,
+           damage=dict(Counter(item.mode for item in items if item.expect == "bad")) if items else {})
 
 
 def _layout(kind: str, folder: Path) -> tuple[Path, Path]:
@@ -396,10 +408,10 @@ def test_unusable_paths_give_one_clear_line(case: str, tmp_path: Path, monkeypat
     assert code == 2, err
     assert err.startswith("guidebench: error: ") and "\n" not in err and expected in err, err
     assert not (tmp_path / "home" / "last-error.log").exists()
+    record("paths", case=case, via="cli in process", clear_one_line_errors=1, tracebacks=0)
 
 
-@pytest.mark.parametrize("case", ["missing file", "empty file", "folder where the decisions file is expected",
-                                  "device (experiments)"])
+@pytest.mark.parametrize("case", ["missing file", "folder where the decisions file is expected", "device (experiments)"])
 def test_unusable_paths_through_the_cli_in_a_subprocess(case: str, tmp_path: Path) -> None:
     _make_unusable_inputs(tmp_path)
     argv, expected = UNUSABLE[case]
@@ -410,6 +422,7 @@ def test_unusable_paths_through_the_cli_in_a_subprocess(case: str, tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
     assert len(lines_out) == 1 and lines_out[0].startswith("guidebench: error: ") and expected in lines_out[0]
+    record("paths", case=case, via="cli subprocess", clear_one_line_errors=1, tracebacks=0)
 
 
 def test_a_fuzzed_file_through_the_cli_in_a_subprocess(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from evals.replay import replay
 from frozen_support import export_program
+from reliability_ledger import record as ledger
 from guidebench.fake_lm import fake_answer
 from runtime import (GUARDRAIL_RULES, DecisionRecord, FullAutoTurnSummary, GuardrailConfig, GuardrailContext,
                      GuidanceDecision, RunFile, apply_guardrails, load_frozen, parse_decision)
@@ -95,6 +96,7 @@ def test_hard_rules_hold_whatever_the_text_says_and_the_model_answers(rule: str,
     assert (enforced.action, audit.rule, audit.triggered) == (action, rule, True)
     assert enforced.confidence == 1.0 and enforced.next_input == ""  # the injected instruction is never sent
     assert audit.original_action == decision.action
+    ledger("injection", rule=rule, path="guardrails", attempts=1, enforcement_changed=0)
 
 
 @INJECT
@@ -130,6 +132,8 @@ def test_echoed_injection_cannot_replace_the_models_own_answer(rule: str, echo: 
         assert audit.rule == "low_confidence" and decision.confidence == 0.0
     else:
         assert (decision.action, decision.confidence) == (action, float(confidence)) and audit.rule == rule
+    ledger("injection", rule=rule, path="parse + guardrails (echoed)", attempts=1, enforcement_changed=0,
+           ambiguous_refused=int(bool(decision.parse_errors)))
 
 
 def test_a_conflicting_echo_is_ambiguous_not_first_wins() -> None:
@@ -206,6 +210,7 @@ def test_the_exported_module_enforces_each_hard_rule_on_a_hijacked_model(exporte
     assert audit.original_action == "continue" and audit.original_confidence == 1.0  # and obeyed it
     assert (decision.action, audit.rule, decision.confidence, decision.next_input) == (action, rule, 1.0, "")
     assert record.logged.action == action and record.logged.next_input_preview == ""
+    ledger("injection", rule=rule, path="exported module, obedient LM", attempts=1, enforcement_changed=0)
 
 
 @pytest.mark.parametrize("rule", list(SOFT))
@@ -215,6 +220,7 @@ def test_the_exported_module_enforces_each_soft_rule_despite_an_echoed_injection
     decision, audit, _ = module(injected_summary({}, ALL_TEXT), CONFIG)
     assert decision.action == "pause" and audit.triggered and audit.rule in (rule, "low_confidence")
     assert audit.original_action != "continue" or audit.original_confidence < CONFIG.min_confidence
+    ledger("injection", rule=rule, path="exported module, echoing LM", attempts=1, enforcement_changed=0)
 
 
 def _records() -> list[DecisionRecord]:
@@ -236,6 +242,8 @@ def test_replay_of_injected_records_enforces_every_hard_rule() -> None:
     # No rule applies to the last record: the hijacked continue goes through, as it must (no rule forbids it).
     assert rows["turn-none"]["enforced_action"] == "continue"
     assert result.summary["overrides_by_rule"] == {rule: 1 for rule in HARD}
+    for rule in HARD:
+        ledger("injection", rule=rule, path="replay, obedient LM", attempts=1, enforcement_changed=0)
 
 
 @pytest.mark.parametrize("rule", list(SOFT))
@@ -245,3 +253,4 @@ def test_replay_with_an_echoing_model_enforces_each_soft_rule(rule: str) -> None
         result = replay("full_auto.predict", _records()[-1:], progress=False, n_resamples=20)
     row = result.rows[0]
     assert row["enforced_action"] == "pause" and row["guardrail_rule"] in (rule, "low_confidence")
+    ledger("injection", rule=rule, path="replay, echoing LM", attempts=1, enforcement_changed=0)

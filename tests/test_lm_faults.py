@@ -37,6 +37,7 @@ from guidebench.fake_lm import fake_answer, input_sections
 from guidebench.local_lm import message_text
 from optimizer_support import decision_examples, decision_records, make_dataset
 from optimizers.checkpoint import Checkpoint
+from reliability_ledger import record as ledger
 from runtime import GuardrailConfig, load_frozen
 from runtime.frozen_modules import FrozenPlannerModule
 
@@ -178,6 +179,9 @@ def test_eval_completes_with_every_fault_counted_and_diagnosed(eval_data, tmp_pa
     assert run.info.status == "FINISHED" and run.data.metrics["n_errors"] == len(RAISING)
     frame = result.to_frame()
     assert int(frame["error.class"].notna().sum()) == len(RAISING)
+    ledger("faults", scenario="eval", injected=dict(engine.faults), records=result.n,
+           failed_records=len(plan), diagnosed=len(plan), undiagnosed=0, lost_records=len(FAULTS) + 3 - result.n,
+           continued_on_fault=sum(rows[t]["enforced_action"] == "continue" for t in plan))
 
 
 def test_eval_rides_out_transient_faults_with_the_lms_own_retries(eval_data, monkeypatch):
@@ -206,6 +210,8 @@ def test_eval_rides_out_transient_faults_with_the_lms_own_retries(eval_data, mon
     assert sum(engine.faults.values()) == len(records) and engine.calls == 2 * len(records)
     # DSPy waits between attempts: the provider's retry_after for a rate limit, exponential backoff otherwise.
     assert sorted(set(sleeps)) == [0.02, 1] and len(sleeps) == len(records)
+    ledger("faults", scenario="eval, per-call retries", injected=dict(engine.faults), records=result.n,
+           failed_records=result.summary["n_errors"], lost_records=0)
 
 
 # ----- compile ---------------------------------------------------------------------------------------
@@ -240,6 +246,9 @@ def test_compile_retries_transient_failures_with_backoff_and_repeats_no_finished
     # Progress kept: no answered request reached the LM twice (the cache answered it); only failed ones ran again.
     assert len(engine.answered) == len(set(engine.answered))
     assert engine.calls == len(engine.answered) + len(outage)
+    ledger("faults", scenario="compile, transient outage", injected=dict(engine.faults), retries=result.retries,
+           backoff_s=sleeps, repeated_lm_calls=len(engine.answered) - len(set(engine.answered)),
+           differs_from_fault_free=int(result.program.dump_state() != clean.program.dump_state()))
 
 
 def test_backoff_grows_and_honours_retry_after(tmp_path, monkeypatch):
@@ -251,6 +260,8 @@ def test_backoff_grows_and_honours_retry_after(tmp_path, monkeypatch):
                                       checkpoint=Checkpoint(tmp_path / "ckpt"), backoff_s=0.01, retries=5)
     assert result.retries >= 3 and sleeps[:3] == [0.02, 0.02, 0.04] and sleeps == sorted(sleeps)
     assert result.transient_lm_errors == 30 and len(engine.answered) == len(set(engine.answered))
+    ledger("faults", scenario="compile, rate limited", injected=dict(engine.faults), retries=result.retries,
+           backoff_s=sleeps, repeated_lm_calls=len(engine.answered) - len(set(engine.answered)))
 
 
 def test_a_non_transient_failure_is_not_retried(tmp_path, monkeypatch):
@@ -261,6 +272,8 @@ def test_a_non_transient_failure_is_not_retried(tmp_path, monkeypatch):
         _bootstrap().compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric, seed=0,
                              checkpoint=Checkpoint(tmp_path / "ckpt"))
     assert "invalid API key" in str(info.value) and sleeps == []
+    ledger("faults", scenario="compile, bad API key", injected=dict(engine.faults), retries=0,
+           failed_loudly=1, silently_degraded=0)
 
 
 def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_without_repeating(tmp_path, monkeypatch,
@@ -297,6 +310,8 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
     run = client.get_run(run_id)
     assert outcome.run_id == run_id and run.info.status == "FINISHED"
     assert outcome.summary["compile"]["usage"]["cache_hits"] >= 1
+    ledger("faults", scenario="compile, outage beyond retries, then --resume", injected=dict(engine.faults),
+           run_marked_failed=1, resumed_to_finished=1, repeated_lm_calls=len(set(before) & set(resumed)))
 
 
 # ----- the runtime module ----------------------------------------------------------------------------
@@ -317,6 +332,8 @@ def test_the_runtime_module_answers_pause_for_every_fault(exported: Path, fault:
     assert record.parse_diagnostics and record.parse_diagnostics["parse_errors"]
     if fault in RAISING:
         assert any(RAISING[fault] in error for error in record.parse_diagnostics["parse_errors"])
+    ledger("faults", scenario="runtime module", injected={fault: engine.faults[fault]}, answered_pause=1,
+           raised=0)
 
 
 def test_the_runtime_planner_answers_its_safe_directive_for_every_fault(tmp_path: Path):
@@ -333,3 +350,5 @@ def test_the_runtime_planner_answers_its_safe_directive_for_every_fault(tmp_path
         directive, errors, used_default = module(packet)
         assert used_default and errors, fault
         assert directive.strategy_family != "family:schedule" and directive.risk == "Low"
+    ledger("faults", scenario="runtime planner", injected={fault: 1 for fault in FAULTS}, safe_directive=len(FAULTS),
+           raised=0)

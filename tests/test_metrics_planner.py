@@ -61,6 +61,8 @@ def test_valid_directive_is_schema_valid_and_an_invalid_one_scores_zero():
     assert good["schema_validity"] == 1.0 and good["objective"] > 0
     bad = scores(pk, {k: v for k, v in directive(REDUCE).items() if k != "risk"})
     assert bad["schema_validity"] == 0.0 and bad["objective"] == 0.0
+    # The loop runner rejects it: no change this iteration, no credit for compliance.
+    assert bad["cycles_improvement"] == 0.0 and bad["pivot_compliance"] == 0.0 and math.isnan(bad["effect_calibration"])
     failed = mp.score_outcome(mp.outcome_of(record(pk), dspy.Prediction(directive=directive(REDUCE), parse_errors=[
         "output is not JSON"])))
     assert failed["parse_failure_rate"] == 1.0 and failed["objective"] == 0.0
@@ -145,8 +147,12 @@ def test_feedback_explains_the_block_and_the_better_family():
     pk = packet([entry(1, SCHEDULE, 1700), entry(2, SCHEDULE, 1695)], ROOMY)
     outcome = mp.outcome_of(record(pk), dspy.Prediction(directive=directive(SCHEDULE), parse_errors=[]))
     text = mp.feedback(outcome)
-    assert "family:schedule is blocked" in text
-    assert "cut the best" in text
+    assert "family:schedule is blocked" in text and "rejects this directive" in text
+    free = packet([entry(1, SCHEDULE, 1700)], ROOMY)
+    gains = {f: scores(free, directive(f))["cycles_improvement"] for f in (SCHEDULE, REDUCE, BREAK)}
+    worst = min(gains, key=gains.get)
+    text = mp.feedback(mp.outcome_of(record(free), dspy.Prediction(directive=directive(worst), parse_errors=[])))
+    assert f"{worst} is expected to cut the best by {gains[worst]:.1f} cycles, while {max(gains, key=gains.get)}" in text
     bad = mp.outcome_of(record(pk), dspy.Prediction(directive={"strategy_family": "family:magic"}, parse_errors=[]))
     assert "breaks the schema" in mp.feedback(bad)
 

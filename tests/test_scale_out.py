@@ -86,9 +86,9 @@ def mlflow_server(postgres, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lm_service(home):
-    """`guidebench lm serve --background` on a free port with 2 threads; stopped at the end."""
+    """`guidebench lm serve --background` on a free port (the in-process thread count); stopped at the end."""
     port = services.free_port()
-    assert main(["lm", "serve", "--background", "--port", str(port), "--threads", "2"]) == 0
+    assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
     record = next(r for r in lm_server.running() if r.port == port)
     yield record
     if lm_server.is_alive(record):
@@ -190,15 +190,17 @@ def test_eval_against_the_lm_server_with_two_threads(home, data, lm_service, mlf
     before = log.read_text().count("POST /v1/completions")
     out = tmp_path / "eval"
     assert main(["eval", "--program", "full_auto.predict", "--data", str(data), "--split", "test",
-                 "--lm", lm_service.lm_spec, "--api-base", lm_service.api_base, "--threads", "2",
+                 "--lm", lm_service.lm_spec, "--api-base", lm_service.api_base, "--threads", "2", "--no-cache",
                  "--tracking-uri", mlflow_server.url, "--no-progress", "--resamples", "200", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_records"] == 4 and summary["threads"] == 2 and summary["n_errors"] == 0
     calls = summary["usage"]["lm_calls"]
     assert calls >= 4
-    # Every call went to the completion endpoint (the base model has no chat template).
+    # Every call went to the completion endpoint (the base model has no chat template); a call whose
+    # answer missed the format was decoded once more under the output grammar, as in-process.
     text = log.read_text()
-    assert text.count("POST /v1/completions") - before == calls and "/v1/chat/completions" not in text
+    assert calls <= text.count("POST /v1/completions") - before <= 2 * calls
+    assert "/v1/chat/completions" not in text
     import mlflow
 
     run = mlflow.MlflowClient(tracking_uri=mlflow_server.url).get_run(summary["mlflow_run_id"])

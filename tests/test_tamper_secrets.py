@@ -43,6 +43,7 @@ from guidebench.fake_lm import fake_answer
 from runtime import load_frozen
 from runtime.checksums import file_sha256, render_checksums
 from runtime.frozen import verify_frozen
+from reliability_ledger import record as ledger
 from runtime.frozen_manifest import FrozenModuleError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,7 @@ def test_any_changed_byte_in_any_file_is_refused(pristine: Path, data: st.DataOb
         (folder / relative).write_bytes(bytes(raw))
         reason = refused(folder)
     assert any(word in reason for word in ("checksum", "checksums.sha256", "not UTF-8", "pickle")), reason
+    ledger("tamper", case="one changed byte", file=relative, tampered=1, refused=1, accepted=0)
 
 
 def _reseal(folder: Path) -> None:
@@ -187,6 +189,7 @@ def test_each_kind_of_tampering_is_refused(pristine: Path, tmp_path: Path, case:
     change, expected = TAMPERING[case]
     change(folder)
     assert expected in refused(folder)
+    ledger("tamper", case=case, tampered=1, refused=1, accepted=0)
 
 
 def test_a_consistently_rewritten_signature_is_refused_by_the_installed_program(pristine: Path,
@@ -204,6 +207,7 @@ def test_a_consistently_rewritten_signature_is_refused_by_the_installed_program(
         load_frozen(folder, signature=FullAutoDecisionSignature)
     with pytest.raises(FrozenModuleError, match="signature mismatch"):
         load_frozen(folder, program=programs.spec("full_auto.predict").factory)
+    ledger("tamper", case="signature rewritten consistently, resealed", tampered=1, refused=1, accepted=0)
 
 
 def test_tampered_modules_are_refused_by_the_cli(pristine: Path, tmp_path: Path, capsys) -> None:
@@ -226,6 +230,7 @@ def test_tampered_modules_are_refused_by_the_cli(pristine: Path, tmp_path: Path,
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(lines) == 1 and "refused" in lines[0] and "checksum mismatch" in lines[0]
     assert not (tmp_path / "loop" / "fullauto-decisions.jsonl").exists()
+    ledger("tamper", case="changed byte, through the CLI (eval, run-loop)", tampered=1, refused=1, accepted=0)
 
 
 # ----- secrets -------------------------------------------------------------------------------------
@@ -373,9 +378,15 @@ def test_no_planted_secret_reaches_an_export_or_a_tracked_run(tmp_path: Path, mo
     command = eval_runs[0].data.tags["guidebench.command"]
     assert "--tracking-uri" in command and secret["url_password"] not in command
     artifact_roots = [tmp_path / "mlruns", home / "mlartifacts"]
-    found = leaks([tmp_path / "export", tmp_path / "mlflow.db", *artifact_roots, home / "compiles",
-                   tmp_path / "data", tmp_path / "eval"], secret)
+    scanned = [tmp_path / "export", tmp_path / "mlflow.db", *artifact_roots, home / "compiles", tmp_path / "data",
+               tmp_path / "eval"]
+    found = leaks(scanned, secret)
     assert found == {}, found
+    files = sum(1 if root.is_file() else sum(1 for p in root.rglob("*") if p.is_file())
+                for root in scanned if root.exists())
+    ledger("secrets", planted=len(secret), planted_in=["LM API key", "secret-named env var", "decision logs",
+                                                     "raw predictions", "command line"],
+           lm_key_in_use=int(bool(_StubLM.seen)), files_scanned=files, leaks=len(found))
     # The checkpoint keeps the request and state, not the key (its LM cache holds prompts, which are redacted too).
     assert leaks([home / "checkpoints"], secret) == {}
     assert any(p.is_file() for root in artifact_roots if root.exists() for p in root.rglob("*"))

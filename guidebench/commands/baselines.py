@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "uncompiled planner takes about a minute per directive on the embedded model)")
     parser.add_argument("--fullauto-programs", type=_names, default=list(FULLAUTO_PROGRAMS), metavar="A,B")
     parser.add_argument("--planner-programs", type=_names, default=list(PLANNER_PROGRAMS), metavar="A,B")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="call the LM afresh (DSPy cache off) so that the cost columns are the uncached cost")
     parser.add_argument("--tracking-uri", default=None, metavar="URI")
     parser.add_argument("--no-track", action="store_true", help="do not log the runs to MLflow")
     parser.add_argument("--no-progress", action="store_true")
@@ -67,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
                          fullauto_programs=args.fullauto_programs, planner_programs=args.planner_programs,
                          fullauto_max_records=args.fullauto_max_records,
                          planner_max_records=args.planner_max_records, progress=not args.no_progress,
-                         command=command)
+                         command=command, cache=not args.no_cache)
     print(f"wrote {path}")
     return 0

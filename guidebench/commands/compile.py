@@ -86,11 +86,16 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
                                       f"compile's {stored}")
         if args.data is not None and Path(args.data).resolve() != Path(request.data).resolve():
             raise GuidebenchError(f"--resume {args.resume}: --data {args.data} differs from {request.data}")
-        # A resume may change the budget (new LM work only) and the LM for what is left.
+        # A resume may change the budget (new LM work only) and shrink the evaluation subset (a smaller
+        # --eval-limit keeps a prefix of the same seeded sample, so finished evaluations stay cached).
         if args.max_lm_calls is not None:
             request.max_lm_calls = args.max_lm_calls
         if args.max_tokens is not None:
             request.max_tokens = args.max_tokens
+        if args.eval_limit is not None:
+            if args.eval_limit < 1:
+                raise GuidebenchError(f"--eval-limit {args.eval_limit}: must be at least 1")
+            request.eval_limit = args.eval_limit
         return request
     missing = [flag for flag, value in (("--program", args.program), ("--optimizer", args.optimizer),
                                         ("--data", args.data)) if value is None]

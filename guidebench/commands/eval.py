@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="LM for programs that use one: `local` (embedded Gemma 3 270M, default) or a LiteLLM model")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="call the LM afresh for every record (DSPy cache off): cost metrics are then uncached")
     parser.add_argument("--tracking-uri", default=None, metavar="URI",
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
     parser.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     output = evaluate(args.program, args.data, split=args.split, lm=args.lm, threads=args.threads,
                       out_dir=args.out, tracking_uri=args.tracking_uri, track=not args.no_track,
                       progress=not args.no_progress, seed=args.seed, n_resamples=args.resamples,
-                      max_records=args.max_records)
+                      max_records=args.max_records, cache=not args.no_cache)
     data = output.data
     print(f"{output.program.name} on {args.data} (split {data.split}, {len(data.records)} records, "
           f"dataset {data.dataset_id[:12]})")

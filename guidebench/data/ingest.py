@@ -194,6 +194,20 @@ def validation_error_text(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
+# Characters JSON may leave raw in a string but that some readers take for line ends (Python's
+# str.splitlines, JavaScript): escaped, so that one entry is always one line for every reader.
+_LINE_BREAKING = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def jsonl_line(entry: Any) -> str:
+    """One JSON Lines line (UTF-8 text kept readable; line-breaking characters escaped) ending in a newline."""
+    text = json.dumps(entry, ensure_ascii=False)
+    for char, escaped in _LINE_BREAKING.items():
+        if char in text:
+            text = text.replace(char, escaped)
+    return text + "\n"
+
+
 class Quarantine:
     """Writer of quarantined lines, one JSON object per line: {"source", "line", "error", "raw"}."""
 
@@ -208,7 +222,7 @@ class Quarantine:
         if self._redactor is not None:
             raw = (self._redactor if count_redactions else Redactor()).text(raw)
         entry = {"source": source, "line": line, "error": error, "raw": raw}
-        self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._handle.write(jsonl_line(entry))
         self.count += 1
 
     def close(self) -> None:
