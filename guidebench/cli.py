@@ -9,8 +9,9 @@ import os
 import pkgutil
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from . import __version__, commands
 from .errors import GuidebenchError
@@ -33,6 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def _api_base(url: Optional[str]) -> Iterator[None]:
+    # `--api-base` reaches every LM the command builds (and the workers it starts) the way LiteLLM
+    # reads it: OPENAI_API_BASE. Restored afterwards, since tests call `main()` in-process.
+    if not url:
+        yield
+        return
+    before = os.environ.get("OPENAI_API_BASE")
+    os.environ["OPENAI_API_BASE"] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OPENAI_API_BASE", None)
+        else:
+            os.environ["OPENAI_API_BASE"] = before
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script."""
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
@@ -43,7 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        with _api_base(getattr(args, "api_base", None)):
+            return int(args.func(args) or 0)
     except GuidebenchError as exc:
         print(f"guidebench: error: {exc}", file=sys.stderr)
         return 2

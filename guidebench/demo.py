@@ -716,7 +716,7 @@ class Demo:
                                   + "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
         manifest = _read_json(target / "manifest.json")
         self.summary["export"] = {
-            "dir": str(target), "package": manifest.get("package"), "entry": manifest.get("entry"),
+            "dir": str(target), "package": f"{manifest.get('name')}@{manifest.get('version')}", "entry": manifest.get("entry"),
             "kind": manifest.get("kind"), "optimizer": winner["optimizer"], "leaderboard_rank": winner["rank"],
             "leaderboard_name": winner["name"], "mlflow_run_id": winner["mlflow_run_id"],
             "uses_lm": manifest.get("uses_lm"), "skipped": skipped,

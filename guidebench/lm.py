@@ -26,6 +26,7 @@ from evals.usage import instrument
 from .errors import GuidebenchError
 from .fake_lm import FAKE_MODEL_ID, FakeEngine
 from .local_lm import LOCAL_MODEL_ID, LocalGGUFEngine, guidebench_home, model_sha256
+from .lm_server import served_engine
 
 DEFAULT_SPEC = "local"
 LOCAL_SPECS: tuple[str, ...] = ("local", "gemma", LOCAL_MODEL_ID)
@@ -80,8 +81,15 @@ def make_lm(
                 model = f"openai/{model}"
             key = key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
         client = {name: value for name, value in (("api_base", api_base), ("api_key", key)) if value}
+        # The embedded model behind `guidebench lm serve` is a base model: it gets the in-process
+        # completion prompt over /v1/completions, not a chat template.
+        served = served_engine(model, api_base)
         try:
-            lm = dspy.LM(model, temperature=temperature, max_tokens=max_tokens, cache=cache, **client)
+            if served is not None:
+                lm = dspy.LM(model, engine=served, temperature=temperature, max_tokens=max_tokens, cache=cache,
+                             num_retries=0)
+            else:
+                lm = dspy.LM(model, temperature=temperature, max_tokens=max_tokens, cache=cache, **client)
         except (ValueError, TypeError) as exc:
             raise GuidebenchError(f"cannot use LM spec {spec!r}: {exc}") from exc
     return instrument(lm)

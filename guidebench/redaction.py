@@ -1,8 +1,9 @@
-"""Strip LM endpoints, API keys and other secrets from anything written into an export.
+"""Strip LM endpoints, API keys and other secrets from anything written into an export or a tracked run.
 
-Two passes: keys that name a secret or an endpoint are dropped wherever they appear, and string
-values are scrubbed of known secret values (the configured LM's key and endpoint, secret-looking
-environment variables) and of token-shaped text (`sk-...`, `Bearer ...`, credentials in URLs).
+A thin layer over `guidebench.data.redact`, which owns the secret patterns (one source of truth for
+importers and exports). Added here: keys that name a secret or an endpoint are dropped wherever they
+appear, and known secret values (the configured LM's key and endpoint, secret-named environment
+variables) are replaced before the pattern pass, since an endpoint or a custom key has no shape to match.
 """
 
 from __future__ import annotations
@@ -12,28 +13,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from .data.redact import Redactor as PatternRedactor
+from .data.redact import is_secret_key_name
+
 REDACTED = "[REDACTED]"
 # Compared after lower-casing and removing '-' and '_' so `api_key`, `API-Key` and `apiKey` match.
+# Endpoints and headers are here because they are not secret-shaped but must not leave either.
 SECRET_KEYS: frozenset[str] = frozenset({
     "apikey", "apibase", "baseurl", "apiurl", "endpoint", "endpointurl", "secret", "clientsecret",
     "secretkey", "privatekey", "password", "passwd", "token", "accesstoken", "authtoken", "bearertoken",
     "authorization", "headers", "extraheaders", "modellist", "awsaccesskeyid", "awssecretaccesskey",
 })
-TOKEN_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{16,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
-)
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|API_BASE|BASE_URL|ENDPOINT)$", re.I)
+# Shorter known values would be replaced inside ordinary words.
 _MIN_SECRET_CHARS = 8
 
 
 def is_secret_key(name: str) -> bool:
     """True when a mapping key names a secret or an endpoint."""
-    return re.sub(r"[-_\s]", "", str(name)).lower() in SECRET_KEYS
+    return re.sub(r"[-_\s]", "", str(name)).lower() in SECRET_KEYS or is_secret_key_name(name)
 
 
 def known_secret_values(lm: Any = None, environ: Optional[dict[str, str]] = None) -> set[str]:
@@ -57,16 +55,16 @@ class Redactor:
     secrets: set[str] = field(default_factory=set)
     dropped_keys: list[str] = field(default_factory=list)
     scrubbed_values: int = 0
+    patterns: PatternRedactor = field(default_factory=PatternRedactor, repr=False, compare=False)
 
     def text(self, value: str) -> str:
-        """A string with known secrets and token-shaped text replaced."""
+        """A string with known secrets and secret-shaped text replaced."""
         original = value
         # Longest first so a secret that contains another is replaced whole.
         for secret in sorted(self.secrets, key=len, reverse=True):
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        for pattern in TOKEN_PATTERNS:
-            value = pattern.sub(REDACTED, value)
+        value = self.patterns.text(value)
         if value != original:
             self.scrubbed_values += 1
         return value

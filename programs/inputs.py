@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary
+from runtime.inputs import clip_text, packet_inputs, summary_inputs
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
@@ -20,9 +21,6 @@ DECISION_EXTRA_FIELDS: tuple[str, ...] = (
 # Present only when the inputs come from a DecisionRecord: what the deployed loop decided.
 LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_reason", "logged_next_input")
 PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet",)
-
-LOG_TAIL_LINES = 20
-_TEXT_CLIP = 160
 
 # Confidence a labeled demonstration carries when its label does not state one: how much the
 # label's source is trusted. Demos must carry a confidence (design.md), and a constant 1.0 would
@@ -53,8 +51,9 @@ def _summary_of(value: Any) -> tuple[FullAutoTurnSummary, Optional[DecisionRecor
 def decision_inputs(record_or_summary: Any) -> dict[str, str]:
     """Signature inputs plus extras (turn counts, agent message, logged decision) as strings."""
     summary, record = _summary_of(record_or_summary)
-    data = summary.model_dump()
-    inputs = {name: str(data[name]) for name in (*FULL_AUTO_INPUT_FIELDS, *DECISION_EXTRA_FIELDS)}
+    # The rendering a frozen guidance module uses in production (`runtime.inputs.summary_inputs`).
+    text = summary_inputs(summary)
+    inputs = {name: text[name] for name in (*FULL_AUTO_INPUT_FIELDS, *DECISION_EXTRA_FIELDS)}
     if record is not None and record.logged is not None:
         inputs.update({
             "logged_action": record.logged.model_action,
@@ -115,15 +114,6 @@ def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
     raise TypeError(f"expected a PlannerRecord, AdvisorPacket or dict, got {type(value).__name__}")
 
 
-def _compact(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _clip(text: Any, limit: int = _TEXT_CLIP) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
     """The packet's log tail as dicts: the original sends raw JSONL lines, which are parsed here.
 
@@ -142,64 +132,13 @@ def tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
     return entries
 
 
-def _log_line(entry: Mapping[str, Any] | str) -> str:
-    if isinstance(entry, str):
-        try:
-            parsed = json.loads(entry)
-        except ValueError:
-            return _clip(entry, 200)
-        if not isinstance(parsed, Mapping):
-            return _clip(entry, 200)
-        entry = parsed
-    tags = entry.get("strategy_tags") or []
-    tags_text = "+".join(str(tag) for tag in tags) if isinstance(tags, list) else str(tags)
-    parts = [f"#{entry.get('iteration_id', '?')}", tags_text or "(no tags)",
-             "valid" if entry.get("valid") is True else "invalid",
-             f"cycles={entry.get('cycles')}"]
-    if entry.get("delta_vs_best") is not None:
-        parts.append(f"delta={entry.get('delta_vs_best')}")
-    if entry.get("new_best"):
-        parts.append("new_best")
-    hypothesis = _clip(entry.get("hypothesis") or entry.get("result_summary"))
-    if hypothesis:
-        parts.append(f"- {hypothesis}")
-    return " ".join(parts)
-
-
-def _goal_text(packet: AdvisorPacket) -> str:
-    if packet.goal == "threshold":
-        return f"threshold: reach {packet.threshold_target} cycles (best so far {packet.best_cycles})"
-    aspiration = packet.aspiration_cycles if packet.aspiration_cycles is not None else (
-        packet.best_cycles - 1 if packet.best_cycles is not None else None)
-    return f"best: beat {packet.best_cycles} cycles (aspiration {aspiration})"
-
-
 def planner_inputs(packet: Any) -> dict[str, str]:
-    """Signature inputs of the planner (compact text) plus the full packet JSON as `packet`."""
+    """Signature inputs of the planner (compact text) plus the full packet JSON as `packet`.
+
+    The rendering is `runtime.inputs.packet_inputs`, which a frozen planner loaded standalone uses too.
+    """
     packet, _ = _packet_of(packet)
-    summary = packet.experiment_summary
-    summary_view = {
-        "best_cycles": summary.best_cycles,
-        "best_cycles_by_family": summary.best_cycles_by_family,
-        "invalid_counts": summary.invalid_counts,
-    }
-    profile = packet.performance_profile
-    profile_view = "" if profile is None else _compact({
-        key: value for key, value in profile.model_dump().items()
-        if key in ("min_cycles_by_engine", "resource_lb_cycles", "cp_lb_cycles", "tight_lb_cycles",
-                   "schedule_cycles_estimate", "schedule_slack_pct") and value not in (None, {})
-    })
-    tail = packet.experiment_log_tail[-LOG_TAIL_LINES:]
-    plateau = packet.plateau_valid_iters_since_best
-    return {
-        "goal": _goal_text(packet),
-        "plateau_valid_iters_since_best": "" if plateau is None else str(plateau),
-        "strategy_family_constraints": _compact(packet.strategy_family_constraints.model_dump()),
-        "experiment_summary": _compact(summary_view),
-        "experiment_log_tail": "\n".join(_log_line(entry) for entry in tail) or "(no attempts yet)",
-        "performance_profile": profile_view,
-        "packet": packet.model_dump_json(),
-    }
+    return packet_inputs(packet)
 
 
 def packet_from_inputs(inputs: Mapping[str, Any]) -> Optional[AdvisorPacket]:
@@ -243,8 +182,8 @@ def directive_from_entry(entry: ExperimentLogEntry, packet: AdvisorPacket) -> Op
     if family is None or family in packet.strategy_family_constraints.blocked_families:
         family = packet.strategy_family_constraints.families_for_next()[0]
     modifiers = [tag for tag in entry.strategy_tags[1:] if tag.strip() and tag not in FAMILIES][:3]
-    changes = [_clip(item, 200) for item in entry.change_summary if str(item).strip()][:5]
-    hypothesis = _clip(entry.hypothesis, 300) or f"A {family.split(':')[1]} change lowers the cycle count."
+    changes = [clip_text(item, 200) for item in entry.change_summary if str(item).strip()][:5]
+    hypothesis = clip_text(entry.hypothesis, 300) or f"A {family.split(':')[1]} change lowers the cycle count."
     if not changes:
         changes = [hypothesis]
     objective = objective_text(packet)

@@ -18,6 +18,7 @@ import dspy
 
 from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints, PerformanceProfile
 from runtime.fullauto import FullAutoTurnSummary
+from runtime.inputs import summary_inputs
 from signatures import FULL_AUTO_INPUT_FIELDS
 
 from .inputs import planner_inputs
@@ -123,8 +124,8 @@ DECISION_SEEDS: tuple[DecisionSeed, ...] = (
 
 
 def _summary_inputs(summary: FullAutoTurnSummary) -> dict[str, str]:
-    data = summary.model_dump()
-    return {name: str(data[name]) for name in FULL_AUTO_INPUT_FIELDS}
+    text = summary_inputs(summary)  # the rendering programs and the runtime share
+    return {name: text[name] for name in FULL_AUTO_INPUT_FIELDS}
 
 
 def decision_demos(with_reasoning: bool = False) -> list[dspy.Example]:

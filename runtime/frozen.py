@@ -39,6 +39,7 @@ from .checksums import verify_folder
 from .frozen_manifest import (FORMAT_VERSION, MANIFEST_FILE, PROGRAM_FILE, FrozenManifest, FrozenModuleError,
                               dspy_compatible)
 from .fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
+from .inputs import PACKET_INPUT_NAMES
 from .signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
 
 __all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "installed_dspy_version"]
@@ -189,8 +190,9 @@ def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signatu
         _check_installed_signature(signature, manifest)
     predictor_spec = manifest.predictors[0]
     spec: SignatureSpec = predictor_spec.signature
+    # What the runtime's own rendering (`runtime.inputs`, shared with training) provides.
     available = set(FullAutoTurnSummary.model_fields) if manifest.kind == "full_auto" \
-        else set(AdvisorPacket.model_fields) | {"packet"}
+        else set(PACKET_INPUT_NAMES)
     missing = missing_inputs(spec, available)
     if missing:
         raise FrozenModuleError(f"signature {predictor_spec.signature_name} needs inputs {missing} that the runtime "

@@ -9,6 +9,10 @@ When the caller does not pass the installed program, the runtime runs the export
 itself: `FrozenDecisionProgram` / `FrozenPlannerProgram` wrap one `dspy.Predict` rebuilt from
 the manifest's signature definition and follow the program contracts of docs/architecture.md
 (`forward(**inputs) -> Prediction` with `decision` / `directive` and `parse_errors`).
+
+Without an `inputs=` mapping, a loaded module renders its inputs with `runtime.inputs`
+(`summary_inputs` / `packet_inputs`), the very functions `programs.decision_inputs` /
+`programs.planner_inputs` call for training: the prompt matches the demos and the training.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .advisor import FAMILIES, AdvisorPacket, OptimizationDirective
 from .fullauto import FullAutoTurnSummary, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
 from .frozen_manifest import FrozenManifest
 from .guardrails import apply_guardrails, parse_decision
+from .inputs import input_text, packet_inputs, summary_inputs
 from .pivot import validate_directive
 from .records import DecisionRecord, LMUsage, LoggedDecision
 from .signature_spec import SignatureSpec
@@ -56,28 +61,10 @@ def _error_text(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:_ERROR_CHARS]
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if hasattr(value, "model_dump"):
-        value = value.model_dump(mode="json")
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def summary_inputs(summary: FullAutoTurnSummary) -> dict[str, str]:
-    """Every turn-summary field as text: the signature's inputs plus the extras programs may use."""
-    return {name: _as_text(value) for name, value in summary.model_dump(mode="json").items()}
-
-
-def packet_inputs(packet: AdvisorPacket) -> dict[str, Any]:
-    """The packet as a whole (`packet`) and each of its top-level parts, JSON-ready."""
-    data = packet.model_dump(mode="json")
-    return {"packet": data, **data}
-
-
 def _signature_inputs(spec: SignatureSpec, given: Mapping[str, Any]) -> dict[str, Any]:
-    # A str-typed input gets text; other types get the JSON value itself.
-    return {f.name: (_as_text(given[f.name]) if f.type == "str" else given[f.name])
+    # A str-typed input gets text (already text from `summary_inputs` / `packet_inputs`, the
+    # rendering the programs train on); other types get the JSON value itself.
+    return {f.name: (input_text(given[f.name]) if f.type == "str" else given[f.name])
             for f in spec.inputs if f.name in given}
 
 
@@ -266,9 +253,9 @@ def _raw_of(prediction: Any) -> Any:
         if isinstance(data, dict):
             # The parsed decision is logged on its own line already; keep the model's fields.
             data = {k: v for k, v in data.items() if k not in ("decision", "raw")}
-        return json.loads(json.dumps(data, default=_as_text))
+        return json.loads(json.dumps(data, default=input_text))
     except Exception:  # the raw output is diagnostic only
-        return _as_text(str(source))
+        return str(source)
 
 
 class FrozenGuidanceModule:

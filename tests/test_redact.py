@@ -30,6 +30,10 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7Vx\nq1w2e3r4\n-----END 
     ("pat github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "github_token",
      "github_pat_11ABCDEFG0123456789_abcdefghijklmnop"),
     ("clone https://bob:s3cr3tpass@git.example.com/repo.git", "url_credentials", "s3cr3tpass"),
+    ("clone https://bob:s3cr3tpass@git.example.com/repo.git", "url_credentials", "bob:"),
+    ("hub hf_" + "AbCdEfGhIjKlMnOpQrStUv12 set", "api_key", "hf_AbCdEfGhIjKlMnOpQrStUv12"),
+    ("old token ghp_a1B2c3D4e5F6g7H8i9J0k1 here", "github_token", "ghp_a1B2c3D4e5F6g7H8i9J0k1"),
+    ("Authorization: Bearer abcdefgh_ijklmnop_qrst", "bearer", "ijklmnop_qrst"),
     ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36P", "jwt",
      "SflKxwRJSMeKKF2QT4fwpMeJf36P"),
 ])
@@ -103,3 +107,19 @@ def test_pre_check_covers_every_hint_of_every_kind() -> None:
     for kind in _KINDS:
         for hint in kind.hints:
             assert might_hold_secret(f"{hint}{'x' * 8}"), (kind.name, hint)
+
+
+def test_export_layer_adds_known_secrets_and_secret_keys_to_the_shared_patterns() -> None:
+    from guidebench.redaction import Redactor as ExportRedactor, is_secret_key, redactor_for
+
+    redactor = redactor_for(extra=["http://10.1.2.3:8000/v1"])
+    payload = {"demo": f"call http://10.1.2.3:8000/v1 with {FAKE_SK} via https://u:p4ssw0rd@h/x",
+               "nested": [{"OPENAI_API_KEY": "x", "api_base": "y", "refresh_token": "z"}]}
+    out = redactor.clean(payload)
+    assert out["demo"] == ("call [REDACTED] with [REDACTED:api_key] via https://[REDACTED:url_credentials]@h/x")
+    assert out["nested"] == [{}]
+    assert sorted(redactor.dropped_keys) == ["nested[0].OPENAI_API_KEY", "nested[0].api_base",
+                                             "nested[0].refresh_token"]
+    assert redactor.scrubbed_values == 1
+    assert ExportRedactor(secrets=set(redactor.secrets)).clean(out) == out  # a cleaned payload passes the check
+    assert not is_secret_key("demos") and is_secret_key("apiKey")

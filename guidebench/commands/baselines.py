@@ -16,6 +16,7 @@ from ..baselines import (
     PLANNER_PROGRAMS,
     run_baselines,
 )
+from . import add_api_base
 
 
 def _names(text: str) -> list[str]:
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="experiments dataset folder or raw logs (default: datasets/sample/experiments)")
     parser.add_argument("--split", choices=("train", "dev", "test", "all"), default="test")
     parser.add_argument("--lm", default="local", metavar="SPEC", help="LM of the LM programs (default: local)")
+    add_api_base(parser)
     parser.add_argument("--threads", type=int, default=1, metavar="N")
     parser.add_argument("--fullauto-max-records", type=int, default=None, metavar="N",
                         help="score only the first N Full Auto records of the split (default: all)")

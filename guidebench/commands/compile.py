@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import GuidebenchError
+from . import add_api_base
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="recipe file (TOML or YAML) with the optimizer's settings; default: its documented defaults")
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="task LM: `local` (embedded Gemma 3 270M, default), `fake`, or a LiteLLM model string")
+    add_api_base(parser)
     parser.add_argument("--seed", type=int, default=None, help="seed of the optimizer and of the intervals (default 0)")
     parser.add_argument("--max-lm-calls", type=int, default=None, metavar="N",
                         help="stop the compile cleanly after N new LM calls (the best program so far is kept)")

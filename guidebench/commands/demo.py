@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import add_api_base
+
 DEFAULT_OUT = Path("out") / "demo"
 
 
@@ -24,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lm", default="local", metavar="SPEC",
                         help="task LM: `local` (embedded Gemma 3 270M, default), `fake` (deterministic, for a "
                              "dry run of the plumbing) or a LiteLLM model string")
+    add_api_base(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"output folder, replaced when it holds an earlier demo (default {DEFAULT_OUT})")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")

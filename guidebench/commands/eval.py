@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
+from . import add_api_base
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"split to score (default {DEFAULT_SPLIT}; a raw log is always scored whole)")
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="LM for programs that use one: `local` (embedded Gemma 3 270M, default) or a LiteLLM model")
+    add_api_base(parser)
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
     parser.add_argument("--no-cache", action="store_true",
                         help="call the LM afresh for every record (DSPy cache off): cost metrics are then uncached")

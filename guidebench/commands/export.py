@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import GuidebenchError
+from . import add_api_base
 
 _TRACKING_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)"
 
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="program measured when there is no champion yet (default: logged / planner.rules)")
     promote.add_argument("--stage-only", action="store_true", help="stop at staged: do not register as champion")
     promote.add_argument("--lm", default=None, metavar="SPEC", help="LM for programs that use one (default local)")
+    add_api_base(promote)
     promote.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel")
     promote.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap (default 0)")
     promote.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples")
@@ -70,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     loop.add_argument("--seed", type=int, default=0, metavar="S", help="simulator seed (default 0)")
     loop.add_argument("--out", required=True, type=Path, metavar="LOGDIR", help="workspace log folder to write")
     loop.add_argument("--lm", default=None, metavar="SPEC", help="LM for a module that uses one (default local)")
+    add_api_base(loop)
     loop.add_argument("--max-turns", type=int, default=None, metavar="N", help="guardrail max_turns of each run")
     loop.add_argument("--min-confidence", type=float, default=None, metavar="X", help="guardrail min_confidence")
     loop.add_argument("--force", action="store_true", help="replace LOGDIR when it holds an earlier loop's logs")

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import GuidebenchError
+from . import add_api_base
 
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="cost per 1,000 decisions used for the Pareto front (default total_tokens)")
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="LM for variants that use one: `local` (embedded model, default) or a LiteLLM model")
+    add_api_base(parser)
     parser.add_argument("--no-cache", action="store_true",
                         help="bypass DSPy's cache so costs are those of live LM calls")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import GuidebenchError
+from . import add_api_base
 
 
 def _range(text: str, cast: type) -> tuple:
@@ -33,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "PostgreSQL URL lets several workers run one study")
     parser.add_argument("--study", default=None, metavar="NAME", help="study name (default <family>-<dataset id>)")
     parser.add_argument("--lm", default="local", metavar="SPEC", help="task LM (default local)")
+    add_api_base(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler and the compiles (default 0)")
     parser.add_argument("--programs", default=None, metavar="A,B", help="program variants to search (default: all "
                                                                          "LM programs of the family)")

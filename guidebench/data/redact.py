@@ -4,16 +4,17 @@ Each match is replaced by `[REDACTED:<kind>]` and counted by kind. Kinds:
 - `private_key`: PEM private-key blocks (`-----BEGIN ... PRIVATE KEY-----` to its END line, or
   to the end of the text when the block is cut off);
 - `api_key`: `sk-...` keys (OpenAI, Anthropic `sk-ant-...`, project keys), Google `AIza...`,
-  Slack `xox?-...`;
+  Slack `xox?-...`, Hugging Face `hf_...`;
 - `github_token`: `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_` tokens and `github_pat_...`;
 - `aws_access_key`: `AKIA`/`ASIA`/... access key ids;
 - `jwt`: three base64url segments starting with `eyJ`;
 - `bearer`: `Bearer <token>` (the word `Bearer` is kept) and `Basic <credentials>`;
-- `url_credentials`: the password in `scheme://user:password@host`;
+- `url_credentials`: the `user:password` in `scheme://user:password@host` (the user can be a token too);
 - `password`: the value after `password`, `passwd`, `pwd`, `secret`, `api_key`, `access_token`,
   `aws_secret_access_key`, `client_secret`, ... followed by `=` or `:` (the key is kept), also
   in quoted JSON text such as `"password": "hunter2"`.
 Redaction is idempotent: an already redacted value is not matched again.
+This module is the one source of these patterns: `guidebench.redaction` (exports, tracked runs) builds on it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _SECRET_KEYS = (
     r"|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?token|aws_secret_access_key"
     r"|[a-z0-9]+_(?:api_key|apikey|secret|secret_key|password|access_token|auth_token)"
 )
+_SECRET_KEY_NAME = re.compile(rf"(?i:{_SECRET_KEYS})")
 # Words one of which every key name above contains (lower case).
 _KEY_HINTS = ("pass", "secret", "api", "access", "auth", "refresh", "private")
 
@@ -79,14 +81,16 @@ _KINDS: tuple[_Kind, ...] = (
         rf"(?:(?P<kv_quote>\\?[\"']){_NOT_REDACTED}[^\n]{{1,500}}?(?P=kv_quote)"
         rf"|{_NOT_REDACTED}[^\s\"',;{{}}\]\[\\]+)"),
         hints=_KEY_HINTS, keep=_kv_keep, near_separator=True),
-    _Kind("bearer", re.compile(rf"(?P<scheme>\b(?i:bearer|basic)\s+){_NOT_REDACTED}[A-Za-z0-9._~+/=-]{{8,}}"),
+    _Kind("bearer", re.compile(rf"(?P<scheme>\b(?i:bearer|basic)\s+){_NOT_REDACTED}[A-Za-z0-9_.~+/=-]{{8,}}"),
           hints=("bearer", "basic"), keep=lambda match: (match.group("scheme"), "")),
-    _Kind("url_credentials", re.compile(rf"(?P<user>://[^\s:/@\"\\]+:){_NOT_REDACTED}[^\s@/\"\\]+(?=@)"),
-          hints=("://",), keep=lambda match: (match.group("user"), "")),
-    _Kind("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b"),
+    # user and password both go (old exports scrubbed both); a password redacted earlier is swallowed
+    _Kind("url_credentials", re.compile(rf"(?P<scheme>://){_NOT_REDACTED}[^\s:/@\"\\]+:[^\s@/\"\\]+(?=@)"),
+          hints=("://",), keep=lambda match: (match.group("scheme"), "")),
+    _Kind("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{22,}\b)"),
           hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    _Kind("api_key", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35}|xox[abposr]-[A-Za-z0-9-]{10,})"),
-          hints=("sk-", "aiza", "xox")),
+    _Kind("api_key", re.compile(
+        r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{35}|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{20,})"),
+        hints=("sk-", "aiza", "xox", "hf_")),
     _Kind("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"),
           case_hint=re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA)[0-9A-Z]{16}")),
     _Kind("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), hints=("eyj",)),
@@ -94,11 +98,16 @@ _KINDS: tuple[_Kind, ...] = (
 # The pre-check tests these substrings (every kind's hint contains one of them) and two regexes
 # with a literal prefix, which `re` searches fast: GitHub token prefixes and AWS key ids.
 _LINE_HINTS: tuple[str, ...] = ("pass", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
-                                "://", "sk-", "aiza", "xox", "eyj")
+                                "://", "sk-", "aiza", "xox", "hf_", "eyj")
 _GITHUB_HINT = re.compile(r"gh[pousr]_|github_pat_")
 _AWS_HINT = _KINDS[6].case_hint
-# The shortest text any pattern matches: "passwd=x", "secret:x", "apikey=x".
-MIN_SECRET_CHARS = 8
+# The shortest text any pattern matches: "://u:p@" (7); then "passwd=x", "secret:x", "apikey=x".
+MIN_SECRET_CHARS = 7
+
+
+def is_secret_key_name(name: str) -> bool:
+    """True when a key name (`password`, `api_key`, `OPENAI_API_KEY`, ...) labels a secret value."""
+    return _SECRET_KEY_NAME.fullmatch(str(name)) is not None
 
 
 def might_hold_secret(text: str) -> bool:
