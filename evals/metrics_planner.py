@@ -41,6 +41,7 @@ from typing import Any, Mapping, Optional, Sequence
 from runtime import AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive
 from runtime.advisor import FAMILIES
 from runtime.pivot import HARD_PLATEAU, family_of
+from runtime.inputs import tail_entries
 
 from . import sim_kernel
 from .stats import MetricValue, Statistic, bootstrap_many, mean_of
@@ -82,19 +83,6 @@ class PlannerOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    for item in packet.experiment_log_tail:
-        if isinstance(item, str):
-            try:
-                item = json.loads(item)
-            except ValueError:
-                continue
-        if isinstance(item, Mapping):
-            entries.append(dict(item))
-    return entries
-
-
 def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
     """The pivot rules in force for a packet: `runtime.pivot_required` on its log tail and profile.
 
@@ -102,7 +90,7 @@ def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
     (computed on the whole log) also triggers the hard plateau, and its constraints name the
     blocked family.
     """
-    entries = _tail_entries(packet)
+    entries = tail_entries(packet)
     required, reasons = pivot_required(entries, packet.performance_profile, packet.threshold_target)
     reasons = list(reasons)
     plateau = packet.plateau_valid_iters_since_best

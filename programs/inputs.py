@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import clip_text, packet_inputs, summary_inputs
+from runtime.inputs import clip_text, packet_inputs, summary_inputs, tail_entries
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
@@ -112,24 +112,6 @@ def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
             return record.packet, record
         return AdvisorPacket.model_validate(dict(value)), None
     raise TypeError(f"expected a PlannerRecord, AdvisorPacket or dict, got {type(value).__name__}")
-
-
-def tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
-    """The packet's log tail as dicts: the original sends raw JSONL lines, which are parsed here.
-
-    A line that is not a JSON object cannot take part in the pivot policy and is left out; it still
-    appears, verbatim, in the rendered `experiment_log_tail` input.
-    """
-    entries = []
-    for item in packet.experiment_log_tail:
-        if isinstance(item, str):
-            try:
-                item = json.loads(item)
-            except ValueError:
-                continue
-        if isinstance(item, Mapping):
-            entries.append(dict(item))
-    return entries
 
 
 def planner_inputs(packet: Any) -> dict[str, str]:

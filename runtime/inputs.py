@@ -94,6 +94,24 @@ def goal_text(packet: AdvisorPacket) -> str:
     return f"best: beat {packet.best_cycles} cycles (aspiration {aspiration})"
 
 
+def tail_entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
+    """The packet's log tail as dicts: the original sends raw JSONL lines, which are parsed here.
+
+    A line that is not a JSON object cannot take part in the pivot policy and is left out; it still
+    appears, verbatim, in the rendered `experiment_log_tail` input.
+    """
+    entries = []
+    for item in packet.experiment_log_tail:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except ValueError:
+                continue
+        if isinstance(item, Mapping):
+            entries.append(dict(item))
+    return entries
+
+
 def packet_inputs(packet: AdvisorPacket) -> dict[str, str]:
     """The planner's signature inputs as compact text, plus the full packet JSON as `packet`."""
     summary = packet.experiment_summary
@@ -122,5 +140,5 @@ def packet_inputs(packet: AdvisorPacket) -> dict[str, str]:
 
 __all__ = [
     "LOG_TAIL_LINES", "PACKET_INPUT_NAMES", "clip_text", "compact_json", "goal_text", "input_text", "log_line",
-    "packet_inputs", "summary_inputs",
+    "packet_inputs", "summary_inputs", "tail_entries",
 ]
