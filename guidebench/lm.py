@@ -9,11 +9,12 @@ Specs:
   server, Ollama) as `openai/<name>`.
 
 Every LM gets the usage recorder of `evals.usage`, and DSPy's disk cache lives in
-`<GUIDEBENCH_HOME>/dspy-cache` instead of the user's home.
+`<GUIDEBENCH_HOME>/dspy-cache/engine-<revision>` instead of the user's home.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -25,7 +26,7 @@ from evals.usage import instrument
 
 from .errors import GuidebenchError
 from .fake_lm import FAKE_MODEL_ID, FakeEngine
-from .local_lm import LOCAL_MODEL_ID, LocalGGUFEngine, guidebench_home, model_sha256
+from .local_lm import LOCAL_MODEL_ID, LocalGGUFEngine, ModelFileError, guidebench_home, model_sha256
 from .lm_server import served_engine
 
 DEFAULT_SPEC = "local"
@@ -38,10 +39,27 @@ _cache_lock = threading.Lock()
 _cache_dir: Optional[Path] = None
 
 
+# The in-process engines render the prompt, stops and grammar themselves, and none of that is in DSPy's
+# cache key (model, messages, settings): after a change to that code the cache would serve answers the
+# engine no longer gives. So each revision of the engine code and model file gets its own cache folder.
+_ENGINE_MODULES = ("local_lm.py", "local_grammar.py", "fake_lm.py", "lm_server.py")
+
+
+def engine_revision() -> str:
+    """A short hash of the engine code and model file that turn a DSPy request into an answer."""
+    try:
+        digest = hashlib.sha256(model_sha256().encode())
+    except ModelFileError:
+        digest = hashlib.sha256(b"no-model-package")
+    for name in _ENGINE_MODULES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def configure_disk_cache(home: Optional[Path] = None) -> Path:
-    """Point DSPy's disk + memory cache at `<GUIDEBENCH_HOME>/dspy-cache` (once per folder); returns it."""
+    """Point DSPy's disk + memory cache at `<GUIDEBENCH_HOME>/dspy-cache/engine-<revision>`; returns it."""
     global _cache_dir
-    folder = ((home or guidebench_home()) / "dspy-cache").resolve()
+    folder = ((home or guidebench_home()) / "dspy-cache" / f"engine-{engine_revision()}").resolve()
     with _cache_lock:
         if _cache_dir != folder:
             folder.mkdir(parents=True, exist_ok=True)
@@ -127,6 +145,8 @@ def lm_info(lm: Any) -> dict[str, Any]:
         "max_tokens": kwargs.get("max_tokens", kwargs.get("max_completion_tokens")),
         "cache": bool(getattr(lm, "cache", False)),
     }
+    if not isinstance(engine, str) and engine is not None:
+        info["engine_revision"] = engine_revision()
     if isinstance(engine, LocalGGUFEngine):
         info["model_sha256"] = engine.sha256 or model_sha256()
         info["engine_state"] = engine.dump_state()

@@ -405,3 +405,19 @@ def test_every_lm_program_gets_a_grammar_llama_cpp_accepts():
         assert rendered.chat_format and rendered.prefill, where
         text = output_grammar(rendered.system, prefilled=True)
         assert text and local_lm.grammar_compiles(vocab, text), where
+
+
+def test_cache_folder_follows_the_engine_revision(tmp_path, monkeypatch):
+    # DSPy's cache key holds the messages, not how the engine renders them: a new engine revision
+    # must not be answered from an older one's cache.
+    previous_cache, previous_dir = dspy.cache, lm_module._cache_dir
+    try:
+        revision = lm_module.engine_revision()
+        assert len(revision) == 12 and revision == lm_module.engine_revision()
+        assert lm_module.configure_disk_cache(tmp_path) == (tmp_path / "dspy-cache" / f"engine-{revision}").resolve()
+        monkeypatch.setattr(lm_module, "model_sha256", lambda: "another model file")
+        changed = lm_module.engine_revision()
+        assert changed != revision
+        assert lm_module.configure_disk_cache(tmp_path).name == f"engine-{changed}"
+    finally:
+        dspy.cache, lm_module._cache_dir = previous_cache, previous_dir
