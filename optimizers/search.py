@@ -247,12 +247,12 @@ def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
 
 def score_in_minibatches(program: dspy.Module, devset: Sequence[dspy.Example], metric: Metric, *,
                          minibatch_size: int, report: Callable[[float, int], bool],
-                         means: Optional[list[float]] = None) -> float:
+                         means: Optional[list[float]] = None, progress: bool = True) -> float:
     """Mean metric over devset; after each minibatch the running mean goes to `report` (and is appended to
     `means`), and a True answer prunes the trial."""
     scores: list[float] = []
     means = [] if means is None else means
-    bar = tqdm(total=len(devset), desc="dev minibatches", unit="ex", leave=False)
+    bar = tqdm(total=len(devset), desc="dev minibatches", unit="ex", leave=False, disable=not progress)
     try:
         for start in range(0, len(devset), max(1, minibatch_size)):
             for example in devset[start:start + minibatch_size]:
@@ -319,7 +319,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
                         return trial.should_prune()
 
                     value = score_in_minibatches(program, ordered, metric, minibatch_size=config.minibatch_size,
-                                                 report=report, means=outcome.minibatch_means)
+                                                 report=report, means=outcome.minibatch_means, progress=progress)
                 outcome.value, outcome.state = value, "COMPLETE"
                 return value
             except optuna.TrialPruned:
