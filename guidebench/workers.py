@@ -25,7 +25,6 @@ import time
 import warnings
 from argparse import Namespace
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
@@ -89,9 +88,11 @@ def _storage(url: str, grace_s: Optional[int] = None) -> Any:
 
 
 def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[str, list[int]]:
-    """Mark RUNNING trials whose heartbeat is older than `grace_s` FAIL (and queue their retry), in every
-    study of the storage; returns the failed trial numbers by study."""
+    """Mark RUNNING trials whose heartbeat is older than `grace_s` (or that never beat in that time) FAIL and
+    queue their retry, in every study of the storage; returns the failed trial numbers by study."""
     import optuna
+
+    from optimizers.search import fail_silent_trials
 
     grace_s = grace_s or heartbeat_interval() + STALE_MARGIN_S
     storage = _storage(normalize_storage_url(storage_url), grace_s)
@@ -102,40 +103,11 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
         if not running:
             continue
         optuna.storages.fail_stale_trials(study)
-        _fail_silent_trials(study, storage, grace_s)
+        fail_silent_trials(study, grace_s)
         still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         if running - still:
             failed[summary.study_name] = sorted(running - still)
     return failed
-
-
-def _fail_silent_trials(study: Any, storage: Any, grace_s: int) -> None:
-    """Fail (and queue the retry of) RUNNING trials that started over `grace_s` ago and never beat.
-
-    A worker killed between `study.ask()` and its heartbeat thread's first beat leaves a RUNNING trial with
-    no heartbeat row, which `fail_stale_trials` skips forever. A live trial beats within moments of starting,
-    so one still silent after the grace period belongs to a dead process.
-    """
-    import sqlalchemy
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
-
-    cutoff = datetime.now() - timedelta(seconds=grace_s)  # datetime_start is the worker's local time
-    query = sqlalchemy.text(
-        "SELECT t.trial_id FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
-        "WHERE t.study_id = :study AND t.state = 'RUNNING' AND h.trial_id IS NULL AND t.datetime_start < :cutoff"
-    ).bindparams(sqlalchemy.bindparam("cutoff", type_=sqlalchemy.DateTime()))  # stored as the column stores it
-    with storage.engine.connect() as connection:
-        silent = [row[0] for row in connection.execute(query, {"study": study._study_id, "cutoff": cutoff})]
-    retry = storage.get_heartbeat_stale_trial_callback()
-    for trial_id in silent:
-        try:
-            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                continue
-        except UpdateFinishedTrialError:  # it ended, or another process failed it first
-            continue
-        if retry is not None:
-            retry(study, storage.get_trial(trial_id))
 
 
 def finished_trials(storage_url: str, study_name: str) -> int:

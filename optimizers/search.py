@@ -25,6 +25,7 @@ import random
 import time
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Optional, Protocol, Sequence
 
@@ -161,15 +162,41 @@ def reap_dead_trials(study: optuna.Study) -> list[int]:
     for the trials of processes on this host that are gone; trials of live or remote processes are left
     to the heartbeat.
     """
-    storage = study._storage  # as optuna.storages.fail_stale_trials does: the study's own storage
+    dead = [trial._trial_id for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if owner_alive(trial.user_attrs.get(OWNER_ATTR)) is False]
+    return _fail_and_retry(study, dead) + fail_silent_trials(study, GRACE_S)
+
+
+def fail_silent_trials(study: optuna.Study, grace_s: float) -> list[int]:
+    """Fail (and queue the retry of) RUNNING trials that started over `grace_s` ago and never beat.
+
+    A process killed between `study.ask()` and its heartbeat thread's first beat leaves a RUNNING trial
+    with no heartbeat row, which `fail_stale_trials` skips forever. A live trial beats within moments of
+    starting, so one still silent after the grace period belongs to a dead process.
+    """
+    import sqlalchemy
+
+    database = getattr(study._storage, "_backend", study._storage)  # optuna wraps an RDBStorage in a cache
+    if not isinstance(database, RDBStorage):
+        return []
+    cutoff = datetime.now() - timedelta(seconds=grace_s)  # datetime_start is the worker's local time
+    query = sqlalchemy.text(
+        "SELECT t.trial_id FROM trials t LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
+        "WHERE t.study_id = :study AND t.state = 'RUNNING' AND h.trial_id IS NULL AND t.datetime_start < :cutoff"
+    ).bindparams(sqlalchemy.bindparam("cutoff", type_=sqlalchemy.DateTime()))  # compared as the column stores it
+    with database.engine.connect() as connection:
+        silent = [row[0] for row in connection.execute(query, {"study": study._study_id, "cutoff": cutoff})]
+    return _fail_and_retry(study, silent)
+
+
+def _fail_and_retry(study: optuna.Study, trial_ids: Sequence[int]) -> list[int]:
+    storage = study._storage
     failed: list[int] = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if owner_alive(trial.user_attrs.get(OWNER_ATTR)) is not False:
-            continue
+    for trial_id in trial_ids:
         try:
-            if storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
-                failed.append(trial._trial_id)
-        except optuna.exceptions.UpdateFinishedTrialError:  # another process failed it first
+            if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                failed.append(trial_id)
+        except optuna.exceptions.UpdateFinishedTrialError:  # it ended, or another process failed it first
             continue
     get_callback = getattr(storage, "get_heartbeat_stale_trial_callback", None)
     retry = get_callback() if get_callback is not None else None

@@ -1,4 +1,4 @@
-"""The worker supervisor's reaper: a dead worker's trial is failed and retried, a live one is left alone."""
+"""Reaping dead trials: a dead worker's trial is failed and retried, a live one is left alone."""
 
 import time
 import warnings
@@ -42,3 +42,15 @@ def test_a_trial_that_just_started_is_not_reaped(tmp_path):
 
     assert reap_stale_trials(url, grace_s=60) == {}
     assert _study(url).trials[fresh.number].state == TrialState.RUNNING
+
+
+def test_a_search_starting_again_reaps_a_trial_that_never_beat(tmp_path, monkeypatch):
+    from optimizers import search
+
+    monkeypatch.setattr(search, "GRACE_S", 1)
+    study = _study(f"sqlite:///{tmp_path / 'study.db'}")
+    silent = study.ask()  # no owner recorded, no heartbeat: killed right after ask()
+    time.sleep(1.5)
+
+    assert search.reap_dead_trials(study) == [silent.number]
+    assert study.trials[silent.number].state == TrialState.FAIL
