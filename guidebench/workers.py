@@ -69,16 +69,16 @@ def heartbeat_interval() -> int:
 
 def _storage(url: str, grace_s: Optional[int] = None) -> Any:
     import optuna
-    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
+    from optimizers.search import GRACE_S, rdb_storage
     from sqlalchemy.exc import SQLAlchemyError
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         try:
-            # The same failed-trial policy as the workers' own storage: a stale trial is retried once.
-            return RDBStorage(url, heartbeat_interval=heartbeat_interval(), grace_period=grace_s,
-                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+            # The workers' own storage: same failed-trial policy, same guard against two processes
+            # creating a new database's schema at once.
+            return rdb_storage(url, grace_s or GRACE_S)
         except ImportError as exc:
             raise GuidebenchError(f"--storage {safe_url(url)}: database driver missing ({exc}); for PostgreSQL: "
                                   "pip install 'psycopg2-binary>=2.9,<3'") from exc

@@ -147,7 +147,7 @@ def open_study(config: SearchConfig) -> optuna.Study:
         if storage_url.startswith("inmemory"):
             storage = optuna.storages.InMemoryStorage()
         else:
-            storage = _rdb_storage(storage_url)
+            storage = rdb_storage(storage_url)
         sampler = optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=config.n_startup_trials,
                                              multivariate=True, group=True)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
@@ -209,8 +209,9 @@ def _fail_and_retry(study: optuna.Study, trial_ids: Sequence[int]) -> list[int]:
     return numbers
 
 
-def _rdb_storage(url: str) -> RDBStorage:
-    """The RDB storage; its schema is created by one process at a time.
+def rdb_storage(url: str, grace_s: float = GRACE_S) -> RDBStorage:
+    """The RDB storage of a search (heartbeat, one retry of a stale trial); its schema is created by one
+    process at a time.
 
     Optuna creates its tables and version row when a process first opens a new storage; two searches
     starting together both try, and one fails on the version row (`UNIQUE constraint failed:
@@ -222,10 +223,11 @@ def _rdb_storage(url: str) -> RDBStorage:
     for attempt in range(3):
         try:
             with _sqlite_lock(url):
-                return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=grace_s,
                                   heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
                                   engine_kwargs=_engine_kwargs(url))
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+        # PostgreSQL reports the lost race as a duplicate type or table (IntegrityError, ProgrammingError).
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.ProgrammingError):
             if attempt == 2:
                 raise
             time.sleep(0.5 * (attempt + 1))

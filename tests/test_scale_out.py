@@ -119,6 +119,27 @@ def _running(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
+def test_workers_opening_a_new_postgresql_database_at_once_all_get_its_schema(postgres):
+    # Machines started together race to create Optuna's tables and types; the losers must open the
+    # schema the winner made instead of failing (seen: "duplicate key value violates unique constraint
+    # pg_type_typname_nsp_index").
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from guidebench.workers import finished_trials
+
+    url = services.create_database(postgres, "optuna_race")
+    start = Barrier(4)
+
+    def open_storage(_: int) -> int:
+        start.wait()
+        return finished_trials(url, "none-yet")
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(open_storage, range(4))) == [0, 0, 0, 0]
+    assert optuna.get_all_study_summaries(url) == []
+
+
 def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usable(
         home, search_data, postgres, mlflow_server, capsys):
     storage = services.create_database(postgres, "optuna")
