@@ -21,11 +21,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/guidebench demo --quick
 
+# Two test processes: the embedded model runs on half the cores, so the real-model tests pair up.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

@@ -8,9 +8,10 @@ it again for whoever asks next. The survivors carry on until the study holds `--
 trials; running the same command again resumes it.
 
 On one machine `guidebench worker --workers N` starts N workers and supervises them: when one dies,
-it marks the dead worker's trial failed as soon as the heartbeat proves it stale (one heartbeat
-interval plus a margin) instead of leaving that to the other workers' grace period. A worker whose
-whole machine is lost is found by the other workers' own stale check.
+it marks the dead worker's trial failed at once (each trial records its owner process), and a trial
+killed before it could record one as soon as the heartbeat proves it stale (one heartbeat interval
+plus a margin), instead of leaving that to the other workers' grace period. A worker whose whole
+machine is lost is found by the other workers' own stale check.
 """
 
 from __future__ import annotations
@@ -88,11 +89,12 @@ def _storage(url: str, grace_s: Optional[int] = None) -> Any:
 
 
 def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[str, list[int]]:
-    """Mark RUNNING trials whose heartbeat is older than `grace_s` (or that never beat in that time) FAIL and
-    queue their retry, in every study of the storage; returns the failed trial numbers by study."""
+    """Mark FAIL, and queue the retry of, the RUNNING trials of every study in the storage whose owner process
+    on this host is gone, whose heartbeat is older than `grace_s`, or that never beat in that time; returns
+    the failed trial numbers by study."""
     import optuna
 
-    from optimizers.search import fail_silent_trials
+    from optimizers.search import fail_silent_trials, reap_dead_trials
 
     grace_s = grace_s or heartbeat_interval() + STALE_MARGIN_S
     storage = _storage(normalize_storage_url(storage_url), grace_s)
@@ -102,6 +104,7 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
         running = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         if not running:
             continue
+        reap_dead_trials(study)
         optuna.storages.fail_stale_trials(study)
         fail_silent_trials(study, grace_s)
         still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
@@ -293,7 +296,9 @@ def _supervise(workers: list[Worker], storage: str, report: PoolReport) -> None:
                 continue
             worker.died_at = now
             print(f"worker {worker.index} (pid {worker.pid}) ended with code {code}; its trial is marked "
-                  f"failed once its heartbeat is {stale_after} s old", flush=True)
+                  f"failed now if it recorded its owner, else once its heartbeat is {stale_after} s old", flush=True)
+            # The process is gone and collected: a trial that names it as owner fails at once.
+            _merge(report.reaped, reap_stale_trials(storage, stale_after))
         due = [w for w in workers if not w.settled and w.died_at is not None and now - w.died_at >= stale_after]
         if due:
             _merge(report.reaped, reap_stale_trials(storage, stale_after))

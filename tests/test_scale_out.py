@@ -169,7 +169,9 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
 
     study = _study(storage, study_name)
     failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-    assert len(failed) == 1 and failed[0].number in {t.number for t in running}
+    states = {t.number: (t.state.name, sorted(t.system_attrs)) for t in study.trials}
+    assert len(failed) == 1 and failed[0].number in {t.number for t in running}, (
+        f"running when killed: {[t.number for t in running]}; trials now: {states}\n{out[-3000:]}")
     retries = [t for t in study.trials if RetryFailedTrialCallback.retried_trial_number(t) == failed[0].number]
     assert len(retries) == 1, "the failed-trial callback queues the killed trial again"
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
