@@ -30,6 +30,7 @@ from guidebench import lm_server, services
 from guidebench.cli import main
 from guidebench.lm import make_lm
 from optimizer_support import decision_records, make_dataset
+from optimizers.search import OWNER_ATTR
 
 pytestmark = pytest.mark.slow
 
@@ -112,6 +113,12 @@ def _wait_for(check, timeout: float, what: str, process: subprocess.Popen | None
     pytest.fail(f"timed out waiting for {what}")
 
 
+def _owned_pair(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
+    """Two RUNNING trials that both recorded their owner process, else []."""
+    running = _running(url, name)
+    return running if len(running) == 2 and all(OWNER_ATTR in t.user_attrs for t in running) else []
+
+
 def _running(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
     try:
         return _study(url, name).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
@@ -155,10 +162,14 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
         status = home / "workers" / f"{pool.pid}.json"
         workers = _wait_for(lambda: status.is_file() and len(json.loads(status.read_text())["workers"]) == 2 and
                             json.loads(status.read_text())["workers"], 600, "both workers started", pool)
-        # Both workers inside a trial of the same study at the same time: one study, two processes.
-        running = _wait_for(lambda: len(_running(storage, study_name)) == 2 and _running(storage, study_name), 600,
-                            "two trials running at once", pool)
-        os.kill(workers[0]["pid"], signal.SIGKILL)
+        # Both workers inside a trial of the same study at the same time: one study, two processes. The
+        # trial that started last is killed (through the owner it recorded): a trial lasts seconds, and the
+        # older one may end between this poll and the kill.
+        running = _wait_for(lambda: _owned_pair(storage, study_name), 600, "two trials running at once", pool)
+        victim = max(running, key=lambda t: t.datetime_start)
+        victim_pid = int(victim.user_attrs[OWNER_ATTR].rsplit(":", 2)[1])
+        assert victim_pid in {w["pid"] for w in workers}
+        os.kill(victim_pid, signal.SIGKILL)
         out, _ = pool.communicate(timeout=600)
     finally:
         if pool.poll() is None:
@@ -170,7 +181,7 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
     study = _study(storage, study_name)
     failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
     states = {t.number: (t.state.name, sorted(t.system_attrs)) for t in study.trials}
-    assert len(failed) == 1 and failed[0].number in {t.number for t in running}, (
+    assert len(failed) == 1 and failed[0].number == victim.number, (
         f"running when killed: {[t.number for t in running]}; trials now: {states}\n{out[-3000:]}")
     retries = [t for t in study.trials if RetryFailedTrialCallback.retried_trial_number(t) == failed[0].number]
     assert len(retries) == 1, "the failed-trial callback queues the killed trial again"
