@@ -94,7 +94,7 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
     the failed trial numbers by study."""
     import optuna
 
-    from optimizers.search import fail_silent_trials, reap_dead_trials
+    from optimizers.search import reap_dead_trials
 
     grace_s = grace_s or heartbeat_interval() + STALE_MARGIN_S
     storage = _storage(normalize_storage_url(storage_url), grace_s)
@@ -104,9 +104,8 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
         running = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         if not running:
             continue
-        reap_dead_trials(study)
+        reap_dead_trials(study, grace_s)
         optuna.storages.fail_stale_trials(study)
-        fail_silent_trials(study, grace_s)
         still = {t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         if running - still:
             failed[summary.study_name] = sorted(running - still)

@@ -155,8 +155,9 @@ def open_study(config: SearchConfig) -> optuna.Study:
                                direction="maximize", load_if_exists=True)
 
 
-def reap_dead_trials(study: optuna.Study) -> list[int]:
-    """Fail the RUNNING trials whose process is certainly dead and queue their retry; returns their numbers.
+def reap_dead_trials(study: optuna.Study, grace_s: Optional[float] = None) -> list[int]:
+    """Fail the RUNNING trials whose process is certainly dead, or that never beat in `grace_s` (default
+    GRACE_S), and queue their retry; returns their numbers.
 
     What the heartbeat does after its grace period (`optuna.storages.fail_stale_trials`), done at once
     for the trials of processes on this host that are gone; trials of live or remote processes are left
@@ -164,7 +165,7 @@ def reap_dead_trials(study: optuna.Study) -> list[int]:
     """
     dead = [trial._trial_id for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
             if owner_alive(trial.user_attrs.get(OWNER_ATTR)) is False]
-    return _fail_and_retry(study, dead) + fail_silent_trials(study, GRACE_S)
+    return _fail_and_retry(study, dead) + fail_silent_trials(study, GRACE_S if grace_s is None else grace_s)
 
 
 def fail_silent_trials(study: optuna.Study, grace_s: float) -> list[int]:
