@@ -12,7 +12,7 @@ server, and the cost of tracking a run on SQLite versus an MLflow server.
    with the embedded model in-process and behind `guidebench lm serve` (llama-cpp-python's server,
    same threads), each with 1 and 2 replay threads. DSPy's cache is off; one warm-up call first.
 3. Tracking overhead: one eval-sized run (the params `guidebench eval` records, ~50 metrics with
-   intervals, two artifacts) through `guidebench.tracking`, into a local SQLite store, into the
+   intervals, two artifacts) through `guidebench.tracking.runs`, into a local SQLite store, into the
    PostgreSQL store directly, and through `mlflow server` (PostgreSQL backend, local artifact root).
 
 Run: `.venv/bin/python -m benchmarks.bench_scale [--fake-trials 8] [--local-trials 4] [--records 8]
@@ -86,7 +86,7 @@ def bench_search(cluster: Any, data: Path, home: Path, lm: str, workers: int, tr
     """
     import optuna
 
-    from guidebench import services
+    from guidebench.search import services
 
     storage = services.create_database(cluster, f"optuna_{lm}_{workers}")
     started = time.perf_counter()
@@ -141,8 +141,9 @@ def bench_eval(home: Path, n_records: int, llama_threads: int) -> list[dict[str,
     import dspy
 
     from evals.usage import instrument
-    from guidebench import lm_server, services
-    from guidebench.lm import make_lm
+    from guidebench.lm import server as lm_server
+    from guidebench.search import services
+    from guidebench.lm.factory import make_lm
 
     records = labeled_records(n_records, seed=SEED + 1)
     rows = []
@@ -167,7 +168,7 @@ def bench_eval(home: Path, n_records: int, llama_threads: int) -> list[dict[str,
 
 
 def _eval_sized_run(folder: Path) -> tuple[dict[str, str], dict[str, Any], dict[str, Path]]:
-    from guidebench import tracking
+    from guidebench.tracking import runs as tracking
 
     params = tracking.run_params(program="full_auto.predict", dataset_id="bench" * 8, split="test",
                                  split_hash="0" * 64, lm="local", seed=0, kind="full_auto",
@@ -184,7 +185,7 @@ def bench_tracking(uri: str, label: str, runs: int, folder: Path) -> dict[str, A
     """Seconds per tracked run (after one warm-up run that creates the experiment)."""
     import mlflow
 
-    from guidebench import tracking
+    from guidebench.tracking import runs as tracking
 
     params, metrics, files = _eval_sized_run(folder)
     times = []
@@ -249,7 +250,7 @@ def render(results: dict[str, Any], meta: dict[str, Any]) -> str:
     tracking = results.get("tracking")
     if tracking:
         lines += ["### Tracking overhead per run", "",
-                  "One eval-sized run through `guidebench.tracking`: ~45 params, 50 metrics with their interval "
+                  "One eval-sized run through `guidebench.tracking.runs`: ~45 params, 50 metrics with their interval "
                   "bounds (150 values), two artifacts (2 KB JSON, 64 KB table). Mean of the runs after a warm-up "
                   "run that creates the experiment (its time is the first column).", "",
                   "| store | runs | first run s | mean s/run | median s/run | max s/run |",
@@ -298,11 +299,11 @@ def main() -> int:
     args = parser.parse_args()
     skip = {part.strip() for part in args.skip.split(",") if part.strip()}
     if args.llama_threads is None:
-        from guidebench.local_lm import _default_threads
+        from guidebench.lm.engine import _default_threads
 
         args.llama_threads = _default_threads()
 
-    from guidebench import services
+    from guidebench.search import services
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="guidebench-bench-scale-")).absolute()
     home = work / "home"
@@ -315,7 +316,7 @@ def main() -> int:
     cluster = services.start_postgres(work / "postgres")
     try:
         if "search" not in skip:
-            from guidebench.local_lm import ensure_model
+            from guidebench.lm.engine import ensure_model
 
             ensure_model(home)  # assembled once; each worker home links to it
             rows = []

@@ -49,7 +49,7 @@ MECHANISMS = """## How it holds
   the runtime module answers `pause` (planner: its safe directive) for every fault.
 - **Kills**: every MLflow run records its owner (host, pid, process start time); the first tracking call of
   the next command ends the runs of dead owners KILLED with a `guidebench.reaped` tag
-  (`guidebench.tracking.reap_stale_runs`); a search fails its dead trials at once and queues their retry
+  (`guidebench.tracking.runs.reap_stale_runs`); a search fails its dead trials at once and queues their retry
   (`optimizers.search.reap_dead_trials`; the Optuna heartbeat covers other hosts); exports are staged and
   renamed into place, and the next export removes a killed export's staging folder or restores a previous
   export caught between the two renames; `compile --resume`, and the same search or export run again, finish.
@@ -74,12 +74,12 @@ MECHANISMS = """## How it holds
 | `guidebench/data/ingest.py` | a quarantined line holding U+0085 / U+2028 was written raw: readers that split on those saw a broken JSONL line | escaped in quarantine lines |
 | `guidebench/data/fullauto.py` | a folder named `fullauto-decisions.jsonl`: `IsADirectoryError` traceback (exit 1); a device path: misleading message | one-line errors naming the path (exit 2) |
 | `guidebench/data/pipeline.py` | `--out` below a file, or an unreadable log: internal-error exit with a traceback file | one-line `GuidebenchError`s |
-| `runtime/guardrails.py`, `programs/lm_call.py`, `runtime/frozen_modules.py` | "first section wins": an answer echoing `[[ ## confidence ## ]] 1.0` from the turn summary before its own low confidence was read as 1.0, side-stepping the low-confidence rule; a fenced JSON blob quoted in the reason took precedence over the answer's own sections | conflicting repeated fields are ambiguous (safe pause); markers before embedded JSON; `StrictChatAdapter` |
+| `runtime/guardrails.py`, `programs/lm_call.py`, `runtime/frozen/modules.py` | "first section wins": an answer echoing `[[ ## confidence ## ]] 1.0` from the turn summary before its own low confidence was read as 1.0, side-stepping the low-confidence rule; a fenced JSON blob quoted in the reason took precedence over the answer's own sections | conflicting repeated fields are ambiguous (safe pause); markers before embedded JSON; `StrictChatAdapter` |
 | `optimizers/base.py` | transient LM failures during a compile were swallowed by DSPy's bootstrap/`Evaluate` (scored as misses, demos lost) and never retried; a bad API key on every call still "compiled" a program | compile-level retries with backoff, keeping cached progress; fatal LM errors fail the compile |
-| `guidebench/tracking.py` | two commands on a new SQLite store both migrated it: `table _alembic_tmp_tags already exists`, one command failed (schema at risk); a race creating the dataset's experiment failed the loser | store initialisation under a file lock; the loser uses the winner's experiment |
+| `guidebench/tracking/runs.py` | two commands on a new SQLite store both migrated it: `table _alembic_tmp_tags already exists`, one command failed (schema at risk); a race creating the dataset's experiment failed the loser | store initialisation under a file lock; the loser uses the winner's experiment |
 | `optimizers/search.py` | two searches on a new Optuna SQLite storage: `UNIQUE constraint failed: alembic_version` | storage creation under a file lock, retried for server databases |
-| `guidebench/tracking.py`, `optimizers/search.py`, `guidebench/export.py` | kill -9 left MLflow runs and Optuna trials RUNNING forever (until the 120 s heartbeat grace, if ever) and staging folders next to exports | owner tags and reaping at the next command; dead trials failed and retried; staging cleanup and restore |
-| `guidebench/tracking.py` | the `guidebench.command` tag stored the raw command line: a `--tracking-uri https://user:password@...` or a pasted key went to MLflow | the command line is scrubbed |
+| `guidebench/tracking/runs.py`, `optimizers/search.py`, `guidebench/release/export.py` | kill -9 left MLflow runs and Optuna trials RUNNING forever (until the 120 s heartbeat grace, if ever) and staging folders next to exports | owner tags and reaping at the next command; dead trials failed and retried; staging cleanup and restore |
+| `guidebench/tracking/runs.py` | the `guidebench.command` tag stored the raw command line: a `--tracking-uri https://user:password@...` or a pasted key went to MLflow | the command line is scrubbed |
 """
 
 

@@ -6,7 +6,7 @@ Use it as::
         program(**inputs)
     ledger.totals()  # {"lm_calls": 1, "prompt_tokens": 361, ...}
 
-How calls reach a ledger: `LMCallRecorder` is a DSPy callback that `guidebench.lm.make_lm`
+How calls reach a ledger: `LMCallRecorder` is a DSPy callback that `guidebench.lm.factory.make_lm`
 (or `instrument(lm)`) attaches to an LM. Around each call it installs a per-call DSPy usage
 tracker, so it sees exactly the usage DSPy accounts for that call; a call that never reports
 usage was answered from DSPy's cache. Active ledgers live in DSPy's thread-local settings

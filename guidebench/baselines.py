@@ -17,9 +17,9 @@ from typing import Optional, Sequence
 
 from evals.replay import compare
 
-from .errors import GuidebenchError
-from .evaluation import EvalOutput, evaluate
-from .tracking import git_commit, guidebench_home
+from guidebench.errors import GuidebenchError
+from guidebench.evaluation import EvalOutput, evaluate
+from guidebench.tracking.runs import git_commit, guidebench_home
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_FULLAUTO = REPO / "datasets" / "sample" / "fullauto"

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from . import __version__, commands
-from .errors import GuidebenchError
+from guidebench import __version__, commands
+from guidebench.errors import GuidebenchError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,8 +32,8 @@ from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
 
-from .errors import GuidebenchError
-from .evaluation import EvalData, load_eval_data, summary_table, write_outputs
+from guidebench.errors import GuidebenchError
+from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
 
 DEFAULT_LM = "local"
 # Speed of the embedded model on an idle 2-core machine, for dry-run minutes: about 360 prompt and
@@ -175,7 +175,7 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     spec = program_spec(request.program)
     data = load_compile_data(Path(request.data), spec.kind)
     program = spec.build()
-    from .lm import LOCAL_SPECS
+    from guidebench.lm.factory import LOCAL_SPECS
 
     speed = LOCAL_SPEED if request.lm in LOCAL_SPECS else REMOTE_SPEED
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
@@ -200,14 +200,14 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
 
 def token_counter(lm_spec: str) -> Optional[Any]:
     """The embedded model's own tokenizer (vocabulary only, no weights) for a local LM; None otherwise."""
-    from .lm import LOCAL_SPECS
+    from guidebench.lm.factory import LOCAL_SPECS
 
     if lm_spec not in LOCAL_SPECS:
         return None
     try:
         import llama_cpp
 
-        from .local_lm import ensure_model
+        from guidebench.lm.engine import ensure_model
 
         vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
     except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
@@ -227,7 +227,7 @@ def _demos_after(recipe: optimizers.Recipe) -> float:
 
 def checkpoint_root() -> Path:
     """Where compile checkpoints live."""
-    from .tracking import guidebench_home
+    from guidebench.tracking.runs import guidebench_home
 
     return guidebench_home() / "checkpoints"
 
@@ -244,8 +244,9 @@ def resume_request(run_id: str) -> CompileRequest:
 def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None, progress: bool = True,
                 track: bool = True) -> CompileOutcome:
     """Compile, evaluate on dev and test, compare with the baseline, save and track; returns the outcome."""
-    from . import tracking, tracking_compile
-    from .lm import configure_lm, lm_info, make_lm
+    from guidebench.tracking import runs as tracking
+    from guidebench.tracking import compile as tracking_compile
+    from guidebench.lm.factory import configure_lm, lm_info, make_lm
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
@@ -397,7 +398,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
 def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     import mlflow
 
-    from . import tracking_compile
+    from guidebench.tracking import compile as tracking_compile
 
     results = {**outcome.replays, "paired": outcome.paired}
     compile_summary = outcome.summary["compile"]

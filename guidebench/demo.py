@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from .errors import GuidebenchError
+from guidebench.errors import GuidebenchError
 
 SUMMARY_FILE = "demo_summary.json"
 MARKER_FILE = ".guidebench-demo"
@@ -256,7 +256,7 @@ class Runner:
 
     def run(self, argv: Sequence[str], *, ok: Sequence[int] = (0,)) -> int:
         """Run one `guidebench` command in-process; its stdout goes to the step's log."""
-        from .cli import build_parser
+        from guidebench.cli import build_parser
 
         record = self.current
         assert record is not None, "commands run inside a step"
@@ -409,7 +409,7 @@ def prepare_out(out: Path) -> None:
 
 def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional[Path]:
     """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
-    from .local_lm import guidebench_home
+    from guidebench.lm.engine import guidebench_home
 
     usual = (usual_home or guidebench_home()).absolute() / "models"
     if usual.resolve() == (home / "models").resolve():
@@ -423,7 +423,7 @@ def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional
 def gates_text(n_records: int) -> str:
     """The demo's promotion gates: the defaults, with what a demo-sized split cannot show relaxed (and said)."""
     return (
-        "# Promotion gates of `guidebench demo` (guidebench.gates documents every key).\n"
+        "# Promotion gates of `guidebench demo` (guidebench.release.gates documents every key).\n"
         "# The defaults, except two that a demo-sized held-out split cannot meet whatever the module:\n"
         f"# - min_records: the demo's test split has {n_records} records (default 20);\n"
         "# - max_p_value = 1.0: on so few records no difference is significant, so the objective must be\n"
@@ -517,7 +517,7 @@ class Demo:
             if shared is not None:
                 self.summary["model_files"] = str(shared)
             with demo_environment(self.home):
-                from .tracking import default_tracking_uri
+                from guidebench.tracking.runs import default_tracking_uri
 
                 uri = default_tracking_uri()  # MLFLOW_TRACKING_URI when the user set one, else OUT/home/mlflow.db
                 self.summary["llama_threads"] = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "default")
@@ -773,9 +773,9 @@ class Demo:
 def runtime_check(module_dir: Path, data: Path, lm_spec: str) -> dict[str, Any]:
     """Load a Full Auto export with the runtime loader and decide the first held-out test turn with it."""
     from evals.data import load_records
-    from runtime.frozen import FrozenModuleError, load_frozen
+    from runtime.frozen.loader import FrozenModuleError, load_frozen
 
-    from .lm import make_lm
+    from guidebench.lm.factory import make_lm
 
     lm = make_lm(lm_spec)
     try:

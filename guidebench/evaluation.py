@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 
 from evals.replay import ReplayResult, replay
 
-from .errors import GuidebenchError
+from guidebench.errors import GuidebenchError
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 SPLIT_CHOICES = ("train", "dev", "test", "all")
@@ -92,6 +92,7 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     """Import a raw log into a temporary dataset folder with the data engineers' importer."""
     try:
         from guidebench.data import import_logs
+
     except ImportError as exc:  # the importer is another module's; say so rather than crash
         raise GuidebenchError(f"{path}: not a dataset folder, and the log importer is unavailable ({exc}); "
                               "run `guidebench data import` first") from exc
@@ -172,8 +173,8 @@ def load_export(path: Path) -> LoadedProgram:
     import programs
 
     try:
-        from runtime.frozen import load_frozen, verify_frozen
-        from runtime.frozen_manifest import FrozenModuleError
+        from runtime.frozen.loader import load_frozen, verify_frozen
+        from runtime.frozen.manifest import FrozenModuleError
     except ImportError as exc:
         raise GuidebenchError(f"--program {path}: frozen-module loading is unavailable ({exc})") from exc
     try:
@@ -209,7 +210,7 @@ def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict
 
 def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any]) -> tuple[dict[str, Path], dict[str, str]]:
     """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics)."""
-    from .replay_plots import replay_plots
+    from guidebench.replay_plots import replay_plots
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -303,7 +304,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
 
 def _configure_lm(spec: str, cache: bool = True) -> None:
     try:
-        from guidebench.lm import configure_lm
+        from guidebench.lm.factory import configure_lm
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
@@ -317,7 +318,7 @@ def _configure_lm(spec: str, cache: bool = True) -> None:
 def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Optional[str],
                run_name: Optional[str] = None) -> str:
     """Log one evaluation to MLflow (params, metrics with intervals, artifacts); returns the run id."""
-    from . import tracking
+    from guidebench.tracking import runs as tracking
 
     result, data = output.result, output.data
     params = tracking.run_params(program=output.program.name, dataset_id=data.dataset_id, split=data.split,

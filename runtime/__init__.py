@@ -68,5 +68,6 @@ __all__ = [
     "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex", "tokens_from_usage",
     "validate_directive",
 ]
-from .frozen import FrozenModuleError, load_frozen  # noqa: E402  (export issue: frozen-module loader)
+from .frozen.loader import load_frozen  # noqa: E402
+from .frozen.manifest import FrozenModuleError  # noqa: E402
 __all__ += ["FrozenModuleError", "load_frozen"]

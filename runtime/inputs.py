@@ -2,7 +2,7 @@
 
 One rendering, used by training and production alike: `programs.decision_inputs` /
 `programs.planner_inputs` (datasets, demos, compiles, replay) call these functions, and so does a
-frozen module loaded standalone (`runtime.frozen_modules`). A compiled program therefore sees the
+frozen module loaded standalone (`runtime.frozen.modules`). A compiled program therefore sees the
 same input strings in production as in its demos and its training.
 
 Pure functions of the record shapes in `runtime.fullauto` and `runtime.advisor`; no dspy needed.

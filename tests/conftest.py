@@ -10,15 +10,21 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Callable, Iterator
 
 import dspy
 import pytest
 
+# Tests live in folders that mirror the packages (imported with --import-mode=importlib); the shared
+# helpers (`*_support.py`) stay here, so this folder is put on the path once for all of them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from evals.usage import instrument
-from guidebench.fake_lm import FAKE_MODEL_ID, FakeEngine
-from guidebench.lm import make_lm
+from guidebench.lm.fake import FAKE_MODEL_ID, FakeEngine
+from guidebench.lm.factory import make_lm
 
 
 def _fake(script: list[str] | None = None) -> dspy.LM:

@@ -25,7 +25,7 @@ def _pause(marker: Path) -> None:
 def install(stage: str, marker: Path) -> None:
     """Install the pause for a stage."""
     if stage.startswith("lm:"):
-        from guidebench import fake_lm
+        from guidebench.lm import fake as fake_lm
 
         calls = int(stage.split(":", 1)[1])
         original = fake_lm.FakeEngine.complete
@@ -37,7 +37,7 @@ def install(stage: str, marker: Path) -> None:
 
         fake_lm.FakeEngine.complete = complete
     elif stage == "export:staged":
-        from guidebench import export
+        from guidebench.release import export
 
         replace = export._replace_folder
 
@@ -47,7 +47,7 @@ def install(stage: str, marker: Path) -> None:
 
         export._replace_folder = staged
     elif stage == "export:swap":
-        from guidebench import export
+        from guidebench.release import export
 
         rename = os.rename
 

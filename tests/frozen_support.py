@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from guidebench.export import ExportResult, export_frozen, source_from_registry
+from guidebench.release.export import ExportResult, export_frozen, source_from_registry
 from runtime.checksums import write_checksums
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig
 from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel

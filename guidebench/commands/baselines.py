@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..baselines import (
+from guidebench.baselines import (
     DEFAULT_EXPERIMENTS,
     DEFAULT_PLANNER_MAX_RECORDS,
     DEFAULT_FULLAUTO,
@@ -16,7 +16,7 @@ from ..baselines import (
     PLANNER_PROGRAMS,
     run_baselines,
 )
-from . import add_api_base
+from guidebench.commands import add_api_base
 
 
 def _names(text: str) -> list[str]:
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the baselines and write the report."""
-    from ..errors import GuidebenchError
+    from guidebench.errors import GuidebenchError
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")

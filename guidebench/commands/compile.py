@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import GuidebenchError
-from . import add_api_base
+from guidebench.errors import GuidebenchError
+from guidebench.commands import add_api_base
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,7 +76,7 @@ def list_optimizers(args: argparse.Namespace) -> int:
 
 
 def _request(args: argparse.Namespace):  # -> CompileRequest
-    from ..compile import CompileRequest, resume_request
+    from guidebench.compile import CompileRequest, resume_request
 
     if args.resume:
         request = resume_request(args.resume)
@@ -122,7 +122,7 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
 
 def run(args: argparse.Namespace) -> int:
     """Estimate (--dry-run) or run the compile."""
-    from ..compile import estimate, run_compile
+    from guidebench.compile import estimate, run_compile
 
     request = _request(args)
     if args.dry_run:

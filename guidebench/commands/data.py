@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import GuidebenchError
+from guidebench.errors import GuidebenchError
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ..data import import_logs
-    from ..data.pipeline import QUARANTINE_FILE, REPORT_FILE
+    from guidebench.data import import_logs
+    from guidebench.data.pipeline import QUARANTINE_FILE, REPORT_FILE
 
     options = {}
     if args.label_rules:
@@ -37,14 +37,14 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from ..data import SIMULATORS
+    from guidebench.data import SIMULATORS
 
     return SIMULATORS[args.sim_kind].run(args)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `data import` and `data simulate <kind>`."""
-    from ..data import SIMULATORS
+    from guidebench.data import SIMULATORS
 
     data = subparsers.add_parser("data", help="import logs into datasets; simulate logs",
                                  description="Import decision or experiment logs into versioned datasets, or "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import add_api_base
+from guidebench.commands import add_api_base
 
 DEFAULT_OUT = Path("out") / "demo"
 
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; a failed step ends it with one line naming the step."""
-    from ..demo import DemoOptions, run_demo
+    from guidebench.demo import DemoOptions, run_demo
 
     progress = not args.no_progress and sys.stderr.isatty()
     run_demo(DemoOptions(out=args.out, quick=args.quick, lm=args.lm, progress=progress))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
-from . import add_api_base
+from guidebench.evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
+from guidebench.commands import add_api_base
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation and print the summary table."""
-    from ..errors import GuidebenchError
+    from guidebench.errors import GuidebenchError
 
     if args.resamples < 1:
         raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import GuidebenchError
-from . import add_api_base
+from guidebench.errors import GuidebenchError
+from guidebench.commands import add_api_base
 
 _TRACKING_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)"
 
@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     """Export and print where the module went and its compiled_id."""
-    from ..export import export_frozen, source_from_registry, source_from_run
+    from guidebench.release.export import export_frozen, source_from_registry, source_from_run
 
     if bool(args.run_id) == bool(args.program):
         raise GuidebenchError("give either RUN_ID or --program NAME")
@@ -106,7 +106,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_promote(args: argparse.Namespace) -> int:
     """Promote (or refuse) and print the verdict with its reasons; exit 1 when not promoted."""
-    from ..promotion import PromotionLedger, promote_module
+    from guidebench.release.promotion import PromotionLedger, promote_module
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
@@ -131,7 +131,7 @@ def run_promote(args: argparse.Namespace) -> int:
 
 def run_rollback(args: argparse.Namespace) -> int:
     """Roll back and print the new champion."""
-    from ..promotion import PromotionLedger, rollback_module
+    from guidebench.release.promotion import PromotionLedger, rollback_module
 
     record = rollback_module(args.name, reason=args.reason, tracking_uri=args.tracking_uri,
                              ledger=PromotionLedger(args.ledger) if args.ledger else None)
@@ -143,7 +143,7 @@ def run_rollback(args: argparse.Namespace) -> int:
 
 def run_loop_command(args: argparse.Namespace) -> int:
     """Run the simulated loop and print what was written."""
-    from ..run_loop import run_loop
+    from guidebench.release import run_loop
 
     if args.runs < 1:
         raise GuidebenchError(f"--runs {args.runs}: must be at least 1")

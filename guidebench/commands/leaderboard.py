@@ -6,8 +6,8 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ..errors import GuidebenchError
-from . import add_api_base
+from guidebench.errors import GuidebenchError
+from guidebench.commands import add_api_base
 
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _configure_lm(spec: str, no_cache: bool) -> None:
     try:
-        from ..lm import configure_lm
+        from guidebench.lm.factory import configure_lm
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
@@ -80,9 +80,9 @@ def command_line(argv: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the variants, score them on the split, write and track the board, print the ranking."""
-    from ..leaderboard import run_leaderboard
-    from ..leaderboard_render import write_reports
-    from ..packages import resolve_variants
+    from guidebench.leaderboard.board import run_leaderboard
+    from guidebench.leaderboard.render import write_reports
+    from guidebench.release.packages import resolve_variants
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     names = [name.strip() for name in args.programs.split(",") if name.strip()]
     tracking_uri = None
     if args.from_mlflow or not args.no_track:
-        from .. import tracking
+        from guidebench.tracking import runs as tracking
 
         tracking_uri = tracking.configure(args.tracking_uri)
     variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri, required=not args.results)
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_track:
         files = write_reports(board, out)
     else:
-        from ..leaderboard_tracking import track_leaderboard
+        from guidebench.leaderboard.tracking import track_leaderboard
 
         _, files = track_leaderboard(board, scored, lambda b: write_reports(b, out), lm=lm, seed=args.seed,
                                      tracking_uri=tracking_uri)
@@ -154,7 +154,7 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 
 def ranking_text(board) -> str:
     """A plain-text ranking: objective with interval, difference with the champion, p-value, cost."""
-    from ..leaderboard_render import fmt_diff, fmt_metric, fmt_number, fmt_p
+    from guidebench.leaderboard.render import fmt_diff, fmt_metric, fmt_number, fmt_p
 
     lines = [f"{board.kind} leaderboard on {board.split} ({board.n_records} records, dataset {board.dataset_id[:12]}); "
              f"champion {board.champion} ({board.champion_rule})",

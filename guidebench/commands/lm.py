@@ -7,7 +7,7 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `lm` subcommand and its actions."""
-    from ..lm_server import DEFAULT_PORT, MODEL_ALIAS
+    from guidebench.lm.server import DEFAULT_PORT, MODEL_ALIAS
 
     parser = subparsers.add_parser(
         "lm", help="serve the embedded model over an OpenAI-compatible API on 127.0.0.1",
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Start the server (foreground or background)."""
-    from ..lm_server import serve
+    from guidebench.lm.server import serve
 
     record = serve(args.port, args.threads, background=args.background)
     if args.background:
@@ -48,7 +48,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_stop(args: argparse.Namespace) -> int:
     """Stop recorded servers."""
-    from ..lm_server import stop
+    from guidebench.lm.server import stop
 
     stopped = stop(args.port)
     if not stopped:
@@ -60,7 +60,7 @@ def run_stop(args: argparse.Namespace) -> int:
 
 def run_status(args: argparse.Namespace) -> int:
     """List running servers."""
-    from ..lm_server import describe, running
+    from guidebench.lm.server import describe, running
 
     records = running()
     if not records:

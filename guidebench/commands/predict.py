@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from ..errors import GuidebenchError
+from guidebench.errors import GuidebenchError
 
 # Text fields of a turn summary that hold JSON: a file may give them as objects; they are stored as
 # the pretty JSON text the loop writes.
@@ -149,7 +149,7 @@ def _run(program: Any, inputs: dict[str, Any], lm: Any) -> tuple[Any, dict[str, 
 
     from evals.usage import track_calls
 
-    from ..local_lm import ModelFileError
+    from guidebench.lm.engine import ModelFileError
 
     started = time.perf_counter()
     try:
@@ -165,7 +165,7 @@ def _run(program: Any, inputs: dict[str, Any], lm: Any) -> tuple[Any, dict[str, 
 def _make_lm(args: argparse.Namespace, uses_lm: bool) -> Any:
     if not uses_lm:
         return None
-    from ..lm import make_lm
+    from guidebench.lm.factory import make_lm
 
     return make_lm(args.lm, api_base=args.api_base, cache=not args.no_cache)
 
@@ -175,7 +175,7 @@ def run_predict(args: argparse.Namespace) -> int:
     import programs
     from runtime import GuardrailConfig, GuardrailContext, apply_guardrails
 
-    from ..lm import lm_info
+    from guidebench.lm.factory import lm_info
 
     spec, program = _program(args.program)
     if args.summary is not None and spec.kind != "full_auto":

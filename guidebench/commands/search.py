@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import GuidebenchError
-from . import add_api_base
+from guidebench.errors import GuidebenchError
+from guidebench.commands import add_api_base
 
 
 def _range(text: str, cast: type) -> tuple:
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the search and print the trials."""
-    from ..search import SearchRequest, run_search_command, summary_lines
+    from guidebench.search.study import SearchRequest, run_search_command, summary_lines
 
     if args.minibatch_size < 1:
         raise GuidebenchError(f"--minibatch-size {args.minibatch_size}: must be at least 1")

@@ -7,7 +7,7 @@ import argparse
 
 def _search_parser() -> argparse.ArgumentParser:
     """The `search` command's parser: a worker takes exactly the same arguments."""
-    from . import search
+    from guidebench.commands import search
 
     actions = argparse.ArgumentParser(add_help=False).add_subparsers()
     search.register(actions)
@@ -30,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the workers and say how the study ended."""
-    from ..errors import GuidebenchError
-    from ..tracking import guidebench_home
-    from ..workers import run_pool
+    from guidebench.errors import GuidebenchError
+    from guidebench.tracking.runs import guidebench_home
+    from guidebench.search.workers import run_pool
 
     if not args.storage:
         raise GuidebenchError("guidebench worker needs --storage: a database every worker reaches, e.g. "

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import importlib
 
-from .ingest import ImportReport, Quarantine
-from .pipeline import NothingImportedError, import_logs
-from .registry import IMPORTERS, SIMULATORS, ImportContext, SimulatorSpec, register_importer, register_simulator
+from guidebench.data.ingest import ImportReport, Quarantine
+from guidebench.data.pipeline import NothingImportedError, import_logs
+from guidebench.data.registry import IMPORTERS, SIMULATORS, ImportContext, SimulatorSpec, register_importer, register_simulator
 
 # Each kind module registers its importer (and simulator) when imported.
 for _kind_module in ("fullauto", "fullauto_writer", "experiments"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from evals.data import SPLITS, dataset_info
 
-from .ingest import ImportReport
+from guidebench.data.ingest import ImportReport
 
 CARD_FILE = "README.md"
 _TITLES = {

@@ -30,14 +30,14 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from evals.sim_experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
+from guidebench.data.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
 from runtime.advisor import ExperimentLogEntry, PerformanceProfile
 from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
-from ..errors import GuidebenchError
-from .ingest import validation_error_text
-from .planner_packets import PacketBuilder
-from .registry import ImportContext, SimulatorSpec, register_importer, register_simulator
+from guidebench.errors import GuidebenchError
+from guidebench.data.ingest import validation_error_text
+from guidebench.data.planner_packets import PacketBuilder
+from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
 KIND = "experiments"
 

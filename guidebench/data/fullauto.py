@@ -34,11 +34,11 @@ from runtime.fullauto import (
 )
 from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef
 
-from ..errors import GuidebenchError
-from .ingest import parse_json_object, validation_error_text
-from .labels import LabelRuleConfig, SideLabel, label_run
-from .registry import ImportContext, register_importer
-from .spool import GroupedSpool
+from guidebench.errors import GuidebenchError
+from guidebench.data.ingest import parse_json_object, validation_error_text
+from guidebench.data.labels import LabelRuleConfig, SideLabel, label_run
+from guidebench.data.registry import ImportContext, register_importer
+from guidebench.data.spool import GroupedSpool
 
 DECISIONS_FILE = "fullauto-decisions.jsonl"
 RAW_FILE = "fullauto-decisions-raw.jsonl"

@@ -23,11 +23,11 @@ from typing import Iterable, Optional
 from pydantic import BaseModel
 from tqdm import tqdm
 
-from evals.sim_fullauto import FullAutoSimulator, SimRun
+from guidebench.data.simulators.fullauto import FullAutoSimulator, SimRun
 
-from ..errors import GuidebenchError
-from .fullauto import DECISIONS_FILE, LABELS_FILE, RAW_FILE, RUNS_DIR
-from .registry import SimulatorSpec, register_simulator
+from guidebench.errors import GuidebenchError
+from guidebench.data.fullauto import DECISIONS_FILE, LABELS_FILE, RAW_FILE, RUNS_DIR
+from guidebench.data.registry import SimulatorSpec, register_simulator
 
 
 def _line(model: BaseModel) -> str:

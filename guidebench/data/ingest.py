@@ -29,7 +29,7 @@ from typing import IO, Any, Iterator, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .redact import Redactor
+from guidebench.data.redaction import PatternRedactor
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 RAW_PREVIEW_CHARS = 4096
@@ -211,7 +211,7 @@ def jsonl_line(entry: Any) -> str:
 class Quarantine:
     """Writer of quarantined lines, one JSON object per line: {"source", "line", "error", "raw"}."""
 
-    def __init__(self, path: str | os.PathLike, redactor: Optional[Redactor] = None) -> None:
+    def __init__(self, path: str | os.PathLike, redactor: Optional[PatternRedactor] = None) -> None:
         self.path = Path(path)
         self.count = 0
         self._redactor = redactor
@@ -220,7 +220,7 @@ class Quarantine:
     def add(self, source: str, line: int, error: str, raw: str, count_redactions: bool = True) -> None:
         """Quarantine one line (its raw text is redacted first; counted unless the line was counted already)."""
         if self._redactor is not None:
-            raw = (self._redactor if count_redactions else Redactor()).text(raw)
+            raw = (self._redactor if count_redactions else PatternRedactor()).text(raw)
         entry = {"source": source, "line": line, "error": error, "raw": raw}
         self._handle.write(jsonl_line(entry))
         self.count += 1

@@ -11,13 +11,13 @@ from typing import Any, Iterator, Mapping, Optional
 
 from evals.data import SPLITS, DatasetRow, assign_splits, write_dataset
 
-from .. import __version__
-from ..errors import GuidebenchError
-from .card import write_card
-from .ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
-from .redact import Redactor
-from .registry import IMPORTERS, ImportContext, parse_row_line
-from .spool import GroupedSpool
+from guidebench import __version__
+from guidebench.errors import GuidebenchError
+from guidebench.data.card import write_card
+from guidebench.data.ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
+from guidebench.data.redaction import PatternRedactor
+from guidebench.data.registry import IMPORTERS, ImportContext, parse_row_line
+from guidebench.data.spool import GroupedSpool
 
 REPORT_FILE = "import_report.json"
 QUARANTINE_FILE = "quarantine.jsonl"
@@ -78,7 +78,7 @@ def import_logs(
     except OSError as exc:
         raise GuidebenchError(f"{target}: cannot create the --out folder: {exc.strerror or exc}") from None
     report = ImportReport(kind=kind, path=str(source), out=str(target))
-    redactor = Redactor()
+    redactor = PatternRedactor()
     workdir = Path(tempfile.mkdtemp(prefix=".import-", dir=target))
     try:
         with Quarantine(target / QUARANTINE_FILE, redactor) as quarantine, \

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from evals.data import row_of
 
-from .ingest import (
+from guidebench.data.ingest import (
     DEFAULT_MAX_LINE_BYTES,
     ImportReport,
     PhysicalLine,
@@ -34,8 +34,8 @@ from .ingest import (
     read_lines,
     validation_error_text,
 )
-from .redact import Redactor, might_hold_secret
-from .spool import GroupedSpool
+from guidebench.data.redaction import PatternRedactor, might_hold_secret
+from guidebench.data.spool import GroupedSpool
 
 
 class _NoBar:
@@ -74,7 +74,7 @@ class ImportContext:
     out: Path
     seed: int
     report: ImportReport
-    redactor: Redactor
+    redactor: PatternRedactor
     quarantine: Quarantine
     side_quarantine: Quarantine
     records: GroupedSpool

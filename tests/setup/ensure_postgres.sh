@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make Debian's PostgreSQL server binaries (initdb, pg_ctl) available for the scale-out tests.
 # Idempotent: does nothing when /usr/lib/postgresql/<version>/bin/initdb exists.
-# The tests run their own throwaway cluster on 127.0.0.1 (guidebench.services); this script never
+# The tests run their own throwaway cluster on 127.0.0.1 (guidebench.search.services); this script never
 # starts a server, and tells the package not to create (and start) its default cluster either.
 # Prints the bin folder on its last line.
 set -euo pipefail

@@ -1,0 +1,353 @@
+"""Seeded episodes of the kernel-optimization loop: a simulated planner plays `evals.sim_kernel`.
+
+Each episode starts from `sim_kernel.initial_state` and runs 24-48 iterations. Before every
+iteration the simulated planner sees what a real one sees (its own log so far, the performance
+profile, the goal) and emits a full `OptimizationDirective`:
+
+- it scores the families from the profile (slack favours `family:schedule`, a binding load
+  bound `family:reduce_loads`, a binding critical path `family:break_deps`) weighted by its
+  `insight`, plus noise and a `stickiness` bias towards the family it is on;
+- with probability `compliance` it obeys the pivot protocol (`runtime.pivot`): blocked families
+  are excluded, a required pivot leaves the current family, near the bound only
+  reduce_loads/break_deps remain, recovery mode forces Low risk; otherwise it ignores it, so
+  protocol compliance varies across and within episodes;
+- 70% of episodes have the goal `threshold`: the target is the highest published threshold
+  below the current best (the loop climbs them), `best` once none is left; the others aim at
+  `best` throughout (aspiration = best - 1);
+- `expected_effect_cycles` is the planner's (noisy) guess of the change of cycles, negative for
+  fewer cycles, the same sign convention as `delta_vs_best`.
+
+The environment then applies the directive and the loop runner's log line is written in the
+shape of formats.md §2.1 (keys sorted, `%Y-%m-%dT%H:%M:%SZ`). Some episodes use the older short
+shape (no scope/correctness/best_before/new_best/threshold_met; `strategy_tags[0]` is a legacy
+tag, not a family). Next to every `log.jsonl` a side file `log.sim.jsonl` records the goal and the
+performance profile before each iteration (line 1: the episode header with `format` and
+`episode_id`; then one line per iteration), which `guidebench.data.experiments` attaches to the
+packets. Planner and environment draw from separate streams seeded by (seed, episode,
+iteration), so episode k is the same bytes whatever the number of episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from runtime import pivot
+from runtime.advisor import FAMILIES, THRESHOLDS, TIMESTAMP_UTC_FORMAT, OptimizationDirective, PerformanceProfile
+
+from evals.sim_kernel import (
+    BREAK_DEPS,
+    FAMILY_TECHNIQUES,
+    NEAR_BOUND_SLACK,
+    REDUCE_LOADS,
+    SCHEDULE,
+    AttemptOutcome,
+    KernelState,
+    apply_directive,
+    derive_seed,
+    initial_state,
+    performance_profile,
+)
+
+SIDE_FILE_SUFFIX = ".sim.jsonl"
+SIDE_FILE_FORMAT = "guidebench.sim_experiments/v1"
+TIMESTAMP_FORMAT = TIMESTAMP_UTC_FORMAT
+EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=timezone.utc)
+OLD_SHAPE_KEYS = ("base_branch", "base_sha", "branch", "change_summary", "cycles", "delta_vs_best", "files_changed",
+                  "head_sha", "hypothesis", "iteration_id", "merged_to_main", "notes", "result_summary",
+                  "strategy_tags", "tests_diff_empty", "timestamp_utc", "valid")
+LEGACY_TAGS = {SCHEDULE: "sched", REDUCE_LOADS: "loads", BREAK_DEPS: "deps"}
+VALIDATION = {"commands": ["python tests/submission_tests.py", "git diff --exit-code origin/main -- tests/"],
+              "pass_criteria": ["all submission tests pass", "cycles below the current best",
+                                "tests/ unchanged"]}
+
+_HYPOTHESES = {
+    SCHEDULE: ("The schedule leaves {slack} cycles above the {tight}-cycle bound; packing independent ops into "
+               "idle slots should recover part of it.",
+               "Bundles are under-filled around the hash rounds; a list scheduler over a wider window should "
+               "close some of the {slack}-cycle slack."),
+    REDUCE_LOADS: ("Loads need {load} cycles at 2 per cycle; vector loads and reuse of tree levels cut that bound.",
+                   "Repeated scalar loads of the same tree nodes keep the load engine at {load} cycles; hoisting "
+                   "and register reuse remove them."),
+    BREAK_DEPS: ("The critical path is {cp} cycles; re-associating the hash chain shortens it.",
+                 "Batches wait on one long dependency chain ({cp} cycles); interleaving them and a tree "
+                 "reduction break it up."),
+}
+_CHANGES = {
+    SCHEDULE: ("reorder bundles to fill idle alu/valu slots", "software-pipeline the round loop",
+               "unroll the inner loop by two", "move address arithmetic off the critical slots"),
+    REDUCE_LOADS: ("replace scalar loads with vload of 8 lanes", "keep the top tree levels in registers",
+                   "hoist loop-invariant loads out of the round loop", "reuse loaded node values across batches"),
+    BREAK_DEPS: ("re-associate the hash combine steps", "interleave two batches to hide latency",
+                 "turn the serial reduction into a tree", "compute both branch sides and select"),
+}
+
+
+def next_threshold(best: int) -> Optional[int]:
+    """The published threshold a threshold-goal loop aims at next: the highest one below the best."""
+    below = [t for t in THRESHOLDS if t < best]
+    return max(below) if below else None
+
+
+class PlannerPersona(BaseModel):
+    """How a simulated planner behaves: protocol compliance, use of the profile, habits, risk appetite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compliance: float
+    insight: float
+    stickiness: float
+    risk_weights: tuple[float, float, float]
+
+
+class SimulatedEpisode(BaseModel):
+    """One episode: the log entries (dicts, loop-runner shape) and its side file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    old_shape: bool
+    entries: list[dict[str, Any]]
+    side: dict[str, Any]
+
+    @property
+    def best_cycles(self) -> int:
+        """Best cycles at the end of the episode (start cycles when nothing improved)."""
+        return self.side["final_best_cycles"]
+
+    def log_text(self) -> str:
+        """The episode's `log.jsonl` text."""
+        return "".join(entry_line(entry) + "\n" for entry in self.entries)
+
+    def side_text(self) -> str:
+        """The side file's text: the header line, then one line per iteration."""
+        header = {key: value for key, value in self.side.items() if key != "iterations"}
+        lines = [header, *self.side["iterations"]]
+        return "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+
+
+def entry_line(entry: dict[str, Any]) -> str:
+    """One log line as the loop runner writes it: keys sorted, default separators."""
+    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
+
+
+def sample_persona(rng: random.Random) -> PlannerPersona:
+    """A planner for one episode."""
+    appetite = rng.random()
+    return PlannerPersona(
+        compliance=round(rng.uniform(0.4, 0.98), 3),
+        insight=round(rng.uniform(0.0, 1.0), 3),
+        stickiness=round(rng.uniform(0.0, 0.6), 3),
+        risk_weights=(round(1.0 - appetite, 3), 1.0, round(0.2 + appetite, 3)),
+    )
+
+
+def _family_scores(state: KernelState) -> dict[str, float]:
+    """What the profile says each family is worth now, about [0, 1.2]."""
+    tight = state.tight_lb_cycles
+    by_engine = state.min_cycles_by_engine
+    others = {"load": max([state.cp_lb_cycles] + [c for e, c in by_engine.items() if e != "load"]),
+              "cp": state.resource_lb_cycles}
+
+    def lowering(bound: int, rest: int) -> float:
+        if bound >= tight:
+            return 0.5 + min(0.5, (bound - rest) / 30)
+        return 0.3 if bound >= 0.97 * tight else 0.1
+
+    near = state.slack_fraction <= NEAR_BOUND_SLACK
+    return {
+        SCHEDULE: 0.1 if near else min(1.2, state.slack_fraction / 0.08),
+        REDUCE_LOADS: lowering(by_engine["load"], others["load"]),
+        BREAK_DEPS: lowering(state.cp_lb_cycles, others["cp"]),
+    }
+
+
+def _candidates(history: list[dict[str, Any]], profile: PerformanceProfile, target: Optional[int]) -> list[str]:
+    """Families a protocol-abiding planner may choose next."""
+    constraints = pivot.family_constraints(history)
+    allowed = constraints.families_for_next()
+    must_pivot, reasons = pivot.pivot_required(history, profile, target)
+    if must_pivot and constraints.current_family in allowed and len(allowed) > 1:
+        allowed.remove(constraints.current_family)
+    if any(r.startswith("near_bound") for r in reasons):
+        lowering = [f for f in allowed if f in (REDUCE_LOADS, BREAK_DEPS)]
+        allowed = lowering or allowed
+    return allowed
+
+
+def _modifiers(family: str, rng: random.Random) -> list[str]:
+    count = rng.choice((0, 1, 1, 2, 2, 3))
+    chosen: list[str] = []
+    for _ in range(count):
+        pool_family = family if rng.random() < 0.8 else rng.choice(FAMILIES)
+        technique = rng.choice(FAMILY_TECHNIQUES[pool_family])
+        if technique not in chosen:
+            chosen.append(technique)
+    return chosen
+
+
+def plan_directive(history: list[dict[str, Any]], state: KernelState, target: Optional[int],
+                   persona: PlannerPersona, rng: random.Random) -> OptimizationDirective:
+    """The simulated planner's directive for the next iteration."""
+    profile = performance_profile(state)
+    informed = _family_scores(state)
+    current = pivot.family_of(history[-1]) if history else None
+    scores = {f: persona.insight * informed[f] + (1 - persona.insight) * rng.random() + rng.gauss(0.0, 0.1)
+              + (persona.stickiness if f == current else 0.0) for f in FAMILIES}
+    obeys = rng.random() < persona.compliance
+    pool = _candidates(history, profile, target) if obeys else list(FAMILIES)
+    family = max(pool, key=lambda f: (scores[f], -FAMILIES.index(f)))
+    recovery = pivot.invalid_streak(history) >= pivot.INVALID_STREAK
+    risk = "Low" if obeys and recovery else rng.choices(("Low", "Medium", "High"), weights=persona.risk_weights)[0]
+    modifiers = _modifiers(family, rng)
+    guess = informed[family] * {SCHEDULE: 0.3 * state.slack_cycles, REDUCE_LOADS: 40, BREAK_DEPS: 40}[family]
+    expected = -max(1, round(guess * rng.uniform(0.4, 1.8)))
+    goal_cycles = target if target is not None else state.cycles - 1
+    fill = {"slack": state.slack_cycles, "tight": state.tight_lb_cycles,
+            "load": state.min_cycles_by_engine["load"], "cp": state.cp_lb_cycles}
+    changes = rng.sample(_CHANGES[family], rng.randint(1, 3))
+    steps = ["profile the current kernel and note the binding bound", *[f"implement: {c}" for c in changes],
+             "run the submission tests and record cycles"]
+    return OptimizationDirective(
+        objective=f"Reach {goal_cycles} cycles or fewer (best {state.cycles})",
+        primary_hypothesis=rng.choice(_HYPOTHESES[family]).format(**fill),
+        strategy_family=family, strategy_modifiers=modifiers, risk=risk, expected_effect_cycles=expected,
+        change_summary=changes, step_plan=steps, validation=VALIDATION,
+        next_packet_requests=["performance_profile"] if rng.random() < 0.3 else [],
+        did_web_search=rng.random() < 0.1,
+    )
+
+
+def _result_summary(outcome: AttemptOutcome) -> str:
+    if outcome.failure == "correctness":
+        return "correctness check failed: kernel output differs from the reference"
+    if outcome.failure == "tests_changed":
+        return "rejected: the change edits tests/"
+    if outcome.failure == "scope":
+        return "rejected: files outside the allowed scope changed"
+    delta = outcome.cycles - outcome.best_before
+    verdict = "new best, merged" if outcome.new_best else "no improvement, not merged"
+    return f"{outcome.cycles} cycles ({delta:+d} vs best {outcome.best_before}); {verdict}"
+
+
+def log_entry(iteration_id: int, timestamp: datetime, directive: OptimizationDirective, outcome: AttemptOutcome,
+              shas: tuple[str, str], target: Optional[int], rng: random.Random, old_shape: bool) -> dict[str, Any]:
+    """The loop runner's log line for one attempt (formats.md §2.1), in the full or the older short shape."""
+    family = directive.strategy_family
+    cycles = outcome.cycles
+    correctness: Optional[bool] = outcome.correctness_pass
+    if outcome.scope_forbidden_files and correctness and rng.random() < 0.5:
+        correctness, cycles = None, None  # the runner stops before the correctness check
+    entry: dict[str, Any] = {
+        "base_branch": "main", "base_sha": shas[0], "best_before": outcome.best_before,
+        "branch": f"opt/iter-{iteration_id:03d}-{family.split(':')[1]}",
+        "change_summary": list(directive.change_summary), "correctness_pass": correctness, "cycles": cycles,
+        "delta_vs_best": None if cycles is None else cycles - outcome.best_before,
+        "files_changed": list(outcome.files_changed), "head_sha": shas[1],
+        "hypothesis": directive.primary_hypothesis, "iteration_id": iteration_id,
+        "merged_to_main": outcome.new_best, "new_best": outcome.new_best,
+        "result_summary": _result_summary(outcome),
+        "scope_disallowed_files": list(outcome.scope_disallowed_files),
+        "scope_forbidden_files": list(outcome.scope_forbidden_files), "scope_ok": outcome.scope_ok,
+        "strategy_tags": [family, *directive.strategy_modifiers][:4], "tests_diff_empty": outcome.tests_diff_empty,
+        "threshold_met": bool(outcome.valid and cycles is not None and target is not None and cycles <= target),
+        "timestamp_utc": timestamp.strftime(TIMESTAMP_FORMAT), "valid": outcome.valid,
+    }
+    if rng.random() < 0.15:
+        entry["notes"] = f"risk {directive.risk}; expected {directive.expected_effect_cycles:+d} cycles"
+    if not old_shape:
+        return entry
+    legacy = LEGACY_TAGS[family]
+    entry["strategy_tags"] = ([legacy, *directive.strategy_modifiers] if rng.random() < 0.5
+                              else [*directive.strategy_modifiers, legacy])[:4]
+    return {k: v for k, v in entry.items() if k in OLD_SHAPE_KEYS}
+
+
+def _sha(rng: random.Random) -> str:
+    return f"{rng.getrandbits(160):040x}"
+
+
+def simulate_episode(seed: int, index: int, *, old_shape: bool = False,
+                     iterations: Optional[int] = None) -> SimulatedEpisode:
+    """Episode `index` of a seed: the planner plays the kernel environment for 24-48 iterations."""
+    setup = random.Random(derive_seed("episode", seed, index))
+    state = initial_state(setup)
+    persona = sample_persona(setup)
+    count = iterations if iterations is not None else setup.randint(24, 48)
+    climbs_thresholds = setup.random() < 0.7
+    clock = EPOCH + timedelta(hours=7 * index, minutes=setup.randint(0, 300))
+    main_sha = _sha(setup)
+    episode_id = f"sim-{seed}-{index:04d}"
+    start_cycles = state.cycles
+    history: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    iterations_side: list[dict[str, Any]] = []
+    for iteration_id in range(1, count + 1):
+        planner_rng = random.Random(derive_seed("planner", seed, index, iteration_id))
+        env_rng = random.Random(derive_seed("env", seed, index, iteration_id))
+        target = next_threshold(state.cycles) if climbs_thresholds else None
+        iterations_side.append({"iteration_id": iteration_id, "goal": "best" if target is None else "threshold",
+                                "threshold_target": target,
+                                "performance_profile": performance_profile(state).model_dump(mode="json")})
+        directive = plan_directive(history, state, target, persona, planner_rng)
+        outcome = apply_directive(state, directive, env_rng)
+        clock += timedelta(minutes=planner_rng.randint(6, 45), seconds=planner_rng.randint(0, 59))
+        head_sha = _sha(planner_rng)
+        entry = log_entry(iteration_id, clock, directive, outcome, (main_sha, head_sha), target, planner_rng,
+                          old_shape)
+        # The protocol is about the family the planner chose, so the planner's own memory keeps it.
+        history.append({**entry, "strategy_tags": [directive.strategy_family, *directive.strategy_modifiers]})
+        entries.append(entry)
+        if outcome.new_best:
+            main_sha = head_sha
+        state = outcome.state_after
+    side = {"format": SIDE_FILE_FORMAT, "episode_id": episode_id, "seed": seed, "index": index,
+            "old_shape": old_shape, "persona": persona.model_dump(mode="json"), "start_cycles": start_cycles,
+            "final_best_cycles": state.cycles, "climbs_thresholds": climbs_thresholds,
+            "iterations": iterations_side}
+    return SimulatedEpisode(episode_id=episode_id, old_shape=old_shape, entries=entries, side=side)
+
+
+class SimulationSummary(BaseModel):
+    """What `write_episodes` wrote."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: str
+    episodes: int
+    entries: int
+    old_shape_episodes: int
+    files: list[str]
+
+
+def episode_is_old_shape(seed: int, index: int, old_shape_fraction: float) -> bool:
+    """Whether episode `index` of a seed is written in the older short shape."""
+    return random.Random(derive_seed("shape", seed, index)).random() < old_shape_fraction
+
+
+def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
+                   old_shape_fraction: float = 0.2) -> SimulationSummary:
+    """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.jsonl` side files."""
+    if episodes < 1:
+        raise ValueError("episodes must be >= 1")
+    if not 0.0 <= old_shape_fraction <= 1.0:
+        raise ValueError("old_shape_fraction must be within [0, 1]")
+    out = Path(out_dir)
+    files: list[str] = []
+    total = old = 0
+    for index in range(episodes):
+        episode = simulate_episode(seed, index, old_shape=episode_is_old_shape(seed, index, old_shape_fraction))
+        folder = out / f"episode-{index:04d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / "log.jsonl"
+        log.write_text(episode.log_text(), encoding="utf-8")
+        (folder / f"log{SIDE_FILE_SUFFIX}").write_text(episode.side_text(), encoding="utf-8")
+        files.append(log.relative_to(out).as_posix())
+        total += len(episode.entries)
+        old += episode.old_shape
+    return SimulationSummary(out_dir=str(out), episodes=episodes, entries=total, old_shape_episodes=old, files=files)

@@ -1,0 +1,38 @@
+"""Leaderboards: score package variants on one frozen split, rank them with intervals and a paired
+comparison with the champion, and render Markdown, HTML, JSON and plots.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guidebench.leaderboard.board import build_leaderboard, run_leaderboard, score_variants, rank, choose_champion
+    from guidebench.leaderboard.models import Leaderboard, LeaderboardRow, Comparison, Cost
+    from guidebench.leaderboard.split import FrozenSplit, ScoredVariant, SplitMismatchError, load_split
+    from guidebench.leaderboard.render import render_markdown, render_html, write_reports
+    from guidebench.leaderboard.pareto import pareto_front
+    from guidebench.leaderboard.tracking import track_leaderboard
+
+_WHERE: dict[str, str] = {
+    "build_leaderboard": "board", "run_leaderboard": "board", "score_variants": "board", "rank": "board", "choose_champion": "board",
+    "Leaderboard": "models", "LeaderboardRow": "models", "Comparison": "models", "Cost": "models",
+    "FrozenSplit": "split", "ScoredVariant": "split", "SplitMismatchError": "split", "load_split": "split",
+    "render_markdown": "render", "render_html": "render", "write_reports": "render",
+    "pareto_front": "pareto",
+    "track_leaderboard": "tracking",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use (keeps `import guidebench.leaderboard` cheap)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

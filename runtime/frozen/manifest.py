@@ -1,0 +1,138 @@
+"""The frozen-module format: folder layout, `manifest.json` model and the refusal error.
+
+A frozen module is a folder:
+    program.json        DSPy program state (JSON; never a pickle)
+    manifest.json       `FrozenManifest`
+    dsrs/manifest.json  the same module as the original runtime's CompiledModuleManifest
+    dsrs/hub.json       that manifest plus the demos
+    checksums.sha256    SHA-256 of every other file, `sha256sum` format
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime.signature_spec import SignatureSpec
+
+FORMAT_VERSION = 1
+PROGRAM_FILE = "program.json"
+MANIFEST_FILE = "manifest.json"
+CHECKSUMS_FILE = "checksums.sha256"
+DSRS_DIR = "dsrs"
+DSRS_MANIFEST_FILE = "dsrs/manifest.json"
+DSRS_HUB_FILE = "dsrs/hub.json"
+
+ModuleKind = Literal["full_auto", "planner"]
+PromotionState = Literal["candidate", "staged", "shadow", "promoted", "rolled_back"]
+COMPATIBLE_WITH: dict[str, str] = {"full_auto": "GuidanceInputs@v1", "planner": "AdvisorPacket@v1"}
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class FrozenModuleError(Exception):
+    """A frozen module the runtime refuses to load; the message is one line with the reason."""
+
+    def __init__(self, reason: str, path: str = ""):
+        self.reason = " ".join(str(reason).split())
+        self.path = path
+        super().__init__(f"frozen module {path} refused: {self.reason}" if path else self.reason)
+
+
+class MetricInterval(BaseModel):
+    """One metric with its interval, as `evals.stats.MetricValue` writes it."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    value: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    n: int = 0
+
+
+class PredictorSpec(BaseModel):
+    """One predictor of the program: its path in program.json and its installed signature."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    signature_name: str
+    signature_hash: str
+    signature: SignatureSpec
+    demo_count: int = 0
+
+
+class FrozenManifest(BaseModel):
+    """`manifest.json` of a frozen module."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    format_version: int = FORMAT_VERSION
+    name: str
+    version: str
+    entry: str
+    kind: ModuleKind
+    compatible_with: str
+    uses_lm: bool
+    signature_name: str
+    signature_hash: str
+    signature: SignatureSpec
+    predictors: list[PredictorSpec] = Field(default_factory=list)
+    optimizer: str = "none"
+    demo_count: int = 0
+    dspy_version: str
+    python_version: str
+    guidebench_version: str = ""
+    lm_model: Optional[str] = None
+    dataset_id: Optional[str] = None
+    split: Optional[str] = None
+    split_hash: Optional[str] = None
+    # Each metric of the replay on that split with its bootstrap interval; "objective" is the score.
+    scorecard: dict[str, MetricInterval] = Field(default_factory=dict)
+    mlflow_run_id: Optional[str] = None
+    git_commit: Optional[str] = None
+    created_at: str
+    promotion_state: PromotionState = "candidate"
+    tags: list[str] = Field(default_factory=list)
+    evals: list[str] = Field(default_factory=list)
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.match(value):
+            raise ValueError(f"version must be X.Y.Z, got {value!r}")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"name must be letters, digits, '.', '_' or '-' (max 128), got {value!r}")
+        return value
+
+    @property
+    def package(self) -> str:
+        """`name@version`, the package id recorded in decision records."""
+        return f"{self.name}@{self.version}"
+
+
+def valid_name(name: str) -> bool:
+    """True when `name` is usable as a package name (and a registry / folder name)."""
+    return bool(_NAME.match(name))
+
+
+def valid_version(version: str) -> bool:
+    """True for an X.Y.Z version."""
+    return bool(_SEMVER.match(version))
+
+
+def dspy_compatible(exported: str, installed: str) -> bool:
+    """Program state is portable within one dspy minor series: same major and minor version."""
+    def major_minor(version: str) -> Optional[tuple[int, int]]:
+        match = re.match(r"^(\d+)\.(\d+)", version.strip())
+        return (int(match.group(1)), int(match.group(2))) if match else None
+
+    a, b = major_minor(exported), major_minor(installed)
+    return a is not None and a == b

@@ -1,0 +1,368 @@
+"""The callable modules `load_frozen` returns: a guidance module and a planner module.
+
+A guidance module takes a turn summary and a guardrail config and returns the enforced
+decision, its audit and a `DecisionRecord`; a planner module takes an advisor packet and returns
+a validated `OptimizationDirective`. Any LM, adapter or parse error yields the safe default
+(`pause` at confidence 0.0; a conservative directive), never an exception.
+
+When the caller does not pass the installed program, the runtime runs the exported predictor
+itself: `FrozenDecisionProgram` / `FrozenPlannerProgram` wrap one `dspy.Predict` rebuilt from
+the manifest's signature definition and follow the program contracts of docs/architecture.md
+(`forward(**inputs) -> Prediction` with `decision` / `directive` and `parse_errors`).
+
+Without an `inputs=` mapping, a loaded module renders its inputs with `runtime.inputs`
+(`summary_inputs` / `packet_inputs`), the very functions `programs.decision_inputs` /
+`programs.planner_inputs` call for training: the prompt matches the demos and the training.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import dspy
+
+from runtime.advisor import FAMILIES, AdvisorPacket, OptimizationDirective
+from runtime.fullauto import FullAutoTurnSummary, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
+from runtime.frozen.manifest import FrozenManifest
+from runtime.guardrails import apply_guardrails, parse_decision
+from runtime.inputs import input_text, packet_inputs, summary_inputs
+from runtime.pivot import validate_directive
+from runtime.records import DecisionRecord, LMUsage, LoggedDecision
+from runtime.signature_spec import SignatureSpec
+
+InputsFn = Callable[[Any], dict[str, Any]]
+PREVIEW_CHARS = 140
+_ERROR_CHARS = 300
+
+
+class GuidanceResult(NamedTuple):
+    """What a guidance module returns for one turn."""
+
+    decision: GuidanceDecision
+    audit: GuardrailAudit
+    record: DecisionRecord
+
+
+class PlannerResult(NamedTuple):
+    """What a planner module returns for one packet."""
+
+    directive: OptimizationDirective
+    errors: list[str]
+    used_default: bool
+
+
+def _error_text(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:_ERROR_CHARS]
+
+
+def _signature_inputs(spec: SignatureSpec, given: Mapping[str, Any]) -> dict[str, Any]:
+    # A str-typed input gets text (already text from `summary_inputs` / `packet_inputs`, the
+    # rendering the programs train on); other types get the JSON value itself.
+    return {f.name: (input_text(given[f.name]) if f.type == "str" else given[f.name])
+            for f in spec.inputs if f.name in given}
+
+
+def missing_inputs(spec: SignatureSpec, available: set[str]) -> list[str]:
+    """Input fields of the signature that the runtime's own input mapping cannot fill."""
+    return [name for name in spec.input_names if name not in available]
+
+
+def _model_id(lm: Any) -> str:
+    model = getattr(lm, "model", "") or ""
+    # Keep the model id, never an endpoint that may have been folded into it.
+    return re.sub(r"https?://\S+", "<endpoint>", str(model))
+
+
+def _lm_scope(lm: Any):
+    return dspy.context(lm=lm) if lm is not None else nullcontext()
+
+
+def _predict(predictor: dspy.Predict, inputs: dict[str, Any]) -> Any:
+    """Call the predictor as `programs` does: ChatAdapter without the JSON fallback unless configured, refusing
+    ambiguous answers (`runtime.strict_adapter`)."""
+    from runtime.strict_adapter import StrictChatAdapter
+
+    # On a small local model the JSON fallback fails too and costs a second call (design.md).
+    scope = nullcontext() if dspy.settings.adapter is not None \
+        else dspy.context(adapter=StrictChatAdapter(use_json_adapter_fallback=False))
+    with scope:
+        return predictor(**inputs)
+
+
+class FrozenDecisionProgram(dspy.Module):
+    """One exported predictor run as a Full Auto program (the contract of `programs`)."""
+
+    def __init__(self, predictor_name: str, predictor: dspy.Predict, spec: SignatureSpec):
+        super().__init__()
+        self._predictor_name = predictor_name
+        self._spec = spec
+        _attach(self, predictor_name, predictor)
+
+    @property
+    def predictor(self) -> dspy.Predict:
+        """The rebuilt predictor."""
+        return _find(self, self._predictor_name)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        """Predict, then parse into a validated decision (safe `pause` on any error)."""
+        from dspy.utils.exceptions import AdapterParseError
+
+        raw: Any = None
+        try:
+            raw = _predict(self.predictor, _signature_inputs(self._spec, inputs))
+            decision = parse_decision(raw)
+        except AdapterParseError as exc:
+            # The lenient parser may still read the sections the adapter refused.
+            raw = exc.lm_response if isinstance(exc.lm_response, str) else str(exc.lm_response or "")
+            decision = parse_decision(raw)
+            if decision.parse_errors:
+                decision = decision.model_copy(update={"parse_errors": [_error_text(exc), *decision.parse_errors]})
+        except Exception as exc:  # LM and other errors end in the safe default
+            decision = GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)])
+        return dspy.Prediction(action=decision.action, next_input=decision.next_input, reason=decision.reason,
+                               confidence=decision.confidence, decision=decision,
+                               parse_errors=list(decision.parse_errors), raw=raw)
+
+
+def safe_default_directive(packet: Optional[AdvisorPacket] = None) -> OptimizationDirective:
+    """A conservative, valid directive in an allowed family: re-measure, then ask for a new plan."""
+    constraints = packet.strategy_family_constraints if packet else None
+    allowed = [f for f in (constraints.allowed_families if constraints else FAMILIES) if f in FAMILIES] \
+        or list(FAMILIES)
+    blocked = set(constraints.blocked_families) if constraints else set()
+    current = constraints.current_family if constraints else None
+    candidates = [f for f in allowed if f not in blocked and f != current] or \
+        [f for f in allowed if f not in blocked] or allowed
+    return OptimizationDirective(
+        objective="Re-establish a valid, measured state before the next optimization attempt",
+        primary_hypothesis="The planner output was unusable; a small verified step keeps the loop safe",
+        strategy_family=candidates[0],
+        strategy_modifiers=[],
+        risk="Low",
+        expected_effect_cycles=0,
+        change_summary=["No kernel change until a valid directive is available"],
+        step_plan=["Check out the current best branch", "Run the correctness tests and measure cycles",
+                   "Record the measurement and request a fresh directive"],
+        validation={"commands": ["run the kernel correctness tests", "measure kernel cycles"],
+                    "pass_criteria": ["correctness passes", "cycles do not regress against the best"]},
+        next_packet_requests=[],
+        did_web_search=False,
+    )
+
+
+def _directive_fields(raw: Any, spec: SignatureSpec) -> Any:
+    """The directive object from a prediction: a `directive` output, or the directive's own fields."""
+    value = getattr(raw, "directive", None)
+    if value is None:
+        keys = OptimizationDirective.model_fields.keys()
+        present = {k: getattr(raw, k) for k in keys if k in spec.output_names}
+        return {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in present.items()} or None
+    if isinstance(value, OptimizationDirective):
+        return value.model_dump(mode="json")
+    if isinstance(value, str):
+        return json.loads(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+class FrozenPlannerProgram(dspy.Module):
+    """One exported predictor run as a planner program: packet parts in, validated directive out."""
+
+    def __init__(self, predictor_name: str, predictor: dspy.Predict, spec: SignatureSpec):
+        super().__init__()
+        self._predictor_name = predictor_name
+        self._spec = spec
+        _attach(self, predictor_name, predictor)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        """Predict and validate against the strict directive schema and the blocked families."""
+        blocked = _blocked(inputs)
+        try:
+            raw = _predict(_find(self, self._predictor_name), _signature_inputs(self._spec, inputs))
+            obj = _directive_fields(raw, self._spec)
+            errors = validate_directive(obj, blocked)
+            parse_errors: list[str] = []
+        except Exception as exc:  # LM, adapter and JSON errors all end in the safe default
+            errors, parse_errors = [_error_text(exc)], [_error_text(exc)]
+            obj = None
+        if errors:
+            directive = safe_default_directive(_packet_from(inputs))
+        else:
+            directive = OptimizationDirective.model_validate(obj)
+        return dspy.Prediction(directive=directive, directive_errors=errors, parse_errors=parse_errors)
+
+
+def _packet_from(inputs: Mapping[str, Any]) -> Optional[AdvisorPacket]:
+    try:
+        packet = inputs.get("packet")
+        return AdvisorPacket.model_validate(json.loads(packet) if isinstance(packet, str) else packet)
+    except Exception:  # the default directive still works without constraints
+        return None
+
+
+def _blocked(inputs: Mapping[str, Any]) -> list[str]:
+    packet = _packet_from(inputs)
+    return list(packet.strategy_family_constraints.blocked_families) if packet else []
+
+
+def _attach(root: dspy.Module, dotted: str, predictor: dspy.Predict) -> None:
+    """Place the predictor at its program.json path so save/load round-trip unchanged."""
+    parts = dotted.split(".")
+    node: Any = root
+    for part in parts[:-1]:
+        child = getattr(node, part, None)
+        if child is None:
+            child = dspy.Module()
+            setattr(node, part, child)
+        node = child
+    setattr(node, parts[-1], predictor)
+
+
+def _find(root: dspy.Module, dotted: str) -> dspy.Predict:
+    node: Any = root
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _usage(prediction: Any) -> Optional[LMUsage]:
+    try:
+        usage = prediction.get_lm_usage() or {}
+    except Exception:  # custom programs need not support usage tracking
+        return None
+    totals = LMUsage()
+    for entry in usage.values():
+        totals.prompt_tokens += int(entry.get("prompt_tokens") or 0)
+        totals.completion_tokens += int(entry.get("completion_tokens") or 0)
+        totals.total_tokens += int(entry.get("total_tokens") or 0)
+    return totals if usage else None
+
+
+def _raw_of(prediction: Any) -> Any:
+    raw = getattr(prediction, "raw", None)
+    source = raw if raw is not None else prediction
+    try:
+        data = dict(source.items()) if hasattr(source, "items") else source
+        if isinstance(data, dict):
+            # The parsed decision is logged on its own line already; keep the model's fields.
+            data = {k: v for k, v in data.items() if k not in ("decision", "raw")}
+        return json.loads(json.dumps(data, default=input_text))
+    except Exception:  # the raw output is diagnostic only
+        return str(source)
+
+
+class FrozenGuidanceModule:
+    """A loaded Full Auto frozen module: `module(summary, config)` -> GuidanceResult."""
+
+    def __init__(self, manifest: FrozenManifest, program: dspy.Module, path: Path,
+                 inputs: Optional[InputsFn] = None, lm: Any = None):
+        self.manifest = manifest
+        self.program = program
+        self.path = path
+        self.lm = lm
+        self._inputs = inputs
+
+    def __repr__(self) -> str:
+        return f"FrozenGuidanceModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
+
+    def decide(self, summary: FullAutoTurnSummary | Mapping[str, Any]) -> tuple[GuidanceDecision, Any, Any]:
+        """The model's own decision for a summary (before guardrails), with raw output and usage."""
+        summary = _summary(summary)
+        prediction: Any = None
+        try:
+            inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
+            with _lm_scope(self.lm), dspy.context(track_usage=True):
+                prediction = self.program(**inputs)
+            decision = getattr(prediction, "decision", None)
+            if not isinstance(decision, GuidanceDecision):
+                decision = parse_decision(prediction)
+        except Exception as exc:  # any failure of the program is a safe pause, never a crash
+            decision = GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)])
+        raw = _raw_of(prediction) if prediction is not None else None
+        return decision, raw, _usage(prediction) if prediction is not None else None
+
+    def __call__(self, summary: FullAutoTurnSummary | Mapping[str, Any], config: Optional[GuardrailConfig] = None,
+                 *, run_id: str = "", sequence_id: int = 0, workspace_id: str = "") -> GuidanceResult:
+        """Decide, enforce the guardrails and return (enforced decision, audit, decision record)."""
+        started = time.time()
+        summary = _summary(summary)
+        decision, raw, usage = self.decide(summary)
+        return self.enforce(summary, decision, config, raw=raw, usage=usage, run_id=run_id,
+                            sequence_id=sequence_id, workspace_id=workspace_id, started=started)
+
+    def enforce(self, summary: FullAutoTurnSummary | Mapping[str, Any], decision: GuidanceDecision,
+                config: Optional[GuardrailConfig] = None, *, raw: Any = None, usage: Optional[LMUsage] = None,
+                run_id: str = "", sequence_id: int = 0, workspace_id: str = "",
+                started: Optional[float] = None) -> GuidanceResult:
+        """Apply the guardrails to a model decision of this module and build its decision record."""
+        summary = _summary(summary)
+        config = config or GuardrailConfig()
+        enforced, audit = apply_guardrails(decision, GuardrailContext.from_summary(summary), config)
+        lm = self.lm if self.lm is not None else dspy.settings.lm
+        when = started if started is not None else time.time()
+        record = DecisionRecord.build(
+            summary, config,
+            run_id=run_id, workspace_id=workspace_id, sequence_id=sequence_id,
+            timestamp=datetime.fromtimestamp(when, timezone.utc).isoformat().replace("+00:00", "Z"),
+            config_source="caller",
+            logged=LoggedDecision(
+                action=enforced.action, confidence=enforced.confidence,
+                model_action=decision.action, model_confidence=decision.confidence,
+                reason=enforced.reason, next_input_preview=enforced.next_input[:PREVIEW_CHARS],
+                state="running" if enforced.action == "continue" else "paused"),
+            guardrail=audit,
+            model=_model_id(lm) if self.manifest.uses_lm else f"program:{self.manifest.entry}",
+            package_version=self.manifest.package,
+            usage=usage,
+            raw_prediction=raw,
+            parse_diagnostics={"parse_errors": decision.parse_errors} if decision.parse_errors else None,
+        )
+        return GuidanceResult(enforced, audit, record)
+
+
+class FrozenPlannerModule:
+    """A loaded planner frozen module: `module(packet)` -> PlannerResult (always a valid directive)."""
+
+    def __init__(self, manifest: FrozenManifest, program: dspy.Module, path: Path,
+                 inputs: Optional[InputsFn] = None, lm: Any = None):
+        self.manifest = manifest
+        self.program = program
+        self.path = path
+        self.lm = lm
+        self._inputs = inputs
+
+    def __repr__(self) -> str:
+        return f"FrozenPlannerModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
+
+    def __call__(self, packet: AdvisorPacket | Mapping[str, Any]) -> PlannerResult:
+        """Plan the next iteration; an unusable output becomes the safe default directive."""
+        packet = packet if isinstance(packet, AdvisorPacket) else AdvisorPacket.model_validate(packet)
+        blocked = list(packet.strategy_family_constraints.blocked_families)
+        try:
+            inputs = self._inputs(packet) if self._inputs else packet_inputs(packet)
+            with _lm_scope(self.lm):
+                prediction = self.program(**inputs)
+            directive = getattr(prediction, "directive", None)
+            obj = directive.model_dump(mode="json") if isinstance(directive, OptimizationDirective) else directive
+            # A program that already fell back reports why; its fallback is still checked here.
+            reported = [str(e) for e in (getattr(prediction, "directive_errors", None) or [])] + \
+                [str(e) for e in (getattr(prediction, "parse_errors", None) or [])]
+            invalid = validate_directive(obj, blocked)
+        except Exception as exc:  # any failure of the program is the safe default, never a crash
+            reported, invalid = [], [_error_text(exc)]
+        if invalid:
+            return PlannerResult(safe_default_directive(packet), reported + invalid, True)
+        return PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
+
+
+def _summary(summary: FullAutoTurnSummary | Mapping[str, Any]) -> FullAutoTurnSummary:
+    if isinstance(summary, FullAutoTurnSummary):
+        return summary
+    return FullAutoTurnSummary.model_validate(dict(summary), strict=False)

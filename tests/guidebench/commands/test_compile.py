@@ -1,0 +1,207 @@
+"""`guidebench compile`: the MLflow run holds the params, metrics and artifacts; --dry-run makes no LM
+call; budgets mark the run; an interrupted compile resumes without compiling again; user errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from guidebench.cli import main
+from optimizer_support import make_dataset, tracking_uri
+from optimizers.checkpoint import Checkpoint
+
+REQUIRED_PARAMS = {"program", "optimizer", "recipe", "seed", "dataset_id", "split_hash.train", "split_hash.dev",
+                   "split_hash.test", "lm", "lm_info", "git_commit", "lib.dspy", "lib.mlflow", "lib.optuna",
+                   "lib.llama-cpp-python", "budget.max_lm_calls", "recipe.max_bootstrapped_demos"}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A dataset, a workbench home and an MLflow store shared by this module's compiles."""
+    root = tmp_path_factory.mktemp("compile")
+    old = os.environ.get("GUIDEBENCH_HOME")
+    os.environ["GUIDEBENCH_HOME"] = str(root / "home")
+    try:
+        yield {"root": root, "data": make_dataset(root / "data", train=10, dev=4, test=4),
+               "uri": tracking_uri(root)}
+    finally:
+        if old is None:
+            os.environ.pop("GUIDEBENCH_HOME", None)
+        else:
+            os.environ["GUIDEBENCH_HOME"] = old
+
+
+def _compile(workspace, *extra):
+    return main(["compile", "--program", "full_auto.predict", "--data", str(workspace["data"]), "--lm", "fake",
+                 "--tracking-uri", workspace["uri"], "--no-progress", *extra])
+
+
+def _runs(workspace, filter_string=""):
+    mlflow.set_tracking_uri(workspace["uri"])
+    return mlflow.search_runs(search_all_experiments=True, output_format="list", filter_string=filter_string)
+
+
+def _artifacts(run_id, path=None):
+    client = mlflow.MlflowClient()
+    found = []
+    for item in client.list_artifacts(run_id, path):
+        found += _artifacts(run_id, item.path) if item.is_dir else [item.path]
+    return found
+
+
+@pytest.fixture(scope="module")
+def compiled(workspace):
+    """One tracked compile with random search (it evaluates candidates)."""
+    code = _compile(workspace, "--optimizer", "bootstrap_random_search", "--seed", "4")
+    assert code == 0
+    runs = _runs(workspace, "tags.`guidebench.optimizer` = 'bootstrap_random_search'")
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_compile_run_has_params_metrics_and_artifacts(workspace, compiled):
+    params, metrics = compiled.data.params, compiled.data.metrics
+    assert compiled.info.status == "FINISHED"
+    assert REQUIRED_PARAMS <= set(params), REQUIRED_PARAMS - set(params)
+    assert params["seed"] == "4" and params["optimizer_class"] == "BootstrapFewShotWithRandomSearch"
+    assert json.loads(params["recipe"])["num_candidate_programs"] == 3
+    for split in ("dev", "test"):
+        for name in ("objective", "action_accuracy", "parse_failure_rate", "brier", "ece"):
+            assert {f"{split}.{name}", f"{split}.{name}_ci_low", f"{split}.{name}_ci_high"} <= set(metrics)
+        assert metrics[f"{split}.usage.lm_calls"] >= 0
+    for name in ("lm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "cache_hits", "wall_s"):
+        assert f"compile.{name}" in metrics
+    assert metrics["compile.lm_calls"] > 0 and metrics["compile.stopped_by_budget"] == 0
+    assert {"test.vs_baseline.objective_diff", "test.vs_baseline.objective_diff_ci_low",
+            "test.vs_baseline.objective_diff_ci_high", "baseline.test.objective"} <= set(metrics)
+    artifacts = set(_artifacts(compiled.info.run_id))
+    for name in ("program.json", "compile.json", "candidates.json", "candidates.png", "dev/results.parquet",
+                 "dev/confusion_matrix.png", "dev/calibration.png", "test/results.parquet", "test/metrics.json",
+                 "test/confusion_matrix.png", "baseline/results.parquet"):
+        assert name in artifacts, name
+    # Candidates the optimizer evaluated are nested runs.
+    nested = _runs(workspace, f"tags.mlflow.parentRunId = '{compiled.info.run_id}'")
+    assert nested and all("score" in run.data.metrics for run in nested)
+    assert len(nested) == int(metrics["compile.n_candidates"])
+    # DSPy autologging: traces of the evaluations, and the LM state of the compile (engine dump_state).
+    traces = mlflow.search_traces(experiment_ids=[compiled.info.experiment_id], return_type="list")
+    assert traces
+    assert "lm_params" in params
+
+
+def test_compiled_state_json_loads_back(workspace, compiled):
+    import optimizers
+    import programs
+
+    path = Path(mlflow.artifacts.download_artifacts(run_id=compiled.info.run_id, artifact_path="program.json"))
+    state = json.loads(path.read_text())
+    assert "metadata" in state and state["decide"]["demos"]
+    program = optimizers.load_compiled(programs.get("full_auto.predict"), state)
+    summary = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=compiled.info.run_id,
+                                                                   artifact_path="compile.json")).read_text())
+    assert summary["compile"]["demo_count"] == sum(len(p.demos) for p in program.predictors())
+    assert summary["test_vs_baseline"]["objective"]["n"] == 4
+
+
+def test_dry_run_answers_without_an_lm_call_or_a_run(workspace, monkeypatch, capsys):
+    import guidebench.lm.factory as lm_module
+
+    def no_lm(*args, **kwargs):
+        raise AssertionError("a dry run must not set up an LM")
+
+    monkeypatch.setattr(lm_module, "configure_lm", no_lm)
+    monkeypatch.setattr(lm_module, "make_lm", no_lm)
+    before = len(_runs(workspace))
+    assert _compile(workspace, "--optimizer", "miprov2", "--dry-run") == 0
+    text = capsys.readouterr().out
+    assert "no LM call was made" in text and "propose instructions" in text and "total" in text
+    assert _compile(workspace, "--optimizer", "bootstrap_fewshot", "--dry-run", "--json") == 0
+    estimate = json.loads(capsys.readouterr().out)
+    assert estimate["lm_calls"] > 0 and estimate["prompt_tokens"] > estimate["lm_calls"] * 100
+    assert {s["name"] for s in estimate["stages"]} >= {"bootstrap traces", "evaluate dev", "evaluate test"}
+    assert len(_runs(workspace)) == before
+
+
+def test_budget_stop_is_marked_on_the_run(workspace, capsys):
+    assert _compile(workspace, "--optimizer", "bootstrap_fewshot", "--max-lm-calls", "2", "--eval-limit", "3") == 0
+    out = capsys.readouterr().out
+    assert "stopped by budget" in out and "test (3 of 4 records)" in out
+    run = _runs(workspace, "tags.`guidebench.optimizer` = 'bootstrap_fewshot'")[0]
+    assert run.data.tags["guidebench.stopped_by_budget"] == "true"
+    assert run.data.tags["guidebench.kept"] == "salvaged"
+    assert run.data.metrics["compile.stopped_by_budget"] == 1 and run.data.metrics["compile.lm_calls"] <= 2
+    assert run.data.params["budget.max_lm_calls"] == "2" and run.data.tags["guidebench.eval_limit"] == "3"
+    assert run.data.metrics["test.objective_ci_low"] <= run.data.metrics["test.objective"]
+
+
+def test_an_interrupted_compile_resumes_without_compiling_again(workspace, monkeypatch, capsys):
+    import guidebench.compile as compile_module
+
+    real_replay = compile_module.replay
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compile_module, "replay", interrupted)
+    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--seed", "9") == 130
+    run = _runs(workspace, "tags.`guidebench.optimizer` = 'labeled_fewshot'")[0]
+    assert run.info.status == "KILLED"
+    checkpoint = Checkpoint.for_run(Path(os.environ["GUIDEBENCH_HOME"]) / "checkpoints", run.info.run_id)
+    assert checkpoint.status()["stage"] == "compiled" and checkpoint.program_path.is_file()
+
+    monkeypatch.setattr(compile_module, "replay", real_replay)
+    capsys.readouterr()
+    assert main(["compile", "--resume", run.info.run_id, "--no-progress"]) == 0
+    assert "finished before; loaded the compiled program" in capsys.readouterr().out
+    resumed = _runs(workspace, "tags.`guidebench.optimizer` = 'labeled_fewshot'")
+    assert len(resumed) == 1 and resumed[0].info.run_id == run.info.run_id
+    assert resumed[0].info.status == "FINISHED" and "test.objective" in resumed[0].data.metrics
+    assert checkpoint.status()["stage"] == "done"
+
+
+def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys):
+    assert _compile(workspace, "--optimizer", "adamw") == 2
+    assert "unknown optimizer 'adamw'" in capsys.readouterr().err
+    assert main(["compile", "--program", "full_auto.rules", "--optimizer", "knn_fewshot", "--data",
+                 str(workspace["data"]), "--dry-run"]) == 2
+    assert "nothing to compile" in capsys.readouterr().err
+    assert main(["compile", "--optimizer", "knn_fewshot"]) == 2
+    assert "--program" in capsys.readouterr().err
+    bad = tmp_path / "r.toml"
+    bad.write_text('optimizer = "knn_fewshot"\n[settings]\nk = "many"\n')
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--recipe", str(bad), "--dry-run") == 2
+    assert "r.toml" in capsys.readouterr().err
+    assert main(["compile", "--resume", "no-such-run"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_optimizers_command_lists_every_recipe(capsys):
+    import optimizers
+
+    assert main(["optimizers"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in optimizers.names())
+    assert main(["optimizers", "--show", "GEPA"]) == 0
+    assert capsys.readouterr().out == optimizers.recipe_file("gepa").read_text()
+
+
+@pytest.mark.slow
+def test_compile_with_the_embedded_model_end_to_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=4, dev=1, test=2)
+    uri = tracking_uri(tmp_path)
+    code = main(["compile", "--program", "full_auto.predict", "--optimizer", "bootstrap_fewshot", "--data", str(data),
+                 "--lm", "local", "--max-lm-calls", "2", "--tracking-uri", uri, "--no-progress"])
+    assert code == 0
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                             filter_string="tags.`guidebench.run_type` = 'compile'")[0]
+    assert run.info.status == "FINISHED"
+    # The custom local engine's state reached MLflow through DSPy autologging (dump_state works).
+    assert "gemma-3-270m" in run.data.params["lm_params"] and "LocalGGUFEngine" in run.data.params["lm_info"]
+    assert 0 < run.data.metrics["compile.lm_calls"] <= 2
+    assert run.data.metrics["test.usage.lm_calls"] >= 2 and "test.objective" in run.data.metrics

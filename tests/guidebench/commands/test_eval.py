@@ -1,0 +1,224 @@
+"""`guidebench eval`: metrics.json with intervals, results.parquet, MLflow run, clean errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import programs
+from guidebench.data.simulators.experiments import write_episodes
+from guidebench.cli import main
+from replay_support import RaisingProgram, expected_override_rate, hand_made_lines, write_workspace
+
+METRIC_KEYS = {"value", "ci_low", "ci_high", "n"}
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    return write_workspace(tmp_path_factory.mktemp("ws") / "workspace")
+
+
+@pytest.fixture(scope="module")
+def tracking_uri(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def read_metrics(out: Path) -> dict:
+    metrics = json.loads((out / "metrics.json").read_text())
+    for name, value in metrics.items():
+        assert set(value) == METRIC_KEYS, name
+        assert value["ci_low"] <= value["value"] <= value["ci_high"], name
+        assert value["n"] > 0, name
+    return metrics
+
+
+def test_eval_logged_on_a_real_format_log_reports_its_override_rate(workspace, tmp_path, tracking_uri, capsys):
+    out = tmp_path / "out"
+    code = main(["eval", "--program", "logged", "--data", str(workspace), "--out", str(out),
+                 "--tracking-uri", tracking_uri, "--no-progress"])
+    assert code == 0
+    metrics = read_metrics(out)
+    assert metrics["guardrail_override_rate"]["value"] == pytest.approx(expected_override_rate(hand_made_lines()))
+    assert metrics["guardrail_override_rate"]["n"] == 10
+    for name in ("objective", "action_accuracy", "macro_f1", "ece", "brier", "cost_weighted_error"):
+        assert name in metrics
+    frame = pd.read_parquet(out / "results.parquet")
+    assert len(frame) == 10 and frame["record_id"].is_unique
+    assert (out / "confusion_matrix.png").stat().st_size > 0 and (out / "calibration.png").stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "guardrail_override_rate" in printed and "95% interval" in printed
+
+    import mlflow
+    summary = json.loads((out / "summary.json").read_text())
+    client = mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.data.params["program"] == "logged"
+    assert run.data.params["dataset_id"] == summary["dataset_id"]
+    assert run.data.params["split"] == "all" and run.data.params["split_hash"] == summary["split_hash"]
+    assert run.data.params["lib.dspy"] == "3.4.1" and "git_commit" in run.data.params
+    assert run.data.metrics["guardrail_override_rate"] == pytest.approx(0.5)
+    assert "guardrail_override_rate_ci_low" in run.data.metrics and "objective_ci_high" in run.data.metrics
+    artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
+    assert {"metrics.json", "results.parquet", "confusion_matrix.png", "calibration.png"} <= artifacts
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags["guidebench.dataset_id"] == summary["dataset_id"]
+
+
+def test_eval_on_a_dataset_folder_uses_the_test_split_by_default(workspace, tmp_path):
+    from guidebench.data import import_logs
+
+    import_logs(workspace, "fullauto", tmp_path / "ds", progress=False)
+    info = json.loads((tmp_path / "ds" / "dataset.json").read_text())
+    assert main(["eval", "--program", "rule", "--data", str(tmp_path / "ds"), "--out", str(tmp_path / "test"),
+                 "--no-track", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "test" / "summary.json").read_text())
+    assert summary["split"] == "test" and summary["split_hash"] == info["splits"]["test"]["hash"]
+    assert summary["n_records"] == info["splits"]["test"]["n"]
+    assert main(["eval", "--program", "rule", "--data", str(tmp_path / "ds"), "--split", "all",
+                 "--out", str(tmp_path / "all"), "--no-track", "--no-progress"]) == 0
+    assert json.loads((tmp_path / "all" / "summary.json").read_text())["n_records"] == 10
+
+
+def test_a_program_that_raises_on_some_records_yields_a_complete_report(workspace, tmp_path):
+    programs.register("test.raising", RaisingProgram, kind="full_auto", uses_lm=False,
+                      description="raises on some records", replace=True)
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "test.raising", "--data", str(workspace), "--out", str(out),
+                 "--no-track", "--no-progress"]) == 0
+    metrics = read_metrics(out)
+    assert metrics["error_rate"]["value"] == pytest.approx(0.2)
+    frame = pd.read_parquet(out / "results.parquet")
+    assert len(frame) == 10
+    failed = frame[frame["error.class"].notna()]
+    assert set(failed["error.class"]) == {"RuntimeError"} and set(failed["error.stage"]) == {"program"}
+    assert failed["error.stack"].str.contains("backend exploded").all()
+    assert (failed["score.objective"].dropna() == 0.0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_errors"] == 2 and summary["errors_by_class"] == {"RuntimeError": 2}
+
+
+def test_eval_an_lm_program_with_the_fake_lm(workspace, tmp_path):
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "full_auto.predict", "--lm", "fake", "--data", str(workspace),
+                 "--out", str(out), "--threads", "2", "--no-track", "--no-progress"]) == 0
+    metrics = read_metrics(out)
+    assert metrics["lm_calls_per_decision"]["value"] >= 1.0
+    assert metrics["parse_failure_rate"]["value"] == 0.0
+
+
+def test_eval_an_exported_module_folder(workspace, tmp_path):
+    export = tmp_path / "export"
+    assert main(["export", "--program", "full_auto.predict", "--name", "fa-predict", "--version", "1.0.0",
+                 "--out", str(export)]) == 0
+    out = tmp_path / "out"
+    assert main(["eval", "--program", str(export), "--lm", "fake", "--data", str(workspace), "--out", str(out),
+                 "--no-track", "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["program_source"] == "export" and summary["entry"] == "full_auto.predict"
+    assert "fa-predict" in summary["program"]
+    assert read_metrics(out)["lm_calls_per_decision"]["value"] >= 1.0
+
+
+def test_eval_planner_on_an_experiments_log(tmp_path):
+    write_episodes(tmp_path / "logs", episodes=2, seed=5)
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "planner.rules", "--data", str(tmp_path / "logs"), "--out", str(out),
+                 "--no-track", "--no-progress"]) == 0
+    metrics = read_metrics(out)
+    assert {"objective", "schema_validity", "pivot_compliance", "cycles_improvement",
+            "effect_calibration"} <= set(metrics)
+    assert metrics["schema_validity"]["value"] == 1.0
+    assert (out / "calibration.png").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--program", "logged", "--data", "/nonexistent/folder"], "no such file or folder"),
+    (["--program", "no.such.program", "--data", "{ws}"], "unknown program"),
+    (["--program", "planner.rules", "--data", "{ws}"], "planner program"),
+    (["--program", "logged", "--data", "{ws}", "--threads", "0"], "--threads 0"),
+])
+def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys, argv, message):
+    argv = [a.replace("{ws}", str(workspace)) for a in argv]
+    code = main(["eval", *argv, "--out", str(tmp_path / "out"), "--no-track", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_an_empty_dataset_split_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "dataset.json").write_text("{not json")
+    code = main(["eval", "--program", "rule", "--data", str(tmp_path / "ds"), "--out", str(tmp_path / "out"),
+                 "--no-track", "--no-progress"])
+    assert code == 2 and "dataset.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_eval_full_auto_predict_on_the_embedded_model(workspace, tmp_path, tracking_uri):
+    out = tmp_path / "out"
+    # Three decisions keep it to a few seconds per call on 2 cores; the path is the full one.
+    assert main(["eval", "--program", "full_auto.predict", "--lm", "local", "--data", str(workspace),
+                 "--max-records", "3", "--out", str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
+    metrics = read_metrics(out)
+    assert metrics["lm_calls_per_decision"]["value"] >= 1.0 and metrics["tokens_per_decision"]["value"] > 100
+    assert 0.0 <= metrics["parse_failure_rate"]["value"] <= 1.0
+    frame = pd.read_parquet(out / "results.parquet")
+    assert len(frame) == 3 and frame["error.class"].isna().all()
+    assert set(frame["model_action"]) <= {"continue", "pause", "stop", "review"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["split"] == "all[:3]" and summary["lm_spec"] == "local"
+
+
+def test_baselines_report_ranks_programs_with_intervals_and_paired_tests(workspace, tmp_path):
+    write_episodes(tmp_path / "logs", episodes=2, seed=5)
+    report = tmp_path / "baselines.md"
+    assert main(["baselines", "--fullauto", str(workspace), "--experiments", str(tmp_path / "logs"),
+                 "--split", "all", "--fullauto-programs", "logged,rule,full_auto.always_continue",
+                 "--planner-programs", "planner.rules", "--planner-max-records", "20", "--no-track",
+                 "--no-progress", "--out", str(report)]) == 0
+    text = report.read_text()
+    assert "| `logged` | " in text and "| `full_auto.always_continue` | " in text and "| `planner.rules` | " in text
+    assert "Paired against `logged`" in text and "split `all[:20]`" in text
+    logged_row = next(line for line in text.splitlines() if line.startswith("| `logged` |"))
+    assert "0.500 [" in logged_row  # the override rate of the hand-made log, with its interval
+
+
+def test_raw_logs_are_told_apart(workspace, tmp_path):
+    import shutil
+
+    from guidebench.evaluation import raw_log_kind
+
+    shutil.copytree(workspace, tmp_path / "many" / "ws-1")
+    write_episodes(tmp_path / "logs", episodes=1, seed=2)
+    assert raw_log_kind(workspace) == "fullauto"
+    assert raw_log_kind(workspace / "fullauto-decisions.jsonl") == "fullauto"
+    assert raw_log_kind(tmp_path / "many") == "fullauto"
+    assert raw_log_kind(tmp_path / "logs") == "experiments"
+    assert raw_log_kind(tmp_path / "logs" / "episode-0000" / "log.jsonl") == "experiments"
+
+
+def test_no_cache_measures_every_lm_call_afresh(workspace, tmp_path):
+    def usage(out: Path, *flags: str) -> dict:
+        assert main(["eval", "--program", "full_auto.predict", "--lm", "fake", "--data", str(workspace),
+                     "--max-records", "3", "--out", str(out), "--no-track", "--no-progress", *flags]) == 0
+        return json.loads((out / "summary.json").read_text())["usage"]
+
+    usage(tmp_path / "warm-up")
+    cached = usage(tmp_path / "cached")
+    assert cached["cache_hits"] == cached["lm_calls"] == 3
+    fresh = usage(tmp_path / "fresh", "--no-cache")
+    assert fresh["cache_hits"] == 0 and fresh["prompt_tokens"] > 0
+    report = tmp_path / "baselines.md"
+    assert main(["baselines", "--fullauto", str(workspace), "--fullauto-programs", "full_auto.predict",
+                 "--planner-programs", "", "--lm", "fake", "--split", "all", "--no-cache", "--no-track",
+                 "--no-progress", "--out", str(report)]) == 0
+    assert "10 LM calls (0 from cache)" in report.read_text()

@@ -1,0 +1,136 @@
+"""The leaderboard page in a real browser: headless Chromium loads it from disk, with no server.
+
+Chromium comes from Debian's `chromium` package; `tests/setup/ensure_chromium.sh` installs it when
+missing (apt-get, as root). The page must show the ranking table and both plots, decoded from their
+embedded data URIs; a screenshot is kept with the reports.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from guidebench.leaderboard.board import run_leaderboard
+from guidebench.leaderboard.render import HTML_FILE, write_reports
+from guidebench.release.packages import from_registry
+
+from leaderboard_support import make_dataset, register_test_programs
+
+ROOT = Path(__file__).resolve().parents[3]
+ENSURE_CHROMIUM = ROOT / "tests" / "setup" / "ensure_chromium.sh"
+SAMPLE_BOARD = ROOT / "reports" / "leaderboard" / HTML_FILE
+SAMPLE_SCREENSHOT = ROOT / "reports" / "leaderboard.png"
+# Reads back, into the DOM, whether each embedded image decoded: --dump-dom then shows it.
+_PROBE = ("<script>window.addEventListener('load',()=>{document.body.setAttribute('data-images',"
+          "Array.from(document.images).map(i=>i.complete?i.naturalWidth+'x'+i.naturalHeight:'pending').join(','));"
+          "});</script>")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    done = subprocess.run(["bash", str(ENSURE_CHROMIUM)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"could not provide chromium:\n{done.stderr[-2000:]}"
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _flags(profile: Path) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={profile}"]
+
+
+def _run(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([chromium, *_flags(profile), *args], capture_output=True, text=True, timeout=180)
+
+
+class _Tables(HTMLParser):
+    """Rows of `#leaderboard-table` and the attributes of every <img>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_board = False
+        self.rows: list[list[str]] = []
+        self.images: list[dict[str, str]] = []
+        self.body: dict[str, str] = {}
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.in_board = attrs.get("id") == "leaderboard-table"
+        elif tag == "tr" and self.in_board:
+            self.rows.append([])
+        elif tag in ("td", "th") and self.in_board:
+            self._cell = []
+        elif tag == "img":
+            self.images.append(attrs)
+        elif tag == "body":
+            self.body = attrs
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.in_board = False
+        elif tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def check_page(chromium: str, page: Path, work: Path, screenshot: Path) -> _Tables:
+    """Load a board page in Chromium: the table, both decoded plots, and a screenshot."""
+    probe = work / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    dom = _run(chromium, work / "profile", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = _Tables()
+    parsed.feed(dom.stdout)
+    assert parsed.rows and parsed.rows[0][:3] == ["#", "variant", "objective"]
+    plots = [img for img in parsed.images if img.get("class") == "plot"]
+    assert {img.get("id") for img in plots} == {"plot-metrics", "plot-quality-cost"}
+    assert all(img["src"].startswith("data:image/png;base64,") for img in plots)
+    sizes = parsed.body.get("data-images", "").split(",")
+    assert len(sizes) == 2 and all(re.fullmatch(r"[1-9]\d*x[1-9]\d*", s) for s in sizes), sizes
+
+    shot = _run(chromium, work / "profile", "--hide-scrollbars", "--window-size=1400,2400",
+                f"--screenshot={screenshot}", page.as_uri())
+    assert shot.returncode == 0 and screenshot.is_file(), shot.stderr[-2000:]
+    from PIL import Image
+
+    with Image.open(screenshot) as image:
+        assert image.size == (1400, 2400)
+        colors = image.convert("RGB").getcolors(maxcolors=1_000_000)
+        assert colors is None or len(colors) > 100  # a real page with plots, not a blank canvas
+    return parsed
+
+
+def test_leaderboard_page_renders_in_headless_chromium(chromium, tmp_path, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    register_test_programs()
+    data = make_dataset(tmp_path / "data", n=40, seed=7)
+    board, _ = run_leaderboard(from_registry(["logged", "rule", "test.oracle"]), data, "test", n_resamples=200)
+    out = tmp_path / "board"
+    write_reports(board, out)
+    screenshot = out / "leaderboard_screenshot.png"
+    parsed = check_page(chromium, out / HTML_FILE, tmp_path, screenshot)
+    names = [row[1].replace(" (champion)", "") for row in parsed.rows[1:]]
+    assert names == [row.name for row in board.rows]
+    assert parsed.rows[1][2] == f"{board.rows[0].metrics['objective'].value:.3f} " \
+                                f"[{board.rows[0].metrics['objective'].ci_low:.3f}, " \
+                                f"{board.rows[0].metrics['objective'].ci_high:.3f}]"
+
+
+def test_sample_data_board_renders_and_its_screenshot_is_saved(chromium, tmp_path):
+    if not SAMPLE_BOARD.is_file():
+        pytest.skip(f"{SAMPLE_BOARD.relative_to(ROOT)} is not generated yet (see reports/leaderboard/README.md)")
+    screenshot = tmp_path / "leaderboard.png"
+    parsed = check_page(chromium, SAMPLE_BOARD, tmp_path, screenshot)
+    assert len(parsed.rows) >= 3  # header plus at least the logged and rule baselines
+    shutil.copyfile(screenshot, SAMPLE_SCREENSHOT)

@@ -1,0 +1,176 @@
+"""Training and production render the same inputs: a compiled program loaded by the runtime sends the
+model the very prompt its training program sends (same input text, same demos), planner and Full Auto."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.utils import DummyLM
+
+import programs
+from frozen_support import summary
+from guidebench.release.export import ExportSource, export_frozen
+from programs.seeds import _planner_seed_packets, decision_demos, planner_demos
+from runtime import (
+    AdvisorPacket,
+    DecisionRecord,
+    FullAutoTurnSummary,
+    GuardrailConfig,
+    LoggedDecision,
+    OutcomeLabel,
+    PlannerRecord,
+    load_frozen,
+)
+from runtime.advisor import ExperimentLogEntry, FamilyConstraints, PerformanceProfile
+from runtime.inputs import PACKET_INPUT_NAMES, packet_inputs, summary_inputs
+from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
+
+DIRECTIVE = {"objective": "Beat 1500", "primary_hypothesis": "fewer loads", "strategy_family": "family:reduce_loads",
+             "strategy_modifiers": '["vector"]', "risk": "Low", "expected_effect_cycles": "-20",
+             "change_summary": '["merge loads"]', "step_plan": '["a", "b", "c"]',
+             "validation": '{"commands": ["python tests/submission_tests.py"], "pass_criteria": ["passes"]}',
+             "next_packet_requests": "[]", "did_web_search": "false"}
+DECISION = {"action": "continue", "next_input": "Run the tests next.", "reason": "plan has open steps",
+            "confidence": "0.8"}
+
+
+def entry(iteration: int, family: str, valid: bool, cycles: int | None, best_before: int) -> dict:
+    return {"iteration_id": iteration, "timestamp_utc": "2025-01-01T00:00:00Z", "branch": f"b{iteration}",
+            "base_branch": "main", "base_sha": "a" * 7, "head_sha": "b" * 7, "files_changed": ["kernel.py"],
+            "tests_diff_empty": True, "valid": valid, "cycles": cycles,
+            "delta_vs_best": None if cycles is None else cycles - best_before,
+            "strategy_tags": [family, "unroll"], "hypothesis": f"attempt {iteration}: überlappende Loads",
+            "change_summary": ["edit kernel"], "result_summary": "measured", "best_before": best_before}
+
+
+def rich_packet() -> AdvisorPacket:
+    """A packet using every part the rendering touches: raw JSONL and dict lines, garbage, a profile, a block."""
+    return AdvisorPacket(
+        goal="threshold", threshold_target=1487, best_cycles=1500, plateau_valid_iters_since_best=3,
+        strategy_family_constraints=FamilyConstraints(
+            blocked_families=["family:schedule"], current_family="family:schedule", current_family_streak_len=2),
+        experiment_log_tail=[json.dumps(entry(1, "family:schedule", True, 1520, 1600)), "not json at all",
+                             entry(2, "family:schedule", False, None, 1520),
+                             entry(3, "family:schedule", True, 1500, 1520)],
+        experiment_summary={"best_cycles": 1500, "best_cycles_by_family": {"family:schedule": 1500},
+                            "invalid_counts": {"family:schedule": 1}, "recent_attempts": [{"x": 1}]},
+        performance_profile=PerformanceProfile(min_cycles_by_engine={"load": 1200}, tight_lb_cycles=1210,
+                                               schedule_cycles_estimate=1490, schedule_slack_pct=0.231),
+    )
+
+
+def prompt_of(lm: DummyLM) -> list[dict]:
+    assert lm.history, "the LM was never called"
+    return lm.history[-1]["messages"]
+
+
+def _export(program: dspy.Module, entry_name: str, kind: str, out: Path) -> Path:
+    source = ExportSource(entry=entry_name, kind=kind, uses_lm=True, program=program,
+                          installed=programs.get(entry_name))
+    return export_frozen(source, name="parity", version="0.1.0", out=out).path
+
+
+# ----- the shared rendering ------------------------------------------------------------------------
+
+def test_runtime_renders_exactly_the_signature_inputs_programs_train_on():
+    assert PACKET_INPUT_NAMES == (*PLANNER_INPUT_FIELDS, *programs.inputs.PLANNER_EXTRA_FIELDS)
+    packet = rich_packet()
+    assert programs.planner_inputs(packet) == packet_inputs(packet)
+    assert programs.planner_inputs(packet.model_dump(mode="json")) == packet_inputs(packet)
+    assert all(isinstance(value, str) for value in packet_inputs(packet).values())
+    turn = summary(turn_count=3, no_progress_count=1, recent_actions='["continue"]')
+    rendered = summary_inputs(turn)
+    trained = programs.decision_inputs(turn)
+    assert set(FULL_AUTO_INPUT_FIELDS) <= set(trained) and set(trained) == set(rendered)
+    assert {name: rendered[name] for name in trained} == trained
+    assert trained["turn_count"] == "3"
+
+
+# ----- planner --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def planner_pair(tmp_path_factory) -> tuple[dspy.Module, Path]:
+    """A planner with labeled demos (one from a record with a rich packet) and its export."""
+    seed_packet, _ = _planner_seed_packets()[0]
+    outcome = ExperimentLogEntry.model_validate(entry(4, "family:break_deps", True, 1780, 1802))
+    labeled = programs.planner_example(PlannerRecord(record_id="r4", episode_id="e1", iteration_id=4,
+                                                     packet=rich_packet(), outcome=outcome))
+    labeled_too = programs.planner_example(PlannerRecord(record_id="r5", episode_id="e1", iteration_id=5,
+                                                         packet=seed_packet, outcome=outcome))
+    trained = programs.get("planner.predict")
+    trained.plan.demos = [labeled, labeled_too, *planner_demos()]
+    folder = _export(trained, "planner.predict", "planner", tmp_path_factory.mktemp("parity") / "planner")
+    return trained, folder
+
+
+def _packets() -> list[AdvisorPacket]:
+    packet = rich_packet()
+    return [packet, AdvisorPacket(), packet.model_copy(update={"goal": "best", "performance_profile": None,
+                                                                "experiment_log_tail": []})]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_standalone_planner_sends_the_training_prompt(planner_pair, index: int):
+    trained, folder = planner_pair
+    packet = _packets()[index]
+    train_lm = DummyLM([DIRECTIVE] * 2)
+    with dspy.context(lm=train_lm):
+        trained(**programs.planner_inputs(packet))
+    module = load_frozen(folder)
+    assert type(module.program).__name__ == "FrozenPlannerProgram"
+    run_lm = DummyLM([DIRECTIVE] * 2)
+    with dspy.context(lm=run_lm):
+        result = module(packet)
+    assert prompt_of(run_lm) == prompt_of(train_lm)
+    text = json.dumps(prompt_of(run_lm), ensure_ascii=False)
+    assert text.count("[[ ## objective ## ]]") >= 5  # the four demos and the instructions
+    assert '"packet"' not in text and "best_cycles_by_family" in text
+    if index == 0:
+        assert "#1 family:schedule+unroll valid cycles=1520 delta=-80" in text and "not json at all" in text
+        assert not result.used_default and result.directive.strategy_family == "family:reduce_loads"
+
+
+def test_installed_planner_without_an_input_mapping_sends_the_training_prompt(planner_pair):
+    trained, folder = planner_pair
+    packet = rich_packet()
+    train_lm = DummyLM([DIRECTIVE] * 2)
+    with dspy.context(lm=train_lm):
+        trained(**programs.planner_inputs(packet))
+    module = load_frozen(folder, program=programs.spec("planner.predict").factory)
+    run_lm = DummyLM([DIRECTIVE] * 2)
+    with dspy.context(lm=run_lm):
+        result = module(packet)
+    assert prompt_of(run_lm) == prompt_of(train_lm) and not result.used_default
+
+
+# ----- Full Auto ------------------------------------------------------------------------------------
+
+def _decision_record(turn: FullAutoTurnSummary, action: str, index: int) -> DecisionRecord:
+    return DecisionRecord.build(
+        turn, GuardrailConfig(), run_id="fullauto-1", sequence_id=index,
+        logged=LoggedDecision(action=action, confidence=0.7, model_action=action, model_confidence=0.7,
+                              reason="logged", state="running" if action == "continue" else "paused"),
+        label=OutcomeLabel(action=action, source="human", reason="labeled"))
+
+
+def test_standalone_full_auto_sends_the_training_prompt(tmp_path: Path):
+    labeled = [programs.decision_example(_decision_record(
+        summary(turn_id=f"turn-{i}", turn_count=i, recent_actions='[{"action": "continue"}]',
+                token_usage=json.dumps({"totalTokens": 1000 + i})), action, i))
+        for i, action in enumerate(("continue", "stop"))]
+    trained = programs.get("full_auto.predict")
+    trained.decide.demos = [*labeled, *decision_demos()]
+    folder = _export(trained, "full_auto.predict", "full_auto", tmp_path / "fullauto")
+    turn = summary(turn_count=4, no_progress_count=2, pending_approvals="1", recent_actions='["continue"]')
+    train_lm = DummyLM([DECISION] * 2)
+    with dspy.context(lm=train_lm):
+        trained(**programs.decision_inputs(turn))
+    for module in (load_frozen(folder), load_frozen(folder, program=programs.spec("full_auto.predict").factory)):
+        run_lm = DummyLM([DECISION] * 2)
+        with dspy.context(lm=run_lm):
+            decision, _, _ = module(turn, GuardrailConfig())
+        assert prompt_of(run_lm) == prompt_of(train_lm)
+        assert decision.action == "continue"
