@@ -13,7 +13,7 @@ import pickletools
 import re
 from pathlib import Path
 
-from .frozen_manifest import CHECKSUMS_FILE, FrozenModuleError
+from .frozen.manifest import CHECKSUMS_FILE, FrozenModuleError
 
 PICKLE_SUFFIXES: tuple[str, ...] = (".pkl", ".pickle", ".joblib", ".dill", ".pt", ".pth", ".npy", ".npz")
 _LINE = re.compile(r"^([0-9a-f]{64})  (\S(?:.*\S)?)$")

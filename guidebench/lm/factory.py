@@ -42,7 +42,7 @@ _cache_dir: Optional[Path] = None
 # The in-process engines render the prompt, stops and grammar themselves, and none of that is in DSPy's
 # cache key (model, messages, settings): after a change to that code the cache would serve answers the
 # engine no longer gives. So each revision of the engine code and model file gets its own cache folder.
-_ENGINE_MODULES = ("local_lm.py", "local_grammar.py", "fake_lm.py", "lm_server.py")
+_ENGINE_MODULES = ("engine.py", "grammar.py", "fake.py", "server.py")
 
 
 def engine_revision() -> str:
