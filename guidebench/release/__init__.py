@@ -4,8 +4,9 @@ packages, gate and promote a module, keep the model registry, and run the closed
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from guidebench.release.export import export_frozen, load_exported, ExportResult, ExportSource
@@ -27,14 +28,4 @@ _WHERE: dict[str, str] = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (keeps `import guidebench.release` cheap)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -4,8 +4,9 @@ standalone programs it returns.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from runtime.frozen.loader import load_frozen, verify_frozen, read_program_state
@@ -19,14 +20,4 @@ _WHERE: dict[str, str] = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (keeps `import runtime.frozen` cheap)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
