@@ -143,7 +143,7 @@ def run_rollback(args: argparse.Namespace) -> int:
 
 def run_loop_command(args: argparse.Namespace) -> int:
     """Run the simulated loop and print what was written."""
-    from guidebench.release.run_loop import run_loop
+    from guidebench.release.closed_loop import run_loop
 
     if args.runs < 1:
         raise GuidebenchError(f"--runs {args.runs}: must be at least 1")

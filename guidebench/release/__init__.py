@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from guidebench.release.gates import GatesConfig, load_gates, evaluate_gates
     from guidebench.release.promotion import promote_module, rollback_module, PromotionLedger, PromotionRecord
     from guidebench.release.model_registry import ModuleRegistry, RegisteredModule
-    from guidebench.release.run_loop import run_loop, LoopSummary
+    from guidebench.release.closed_loop import run_loop, LoopSummary
 
 _WHERE: dict[str, str] = {
     "export_frozen": "export", "load_exported": "export", "ExportResult": "export", "ExportSource": "export",
@@ -24,7 +24,7 @@ _WHERE: dict[str, str] = {
     "GatesConfig": "gates", "load_gates": "gates", "evaluate_gates": "gates",
     "promote_module": "promotion", "rollback_module": "promotion", "PromotionLedger": "promotion", "PromotionRecord": "promotion",
     "ModuleRegistry": "model_registry", "RegisteredModule": "model_registry",
-    "run_loop": "run_loop", "LoopSummary": "run_loop",
+    "run_loop": "closed_loop", "LoopSummary": "closed_loop",
 }
 __all__ = sorted(_WHERE)
 
