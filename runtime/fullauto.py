@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 from datetime import datetime
 from typing import Any, Literal, Optional
 
@@ -12,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Action = Literal["continue", "pause", "stop", "review"]
 ACTIONS: tuple[str, ...] = ("continue", "pause", "stop", "review")
-TurnStatus = Literal["completed", "interrupted", "failed"]
+# The statuses the original acts on; it logs `last_turn_status` as any string (an unknown one is
+# neither failed nor interrupted, so no status rule fires for it).
+TURN_STATUSES: tuple[str, ...] = ("completed", "interrupted", "failed")
 GUARDRAIL_RULES: tuple[str, ...] = (
     "turn_failed", "turn_interrupted", "max_turns", "no_progress",
     "max_tokens", "low_confidence", "review_requested",
@@ -33,6 +36,34 @@ _RFC3339 = re.compile(
 )
 
 
+_F32_MAX = 3.4028234663852886e38
+
+
+def f32(value: float) -> float:
+    """The value as the original's f32 holds it, widened back to a Python float (0.8 -> 0.800000011920929)."""
+    if not math.isfinite(value):
+        return value
+    if abs(value) > _F32_MAX:
+        return math.copysign(math.inf, value)
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def f32_shortest(value: float) -> float:
+    """The shortest decimal that is the same f32: how serde writes an f32 (0.800000011920929 -> 0.8)."""
+    held = f32(value)
+    if not math.isfinite(held):
+        return held
+    for digits in range(1, 10):
+        candidate = float(f"{held:.{digits}g}")
+        if f32(candidate) == held:
+            return candidate
+    return held
+
+
+def _finite_float(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
+
+
 def _rfc3339(value: str) -> str:
     """Accept an RFC 3339 date-time with an offset (chrono writes up to 9 fraction digits)."""
     match = _RFC3339.match(value)
@@ -51,14 +82,16 @@ class FullAutoTurnSummary(BaseModel):
     """What the loop knows after a turn (formats.md §1.1).
 
     Built in code, every field but the ids has the producer's default. Validating a
-    logged summary (inside `DecisionLogLine`) requires every field: see `LoggedTurnSummary`.
+    logged summary (inside `DecisionLogLine`) requires every field the writer has: see
+    `LoggedTurnSummary`. `last_agent_message` and `last_guidance_directive` exist only in later
+    builds (a logged summary without them reads them as "").
     """
 
     model_config = _LOG
 
     thread_id: str
     turn_id: str
-    last_turn_status: TurnStatus = "completed"
+    last_turn_status: str = "completed"
     turn_error: str = ""
     last_agent_message: str = ""
     last_guidance_directive: str = ""
@@ -73,7 +106,7 @@ class FullAutoTurnSummary(BaseModel):
     no_progress_count: int = Field(default=0, ge=0)
 
     def tokens_used(self) -> Optional[int]:
-        """Total tokens from the token-usage JSON (`totalTokens` or `total_tokens`)."""
+        """Total tokens the turn reports (top-level `totalTokens` / `total_tokens`, else `tokenUsage.total`)."""
         return tokens_from_usage(self.token_usage)
 
     def progress_signature(self) -> Optional[str]:
@@ -88,16 +121,20 @@ class FullAutoTurnSummary(BaseModel):
 
 
 class LoggedTurnSummary(FullAutoTurnSummary):
-    """A turn summary as written in `fullauto-decisions.jsonl`: the producer always writes every field."""
+    """A turn summary as written in `fullauto-decisions.jsonl`: the producer writes every field it has.
+
+    The writer of the decision logs has no `last_agent_message` / `last_guidance_directive`; later
+    builds add them, so they are read as "" when absent. Every other field is required.
+    """
 
     model_config = _LOG
 
     thread_id: str
     turn_id: str
-    last_turn_status: TurnStatus
+    last_turn_status: str
     turn_error: str
-    last_agent_message: str
-    last_guidance_directive: str
+    last_agent_message: str = ""
+    last_guidance_directive: str = ""
     turn_plan: str
     diff_summary: str
     token_usage: str
@@ -110,21 +147,13 @@ class LoggedTurnSummary(FullAutoTurnSummary):
 
 
 def _token_count(value: Any) -> Optional[int]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    # As the original's `as_u64`: a non-negative JSON integer; 5.0, "5" and true are not counts.
+    if isinstance(value, int) and not isinstance(value, bool):
         return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
-        return int(value)
     return None
 
 
-def tokens_from_usage(token_usage: Any) -> Optional[int]:
-    """Read `totalTokens` (else `total_tokens`) from token-usage JSON text or a dict; None if absent.
-
-    Like the original (`as_u64`), only a non-negative whole number counts; text such as
-    "51234" is not a token count.
-    """
+def _usage_object(token_usage: Any) -> Optional[dict]:
     if isinstance(token_usage, (bytes, bytearray)):
         token_usage = token_usage.decode("utf-8", errors="replace")
     data = token_usage
@@ -135,13 +164,45 @@ def tokens_from_usage(token_usage: Any) -> Optional[int]:
             data = json.loads(token_usage)
         except ValueError:
             return None
-    if not isinstance(data, dict):
-        return None
+    return data if isinstance(data, dict) else None
+
+
+def _top_level_total(data: dict) -> Optional[int]:
     for key in ("totalTokens", "total_tokens"):
         count = _token_count(data.get(key))
         if count is not None:
             return count
     return None
+
+
+def guardrail_tokens(token_usage: Any) -> Optional[int]:
+    """The tokens the original's max_tokens guardrail sees: top-level `totalTokens` / `total_tokens` only.
+
+    The original (`parse_total_tokens`) reads no nested total, so a summary whose usage nests it as
+    `tokenUsage.total` never trips max_tokens there; replay must not trip it either.
+    """
+    data = _usage_object(token_usage)
+    return _top_level_total(data) if data is not None else None
+
+
+def tokens_from_usage(token_usage: Any) -> Optional[int]:
+    """Total tokens from token-usage JSON text or a dict; None if absent.
+
+    Top-level `totalTokens` / `total_tokens` first, else the app server's nesting `tokenUsage.total`
+    (a number, or an object with `totalTokens` / `total_tokens`). Like the original (`as_u64`),
+    only a non-negative JSON integer counts.
+    """
+    data = _usage_object(token_usage)
+    if data is None:
+        return None
+    count = _top_level_total(data)
+    if count is not None:
+        return count
+    nested = data.get("tokenUsage")
+    total = nested.get("total") if isinstance(nested, dict) else None
+    if isinstance(total, dict):
+        return _top_level_total(total)
+    return _token_count(total)
 
 
 def next_progress_count(previous_signature: Optional[str], summary_signature: Optional[str], count: int) -> int:
@@ -152,14 +213,19 @@ def next_progress_count(previous_signature: Optional[str], summary_signature: Op
 
 
 class GuidanceDecision(BaseModel):
-    """One next-action decision: the four outputs of the decision signature."""
+    """One next-action decision: the four outputs of the decision signature.
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    `confidence` is the model's f32 as the original keeps it: not clamped (-0.2 stays -0.2) and
+    possibly NaN or infinite (the original logs those as null; `NaN < min_confidence` is false,
+    so such a decision goes through).
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=True)
 
     action: Action
     next_input: str = ""
     reason: str = ""
-    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    confidence: float = 0.0
     # Diagnostics of parse_decision; empty for a cleanly parsed decision.
     parse_errors: list[str] = Field(default_factory=list)
 
@@ -202,28 +268,38 @@ class GuardrailContext(BaseModel):
 
     @classmethod
     def from_summary(cls, summary: FullAutoTurnSummary | dict) -> "GuardrailContext":
-        """Build the context from a turn summary (tokens from `totalTokens`/`total_tokens`)."""
+        """Build the context from a turn summary (tokens as the original's guardrail reads them)."""
         if isinstance(summary, dict):
             summary = FullAutoTurnSummary.model_validate(summary, strict=False)
         return cls(
             last_turn_status=summary.last_turn_status,
             turn_count=summary.turn_count,
             no_progress_count=summary.no_progress_count,
-            tokens_used=summary.tokens_used(),
+            tokens_used=guardrail_tokens(summary.token_usage),
         )
 
 
 class GuardrailAudit(BaseModel):
-    """The audit attached to every enforced decision (`triggered: false` when none fired)."""
+    """The audit attached to every enforced decision (`triggered: false` when none fired).
+
+    Its confidences are the original's f32s; a NaN or infinite one is null in the log (serde
+    writes no NaN) and None here. A log line's audit is read by `DecisionLogLine`, which also
+    turns the writer's widened doubles (0.800000011920929) back into the f32 they were (0.8).
+    """
 
     model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
     triggered: bool
     rule: Optional[GuardrailRule] = None
     original_action: Action
-    original_confidence: float
+    original_confidence: Optional[float]
     enforced_action: Action
-    enforced_confidence: float
+    enforced_confidence: Optional[float]
+
+    @field_validator("original_confidence", "enforced_confidence", mode="before")
+    @classmethod
+    def _float(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _rule_iff_triggered(self) -> "GuardrailAudit":
@@ -255,7 +331,7 @@ class DecisionLogLine(BaseModel):
     thread_id: str
     turn_id: str
     action: Action
-    confidence: float
+    confidence: Optional[float]  # an f32 in the writer: NaN or infinity is written as null
     reason: str
     next_input_preview: str
     state: Literal["running", "paused"]
@@ -267,6 +343,22 @@ class DecisionLogLine(BaseModel):
     @classmethod
     def _timestamp_is_rfc3339(cls, value: str) -> str:
         return _rfc3339(value)
+
+    @field_validator("guardrail", mode="before")
+    @classmethod
+    def _audit_f32s(cls, value: Any) -> Any:
+        # The writer nests the audit as a JSON value: its f32 confidences come widened to doubles.
+        if isinstance(value, GuardrailAudit):
+            value = value.model_dump()
+        if isinstance(value, dict):
+            return {key: f32_shortest(item) if key.endswith("_confidence") and _finite_float(item) else item
+                    for key, item in value.items()}
+        return value
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence_f32(cls, value: Any) -> Any:
+        return f32_shortest(value) if _finite_float(value) else value
 
     @field_validator("summary", mode="before")
     @classmethod
@@ -280,8 +372,8 @@ class DecisionLogLine(BaseModel):
         """The model's own action: the audit's original action when audited, else the logged one."""
         return self.guardrail.original_action if self.guardrail else self.action
 
-    def model_confidence(self) -> float:
-        """The model's own confidence (from the audit when present)."""
+    def model_confidence(self) -> Optional[float]:
+        """The model's own confidence (from the audit when present); None when it was NaN or infinite."""
         return self.guardrail.original_confidence if self.guardrail else self.confidence
 
 

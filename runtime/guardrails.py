@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any, Mapping, Optional, Union
 
-from .fullauto import ACTIONS, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
+from .fullauto import ACTIONS, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision, f32, f32_shortest
 
 OUTPUT_FIELDS: tuple[str, ...] = ("action", "next_input", "reason", "confidence")
 
@@ -25,8 +25,13 @@ RULE_REASONS: dict[str, str] = {
 
 
 def low_confidence_reason(confidence: float) -> str:
-    """The original's reason for a low-confidence pause."""
-    return f"Low confidence ({confidence:.2f}) decision; pausing Full Auto."
+    """The original's reason for a low-confidence pause: its f32 with two decimals (0.515 -> "0.51")."""
+    return f"Low confidence ({f32(confidence):.2f}) decision; pausing Full Auto."
+
+
+def _logged(confidence: float) -> Optional[float]:
+    """A confidence as the audit logs it: serde writes a NaN or infinite f32 as null."""
+    return confidence if math.isfinite(confidence) else None
 
 
 def hard_rule(context: GuardrailContext, config: GuardrailConfig) -> Optional[tuple[str, str]]:
@@ -77,7 +82,7 @@ def apply_guardrails(
         # The hard rules are certain and end the turn-to-turn loop: no follow-up input.
         enforced = decision.model_copy(
             update={"action": action, "confidence": 1.0, "next_input": "", "reason": RULE_REASONS[rule]}, deep=True)
-    elif decision.confidence < config.min_confidence:
+    elif f32(decision.confidence) < f32(config.min_confidence):  # f32 against f32, as the original
         rule = "low_confidence"
         enforced = decision.model_copy(
             update={"action": "pause", "reason": low_confidence_reason(decision.confidence)}, deep=True)
@@ -88,9 +93,9 @@ def apply_guardrails(
         triggered=rule is not None,
         rule=rule,
         original_action=decision.action,
-        original_confidence=decision.confidence,
+        original_confidence=_logged(decision.confidence),
         enforced_action=enforced.action,
-        enforced_confidence=enforced.confidence,
+        enforced_confidence=_logged(enforced.confidence),
     )
     return enforced, audit
 
@@ -224,27 +229,23 @@ def _fields_or_raise(text: str) -> tuple[dict[str, Any], Optional[str]]:
     return {}, _NOT_PARSED
 
 
-def _confidence(value: Any) -> tuple[Optional[float], Optional[str]]:
-    """A number, or text that is a number; clamped into [0, 1] (the guardrail outcome is the same)."""
-    if value is None:
-        return None, "confidence is missing"
+# Rust's `str::parse::<f32>`: no surrounding whitespace, no `_`, "inf"/"infinity"/"nan" in any case.
+_RUST_FLOAT = re.compile(r"[+-]?(?:inf|infinity|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", re.I)
+
+
+def _confidence(value: Any) -> tuple[float, Optional[str]]:
+    """The confidence as the original reads it: a number or numeric text as an f32, else 0.0 (never clamped)."""
     if isinstance(value, bool):
-        return None, "confidence is a boolean, not a number"
+        return 0.0, "confidence not numeric"
     if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None, "confidence is missing"
-        try:
-            number = float(text)
-        except ValueError:
-            return None, f"confidence is not numeric: {value[:40]!r}"
-    else:
-        return None, f"confidence has type {type(value).__name__}, not a number"
-    if not math.isfinite(number):
-        return None, f"confidence is not finite: {value!r}"
-    return min(1.0, max(0.0, number)), None
+        return f32_shortest(float(value)), None
+    if isinstance(value, str):
+        if _RUST_FLOAT.fullmatch(value):
+            return f32_shortest(float(value)), None
+        return 0.0, "confidence missing" if not value else "confidence not parseable"
+    if value is None:
+        return 0.0, "confidence missing"
+    return 0.0, "confidence not numeric"
 
 
 def _text(value: Any) -> str:
@@ -265,12 +266,26 @@ def _safe_default(errors: list[str], reason: str = "") -> GuidanceDecision:
                             parse_errors=errors or ["unparseable output"])
 
 
+def _action(value: Any) -> tuple[str, Optional[str]]:
+    """The action as the original reads it: trimmed, lower-cased; anything else is pause."""
+    text = value if isinstance(value, str) else (json.dumps(value) if isinstance(value, (int, float, bool)) else None)
+    if text is None:
+        return "pause", "action missing or not a string"
+    action = text.strip().lower()
+    if action in ACTIONS:
+        return action, None
+    return "pause", f"unknown action {text[:40]!r} (read as pause)" if text.strip() else "action missing (read as pause)"
+
+
 def parse_decision(raw: Any) -> GuidanceDecision:
     """Parse model output (text, bytes, dict or prediction) into a decision; never raises.
 
-    Unknown or missing action, missing or non-numeric confidence, unparseable output and
-    ambiguous output (a field given twice with different values) all give the safe default — `pause` with confidence 0.0, empty next_input — and the
-    errors are kept in `parse_errors`. A numeric confidence outside [0, 1] is clamped.
+    Fields are read as the original reads them (formats.md §1.4.1): an unknown or missing action
+    becomes `pause` with the model's confidence kept; a missing or unparseable confidence becomes
+    0.0 with the action kept (the low-confidence guardrail then pauses); confidence is an f32, not
+    clamped. Output with no readable fields at all, or ambiguous output (a field given twice with
+    different values), gives the safe default `pause` with confidence 0.0. Every deviation is
+    listed in `parse_errors`.
     """
     errors: list[str] = []
     try:
@@ -294,19 +309,16 @@ def parse_decision(raw: Any) -> GuidanceDecision:
         fields = {str(k).strip().lower(): v for k, v in fields.items()}
 
         reason = _text(fields.get("reason"))
-        if errors:
-            return _safe_default(errors, reason)
-        action_value = fields.get("action")
-        action = _text(action_value).strip().strip("\"'`*.").strip().lower()
-        if action not in ACTIONS:
-            errors.append("action is missing" if not action else f"unknown action {_text(action_value)[:40]!r}")
+        if errors or not _has_output_field(fields):
+            return _safe_default(errors or [_NOT_PARSED], reason)
+        action, error = _action(fields.get("action"))
+        if error:
+            errors.append(error)
         confidence, error = _confidence(fields.get("confidence"))
         if error:
             errors.append(error)
-        if errors or confidence is None:
-            return _safe_default(errors, reason)
         return GuidanceDecision(action=action, next_input=_text(fields.get("next_input")), reason=reason,
-                                confidence=confidence)
+                                confidence=confidence, parse_errors=errors)
     except Exception as exc:  # the safe default must hold for any input whatsoever
         errors.append(f"{type(exc).__name__}: {exc}"[:300])
         return _safe_default(errors)

@@ -32,25 +32,28 @@ CASES = [
      ("continue", 0.75, "keep going"), False),
     ("key-value-quoted", '"action": "pause",\n"confidence": "0.6",', ("pause", 0.6, ""), False),
     ("key-value-markdown", "- **action**: review\n- **confidence**: 0.9", ("review", 0.9, ""), False),
-    ("action-case-and-punctuation", '{"action": " Continue. ", "confidence": 0.9}', ("continue", 0.9, ""), False),
+    ("action-case", '{"action": " Continue ", "confidence": 0.9}', ("continue", 0.9, ""), False),
+    # read as the original reads them (formats.md §1.4.1): unknown action -> pause, confidence kept
+    ("action-punctuation", '{"action": "continue.", "confidence": 0.9}', ("pause", 0.9, ""), True),
     ("numeric-string-confidence", '{"action": "continue", "confidence": "0.8"}', ("continue", 0.8, ""), False),
-    ("numeric-string-padded", '{"action": "continue", "confidence": " 0.70 "}', ("continue", 0.7, ""), False),
-    ("confidence-above-1-clamped", '{"action": "continue", "confidence": 1.5}', ("continue", 1.0, ""), False),
-    ("confidence-negative-clamped", '{"action": "continue", "confidence": -0.2}', ("continue", 0.0, ""), False),
-    # safe default
-    ("unknown-action", '{"action": "proceed", "confidence": 0.9, "next_input": "x"}', SAFE, True),
-    ("empty-action", '{"action": "", "confidence": 0.9}', SAFE, True),
-    ("missing-action", '{"confidence": 0.9}', SAFE, True),
-    ("missing-confidence", '{"action": "continue"}', SAFE, True),
-    ("null-confidence", '{"action": "continue", "confidence": null}', SAFE, True),
-    ("non-numeric-confidence", '{"action": "continue", "confidence": "high"}', SAFE, True),
-    ("percent-confidence", '{"action": "continue", "confidence": "80%"}', SAFE, True),
-    ("bool-confidence", '{"action": "continue", "confidence": true}', SAFE, True),
-    ("nan-confidence", '{"action": "continue", "confidence": NaN}', SAFE, True),
-    ("inf-confidence-text", '{"action": "continue", "confidence": "inf"}', SAFE, True),
-    ("list-confidence", '{"action": "continue", "confidence": [0.9]}', SAFE, True),
+    # Rust's parse::<f32> takes no surrounding whitespace: 0.0, action kept
+    ("numeric-string-padded", '{"action": "continue", "confidence": " 0.70 "}', ("continue", 0.0, ""), True),
+    ("confidence-above-1-kept", '{"action": "continue", "confidence": 1.5}', ("continue", 1.5, ""), False),
+    ("confidence-negative-kept", '{"action": "continue", "confidence": -0.2}', ("continue", -0.2, ""), False),
+    ("unknown-action", '{"action": "proceed", "confidence": 0.9, "next_input": "x"}', ("pause", 0.9, "x"), True),
+    ("empty-action", '{"action": "", "confidence": 0.9}', ("pause", 0.9, ""), True),
+    ("missing-action", '{"confidence": 0.9}', ("pause", 0.9, ""), True),
+    # missing or unparseable confidence -> 0.0, action kept (the low-confidence guardrail then pauses)
+    ("missing-confidence", '{"action": "continue"}', ("continue", 0.0, ""), True),
+    ("null-confidence", '{"action": "continue", "confidence": null}', ("continue", 0.0, ""), True),
+    ("non-numeric-confidence", '{"action": "continue", "confidence": "high"}', ("continue", 0.0, ""), True),
+    ("percent-confidence", '{"action": "continue", "confidence": "80%"}', ("continue", 0.0, ""), True),
+    ("bool-confidence", '{"action": "continue", "confidence": true}', ("continue", 0.0, ""), True),
+    ("inf-confidence-text", '{"action": "continue", "confidence": "inf"}', ("continue", float("inf"), ""), False),
+    ("list-confidence", '{"action": "continue", "confidence": [0.9]}', ("continue", 0.0, ""), True),
     ("placeholder", "[[ ## action ## ]]\ncontinue\n[[ ## confidence ## ]]\n"
-                    "Not supplied for this particular example.", SAFE, True),
+                    "Not supplied for this particular example.", ("continue", 0.0, ""), True),
+    # safe default: nothing readable
     ("garbage", "lorem ipsum dolor sit amet", SAFE, True),
     ("empty", "", SAFE, True),
     ("whitespace", "   \n\t", SAFE, True),
@@ -67,8 +70,8 @@ CASES = [
     ("dict", {"action": "continue", "next_input": "go on", "reason": "r", "confidence": 0.7},
      ("continue", 0.7, "go on"), False),
     ("dict-string-confidence", {"action": "review", "confidence": "0.65"}, ("review", 0.65, ""), False),
-    ("dict-unknown-action", {"action": "abort", "confidence": 0.9}, SAFE, True),
-    ("dict-non-string-action", {"action": 3, "confidence": 0.9}, SAFE, True),
+    ("dict-unknown-action", {"action": "abort", "confidence": 0.9}, ("pause", 0.9, ""), True),
+    ("dict-non-string-action", {"action": 3, "confidence": 0.9}, ("pause", 0.9, ""), True),
     ("dict-missing-everything", {}, SAFE, True),
     ("dict-non-string-next-input", {"action": "continue", "confidence": 0.9, "next_input": {"cmd": "x"}},
      ("continue", 0.9, '{"cmd": "x"}'), False),
@@ -94,10 +97,31 @@ def test_parse_errors_name_the_problem():
     assert len(errors) == 2
 
 
-def test_safe_default_keeps_the_reason_for_diagnostics():
+def test_unknown_action_keeps_reason_and_confidence_as_the_original():
     decision = parse_decision({"action": "maybe", "reason": "unsure", "confidence": 0.9})
     assert decision.reason == "unsure"
-    assert (decision.action, decision.confidence) == ("pause", 0.0)
+    assert (decision.action, decision.confidence) == ("pause", 0.9)
+
+
+def test_nan_confidence_is_kept_and_goes_through_the_guardrail():
+    import math
+
+    from runtime import GuardrailContext, apply_guardrails
+
+    decision = parse_decision('{"action": "continue", "confidence": NaN}')
+    assert decision.action == "continue" and math.isnan(decision.confidence)
+    enforced, audit = apply_guardrails(decision, GuardrailContext(), None)
+    # NaN < min_confidence is false in the original: the decision goes through, logged as null
+    assert enforced.action == "continue" and not audit.triggered
+    assert audit.original_confidence is None and audit.enforced_confidence is None
+
+
+def test_low_confidence_reason_prints_the_f32():
+    from runtime import GuardrailContext, apply_guardrails
+
+    enforced, audit = apply_guardrails(parse_decision({"action": "stop", "confidence": 0.515}), GuardrailContext())
+    assert enforced.reason == "Low confidence (0.51) decision; pausing Full Auto."
+    assert audit.rule == "low_confidence" and audit.enforced_confidence == 0.515
 
 
 def test_reason_is_kept_on_success():
