@@ -193,9 +193,9 @@ def test_unparseable_output_is_a_safe_pause_after_one_call(scripted_lm):
      "[[ ## confidence ## ]]\n0.9\n\n[[ ## completed ## ]]", ("continue", 0.9, [])),
     ("[[ ## action ## ]]\nstop\n\n[[ ## confidence ## ]]\n0.7", ("stop", 0.7, [])),
     ("[[ ## action ## ]]\nrestart\n\n[[ ## next_input ## ]]\n\n[[ ## reason ## ]]\nx\n\n[[ ## confidence ## ]]\n0.9",
-     ("pause", 0.0, ["unknown action"])),
+     ("pause", 0.9, ["unknown action"])),  # as the original: pause, the model's confidence kept
     ("[[ ## action ## ]]\ncontinue\n\n[[ ## next_input ## ]]\n\n[[ ## reason ## ]]\nx\n\n[[ ## confidence ## ]]\nhigh",
-     ("pause", 0.0, ["confidence is not numeric"])),
+     ("continue", 0.0, ["confidence not parseable"])),  # as the original: 0.0, the action kept
 ])
 def test_lenient_parse_of_what_the_adapter_rejects(scripted_lm, raw, expected):
     scripted_lm([raw])
@@ -399,7 +399,7 @@ def test_cli_predict_planner_packet(tmp_path, capsys):
 
 @pytest.mark.parametrize("content, args, message", [
     ('{"thread_id": 5, "turn_id": "t"}', [], "field thread_id"),
-    ('{"thread_id": "x", "turn_id": "t", "last_turn_status": "exploded"}', [], "field last_turn_status"),
+    ('{"thread_id": "x", "turn_id": "t", "last_turn_status": 3}', [], "field last_turn_status"),
     ("[1, 2]", [], "expected a JSON object"),
     ('{"thread_id": "x",', [], "line 1 column"),
     ('{"thread_id": "x", "turn_id": "t"}', ["--program", "nope"], "unknown program 'nope'"),
