@@ -82,6 +82,12 @@ METRIC_NAMES: tuple[str, ...] = (
 )
 
 
+
+def probability(confidence: float) -> float:
+    """A model confidence as a probability for calibration: the original keeps f32s unclamped (and NaN), a
+    probability is in [0, 1]; NaN counts as 0 (no stated belief)."""
+    return 0.0 if math.isnan(confidence) else min(1.0, max(0.0, float(confidence)))
+
 def dispatch_action(action: Optional[str]) -> Optional[str]:
     """The action production dispatches for a label or decision: `review` becomes `pause`."""
     if action is None:
@@ -144,7 +150,7 @@ def score_outcome(outcome: DecisionOutcome) -> dict[str, float]:
         "guardrail_override_rate": float(outcome.overridden),
         "parse_failure_rate": float(outcome.parse_failed),
         "error_rate": float(outcome.error is not None),
-        "confidence": float(outcome.model.confidence),
+        "confidence": probability(outcome.model.confidence),
         "next_input_proxy": float(next_input_ok(outcome.enforced)) if enforced == "continue" else nan,
     }
     for rule in GUARDRAIL_RULES:
@@ -158,7 +164,7 @@ def score_outcome(outcome: DecisionOutcome) -> dict[str, float]:
         action_accuracy=float(enforced == label),
         cost_weighted_error=cost,
         objective=0.0 if failed else 1.0 - cost / MAX_COST,
-        brier=(outcome.model.confidence - model_correct) ** 2,
+        brier=(probability(outcome.model.confidence) - model_correct) ** 2,
         model_correct=model_correct,
     )
     return scores

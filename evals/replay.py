@@ -177,12 +177,13 @@ def _logged_enforcement(record: DecisionRecord) -> Optional[tuple[GuidanceDecisi
     logged = record.logged
     if logged is None:
         return None
+    confidence = math.nan if logged.confidence is None else logged.confidence  # null was a NaN f32
     enforced = GuidanceDecision(action=logged.action, next_input=logged.next_input_preview, reason=logged.reason,
-                                confidence=min(1.0, max(0.0, float(logged.confidence))))
+                                confidence=confidence)
     audit = record.guardrail or GuardrailAudit(
         triggered=False, rule=None, original_action=logged.model_action,
-        original_confidence=float(logged.model_confidence), enforced_action=logged.action,
-        enforced_confidence=float(logged.confidence))
+        original_confidence=logged.model_confidence, enforced_action=logged.action,
+        enforced_confidence=logged.confidence)
     return enforced, audit
 
 

@@ -56,9 +56,9 @@ class LoggedDecision(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     action: Action
-    confidence: float
+    confidence: Optional[float]  # None: the writer logged null (a NaN or infinite f32)
     model_action: str
-    model_confidence: float
+    model_confidence: Optional[float]
     reason: str = ""
     next_input_preview: str = ""
     state: str = "running"

@@ -32,11 +32,12 @@ from runtime.fullauto import (
     RunEvent,
     RunFile,
 )
-from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef
+from runtime.fullauto import f32_shortest
+from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.ingest import parse_json_object, validation_error_text
-from guidebench.data.labels import LabelRuleConfig, SideLabel, label_run
+from guidebench.data.labels import LabelRuleConfig, SideLabel, epoch_seconds, label_run
 from guidebench.data.registry import ImportContext, register_importer
 from guidebench.data.spool import GroupedSpool
 
@@ -270,19 +271,53 @@ def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
     ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
 
 
+ORPHAN_RUN = "unknown"  # the writer's run id for a decision made after the run state was dropped
+
+
+def _usage_of(raw_prediction: Any) -> Optional[LMUsage]:
+    """Token usage of the call, from the writer's `raw_prediction` object (`{data, lm_usage}`)."""
+    usage = raw_prediction.get("lm_usage") if isinstance(raw_prediction, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    try:
+        return LMUsage.model_validate({key: value for key, value in usage.items() if key != "provider_usage"})
+    except ValidationError:
+        return None
+
+
+def _diagnostics_f32(diagnostics: Any) -> Any:
+    # The diagnostics struct is nested as a JSON value: its f32 comes widened (0.800000011920929 -> 0.8).
+    if isinstance(diagnostics, dict) and isinstance(diagnostics.get("confidence_parsed"), float):
+        value = diagnostics["confidence_parsed"]
+        return {**diagnostics, "confidence_parsed": f32_shortest(value) if math.isfinite(value) else value}
+    return diagnostics
+
+
 def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list[dict[str, Any]]) -> None:
-    by_sequence: dict[int, dict[str, Any]] = {}
+    """Attach each raw line to its decision: by (sequence_id, turn_id), else by sequence_id within a real run.
+
+    Orphan decisions (run id "unknown") all have sequence_id 0, so only the turn id tells them apart.
+    """
+    by_key: dict[tuple[int, str], dict[str, Any]] = {}
     for raw in raw_lines:
-        if raw["sequence_id"] in by_sequence:
+        key = (raw["sequence_id"], raw["turn_id"])
+        if key in by_key:
             ctx.report.add("raw_duplicates")
             continue
-        by_sequence[raw["sequence_id"]] = raw
+        by_key[key] = raw
+    by_sequence = {sequence: raw for (sequence, _turn), raw in by_key.items()}
     for record in records:
-        raw = by_sequence.pop(record.sequence_id, None)
+        raw = by_key.pop((record.sequence_id, record.turn_id), None)
+        if raw is None and record.run_id != ORPHAN_RUN:
+            candidate = by_sequence.get(record.sequence_id)
+            if candidate is not None and by_key.pop((candidate["sequence_id"], candidate["turn_id"]), None):
+                raw = candidate
         if raw is not None:
-            record.raw_prediction, record.parse_diagnostics = raw["raw_prediction"], raw["parse_diagnostics"]
+            record.raw_prediction = raw["raw_prediction"]
+            record.parse_diagnostics = _diagnostics_f32(raw["parse_diagnostics"])
+            record.usage = record.usage or _usage_of(raw["raw_prediction"])
             ctx.report.add("raw_joined")
-    ctx.report.add("raw_unmatched", len(by_sequence))
+    ctx.report.add("raw_unmatched", len(by_key))
 
 
 def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[SideLabel]) -> None:
@@ -300,19 +335,53 @@ def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[
     ctx.report.add("labels_unmatched", len([item for item in lines if id(item) not in used]))
 
 
+def _run_records(ctx: ImportContext, spool: GroupedSpool, raw: GroupedSpool, labels: GroupedSpool,
+                 run_id: str, use_side_labels: bool) -> list[DecisionRecord]:
+    """One run's records, ordered, with their raw lines and side labels joined."""
+    records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
+    records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
+    _join_raw(ctx, records, [json.loads(text) for text in raw.read_group(run_id)])
+    if use_side_labels:
+        _side_labels(ctx, records, [SideLabel.model_validate_json(text) for text in labels.read_group(run_id)])
+    return records
+
+
+def _timeline_key(record: DecisionRecord) -> tuple[float, int, int]:
+    moment = epoch_seconds(record.timestamp)
+    return (moment if moment is not None else math.inf, record.sequence_id, record.source.line if record.source else 0)
+
+
+def _threads(spool: GroupedSpool, orphans: list[DecisionRecord]) -> dict[str, list[str]]:
+    """The runs of each thread (a pause or stop ends a run; re-enabling starts a new one on the thread)."""
+    threads: dict[str, list[str]] = {}
+    for run_id in spool.groups():
+        if run_id == ORPHAN_RUN:
+            continue
+        first = next(iter(spool.read_group(run_id)))
+        threads.setdefault(json.loads(first)["thread_id"], []).append(run_id)
+    for record in orphans:
+        threads.setdefault(record.thread_id, [])
+    return threads
+
+
 def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw: GroupedSpool,
               labels: GroupedSpool, rules: LabelRuleConfig) -> None:
-    """Join raw lines, events and labels run by run, then emit the records."""
+    """Join raw lines and labels run by run, then label each thread's decisions along its timeline.
+
+    "What happened next" after a pause or stop is in the next run of the same thread (formats.md
+    §1.4.1), so the labeling rules see all of a thread's runs (and its orphan decisions) in time order,
+    with the events of those runs.
+    """
     use_side_labels = not ctx.options.get("ignore_side_labels", False)
-    runs = spool.groups()
-    with ctx.bar(len(runs), "label runs", unit="run") as progress:
-        for run_id in runs:
-            records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
-            records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
-            _join_raw(ctx, records, [json.loads(text) for text in raw.read_group(run_id)])
-            if use_side_labels:
-                _side_labels(ctx, records, [SideLabel.model_validate_json(text) for text in labels.read_group(run_id)])
-            events = _read_events(ctx, workspace, run_id)
+    orphans = _run_records(ctx, spool, raw, labels, ORPHAN_RUN, use_side_labels) if spool.size(ORPHAN_RUN) else []
+    threads = _threads(spool, orphans)
+    with ctx.bar(len(threads), "label threads", unit="thread") as progress:
+        for thread_id, run_ids in threads.items():
+            records = [record for run_id in run_ids
+                       for record in _run_records(ctx, spool, raw, labels, run_id, use_side_labels)]
+            records += [record for record in orphans if record.thread_id == thread_id]
+            records.sort(key=_timeline_key)
+            events = [event for run_id in run_ids for event in _read_events(ctx, workspace, run_id)]
             for record, label in zip(records, label_run(records, events, rules)):
                 record.label = label
                 _tally(ctx, record)

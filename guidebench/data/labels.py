@@ -9,9 +9,13 @@ Side file line: `{"run_id", "sequence_id" (int) and/or "turn_id", "label": Outco
 matched by (run_id, sequence_id) first, else (run_id, turn_id).
 
 Labeling rules (`LabelRuleConfig.rules`, in order; the first that fires wins; each label has
-source `rule:<name>`). "Next" means the next decision of the same run; "ended the loop" means
-the logged (enforced) action was pause or stop; a turn is *productive* when it completed, its
-plan/diff changed (`no_progress_count` 0) and it has a plan or diff at all.
+source `rule:<name>`). They read a thread's timeline: in the real writer a pause or stop ends the
+run and re-enabling Full Auto starts a new run id on the same thread (formats.md §1.4.1), so
+"next" means the next decision of the same thread in time order, whichever run it is in, and a
+`run_started` event of the next run is the resume. "Ended the loop" means the logged (enforced)
+action was pause or stop; a turn is *productive* when it completed, has a plan or diff, and its
+plan/diff changed since the decision before it (the no-progress counter restarts with each run,
+so the change is checked against the previous decision's summary itself).
 1. `turn_status`: the turn failed -> stop was right; it was interrupted -> pause was right
    (guardrails 1-2 enforce exactly that).
 2. `pending_human_input`: approvals or tool inputs are pending: the loop cannot go on by itself,
@@ -67,7 +71,7 @@ class LabelRuleConfig(BaseModel):
     rules: list[str] = Field(default_factory=lambda: list(DEFAULT_RULES))
     resume_window_s: float = Field(default=600.0, ge=0)
     spin_turns: int = Field(default=1, ge=1)
-    resume_events: list[str] = Field(default_factory=lambda: ["run_resumed", "resumed", "run_resume"])
+    resume_events: list[str] = Field(default_factory=lambda: ["run_started", "run_resumed", "resumed", "run_resume"])
     end_events: list[str] = Field(default_factory=lambda: ["run_stopped", "run_completed", "run_ended"])
     human_input_events: list[str] = Field(default_factory=lambda: [
         "user_input", "user_message", "guidance", "guidance_updated", "steer", "approval_granted",
@@ -138,10 +142,15 @@ def _count(text: str) -> int:
     return 0
 
 
-def _productive(record: DecisionRecord) -> bool:
+def _productive(record: DecisionRecord, before: Optional[DecisionRecord] = None) -> bool:
+    """The turn completed and changed its plan or diff (since `before`, when given)."""
     summary = record.summary
-    return (summary.last_turn_status == "completed" and summary.no_progress_count == 0
-            and summary.progress_signature() is not None)
+    signature = summary.progress_signature()
+    if summary.last_turn_status != "completed" or signature is None:
+        return False
+    if before is not None:
+        return signature != before.summary.progress_signature()
+    return summary.no_progress_count == 0
 
 
 def _enforced(record: DecisionRecord) -> str:
@@ -155,7 +164,8 @@ def _model_action(record: DecisionRecord) -> str:
 
 
 class RunView:
-    """One run's decisions (in order) and events, with the "what happened next" questions rules ask."""
+    """One thread's decisions (in time order, across its runs) and events, with the "what happened next"
+    questions rules ask."""
 
     def __init__(self, records: Sequence[DecisionRecord], events: Sequence[RunEvent], config: LabelRuleConfig):
         self.records = list(records)
@@ -165,7 +175,7 @@ class RunView:
         self.events = sorted(((t, s, e) for t, s, e in timed if t is not None), key=lambda item: (item[0], item[1]))
 
     def next(self, index: int) -> Optional[DecisionRecord]:
-        """The next decision of the run, if any."""
+        """The next decision of the thread (possibly in its next run), if any."""
         return self.records[index + 1] if index + 1 < len(self.records) else None
 
     def events_after(self, index: int) -> list[RunEvent]:
@@ -256,7 +266,7 @@ def _resumed_unchanged(view: RunView, index: int) -> Optional[tuple[str, str, fl
     record, following = view.records[index], view.next(index)
     if _enforced(record) not in ("pause", "stop") or following is None:
         return None
-    if view.resumed_within_window(index) and not view.human_acted(index) and _productive(following):
+    if view.resumed_within_window(index) and not view.human_acted(index) and _productive(following, record):
         return "continue", "the run was resumed at once without any change and the next turn made progress", 0.8
     return None
 
@@ -270,8 +280,8 @@ def _human_intervened(view: RunView, index: int) -> Optional[tuple[str, str, flo
 
 
 def _continued_productively(view: RunView, index: int) -> Optional[tuple[str, str, float]]:
-    following = view.next(index)
-    if _enforced(view.records[index]) == "continue" and following is not None and _productive(following):
+    record, following = view.records[index], view.next(index)
+    if _enforced(record) == "continue" and following is not None and _productive(following, record):
         return "continue", "the next turn made progress", 0.7
     return None
 
@@ -324,7 +334,7 @@ def rule_label(view: RunView, index: int) -> Optional[OutcomeLabel]:
 
 def label_run(records: Sequence[DecisionRecord], events: Sequence[RunEvent] = (),
               config: Optional[LabelRuleConfig] = None) -> list[Optional[OutcomeLabel]]:
-    """Rule labels for one run's decisions (ordered by sequence); existing labels are kept as they are."""
+    """Rule labels for one thread's decisions (in time order); existing labels are kept as they are."""
     view = RunView(records, events, config or LabelRuleConfig())
     return [record.label if record.label is not None else rule_label(view, index)
             for index, record in enumerate(view.records)]
