@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .full_auto import FullAutoChainOfThought, FullAutoPredict
+from .full_auto import FullAutoChainOfThought, FullAutoPredict, FullAutoPredictClear
 from .planner import PlannerChainOfThought, PlannerPredict
 from .registry import register
 from .rules_full_auto import AlwaysContinue, FullAutoRules
@@ -11,6 +11,8 @@ from .stack import FullAutoStack
 
 register("full_auto.predict", FullAutoPredict, kind="full_auto", uses_lm=True,
          description="The original: dspy.Predict over FullAutoDecisionSignature, three seed demos until compiled.")
+register("full_auto.predict_clear", FullAutoPredictClear, kind="full_auto", uses_lm=True,
+         description="full_auto.predict with a clearer instruction, field descriptions and the action as a choice.")
 register("full_auto.zeroshot", lambda: FullAutoPredict(demos=[]), kind="full_auto", uses_lm=True,
          description="full_auto.predict without any demo, to measure the zero-shot baseline.")
 register("full_auto.cot", FullAutoChainOfThought, kind="full_auto", uses_lm=True,

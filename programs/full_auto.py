@@ -8,7 +8,7 @@ import dspy
 
 from runtime.fullauto import GuidanceDecision
 from runtime.guardrails import parse_decision
-from signatures import FULL_AUTO_INPUT_FIELDS, FullAutoDecisionSignature
+from signatures import FULL_AUTO_INPUT_FIELDS, FullAutoDecisionClearSignature, FullAutoDecisionSignature
 
 from .lm_call import PredictorOutcome, call_predictor, select_inputs
 from .results import decision_prediction
@@ -32,14 +32,22 @@ def outcome_prediction(outcome: PredictorOutcome, **extra: Any) -> dspy.Predicti
 class FullAutoPredict(dspy.Module):
     """The original program: one `dspy.Predict` over FullAutoDecisionSignature (seed demos until compiled)."""
 
+    signature: type[dspy.Signature] = FullAutoDecisionSignature
+
     def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
         super().__init__()
-        self.decide = dspy.Predict(FullAutoDecisionSignature)
+        self.decide = dspy.Predict(self.signature)
         self.decide.demos = decision_demos() if demos is None else list(demos)
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         outcome = call_predictor(self.decide, **select_inputs(inputs, FULL_AUTO_INPUT_FIELDS))
         return outcome_prediction(outcome)
+
+
+class FullAutoPredictClear(FullAutoPredict):
+    """The original program with a clearer instruction, field descriptions and a typed action."""
+
+    signature = FullAutoDecisionClearSignature
 
 
 class FullAutoChainOfThought(dspy.Module):

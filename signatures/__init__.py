@@ -3,7 +3,9 @@
 from .full_auto import (
     DECISION_OUTPUT_FIELDS,
     FULL_AUTO_INPUT_FIELDS,
+    FullAutoDecisionClearSignature,
     FullAutoDecisionSignature,
+    GuidanceDecisionClearSignature,
     GuidanceDecisionSignature,
 )
 from .planner import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirectiveSignature
@@ -11,6 +13,7 @@ from .stack import Progress, SelectNextAction, SummarizeTurnState, Verdict, Veri
 
 __all__ = [
     "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS", "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS",
-    "FullAutoDecisionSignature", "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "Progress",
+    "FullAutoDecisionClearSignature", "FullAutoDecisionSignature", "GuidanceDecisionClearSignature",
+    "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "Progress",
     "SelectNextAction", "SummarizeTurnState", "Verdict", "VerifyDecision",
 ]
