@@ -72,3 +72,12 @@ def make_dataset(folder: Path, records: list[DecisionRecord]) -> str:
     from evals.data import save_dataset
 
     return save_dataset(folder, "fullauto", {"train": records[:4], "dev": records, "test": records})
+
+
+def hub_relative(folder) -> str:
+    """The export's hub file, `dsrs/optimized/<signature_name>/<compiled_id>.json`, relative to the folder."""
+    from pathlib import Path
+
+    found = sorted(p for p in Path(folder, "dsrs", "optimized").rglob("*.json"))
+    assert len(found) == 1, f"expected one hub file, found {found}"
+    return found[0].relative_to(folder).as_posix()

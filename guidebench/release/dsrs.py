@@ -1,13 +1,20 @@
 """The original runtime's export format (formats.md §1.5): CompiledModuleManifest and its hub file.
 
+Mirrors the dsrs crate's serde structs (`manifest.rs`, `evaluate/promotion.rs`, `evaluate/scoring.rs`):
 `compiled_id` = SHA-256 hex of the canonical JSON (sorted keys, no whitespace) of
-`{"demo_count": N, "instruction": str|null, "optimizer": ..., "signature_name": ...}`.
-`compiled_id`, `trainset_id` and `instruction` are omitted from the JSON when absent.
+`{"demo_count": N, "instruction": str|null, "optimizer": ..., "signature_name": ...}`;
+`compiled_id`, `trainset_id` and `instruction` are omitted when absent, so are the empty lists of
+`compatibility` and its unset `min_provider_reputation` (never 0.0), and an empty `eval_history`.
+`eval_history` holds the original's `EvalRecord`s (timestamp, state, a complete `ScorecardResult`,
+promotion_attempted, promotion_success, promotion_reason); the workbench's own evaluation metadata
+(MLflow run, dataset id, split) lives in our `manifest.json`. The hub stores a module at
+`optimized/<signature_name>/<compiled_id>.json` as `{"manifest", "demos"}`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import math
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,15 +40,63 @@ class DsrsScorecard(BaseModel):
     p_fail: float = 0.0
 
 
+PrivacyMode = Literal["public_ok", "no_pii", "private_repo_redacted", "private_repo_allowed"]
+
+
 class DsrsCompatibility(BaseModel):
-    """`compatibility` of a CompiledModuleManifest."""
+    """`compatibility` of a CompiledModuleManifest (empty lists and an unset reputation are not written)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     required_tools: list[str] = Field(default_factory=list)
     required_lanes: list[str] = Field(default_factory=list)
-    privacy_modes_allowed: list[str] = Field(default_factory=list)
-    min_provider_reputation: float = 0.0
+    privacy_modes_allowed: list[PrivacyMode] = Field(default_factory=list)
+    min_provider_reputation: Optional[float] = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As serde writes it: `skip_serializing_if` empty lists and a None reputation."""
+        return {key: value for key, value in self.model_dump(mode="json").items() if value not in ([], None)}
+
+
+class TaskScore(BaseModel):
+    """The original's `TaskScore` (every field required)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    task_id: str
+    score: float
+    metrics: dict[str, float]
+    rollouts_completed: int = Field(ge=0)
+    proxy_passed: bool
+    truth_evaluated: bool
+    cost_msats: int = Field(ge=0)
+
+
+class ScorecardResult(BaseModel):
+    """The original's `ScorecardResult` (every field required, none defaulted by serde)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    overall_score: float
+    per_metric: dict[str, float]
+    per_task: dict[str, TaskScore]
+    total_cost_msats: int = Field(ge=0)
+    total_duration_ms: int = Field(ge=0)
+    tasks_evaluated: int = Field(ge=0)
+    tasks_skipped: int = Field(ge=0)
+
+
+class EvalRecord(BaseModel):
+    """One entry of `eval_history`: the original's `EvalRecord`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    timestamp: int = Field(ge=0)
+    state: PromotionState
+    scorecard: ScorecardResult
+    promotion_attempted: bool
+    promotion_success: Optional[bool] = None
+    promotion_reason: Optional[str] = None
 
 
 class CompiledModuleManifest(BaseModel):
@@ -59,19 +114,26 @@ class CompiledModuleManifest(BaseModel):
     compatibility: DsrsCompatibility = Field(default_factory=DsrsCompatibility)
     demo_count: int = 0
     promotion_state: PromotionState = "candidate"
-    eval_history: list[dict[str, Any]] = Field(default_factory=list)
+    eval_history: list[EvalRecord] = Field(default_factory=list)
 
     def expected_compiled_id(self) -> str:
         """compiled_id recomputed from this manifest's own fields."""
         return compiled_id(self.signature_name, self.optimizer, self.instruction, self.demo_count)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict, leaving out compiled_id / trainset_id / instruction when absent."""
+        """JSON-ready dict as serde writes it: absent optionals and an empty eval history left out."""
         data = self.model_dump(mode="json")
         for key in OMITTED_WHEN_ABSENT:
             if data.get(key) is None:
                 data.pop(key, None)
+        data["compatibility"] = self.compatibility.to_json()
+        if not data["eval_history"]:
+            data.pop("eval_history")
         return data
+
+    def hub_path(self) -> str:
+        """Where the original's hub stores this module: `optimized/<signature_name>/<compiled_id>.json`."""
+        return f"optimized/{self.signature_name}/{self.compiled_id or self.expected_compiled_id()}.json"
 
 
 class HubDemo(BaseModel):
@@ -103,8 +165,13 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
                                       "optimizer": optimizer, "signature_name": signature_name}))
 
 
+def _finite_values(scorecard: dict[str, MetricInterval]) -> dict[str, float]:
+    # serde has no NaN for an f32 or f64: an undefined metric is left out
+    return {name: float(m.value) for name, m in scorecard.items() if m.value is not None and math.isfinite(m.value)}
+
+
 def _dsrs_scorecard(scorecard: dict[str, MetricInterval]) -> DsrsScorecard:
-    values = {name: m.value for name, m in scorecard.items() if m.value is not None}
+    values = _finite_values(scorecard)
     objective = values.get(OBJECTIVE)
     # The objective scores enforced decisions against outcome labels: the truth. Every other
     # metric (rates, calibration, agreement, cost) is a proxy of the outcome.
@@ -139,16 +206,25 @@ def main_instruction(manifest: FrozenManifest, program_state: dict[str, Any]) ->
     return manifest.signature.instructions or None
 
 
+def eval_record(manifest: FrozenManifest, *, timestamp: int) -> EvalRecord:
+    """The evaluation a module was exported with, as the original's EvalRecord (no promotion attempted)."""
+    values = _finite_values(manifest.scorecard)
+    evaluated = max((m.n for m in manifest.scorecard.values()), default=0)
+    scorecard = ScorecardResult(overall_score=values.get(OBJECTIVE, 0.0), per_metric=values, per_task={},
+                                total_cost_msats=0, total_duration_ms=0, tasks_evaluated=evaluated, tasks_skipped=0)
+    return EvalRecord(timestamp=timestamp, state=manifest.promotion_state, scorecard=scorecard,
+                      promotion_attempted=False)
+
+
 def build_hub(manifest: FrozenManifest, program_state: dict[str, Any], *, created_at: int,
-              trainset_id: Optional[str] = None, eval_history: Optional[list[dict[str, Any]]] = None) -> HubFile:
+              trainset_id: Optional[str] = None, eval_history: Optional[list[EvalRecord]] = None) -> HubFile:
     """The CompiledModuleManifest (with its compiled_id) and the hub file of a frozen module."""
     demos = _hub_demos(manifest, program_state)
     instruction = main_instruction(manifest, program_state)
     if eval_history is None and manifest.scorecard:
-        # The scorecard the module was exported with is its first evaluation.
-        eval_history = [{"mlflow_run_id": manifest.mlflow_run_id, "dataset_id": manifest.dataset_id,
-                         "split": manifest.split, "split_hash": manifest.split_hash,
-                         "metrics": {name: m.value for name, m in manifest.scorecard.items()}}]
+        # The scorecard the module was exported with is its first evaluation (its MLflow run, dataset
+        # and split are in our manifest.json, not here: the original's EvalRecord has no such fields).
+        eval_history = [eval_record(manifest, timestamp=created_at)]
     compiled = CompiledModuleManifest(
         signature_name=manifest.signature_name,
         optimizer=manifest.optimizer,

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from runtime.checksums import write_checksums
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
-from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_HUB_FILE, DSRS_MANIFEST_FILE, MANIFEST_FILE, PROGRAM_FILE,
+from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec, valid_name,
                                      valid_version)
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
@@ -317,7 +317,9 @@ def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any],
     _write_json(folder / PROGRAM_FILE, _checked(PROGRAM_FILE, state, secrets))
     _write_json(folder / MANIFEST_FILE, _checked(MANIFEST_FILE, manifest.model_dump(mode="json"), secrets))
     _write_json(folder / DSRS_MANIFEST_FILE, _checked(DSRS_MANIFEST_FILE, hub.manifest.to_json(), secrets))
-    _write_json(folder / DSRS_HUB_FILE, _checked(DSRS_HUB_FILE, hub.to_json(), secrets))
+    hub_file = f"dsrs/{hub.manifest.hub_path()}"
+    (folder / hub_file).parent.mkdir(parents=True, exist_ok=True)
+    _write_json(folder / hub_file, _checked(hub_file, hub.to_json(), secrets))
     write_checksums(folder)
 
 

@@ -4,7 +4,8 @@ A frozen module is a folder:
     program.json        DSPy program state (JSON; never a pickle)
     manifest.json       `FrozenManifest`
     dsrs/manifest.json  the same module as the original runtime's CompiledModuleManifest
-    dsrs/hub.json       that manifest plus the demos
+    dsrs/optimized/<signature_name>/<compiled_id>.json
+                        that manifest plus the demos, where the original's hub stores a module
     checksums.sha256    SHA-256 of every other file, `sha256sum` format
 """
 
@@ -23,7 +24,7 @@ MANIFEST_FILE = "manifest.json"
 CHECKSUMS_FILE = "checksums.sha256"
 DSRS_DIR = "dsrs"
 DSRS_MANIFEST_FILE = "dsrs/manifest.json"
-DSRS_HUB_FILE = "dsrs/hub.json"
+DSRS_HUB_DIR = "dsrs/optimized"  # + /<signature_name>/<compiled_id>.json, the original hub's layout
 
 ModuleKind = Literal["full_auto", "planner"]
 PromotionState = Literal["candidate", "staged", "shadow", "promoted", "rolled_back"]

@@ -142,9 +142,14 @@ def test_export_from_an_mlflow_run(tmp_path: Path, capsys):
     assert dsrs["scorecard"]["proxy_metrics"] == {"parse_failure_rate": 0.05, "guardrail_override_rate": 0.2}
     assert dsrs["scorecard"]["p_fail"] == 0.05 and dsrs["scorecard"]["rollouts"] == 40
     assert dsrs["scorecard"]["median_score"] == 0.71
-    assert dsrs["eval_history"] == [{"mlflow_run_id": run.info.run_id, "dataset_id": "d" * 64, "split": "dev",
-                                     "split_hash": "h" * 64, "metrics": {"objective": 0.71, "parse_failure_rate": 0.05,
-                                                                         "guardrail_override_rate": 0.2}}]
+    # the original's EvalRecord; our own metadata (MLflow run, dataset, split) is in manifest.json
+    [record] = dsrs["eval_history"]
+    assert record["state"] == "candidate" and record["promotion_attempted"] is False
+    assert record["scorecard"]["overall_score"] == 0.71 and record["scorecard"]["tasks_evaluated"] == 40
+    assert record["scorecard"]["per_metric"] == {"objective": 0.71, "parse_failure_rate": 0.05,
+                                                 "guardrail_override_rate": 0.2}
+    ours = json.loads((out / "manifest.json").read_text())
+    assert (ours["mlflow_run_id"], ours["dataset_id"], ours["split"]) == (run.info.run_id, "d" * 64, "dev")
     load_frozen(out)
 
     # A compile run: metrics per split (`test.objective`), the optimizer's class, the train split hash.

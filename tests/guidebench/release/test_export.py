@@ -35,7 +35,7 @@ from dspy.lm15 import TextPart
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frozen_support import edit_json, export_program
+from frozen_support import edit_json, export_program, hub_relative
 from guidebench.cli import main
 from guidebench.errors import GuidebenchError
 from guidebench.release.export import load_exported
@@ -75,7 +75,7 @@ def refused(folder: Path) -> str:
 
 
 def test_the_pristine_export_loads(pristine: Path) -> None:
-    assert files_of(pristine) == ["checksums.sha256", "dsrs/hub.json", "dsrs/manifest.json", "manifest.json",
+    assert files_of(pristine) == ["checksums.sha256", "dsrs/manifest.json", hub_relative(pristine), "manifest.json",
                                   "program.json"]
     load_frozen(pristine)
     load_exported(pristine)
@@ -111,7 +111,7 @@ def _truncate(folder: Path) -> None:
 
 
 def _swap(folder: Path) -> None:
-    a, b = folder / "dsrs" / "hub.json", folder / "dsrs" / "manifest.json"
+    a, b = folder / hub_relative(folder), folder / "dsrs" / "manifest.json"
     data_a, data_b = a.read_bytes(), b.read_bytes()
     a.write_bytes(data_b)
     b.write_bytes(data_a)
@@ -159,7 +159,7 @@ def _rewritten_signature(folder: Path) -> None:
 
 TAMPERING: dict[str, tuple[Callable[[Path], None], str]] = {
     "truncated file": (_truncate, "checksum mismatch: program.json"),
-    "missing file": (lambda f: (f / "dsrs" / "hub.json").unlink(), "missing file: dsrs/hub.json"),
+    "missing file": (lambda f: (f / hub_relative(f)).unlink(), "missing file: dsrs/optimized/"),
     "missing checksums": (lambda f: (f / "checksums.sha256").unlink(), "missing checksums.sha256"),
     "added file": (lambda f: (f / "README.md").write_text("hello"), "unlisted file: README.md"),
     "renamed file": (lambda f: (f / "program.json").rename(f / "program2.json"), "missing file: program.json"),

@@ -13,7 +13,7 @@ import pytest
 from dspy.utils import DummyLM
 
 import programs
-from frozen_support import edit_json, export_program, summary
+from frozen_support import edit_json, export_program, hub_relative, summary
 from runtime import DecisionRecord, GuardrailConfig, OptimizationDirective, load_frozen
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import FrozenModuleError
@@ -51,7 +51,7 @@ def refusal(folder: Path, **kwargs) -> str:
 
 def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: Path):
     files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*") if p.is_file())
-    assert files == ["checksums.sha256", "dsrs/hub.json", "dsrs/manifest.json", "manifest.json", "program.json"]
+    assert files == ["checksums.sha256", "dsrs/manifest.json", hub_relative(pristine), "manifest.json", "program.json"]
     listed = {line.split("  ", 1)[1]: line.split("  ", 1)[0]
               for line in (pristine / "checksums.sha256").read_text().splitlines()}
     assert set(listed) == set(files) - {"checksums.sha256"}
@@ -81,9 +81,11 @@ def test_compiled_id_recomputes_from_the_dsrs_manifest(pristine: Path):
     assert "trainset_id" not in dsrs  # absent optional keys are omitted, not null
     assert isinstance(dsrs["created_at"], int) and dsrs["promotion_state"] == "candidate"
     assert set(dsrs["scorecard"]) == {"proxy_metrics", "truth_metrics", "rollouts", "median_score", "p_fail"}
-    assert set(dsrs["compatibility"]) == {"required_tools", "required_lanes", "privacy_modes_allowed",
-                                          "min_provider_reputation"}
-    hub = json.loads((pristine / "dsrs" / "hub.json").read_text())
+    # serde skips empty lists and an unset reputation (never written as 0.0)
+    assert dsrs["compatibility"] == {}
+    hub_path = hub_relative(pristine)
+    assert hub_path == f"dsrs/optimized/{dsrs['signature_name']}/{dsrs['compiled_id']}.json"
+    hub = json.loads((pristine / hub_path).read_text())
     assert hub["manifest"] == dsrs and len(hub["demos"]) == 3
     for demo in hub["demos"]:
         assert demo["input_keys"] == list(FullAutoDecisionSignature.input_fields)
@@ -93,11 +95,14 @@ def test_compiled_id_recomputes_from_the_dsrs_manifest(pristine: Path):
 
 def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path):
     again = export_program("full_auto.predict", tmp_path / "again").path
-    for name in ("program.json", "dsrs/hub.json"):
+    for name in ("program.json", hub_relative(pristine)):
         a = json.loads((pristine / name).read_text())
         b = json.loads((again / name).read_text())
-        if name == "dsrs/hub.json":
-            a["manifest"].pop("created_at"), b["manifest"].pop("created_at")
+        if name.startswith("dsrs/optimized/"):
+            for manifest in (a["manifest"], b["manifest"]):
+                manifest.pop("created_at")
+                for record in manifest.get("eval_history", []):
+                    record.pop("timestamp")
         assert a == b
     assert json.loads((again / "dsrs/manifest.json").read_text())["compiled_id"] == \
         json.loads((pristine / "dsrs/manifest.json").read_text())["compiled_id"]
@@ -105,10 +110,11 @@ def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path)
 
 # ----- tampering ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("relative", ["program.json", "manifest.json", "dsrs/manifest.json", "dsrs/hub.json",
+@pytest.mark.parametrize("relative", ["program.json", "manifest.json", "dsrs/manifest.json", "HUB",
                                       "checksums.sha256"])
 @pytest.mark.parametrize("where", [0, 0.5, -1])
 def test_a_changed_byte_in_any_file_is_refused(module_dir: Path, relative: str, where: float):
+    relative = hub_relative(module_dir) if relative == "HUB" else relative
     path = module_dir / relative
     data = bytearray(path.read_bytes())
     index = int(len(data) * where) if where >= 0 else len(data) - 1
@@ -130,8 +136,9 @@ def test_one_byte_of_program_json_names_the_file(module_dir: Path):
 
 
 def test_a_missing_file_is_refused(module_dir: Path):
-    (module_dir / "dsrs" / "hub.json").unlink()
-    assert refusal(module_dir) == "missing file: dsrs/hub.json (listed in checksums.sha256)"
+    hub = hub_relative(module_dir)
+    (module_dir / hub).unlink()
+    assert refusal(module_dir) == f"missing file: {hub} (listed in checksums.sha256)"
 
 
 def test_a_missing_checksums_file_is_refused(module_dir: Path):
