@@ -3,6 +3,11 @@
 Per record (one packet, one directive):
 - `schema_validity`: 1 when the output parsed and the directive validates against formats.md §2.2
   (`runtime.validate_directive`, blocked families not counted here).
+- `directive_valid_strict`, `directive_valid_original`: the directive parsed and passes the strict
+  check of §2.2 (the same as `schema_validity`), resp. the real loop runner's looser own check
+  (`runtime.validate_directive_original`: blank items, 0 or 7 validation commands, a padded family,
+  a boolean effect pass; a blocked family does not, as in the runner's schema). Both are scored so a
+  board shows where the workbench is stricter than production (formats.md §2.3.1).
 - `pivot_compliance`: 1 when the directive's family is allowed by the packet's constraints and,
   whenever `runtime.pivot_required` says a pivot is due, the directive pivots: it leaves the current
   family, and in the near-bound regime it picks a bound-lowering family (`family:reduce_loads` or
@@ -38,7 +43,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Optional, Sequence
 
-from runtime import AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive
+from runtime import (AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive,
+                     validate_directive_original)
 from runtime.advisor import FAMILIES
 from runtime.pivot import HARD_PLATEAU, family_of
 from runtime.inputs import tail_entries
@@ -52,8 +58,9 @@ EFFECT_SCALE_FLOOR = 10.0
 WEIGHTS = {"pivot_compliance": 0.4, "improvement_ratio": 0.5, "effect_calibration": 0.1}
 
 METRIC_NAMES: tuple[str, ...] = (
-    "objective", "schema_validity", "pivot_compliance", "cycles_improvement", "improvement_ratio",
-    "effect_abs_error", "effect_calibration", "parse_failure_rate", "error_rate",
+    "objective", "schema_validity", "directive_valid_strict", "directive_valid_original", "pivot_compliance",
+    "cycles_improvement", "improvement_ratio", "effect_abs_error", "effect_calibration", "parse_failure_rate",
+    "error_rate",
 )
 
 
@@ -81,6 +88,7 @@ class PlannerOutcome:
     error: Optional[str] = None
     rollouts: int = ROLLOUTS
     extra: dict[str, Any] = field(default_factory=dict)
+    original_errors: tuple[str, ...] = ()
 
 
 def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
@@ -174,9 +182,11 @@ def outcome_of(record: PlannerRecord, pred: Any, *, error: Optional[str] = None,
                rollouts: int = ROLLOUTS) -> PlannerOutcome:
     """Score-ready outcome of a planner prediction on a record."""
     directive, schema_errors, parse_errors = directive_of(pred) if error is None else (None, ["program raised"], [])
+    original = (validate_directive_original(directive, record.packet.strategy_family_constraints)
+                if directive is not None else list(schema_errors))
     return PlannerOutcome(record_id=record.record_id, packet=record.packet, directive=directive,
                           schema_errors=tuple(schema_errors), parse_errors=tuple(parse_errors), error=error,
-                          rollouts=rollouts)
+                          rollouts=rollouts, original_errors=tuple(original))
 
 
 def _family(directive: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -210,6 +220,9 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
     allowed = family is not None and family in need.allowed
     scores: dict[str, float] = {
         "schema_validity": float(valid),
+        "directive_valid_strict": float(valid),
+        "directive_valid_original": float(not outcome.original_errors and not outcome.parse_errors
+                                          and outcome.error is None and outcome.directive is not None),
         "parse_failure_rate": float(bool(outcome.parse_errors)),
         "error_rate": float(outcome.error is not None),
         "pivot_compliance": float(valid and _complies(family, need)),

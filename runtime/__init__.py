@@ -45,6 +45,7 @@ from .pivot import (
     pivot_required,
     plateau_valid_iters_since_best,
     validate_directive,
+    validate_directive_original,
 )
 from .records import (
     DecisionRecord,
@@ -66,7 +67,7 @@ __all__ = [
     "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "current_streak", "family_constraints",
     "family_of", "inputs_hash", "invalid_streak", "meaningful_win", "near_bound", "next_progress_count",
     "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex", "tokens_from_usage",
-    "validate_directive",
+    "validate_directive", "validate_directive_original",
 ]
 from .frozen.loader import load_frozen  # noqa: E402
 from .frozen.manifest import FrozenModuleError  # noqa: E402

@@ -131,8 +131,8 @@ class FamilyConstraints(BaseModel):
     """Which strategy families the next directive may use (pivot protocol §2.4).
 
     As in the original, `allowed_families` always lists the three families in their fixed
-    order; `blocked_families` (at most one) is what the next directive must avoid. Extra
-    keys of packets written by the original (`policy`, `reason`) are accepted.
+    order; `blocked_families` (at most one) is what the next directive must avoid. `policy`
+    and `reason` are the runner's: its limits, and why a family is blocked (None when none is).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -143,6 +143,9 @@ class FamilyConstraints(BaseModel):
     current_family_streak_len: int = 0
     last_attempt_meaningful_win: bool = False
     max_consecutive: int = 2
+    policy: dict[str, int] = Field(default_factory=lambda: {
+        "max_consecutive_default": 2, "max_consecutive_bonus": 3, "bonus_min_improvement_cycles": 10})
+    reason: Optional[str] = None
 
     def __getitem__(self, key: str) -> Any:
         """Dict-style read access (`constraints["blocked_families"]`), as in packets."""

@@ -106,6 +106,8 @@ def family_constraints(entries: Sequence[Any]) -> FamilyConstraints:
     win = meaningful_win(streak)
     max_consecutive = MAX_CONSECUTIVE_BONUS if win else MAX_CONSECUTIVE_DEFAULT
     blocked = [family] if family is not None and len(streak) >= max_consecutive else []
+    reason = (f"Blocked {family} due to streak_len={len(streak)} >= max_consecutive={max_consecutive}."
+              if blocked else None)  # the runner's wording
     return FamilyConstraints(
         allowed_families=list(FAMILIES),
         blocked_families=blocked,
@@ -113,6 +115,9 @@ def family_constraints(entries: Sequence[Any]) -> FamilyConstraints:
         current_family_streak_len=len(streak),
         last_attempt_meaningful_win=win,
         max_consecutive=max_consecutive,
+        policy={"max_consecutive_default": MAX_CONSECUTIVE_DEFAULT, "max_consecutive_bonus": MAX_CONSECUTIVE_BONUS,
+                "bonus_min_improvement_cycles": MEANINGFUL_WIN_CYCLES},
+        reason=reason,
     )
 
 
@@ -295,3 +300,72 @@ def validate_directive(obj: Any, blocked_families: Any = ()) -> list[str]:
         allowed = ", ".join(f for f in FAMILIES if f not in blocked)
         errors.append(f"strategy_family: {family} is blocked for this directive (allowed: {allowed})")
     return errors
+
+
+# --------------------------------------------------------------------------- the original's check
+
+_ORIGINAL_KEYS = ("objective", "primary_hypothesis", "strategy_family", "strategy_modifiers", "risk",
+                  "expected_effect_cycles", "change_summary", "step_plan", "validation", "next_packet_requests",
+                  "did_web_search")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def validate_directive_original(obj: Any, blocked_families: Any = ()) -> list[str]:
+    """The loop runner's own directive check (`_validate_directive`), looser than `validate_directive`.
+
+    It accepts what the strict check refuses (formats.md §2.3.1): `expected_effect_cycles: true` (a bool
+    is an int in Python), a padded family (compared after strip), blank items in every list but the
+    modifiers, any number of validation commands and criteria, extra keys inside `validation`. It
+    stops at the first error, as the original raises; [] when it accepts the directive.
+    """
+    if isinstance(obj, (bytes, bytearray)):
+        obj = obj.decode("utf-8", errors="replace")
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            return [f"directive: not valid JSON ({exc})"]
+    if isinstance(obj, OptimizationDirective):
+        obj = obj.model_dump()
+    if not isinstance(obj, Mapping):
+        return [f"directive: must be a JSON object, got {type(obj).__name__}"]
+    error = _original_error(obj, _blocked_set(blocked_families))
+    return [error] if error else []
+
+
+def _original_error(directive: Mapping[str, Any], blocked: set[str]) -> Optional[str]:
+    missing = [key for key in _ORIGINAL_KEYS if key not in directive]
+    if missing:
+        return f"Directive is missing required keys: {missing}"
+    extras = [key for key in directive if key not in _ORIGINAL_KEYS]
+    if extras:
+        return f"Directive has unexpected keys (not allowed): {extras}"
+    for key, kind in (("objective", str), ("primary_hypothesis", str), ("risk", str),
+                      ("expected_effect_cycles", int), ("did_web_search", bool), ("strategy_family", str)):
+        if not isinstance(directive[key], kind):
+            return f"Directive.{key} must be {kind.__name__}, got {type(directive[key]).__name__}."
+    family = directive["strategy_family"].strip()
+    allowed = [f for f in FAMILIES if f not in blocked] or list(FAMILIES)
+    if not family:
+        return "Directive.strategy_family must be a non-empty string."
+    if family not in allowed:
+        return "Directive.strategy_family must be one of: " + ", ".join(repr(f) for f in allowed)
+    modifiers = directive["strategy_modifiers"]
+    if not _strings(modifiers) or len(modifiers) > 3 or any(not item.strip() for item in modifiers):
+        return "Directive.strategy_modifiers must be 0..3 non-empty strings."
+    for key, low, high in (("change_summary", 1, 5), ("step_plan", 3, 12)):
+        if not _strings(directive[key]) or not low <= len(directive[key]) <= high:
+            return f"Directive.{key} must be an array of {low}..{high} strings."
+    validation = directive["validation"]
+    if not isinstance(validation, dict) or not _strings(validation.get("commands")) \
+            or not _strings(validation.get("pass_criteria")):
+        return "Directive.validation must be an object with string arrays commands and pass_criteria."
+    requests = directive["next_packet_requests"]
+    if not _strings(requests) or len(requests) > 6:
+        return "Directive.next_packet_requests must be an array of 0..6 strings."
+    if directive["risk"] not in ("Low", "Medium", "High"):
+        return "Directive.risk must be one of: Low, Medium, High."
+    return None

@@ -36,7 +36,8 @@ from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.ingest import validation_error_text
-from guidebench.data.planner_packets import PacketBuilder
+from guidebench.data.planner_packets import GoalEvidence, PacketBuilder
+from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
 KIND = "experiments"
@@ -135,47 +136,94 @@ def _digest(obj: dict[str, Any]) -> bytes:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).digest()
 
 
+def _tail_line(text: str) -> str:
+    """A file line as the runner's tail holds it: unchanged, but for secrets (never stored; counted once)."""
+    text = text.rstrip("\r")
+    return PatternRedactor().text(text) if might_hold_secret(text) else text
+
+
+def goal_evidence(log: Path) -> GoalEvidence:
+    """What the log says about the runner's goal and threshold (a cheap first pass over its lines)."""
+    evidence = GoalEvidence()
+    with log.open("r", encoding="utf-8", errors="replace") as handle:
+        for index, text in enumerate(handle, start=1):
+            if "result_summary" not in text and "threshold_met" not in text and '"valid"' not in text:
+                continue
+            try:
+                obj = json.loads(text)
+            except (ValueError, RecursionError):  # the import pass quarantines such a line
+                continue
+            if isinstance(obj, dict):
+                evidence.see(index, obj)
+    return evidence
+
+
 def import_episode(ctx: ImportContext, log: Path) -> None:
     """Stream one episode's log into planner records."""
     report = ctx.report
     side = read_side_file(ctx, log)
+    evidence = goal_evidence(log) if side is None else None
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
     seen: set[bytes] = set()
     imported = 0
     report.add("files")
-    for line, obj in ctx.json_lines(log, desc=ctx.relative(log)):
-        try:
-            entry = ExperimentLogEntry.model_validate(obj)
-        except ValidationError as exc:
-            ctx.reject(log, line, validation_error_text(exc))
-            continue
-        digest = _digest(obj)
-        if digest in seen:
-            report.add("duplicates")
-            continue
-        facts = side.iterations.get(entry.iteration_id, IterationSide()) if side is not None else IterationSide()
-        try:
-            packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
-                                    profile=facts.profile)
-            record = PlannerRecord(
-                record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
-                episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
-                source=SourceRef(file=ctx.relative(log), line=line.number),
-            )
-        except ValidationError as exc:  # an entry the contract accepts but a packet cannot hold
-            ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
-            continue
-        seen.add(digest)
-        ctx.emit(record)
-        builder.add(obj, json.dumps(obj, sort_keys=True, ensure_ascii=False))
-        imported += 1
-        report.add("entries")
-        report.add("new_shape" if entry.is_full_shape else "old_shape")
-        report.add("profiles", int(packet.performance_profile is not None))
-        report.tally("outcome_validity", "valid" if entry.valid else "invalid")
+    with log.open("rb") as lines:  # numbered as the importer numbers them: by "\n"
+        raw_lines = enumerate(lines, start=1)
+        for line, obj in ctx.json_lines(log, desc=ctx.relative(log)):
+            # lines that are no object (blank, broken) are in the runner's tail too, never in its entries
+            for number, text in raw_lines:
+                if number == line.number:
+                    break
+                builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
+            imported += _import_entry(ctx, log, line, obj, builder, seen, side, evidence, episode_id)
     if imported:
         report.add("episodes")
+
+
+def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
+                  seen: set[bytes], side: Optional[EpisodeSide], evidence: Optional[GoalEvidence],
+                  episode_id: str) -> int:
+    """One object line: a planner record (1), or quarantined / a duplicate (0); the builder sees it either way."""
+    report = ctx.report
+    raw = _tail_line(line.text or "")
+    try:
+        entry = ExperimentLogEntry.model_validate(obj)
+    except ValidationError as exc:
+        ctx.reject(log, line, validation_error_text(exc))
+        builder.add(obj, raw)  # the runner reads every object line, valid or not
+        report.add("entries_seen_by_the_runner_only")
+        return 0
+    digest = _digest(obj)
+    if digest in seen:
+        report.add("duplicates")
+        builder.add(obj, raw)
+        return 0
+    if side is not None:
+        facts = side.iterations.get(entry.iteration_id, IterationSide())
+    else:
+        facts = IterationSide(*evidence.goal_at(line.number))
+    try:
+        packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
+                                profile=facts.profile)
+        record = PlannerRecord(
+            record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
+            episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
+            source=SourceRef(file=ctx.relative(log), line=line.number),
+        )
+    except ValidationError as exc:  # an entry the contract accepts but a packet cannot hold
+        ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
+        builder.add(obj, raw)
+        return 0
+    seen.add(digest)
+    ctx.emit(record)
+    builder.add(obj, raw)
+    report.add("entries")
+    report.add("new_shape" if entry.is_full_shape else "old_shape")
+    report.add("profiles", int(packet.performance_profile is not None))
+    report.tally("outcome_validity", "valid" if entry.valid else "invalid")
+    report.tally("goals", facts.goal)
+    return 1
 
 
 def import_experiments(ctx: ImportContext) -> None:

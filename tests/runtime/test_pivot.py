@@ -106,6 +106,9 @@ def test_constraints_shape_and_dict_access():
         "allowed_families": ["family:schedule", "family:reduce_loads", "family:break_deps"],
         "blocked_families": ["family:schedule"], "current_family": "family:schedule",
         "current_family_streak_len": 2, "last_attempt_meaningful_win": False, "max_consecutive": 2,
+        # the runner's policy and its wording of the block
+        "policy": {"max_consecutive_default": 2, "max_consecutive_bonus": 3, "bonus_min_improvement_cycles": 10},
+        "reason": "Blocked family:schedule due to streak_len=2 >= max_consecutive=2.",
     }
     assert fc["blocked_families"] == [S]
     assert fc.families_for_next() == [R, B]

@@ -122,10 +122,13 @@ def test_packets_follow_the_imported_entries_only(tmp_path):
     records = sorted(load_records(tmp_path / "ds", "all"), key=lambda r: r.source.line)
     assert [r.iteration_id for r in records] == [1, 2, 3]
     last = records[-1].packet
-    assert last.experiment_log_tail == [line(entries[0]), line(entries[1])]
-    assert last.strategy_family_constraints == pivot.family_constraints(entries)
+    # the runner's tail is the raw file lines: the broken line and the repeat too
+    assert last.experiment_log_tail == [line(entries[0]), "{not json", line(entries[1]), line(entries[1])]
+    # the runner reads the repeated line as an entry too
+    assert last.strategy_family_constraints == pivot.family_constraints([*entries, entries[1]])
     assert last.strategy_family_constraints.blocked_families == [S]
     assert last.best_cycles == 1495 and last.aspiration_cycles == 1494
+    # valid cycles, no "(above target N)" and no threshold_met anywhere: the runner ran for the best
     assert last.goal == "best" and last.threshold_target is None and last.performance_profile is None
 
 
@@ -141,8 +144,8 @@ def test_old_shape_logs_import_without_families(tmp_path):
     assert records[1].packet.best_cycles == 1700 and records[1].packet.plateau_valid_iters_since_best == 0
     assert records[3].packet.best_cycles == 1690
     summary = records[3].packet.experiment_summary
-    assert summary.invalid_counts == {"total": 1, "unspecified": 1, "consecutive": 0}
-    assert summary.best_cycles_by_family == {}
+    assert summary.invalid_counts == {"total": 1, "correctness": 0, "scope": 0, "tests": 0}
+    assert summary.best_cycles_by_family == {"unknown": 1690}  # the runner's bucket for attempts without family
     assert records[3].packet.strategy_family_constraints.current_family is None
     assert log.exists()
 
@@ -179,7 +182,6 @@ def test_packet_rebuild_matches_runtime_pivot_on_every_prefix():
         assert packet.strategy_family_constraints == pivot.family_constraints(prefix), k
         assert packet.best_cycles == pivot.best_cycles(prefix), k
         assert packet.plateau_valid_iters_since_best == pivot.plateau_valid_iters_since_best(prefix), k
-        assert packet.experiment_summary.invalid_counts["consecutive"] == pivot.invalid_streak(prefix), k
         assert packet.experiment_log_tail == [line(e) for e in prefix[-20:]]
         assert [a["iteration_id"] for a in packet.experiment_summary.recent_attempts] == \
             [e["iteration_id"] for e in prefix[-8:]]
@@ -188,28 +190,30 @@ def test_packet_rebuild_matches_runtime_pivot_on_every_prefix():
             assert packet.strategy_family_constraints.blocked_families == []
         if k == 3:  # three in a row without a new win: blocked
             assert packet.strategy_family_constraints.blocked_families == [S]
-        if k == 11:
-            assert packet.experiment_summary.invalid_counts["consecutive"] == 3
         if k == 8:  # an entry without a family ends every streak
             assert packet.strategy_family_constraints.current_family is None
         builder.add(entry, line(entry))
     final = builder.packet({})
     assert final.strategy_family_constraints.max_consecutive == 3
-    assert final.experiment_summary.invalid_counts == {"total": 5, "correctness": 2, "tests_changed": 1,
-                                                       "scope": 1, "unspecified": 1, "consecutive": 0}
-    assert final.experiment_summary.best_cycles_by_family == {S: 1588, D: 1570, L: 1593}
+    # the runner's keys; an attempt counts once per reason it has
+    counts = final.experiment_summary.invalid_counts
+    assert counts["total"] == 5 and set(counts) == {"total", "correctness", "scope", "tests"}
+    assert counts["correctness"] == sum(e.get("correctness_pass") is False for e in entries if e.get("valid") is not True)
+    assert final.experiment_summary.best_cycles_by_family == {S: 1588, D: 1570, L: 1593, "unknown": 1595}
     assert final.experiment_summary.last_valid_attempt["iteration_id"] == 17
 
 
-def test_best_before_supplies_the_baseline_the_log_does_not_show():
+def test_best_before_supplies_the_tags_best_the_log_does_not_show():
+    # the runner's best is the log's and the best/* tags'; `best_before` records it. A best that is not
+    # in the local log gives a null plateau, as in the runner (never a count).
     builder = PacketBuilder()
     first = full(1, [S], True, 1710, 1700)
     assert builder.packet(first).best_cycles == 1700
-    assert builder.packet(first).plateau_valid_iters_since_best == 0
+    assert builder.packet(first).plateau_valid_iters_since_best is None
     builder.add(first, line(first))
     second = full(2, [L], True, 1690, 1700)
     packet = builder.packet(second)
-    assert (packet.best_cycles, packet.plateau_valid_iters_since_best) == (1700, 1)
+    assert (packet.best_cycles, packet.plateau_valid_iters_since_best) == (1700, None)
     builder.add(second, line(second))
     third = full(3, [D], True, 1695, 1690)
     assert builder.packet(third).best_cycles == 1690 == pivot.best_cycles([first, second])
