@@ -1,10 +1,22 @@
-"""Bootstrap intervals for every aggregate and paired comparisons of two programs on the same records.
+"""Intervals for every aggregate and paired tests of two programs on the same records.
 
-A statistic here is a function of resampling weights: given a matrix `W` of shape (B, n) whose
-row b says how many times each record is drawn in resample b, it returns B values. The point
-estimate is the same function at `W = 1`. This one form covers plain means of per-record scores
-and ratio metrics (macro-F1, ECE) alike, resamples whole records, and lets a paired comparison use
-the identical resamples for both programs.
+A statistic here is a function of record weights: given a matrix `W` of shape (B, n) whose row b
+says how much each record counts in draw b, it returns B values; the point estimate is the same
+function at `W = 1`. This one form covers plain means of per-record scores and ratio metrics
+(macro-F1, ECE) alike, and serves both procedures:
+
+- Intervals: `scipy.stats.bootstrap` over the record indices (a resample is a row of draw counts),
+  BCa where it is defined, the percentile interval otherwise (a degenerate or tiny sample), seeded;
+  every `MetricValue` names its method and resample count.
+- Paired tests: a paired permutation test of the records' assignments. Under the null the two
+  programs are exchangeable on each record, so every record's pair of outcomes may be swapped: the
+  statistic of both programs is evaluated on the 2n records of the pair with weights
+  `[1 - s, s]` and `[s, 1 - s]` for an assignment `s`. For a mean this is the sign-flip test of
+  the per-record differences; for macro-F1 or ECE it permutes which program each record's outcome
+  belongs to. Exact enumeration of all 2^n assignments up to `EXACT_MAX_N` records, Monte Carlo
+  with `PERMUTATIONS` seeded assignments above it (p = (hits + 1) / (draws + 1)). With 3 records the
+  smallest two-sided p is 2/8 = 0.25: no test here claims more than the data can show.
+  `tests/evals/test_stats.py` checks the permutation p-values against `scipy.stats.permutation_test`.
 """
 
 from __future__ import annotations
@@ -16,28 +28,47 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats as scipy_stats
 
+import warnings
+
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
 CONFIDENCE = 0.95
+EXACT_MAX_N = 16  # 2^16 = 65,536 assignments: cheap to enumerate
+PERMUTATIONS = 9999
 # Rows of W built at once: bounds memory to about this many floats whatever the record count.
 _CHUNK_CELLS = 4_000_000
 
 
 class Statistic:
-    """A statistic of resampling weights `W` (B, n) -> (B,), with `n` the records it is computed on."""
+    """A statistic of record weights `W` (B, n) -> (B,), with `n` the records it is computed on.
 
-    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], n: int):
+    `factory(*columns, **options)` rebuilt it; a paired permutation test rebuilds it on the
+    concatenated columns of two programs (`paired_on`).
+    """
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], n: int,
+                 factory: Optional[Callable[..., "Statistic"]] = None, columns: tuple = (), options: Optional[dict] = None):
         self._fn = fn
         self.n = int(n)
+        self.factory, self.columns, self.options = factory, columns, dict(options or {})
 
     def __call__(self, weights: np.ndarray) -> np.ndarray:
-        """Values of the statistic for each row of resampling weights."""
+        """Values of the statistic for each row of weights."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.asarray(self._fn(weights), dtype=float)
 
+    def paired_on(self, other: "Statistic") -> "Statistic":
+        """The same statistic on the 2n records of both programs (this one's first), for permutations."""
+        if self.factory is None or self.factory is not other.factory or self.options != other.options:
+            raise ValueError("a paired permutation needs the same kind of statistic for both programs")
+        joined = [np.concatenate([np.asarray(a, dtype=object if np.asarray(a).dtype == object else None),
+                                  np.asarray(b, dtype=object if np.asarray(b).dtype == object else None)])
+                  for a, b in zip(self.columns, other.columns)]
+        return self.factory(*joined, **self.options)
+
 
 class MetricValue(BaseModel):
-    """One aggregate with its bootstrap interval: `{"value", "ci_low", "ci_high", "n"}`."""
+    """One aggregate with its 95% interval: `{"value", "ci_low", "ci_high", "n", "method", "n_resamples"}`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -45,6 +76,8 @@ class MetricValue(BaseModel):
     ci_low: Optional[float]
     ci_high: Optional[float]
     n: int
+    method: Optional[str] = None  # "bca", "percentile" (scipy.stats.bootstrap) or "degenerate" (no spread)
+    n_resamples: Optional[int] = None
 
     @classmethod
     def empty(cls) -> "MetricValue":
@@ -57,7 +90,11 @@ class MetricValue(BaseModel):
 
 
 class PairedComparison(BaseModel):
-    """Difference a - b of one metric on the same records, with its interval and p-value."""
+    """Difference a - b of one metric on the same records, with its interval and p-value.
+
+    `method` names the test of the p-value (`permutation_exact` with 2^n assignments,
+    `permutation_monte_carlo` with `n_permutations`, or `mcnemar_exact`), `ci_method` the interval's.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -66,7 +103,10 @@ class PairedComparison(BaseModel):
     ci_high: Optional[float]
     p_value: Optional[float]
     n: int
-    method: str = "paired_bootstrap"
+    method: str = "permutation_exact"
+    n_permutations: Optional[int] = None
+    ci_method: Optional[str] = None
+    n_resamples: Optional[int] = None
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
@@ -96,13 +136,14 @@ def mean_of(values: Sequence[float], mask: Optional[Sequence[bool]] = None) -> S
     """Mean of per-record values over the records in `mask` (all when None); NaN values are skipped."""
     x = np.asarray(values, dtype=float)
     m = np.isfinite(x) if mask is None else np.asarray(mask, dtype=bool) & np.isfinite(x)
+    columns = (np.asarray(values, dtype=float), m.copy())
     x = np.where(m, x, 0.0)
     m = m.astype(float)
 
     def statistic(w: np.ndarray) -> np.ndarray:
         return (w @ x) / (w @ m)
 
-    return Statistic(statistic, int(m.sum()))
+    return Statistic(statistic, int(m.sum()), mean_of, columns)
 
 
 def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statistic:
@@ -113,7 +154,7 @@ def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statis
     def statistic(w: np.ndarray) -> np.ndarray:
         return (w @ num) / (w @ den)
 
-    return Statistic(statistic, int(np.count_nonzero(den)))
+    return Statistic(statistic, int(np.count_nonzero(den)), ratio_of, (num, den))
 
 
 def macro_f1_of(y_true: Sequence[str], y_pred: Sequence[str], mask: Optional[Sequence[bool]] = None) -> Statistic:
@@ -142,7 +183,7 @@ def macro_f1_of(y_true: Sequence[str], y_pred: Sequence[str], mask: Optional[Seq
         f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
         return f1.sum(axis=1) / present.sum(axis=1)
 
-    return Statistic(statistic, int(keep.sum()))
+    return Statistic(statistic, int(keep.sum()), macro_f1_of, (true, pred, keep))
 
 
 def ece_of(confidence: Sequence[float], correct: Sequence[float], mask: Optional[Sequence[bool]] = None,
@@ -166,65 +207,68 @@ def ece_of(confidence: Sequence[float], correct: Sequence[float], mask: Optional
         gap = np.abs(w @ hit_cols - w @ conf_cols)
         return gap.sum(axis=1) / total
 
-    return Statistic(statistic, int(keep.sum()))
+    return Statistic(statistic, int(keep.sum()), ece_of, (np.asarray(confidence, dtype=float), hit, keep),
+                     {"n_bins": n_bins})
 
 
-# ----- resampling -------------------------------------------------------------------------------
+# ----- intervals ---------------------------------------------------------------------------------
 
-def _weight_chunks(n: int, n_resamples: int, seed: int):
-    """Yield matrices of how often each record is drawn (n draws with replacement per row), seeded."""
-    rng = np.random.default_rng(seed)
-    rows = max(1, min(n_resamples, _CHUNK_CELLS // max(n, 1)))
-    done = 0
-    while done < n_resamples:
-        size = min(rows, n_resamples - done)
-        draws = rng.integers(0, n, size=(size, n)) + (np.arange(size) * n)[:, None]
-        yield np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
-        done += size
+def _weights_of(indices: np.ndarray, n: int) -> np.ndarray:
+    """Rows of drawn record indices -> rows of draw counts (what a statistic of weights takes)."""
+    rows = np.atleast_2d(indices).reshape(-1, np.shape(indices)[-1]).astype(int)
+    offsets = (np.arange(rows.shape[0]) * n)[:, None]
+    counts = np.bincount((rows + offsets).ravel(), minlength=rows.shape[0] * n)
+    return counts.reshape(rows.shape[0], n).astype(float)
 
 
-def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[Optional[float], Optional[float]]:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return None, None
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(samples, [tail, 100.0 - tail])
-    return float(low), float(high)
+def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_resamples: int = DEFAULT_RESAMPLES,
+             seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE) -> tuple[float, float, str]:
+    """(low, high, method) of a statistic of record weights, by `scipy.stats.bootstrap` (BCa, else percentile)."""
+    if n < 2:
+        return value, value, "degenerate"
+
+    def statistic(indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        values = fn(_weights_of(indices, n))
+        return values.reshape(np.shape(indices)[:-1])
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # DegenerateDataWarning: BCa is undefined; fall back below
+            result = scipy_stats.bootstrap((np.arange(n),), statistic, n_resamples=n_resamples, vectorized=True,
+                                           batch=max(1, _CHUNK_CELLS // max(n, 1)), confidence_level=confidence,
+                                           method=method, random_state=np.random.default_rng(seed))
+        low, high = result.confidence_interval
+        if math.isfinite(low) and math.isfinite(high):
+            # an interval can miss a degenerate point estimate by rounding: keep the value inside
+            return min(float(low), value), max(float(high), value), method.lower()
+    return value, value, "degenerate"
 
 
 def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    confidence: float = CONFIDENCE) -> dict[str, MetricValue]:
-    """Point values and percentile intervals of several statistics over the same resamples."""
+    """Point values and 95% intervals (scipy BCa, else percentile) of several statistics, same resamples."""
     if n_records == 0:
         return {name: MetricValue.empty() for name in statistics}
     ones = np.ones((1, n_records))
-    values = {name: _finite(stat(ones)[0]) for name, stat in statistics.items()}
-    live = {name: stat for name, stat in statistics.items() if stat.n > 0 and values[name] is not None}
-    samples: dict[str, list[np.ndarray]] = {name: [] for name in live}
-    if live:
-        for weights in _weight_chunks(n_records, n_resamples, seed):
-            for name, stat in live.items():
-                samples[name].append(stat(weights))
     result: dict[str, MetricValue] = {}
     for name, stat in statistics.items():
-        value = values[name]
+        value = _finite(stat(ones)[0])
         if stat.n == 0:
             result[name] = MetricValue.empty()
         elif value is None:
             result[name] = MetricValue(value=None, ci_low=None, ci_high=None, n=stat.n)
         else:
-            low, high = _percentile_interval(np.concatenate(samples[name]), confidence)
-            # A percentile interval can miss a degenerate point estimate by rounding; keep value inside.
-            low = value if low is None else min(low, value)
-            high = value if high is None else max(high, value)
-            result[name] = MetricValue(value=value, ci_low=low, ci_high=high, n=stat.n)
+            low, high, method = interval(stat, n_records, value, n_resamples=n_resamples, seed=seed,
+                                         confidence=confidence)
+            result[name] = MetricValue(value=value, ci_low=low, ci_high=high, n=stat.n, method=method,
+                                       n_resamples=n_resamples)
     return result
 
 
 def bootstrap(statistic: Statistic, n_records: int, *, n_resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE) -> MetricValue:
-    """Point value and percentile bootstrap interval of one statistic, resampling whole records."""
+    """Point value and 95% bootstrap interval of one statistic, resampling whole records."""
     return bootstrap_many({"_": statistic}, n_records, n_resamples=n_resamples, seed=seed,
                           confidence=confidence)["_"]
 
@@ -235,43 +279,72 @@ def bootstrap_mean(values: Sequence[float], *, mask: Optional[Sequence[bool]] = 
     return bootstrap(mean_of(values, mask), len(values), n_resamples=n_resamples, seed=seed)
 
 
+# ----- paired permutation tests --------------------------------------------------------------------
+
+def _assignments(n: int, seed: int, permutations: int):
+    """Chunks of swap assignments s (rows of 0/1): all 2^n when n <= EXACT_MAX_N, else seeded random ones."""
+    if n <= EXACT_MAX_N:
+        codes = np.arange(2 ** n)
+        rows = max(1, _CHUNK_CELLS // max(2 * n, 1))
+        for start in range(0, codes.size, rows):
+            chunk = codes[start:start + rows]
+            yield ((chunk[:, None] >> np.arange(n)) & 1).astype(float)
+        return
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_CELLS // (2 * n))
+    done = 0
+    while done < permutations:
+        size = min(rows, permutations - done)
+        yield rng.integers(0, 2, size=(size, n)).astype(float)
+        done += size
+
+
+def permutation_p(joined: Statistic, n: int, observed: float, *, seed: int = DEFAULT_SEED,
+                  permutations: int = PERMUTATIONS) -> tuple[Optional[float], str, int]:
+    """Two-sided p of `observed` = stat(a) - stat(b) under swaps of each record's pair of outcomes.
+
+    `joined` is the statistic on the 2n records (a's then b's). Returns (p, method, assignments).
+    """
+    exact = n <= EXACT_MAX_N
+    hits = total = 0
+    tolerance = 1e-12 * max(1.0, abs(observed))
+    for swap in _assignments(n, seed, permutations):
+        keep = 1.0 - swap
+        diff = joined(np.hstack([keep, swap])) - joined(np.hstack([swap, keep]))
+        finite = np.isfinite(diff)
+        hits += int(np.count_nonzero(np.abs(diff[finite]) >= abs(observed) - tolerance))
+        total += int(finite.sum())
+    if total == 0:
+        return None, "permutation_exact" if exact else "permutation_monte_carlo", 0
+    if exact:
+        return min(1.0, hits / total), "permutation_exact", 2 ** n
+    # the observed assignment counts once more (it is a permutation that was not drawn on purpose)
+    return min(1.0, (hits + 1) / (total + 1)), "permutation_monte_carlo", permutations
+
+
 def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str, Statistic], n_records: int, *,
                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence: float = CONFIDENCE) -> dict[str, PairedComparison]:
-    """Differences a - b of every statistic present in both mappings, all on the same resamples.
+                confidence: float = CONFIDENCE, permutations: int = PERMUTATIONS) -> dict[str, PairedComparison]:
+    """Differences a - b of every statistic present in both mappings, on the same records.
 
-    Records are resampled in pairs (one weight per record for both programs). The p-value is the
-    share of resampled differences at least as far from the observed one as the observed one is
-    from zero (the bootstrap distribution shifted to the null), with the +1 correction so it is
-    never exactly zero.
+    p-value: paired permutation test (module docstring); interval: scipy bootstrap of the difference,
+    both programs resampled with the same records.
     """
     names = [name for name in statistics_a if name in statistics_b]
     result: dict[str, PairedComparison] = {}
     ones = np.ones((1, n_records))
-    live: dict[str, float] = {}
     for name in names:
-        n = min(statistics_a[name].n, statistics_b[name].n) if n_records else 0
-        diff = _finite(statistics_a[name](ones)[0] - statistics_b[name](ones)[0]) if n else None
-        result[name] = PairedComparison(diff=diff, ci_low=None, ci_high=None, p_value=None, n=n)
-        if diff is not None:
-            live[name] = diff
-    samples: dict[str, list[np.ndarray]] = {name: [] for name in live}
-    if live:
-        for weights in _weight_chunks(n_records, n_resamples, seed):
-            for name in live:
-                samples[name].append(statistics_a[name](weights) - statistics_b[name](weights))
-    for name, diff in live.items():
-        draws = np.concatenate(samples[name])
-        draws = draws[np.isfinite(draws)]
-        low, high = _percentile_interval(draws, confidence)
-        if diff == 0.0 or draws.size == 0:
-            p_value = 1.0
-        else:
-            extreme = np.count_nonzero(np.abs(draws - diff) >= abs(diff))
-            p_value = (extreme + 1.0) / (draws.size + 1.0)
-        result[name] = PairedComparison(diff=diff, ci_low=diff if low is None else min(low, diff),
-                                        ci_high=diff if high is None else max(high, diff),
-                                        p_value=float(min(1.0, p_value)), n=result[name].n)
+        a, b = statistics_a[name], statistics_b[name]
+        n = min(a.n, b.n) if n_records else 0
+        diff = _finite(a(ones)[0] - b(ones)[0]) if n else None
+        if diff is None:
+            result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n)
+            continue
+        p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations)
+        low, high, ci_method = interval(lambda w, a=a, b=b: a(w) - b(w), n_records, diff, n_resamples=n_resamples,
+                                        seed=seed, confidence=confidence)
+        result[name] = PairedComparison(diff=diff, ci_low=low, ci_high=high, p_value=p_value, n=n, method=method,
+                                        n_permutations=count, ci_method=ci_method, n_resamples=n_resamples)
     return result
 
 
@@ -284,13 +357,21 @@ def paired_bootstrap(statistic_a: Statistic, statistic_b: Statistic, n_records: 
 
 
 def paired_mean_difference(a: Sequence[float], b: Sequence[float], **kwargs) -> PairedComparison:
-    """Paired bootstrap of the mean of two per-record score columns on the same records."""
+    """Paired test of the means of two per-record score columns on the same records."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"paired scores need the same records: {x.shape} vs {y.shape}")
     both = np.isfinite(x) & np.isfinite(y)
     return paired_bootstrap(mean_of(x, both), mean_of(y, both), len(x), **kwargs)
+
+
+def min_records_for(alpha: float) -> int:
+    """The fewest paired records whose exact two-sided sign-flip test can reach p < alpha (2 / 2^n < alpha)."""
+    n = 1
+    while 2.0 / 2 ** n >= alpha:
+        n += 1
+    return n
 
 
 def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> McNemarResult:

@@ -55,7 +55,8 @@ def test_empty_and_single_record_metrics():
     assert bootstrap_mean([math.nan, math.nan]).n == 0
     single = bootstrap_mean([0.25])
     assert (single.value, single.ci_low, single.ci_high, single.n) == (0.25, 0.25, 0.25, 1)
-    assert MetricValue.empty().to_dict() == {"value": None, "ci_low": None, "ci_high": None, "n": 0}
+    assert MetricValue.empty().to_dict() == {"value": None, "ci_low": None, "ci_high": None, "n": 0, "method": None,
+                                             "n_resamples": None}
 
 
 def test_macro_f1_point_value_matches_sklearn_and_gets_an_interval():

@@ -13,7 +13,7 @@ from guidebench.data.simulators.experiments import write_episodes
 from guidebench.cli import main
 from replay_support import RaisingProgram, expected_override_rate, hand_made_lines, write_workspace
 
-METRIC_KEYS = {"value", "ci_low", "ci_high", "n"}
+METRIC_KEYS = {"value", "ci_low", "ci_high", "n", "method", "n_resamples"}  # the interval names its method
 
 
 @pytest.fixture(autouse=True)

@@ -181,7 +181,7 @@ def test_cli_writes_json_markdown_html_and_plots(dataset, tmp_path, capsys):
     assert [row["name"] for row in board["rows"]] and {r["name"] for r in board["rows"]} == {"logged", "rule"}
     for row in board["rows"]:
         for metric in row["metrics"].values():
-            assert set(metric) == {"value", "ci_low", "ci_high", "n"}
+            assert set(metric) == {"value", "ci_low", "ci_high", "n", "method", "n_resamples"}
         assert {"diff", "ci_low", "ci_high", "p_value"} <= set(row["comparison"])
         assert {"lm_calls", "total_tokens", "seconds"} <= set(row["cost"])
     challenger = next(r for r in board["rows"] if not r["champion"])
