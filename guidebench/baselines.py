@@ -4,7 +4,7 @@ Full Auto: `logged` (the deployed policy as logged), `rule`, `full_auto.always_c
 uncompiled `full_auto.predict` on the embedded model; planner: `planner.rules` and the uncompiled
 `planner.predict`. Each program is scored by `guidebench.evaluation.evaluate` on the same split,
 tracked in MLflow (run ids in the report), and compared with the first program of its kind by the
-paired bootstrap (and McNemar's test).
+paired permutation test (and McNemar's test).
 """
 
 from __future__ import annotations
@@ -94,17 +94,23 @@ def _paired(section: Section) -> list[str]:
     base = section.outputs[0]
     binary = "action_accuracy" if section.kind == "full_auto" else "schema_validity"
     lines = [f"Paired against `{base.program.name}` on the same records (difference = program - "
-             f"`{base.program.name}`; paired bootstrap, 1,000 resamples; McNemar exact p on {binary}):", "",
-             "| program | Δ objective [95% CI] | p (bootstrap) | McNemar p |", "|---|---|---:|---:|"]
+             f"`{base.program.name}`; p from a paired permutation test of the records' assignments, exact up to "
+             f"16 records, 9,999 Monte Carlo assignments above; interval: BCa bootstrap, 1,000 resamples; McNemar "
+             f"exact p on {binary}):", "",
+             "| program | Δ objective [95% CI] | n | p (permutation) | verdict | McNemar p |",
+             "|---|---|---:|---:|---|---:|"]
     for output in section.outputs[1:]:
         result = compare(output.result, base.result)
         diff = result["metrics"].get("objective")
         if diff is None or diff.diff is None:
-            cell, p_value = "n/a", "n/a"
+            cell, p_value, verdict, n = "n/a", "n/a", "not compared", 0
         else:
             cell = f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]"
-            p_value = f"{diff.p_value:.4f}"
-        lines.append(f"| `{output.program.name}` | {cell} | {p_value} | {result['mcnemar']['p_exact']:.4f} |")
+            p_value, n = f"{diff.p_value:.4f}", diff.n
+            verdict = ("cannot tell apart" if diff.p_value >= 0.05 or diff.diff == 0 else
+                       "better" if diff.diff > 0 else "worse")
+        lines.append(f"| `{output.program.name}` | {cell} | {n} | {p_value} | {verdict} | "
+                     f"{result['mcnemar']['p_exact']:.4f} |")
     return lines
 
 

@@ -43,6 +43,9 @@ class Cost(BaseModel):
     cache_hits: float = 0.0
 
 
+ALPHA = 0.05
+
+
 class Comparison(BaseModel):
     """Paired comparison of one metric, this row minus the champion, on the same records."""
 
@@ -56,6 +59,16 @@ class Comparison(BaseModel):
     p_value: Optional[float]
     n: int
     method: str
+
+    def verdict(self, alpha: float = ALPHA) -> str:
+        """Plain words: "better, p = 0.012", "worse, p = 0.030" or "cannot tell apart (p = 0.41)"."""
+        if self.diff is None or self.p_value is None:
+            return "not compared"
+        p = f"p = {self.p_value:.3f}" if self.p_value >= 0.001 else "p < 0.001"
+        if self.p_value >= alpha or self.diff == 0:
+            return f"cannot tell apart ({p}, n = {self.n})"
+        better = (self.diff < 0) if lower_is_better(self.metric) else (self.diff > 0)
+        return f"{'better' if better else 'worse'}, {p}"
 
 
 class DecisionView(BaseModel):

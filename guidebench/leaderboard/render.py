@@ -107,7 +107,10 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
         ("Dataset", f"{board.kind} `{board.dataset_id}`"),
         ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
                   + (board.subset if board.subset else f"{board.n_records} records")),
-        ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% bootstrap intervals"),
+        ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% intervals: {_interval_method(board)}"),
+        ("Test", "paired permutation of the records' assignments vs the champion (exact over all 2^n assignments "
+                 "up to 16 records, 9,999 seeded Monte Carlo assignments above; McNemar's exact test for "
+                 f"accuracy), two-sided, verdicts at p < 0.05, n = {board.n_records}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
         ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),
         ("LM", board.lm or "—"),
@@ -116,16 +119,26 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
     ]
 
 
+def _interval_method(board: Leaderboard) -> str:
+    """How the board's intervals were computed, from the ranking metric's own record."""
+    methods = {(m.method, m.n_resamples) for row in board.rows for m in [row.metrics.get(board.ranking_metric)]
+               if m is not None and getattr(m, "method", None)}
+    if not methods:
+        return "bootstrap"
+    return ", ".join(f"{method} bootstrap ({count} resamples)" if count else str(method)
+                     for method, count in sorted(methods, key=str))
+
+
 def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "errors",
-              f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
+    header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "verdict",
+              "errors", f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
     rows = []
     for row in board.rows:
         name = row.name + (" (champion)" if row.champion else "")
         rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
                      fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.method,
-                     str(row.n), str(row.errors), fmt_number(getattr(row.cost, board.cost_axis), 1),
-                     "yes" if row.pareto else ""])
+                     str(row.n), "champion" if row.champion else row.comparison.verdict(), str(row.errors),
+                     fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""])
     return header, rows
 
 
@@ -166,8 +179,9 @@ def render_markdown(board: Leaderboard) -> str:
     if board.command:
         lines += ["", "Regenerate with:", "", "```", board.command, "```"]
     lines += ["", "## Ranking", ""] + _md_table(*_ranking_table(board))
-    lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records (paired bootstrap; "
-              "McNemar for accuracy), with its 95% interval.", ""]
+    lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records, with its 95% "
+              "interval; its p-value is a paired permutation test (McNemar for accuracy). \"Cannot tell apart\" "
+              "means the data cannot show a difference at p < 0.05, whatever the point estimates say.", ""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:

@@ -10,7 +10,8 @@ any of them:
     max_p_value = 0.05               # paired p-value of that difference must be below this
     cost_metric = "tokens_per_decision"
     max_cost_ratio = 1.15            # candidate cost <= ratio * champion cost
-    min_records = 20                 # paired records needed for any verdict
+    min_records = 20                 # paired records needed for any verdict; never below what the
+                                     # test can resolve: 2 / 2^n < max_p_value (6 records at 0.05)
     [max_increase]                   # lower-is-better metrics: allowed increase over the champion
     guardrail_override_rate = 0.0
     parse_failure_rate = 0.0
@@ -25,8 +26,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evals.stats import min_records_for
 from runtime.frozen.manifest import MetricInterval
 
 from guidebench.errors import GuidebenchError
@@ -46,6 +48,17 @@ class GatesConfig(BaseModel):
     max_cost_ratio: float = Field(default=1.15, gt=0.0)
     min_values: dict[str, float] = Field(default_factory=dict)
     min_records: int = Field(default=20, ge=1)
+
+    @model_validator(mode="after")
+    def _resolvable(self) -> "GatesConfig":
+        # With n paired records the smallest two-sided p of an exact sign-flip test is 2/2^n: a gate
+        # asking for fewer records than that cannot pass on evidence, only on noise.
+        needed = min_records_for(self.max_p_value)
+        if self.min_records < needed:
+            raise ValueError(f"min_records = {self.min_records} is below what a paired test can resolve at "
+                             f"max_p_value {self.max_p_value:g}: at least {needed} records (the smallest exact "
+                             f"two-sided p with n pairs is 2/2^n)")
+        return self
 
 
 class PairedDiff(BaseModel):
@@ -180,9 +193,10 @@ def evaluate_gates(gates: GatesConfig, candidate: Mapping[str, MetricInterval],
     `cost_uncomparable` says why the cost gate does not apply (a baseline that replays the log
     makes no LM call, so it has no measured cost); the gate then passes with that reason.
     """
-    checks = [GateCheck(gate="records", passed=n_records >= gates.min_records, threshold=float(gates.min_records),
-                        candidate=float(n_records),
-                        reason=f"{n_records} paired records ({gates.min_records} needed)")]
+    enough = n_records >= gates.min_records
+    checks = [GateCheck(gate="records", passed=enough, threshold=float(gates.min_records), candidate=float(n_records),
+                        reason=f"{n_records} paired records ({gates.min_records} needed)" if enough else
+                        f"not enough evidence to promote (n = {n_records}; at least {gates.min_records} needed)")]
     checks.append(_objective_check(gates, candidate, champion, paired))
     for name, allowed in sorted(gates.max_increase.items()):
         checks.append(_not_worse_check(name, allowed, candidate, champion))

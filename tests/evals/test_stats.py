@@ -146,3 +146,39 @@ def test_mcnemar_matches_the_binomial_and_chi_square_formulas():
     assert result.statistic == pytest.approx((abs(12 - 3) - 1) ** 2 / 15)
     assert result.p_continuity == pytest.approx(scipy_stats.chi2.sf((abs(12 - 3) - 1) ** 2 / 15, 1))
     assert mcnemar([True, False], [True, False]).p_exact == 1.0
+
+
+def test_permutation_p_values_equal_scipys_on_the_same_data():
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(0.2, 1.0, 12), rng.normal(0.0, 1.0, 12)
+    ours = paired_mean_difference(a, b)
+    theirs = scipy_stats.permutation_test(
+        (a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis), permutation_type="samples",
+        n_resamples=np.inf, vectorized=True)
+    assert ours.method == "permutation_exact" and ours.n_permutations == 2 ** 12
+    assert ours.p_value == pytest.approx(theirs.pvalue)
+    # a non-mean metric: which program each record's prediction belongs to is what gets permuted
+    labels = np.array(["continue", "pause", "stop"])
+    truth = rng.choice(labels, 10)
+    good = np.where(rng.random(10) < 0.8, truth, rng.choice(labels, 10))
+    bad = rng.choice(labels, 10)
+    ours = paired_many({"f1": macro_f1_of(truth, good)}, {"f1": macro_f1_of(truth, bad)}, 10)["f1"]
+
+    def f1(x, y):
+        return macro_f1_of(truth, x)(np.ones((1, 10)))[0] - macro_f1_of(truth, y)(np.ones((1, 10)))[0]
+
+    theirs = scipy_stats.permutation_test((good, bad), f1, permutation_type="samples", n_resamples=np.inf,
+                                          vectorized=False)
+    assert ours.p_value == pytest.approx(theirs.pvalue)
+
+
+def test_three_pairs_cannot_be_significant_and_intervals_name_their_method():
+    result = paired_mean_difference([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
+    assert result.p_value == pytest.approx(0.25) and result.n_permutations == 8
+    big = paired_mean_difference(np.ones(40), np.zeros(40) + np.random.default_rng(0).normal(0, 0.1, 40))
+    assert big.method == "permutation_monte_carlo" and big.n_permutations == 9999 and big.p_value < 0.001
+    value = bootstrap_mean(np.random.default_rng(1).normal(0, 1, 50))
+    assert value.method == "bca" and value.n_resamples == 1000
+    assert bootstrap_mean([1.0, 1.0, 1.0]).method in ("percentile", "degenerate")

@@ -127,7 +127,7 @@ def test_gates_and_recipes_written_by_the_demo_load(tmp_path: Path):
     gates_file = tmp_path / "gates.toml"
     gates_file.write_text(demo.gates_text(4))
     gates = load_gates(gates_file)
-    assert gates.min_records == 4 and gates.max_increase["parse_failure_rate"] == 0.0
+    assert gates.min_records == 20 and gates.max_p_value == 0.05 and gates.max_increase["parse_failure_rate"] == 0.0
     for optimizer in demo.OPTIMIZERS:
         recipe_file = tmp_path / f"{optimizer}.toml"
         recipe_file.write_text(demo.recipe_text(optimizer, 2))

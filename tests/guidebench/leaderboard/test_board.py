@@ -188,6 +188,9 @@ def test_cli_writes_json_markdown_html_and_plots(dataset, tmp_path, capsys):
     assert challenger["comparison"]["diff"] is not None and challenger["comparison"]["p_value"] is not None
     markdown = (out / MARKDOWN_FILE).read_text()
     assert "| # | variant | objective |" in markdown and "Regenerate with" in markdown
+    # every board names its test and interval method, n, and a verdict per row
+    assert "paired permutation" in markdown and "bca bootstrap (200 resamples)" in markdown
+    assert "| verdict |" in markdown and ("cannot tell apart" in markdown or ", p = " in markdown)
     page = (out / HTML_FILE).read_text()
     assert page.count("data:image/png;base64,") == 2 and 'id="leaderboard-table"' in page
     assert "http://" not in page and "https://" not in page and "<script" not in page and "<link" not in page
@@ -435,3 +438,16 @@ def test_a_board_on_the_compile_eval_subset_admits_only_results_on_that_subset(d
     with pytest.raises(SplitMismatchError, match="50 extra"):
         run_leaderboard(from_registry(["logged"]), dataset, "test", eval_limit=10, n_resamples=50,
                         results=[tmp_path / "flaky-full"])
+
+
+def test_verdicts_in_plain_words():
+    from guidebench.leaderboard.models import Comparison
+
+    def comparison(metric, diff, p):
+        return Comparison(against="c", metric=metric, diff=diff, ci_low=None, ci_high=None, p_value=p, n=40,
+                          method="permutation_monte_carlo")
+
+    assert comparison("objective", 0.1, 0.012).verdict() == "better, p = 0.012"
+    assert comparison("objective", -0.1, 0.03).verdict() == "worse, p = 0.030"
+    assert comparison("parse_failure_rate", -0.1, 0.03).verdict() == "better, p = 0.030"  # lower is better
+    assert comparison("objective", 0.3, 0.25).verdict() == "cannot tell apart (p = 0.250, n = 40)"

@@ -148,7 +148,7 @@ def world(tmp_path_factory):
             "continue": export_program("full_auto.always_continue", root / "continue", name="pkg",
                                        version="2.0.0").path,
         }
-        (root / "lenient.toml").write_text('max_p_value = 1.0\nmin_objective_delta = -1.0\nmin_records = 1\n'
+        (root / "lenient.toml").write_text('max_p_value = 1.0\nmin_objective_delta = -1.0\nmin_records = 2\n'
                                            '[max_increase]\nguardrail_override_rate = 1.0\nparse_failure_rate = 1.0\n')
         yield root, exports, patch
 
@@ -234,3 +234,14 @@ def test_promotion_evidence_must_come_from_a_held_out_split(world):
     with pytest.raises(GuidebenchError, match="held-out split"):
         promote_module(exports["rules"], data=root / "data", split="train",
                        ledger=PromotionLedger(root / "other-ledger.jsonl"))
+
+
+def test_a_gates_file_asking_for_fewer_records_than_the_test_can_resolve_is_refused(tmp_path: Path):
+    from guidebench.release.gates import load_gates
+
+    gates = tmp_path / "gates.toml"
+    gates.write_text("min_records = 3\nmax_p_value = 0.05\n")
+    with pytest.raises(GuidebenchError, match=r"min_records = 3 is below .* at least 6 records"):
+        load_gates(gates)
+    gates.write_text("min_records = 6\nmax_p_value = 0.05\n")
+    assert load_gates(gates).min_records == 6

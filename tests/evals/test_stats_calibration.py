@@ -1,0 +1,79 @@
+"""The paired test holds its level and gains power with n, on the code path boards and gates use.
+
+Many pairs of simulated programs are compared with `evals.replay.compare` (what
+`guidebench.leaderboard.board.compare_with_champion` and `guidebench.release.promotion` call) and
+judged by `guidebench.release.gates.evaluate_gates`. With no true difference, p < 0.05 must happen at
+most about 5% of the time at every n from 3 to 500; with a real difference the power must rise with n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evals.replay import ReplayResult, compare
+from evals.stats import min_records_for
+from guidebench.release.gates import GatesConfig, PairedDiff, evaluate_gates
+from runtime.frozen.manifest import MetricInterval
+
+LEVELS = (0.0, 0.5, 0.75, 1.0)  # objective scores a record can get
+
+
+def _result(name: str, scores: np.ndarray) -> ReplayResult:
+    rows = [{"record_id": f"r{i}", "scores": {"objective": float(s)}, "label_action": "", "enforced_action": ""}
+            for i, s in enumerate(scores)]
+    return ReplayResult(kind="full_auto", program=name, rows=rows, metrics={})
+
+
+def _p_values(n: int, reps: int, shift: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    values = []
+    for rep in range(reps):
+        base = rng.choice(LEVELS, size=n, p=(0.2, 0.2, 0.3, 0.3))
+        a = base if shift == 0 else np.where(rng.random(n) < shift, 1.0, base)  # shift lifts records to 1.0
+        b = rng.choice(LEVELS, size=n, p=(0.2, 0.2, 0.3, 0.3))
+        paired = compare(_result("a", a), _result("b", b), n_resamples=200, seed=rep)["metrics"]["objective"]
+        values.append(1.0 if paired.p_value is None else paired.p_value)
+    return values
+
+
+@pytest.mark.parametrize("n, reps", [(3, 120), (5, 120), (10, 150), (30, 150), (100, 100), (500, 40)])
+def test_no_true_difference_rejects_at_most_about_five_percent(n, reps):
+    p_values = _p_values(n, reps, 0.0, seed=n)
+    rate = float(np.mean(np.asarray(p_values) < 0.05))
+    tolerance = 3 * math.sqrt(0.05 * 0.95 / reps)
+    assert rate <= 0.05 + tolerance, f"n={n}: p < 0.05 in {rate:.1%} of {reps} null comparisons"
+    if n <= 4:  # an exact sign-flip test on n pairs cannot go below 2/2^n
+        assert min(p_values) >= 2 / 2 ** n - 1e-12
+
+
+def test_three_records_never_report_p_below_a_quarter():
+    assert min(_p_values(3, 60, 0.9, seed=7)) >= 0.25  # even a large true difference
+
+
+def test_power_rises_with_n():
+    power = [float(np.mean(np.asarray(_p_values(n, 60, 0.3, seed=100 + n)) < 0.05)) for n in (10, 40, 250)]
+    assert power[0] < power[1] < power[2] and power[2] >= 0.9, power
+
+
+def test_the_objective_gate_passes_on_noise_at_most_about_five_percent():
+    gates = GatesConfig(min_records=min_records_for(0.05))
+    rng = np.random.default_rng(3)
+    passed, reps = 0, 150
+    for rep in range(reps):
+        a, b = rng.choice(LEVELS, size=30), rng.choice(LEVELS, size=30)
+        comparison = compare(_result("a", a), _result("b", b), n_resamples=200, seed=rep)["metrics"]
+        paired = {name: PairedDiff.model_validate(value.model_dump()) for name, value in comparison.items()}
+        metrics_a = {"objective": MetricInterval(value=float(a.mean()), ci_low=None, ci_high=None, n=30)}
+        metrics_b = {"objective": MetricInterval(value=float(b.mean()), ci_low=None, ci_high=None, n=30)}
+        checks = evaluate_gates(gates, metrics_a, metrics_b, paired, 30, cost_uncomparable="simulated")
+        passed += next(c for c in checks if c.gate == "objective").passed
+    assert passed / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def test_too_few_records_are_said_plainly():
+    checks = evaluate_gates(GatesConfig(), {}, {}, {}, 3)
+    assert checks[0].reason == "not enough evidence to promote (n = 3; at least 20 needed)"
+    assert min_records_for(0.05) == 6 and min_records_for(0.01) == 8
