@@ -267,6 +267,22 @@ def _blocked_set(blocked_families: Any) -> set[str]:
     return {f.strip() for f in blocked_families if isinstance(f, str) and f.strip() in FAMILIES}
 
 
+def _directive_object(obj: Any) -> tuple[Any, Optional[str]]:
+    """A directive given as a dict, JSON text/bytes or model, as a mapping; else the one-line error."""
+    if isinstance(obj, (bytes, bytearray)):
+        obj = obj.decode("utf-8", errors="replace")
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            return None, f"directive: not valid JSON ({exc})"
+    if isinstance(obj, OptimizationDirective):
+        obj = obj.model_dump()
+    if not isinstance(obj, Mapping):
+        return None, f"directive: must be a JSON object, got {type(obj).__name__}"
+    return obj, None
+
+
 def validate_directive(obj: Any, blocked_families: Any = ()) -> list[str]:
     """Every error of a directive against formats.md §2.2 and the blocked families; [] when valid.
 
@@ -276,17 +292,9 @@ def validate_directive(obj: Any, blocked_families: Any = ()) -> list[str]:
     are blocked. `obj` may be a dict or its JSON text; `blocked_families` a list of family
     strings, a `FamilyConstraints` or a dict carrying `blocked_families`.
     """
-    if isinstance(obj, (bytes, bytearray)):
-        obj = obj.decode("utf-8", errors="replace")
-    if isinstance(obj, str):
-        try:
-            obj = json.loads(obj)
-        except ValueError as exc:
-            return [f"directive: not valid JSON ({exc})"]
-    if isinstance(obj, OptimizationDirective):
-        obj = obj.model_dump()
-    if not isinstance(obj, Mapping):
-        return [f"directive: must be a JSON object, got {type(obj).__name__}"]
+    obj, error = _directive_object(obj)
+    if error:
+        return [error]
     errors: list[str] = []
     try:
         OptimizationDirective.model_validate(dict(obj))
@@ -321,18 +329,9 @@ def validate_directive_original(obj: Any, blocked_families: Any = ()) -> list[st
     modifiers, any number of validation commands and criteria, extra keys inside `validation`. It
     stops at the first error, as the original raises; [] when it accepts the directive.
     """
-    if isinstance(obj, (bytes, bytearray)):
-        obj = obj.decode("utf-8", errors="replace")
-    if isinstance(obj, str):
-        try:
-            obj = json.loads(obj)
-        except ValueError as exc:
-            return [f"directive: not valid JSON ({exc})"]
-    if isinstance(obj, OptimizationDirective):
-        obj = obj.model_dump()
-    if not isinstance(obj, Mapping):
-        return [f"directive: must be a JSON object, got {type(obj).__name__}"]
-    error = _original_error(obj, _blocked_set(blocked_families))
+    obj, error = _directive_object(obj)
+    if not error:
+        error = _original_error(obj, _blocked_set(blocked_families))
     return [error] if error else []
 
 
