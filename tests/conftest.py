@@ -60,3 +60,37 @@ def real_lm() -> dspy.LM:
     lm = make_lm("local", cache=False)
     lm.engine.warm_up()
     return lm
+
+
+# ----- a clean footprint: nothing left in the system temp directory ---------------------------------
+
+def _temp_entries() -> set[str]:
+    import tempfile
+
+    root = Path(tempfile.gettempdir())
+    # pytest's own base temp folders (pytest-of-<user>) are pytest's to keep and prune
+    return {entry.name for entry in root.iterdir() if not entry.name.startswith("pytest-of-")}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Remember what the system temp directory held before the tests (the controller process only)."""
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_TEMP_KEY] = _temp_entries()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Report what tests or commands left in the system temp directory (a warning line, not yet a failure:
+    two library-made `tmp*` folders per test process are still unaccounted for)."""
+    before = session.config.stash.get(_TEMP_KEY, None)
+    if before is None:
+        return
+    left = sorted(_temp_entries() - before)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the system temp directory by the "
+                   f"tests: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
+        if reporter is not None:
+            reporter.write_line(f"FOOTPRINT: {message}", yellow=True)
+
+
+_TEMP_KEY = pytest.StashKey[set]()

@@ -61,7 +61,11 @@ def tracking_uri(directory: Path) -> str:
     import mlflow
 
     if not _STORE_TEMPLATE:
-        template = Path(tempfile.mkdtemp(prefix="mlflow-template-")) / "mlflow.db"
+        import atexit
+
+        folder = tempfile.mkdtemp(prefix="mlflow-template-")
+        atexit.register(shutil.rmtree, folder, True)  # one per test process, removed when it exits
+        template = Path(folder) / "mlflow.db"
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()
         _STORE_TEMPLATE.append(template)
     directory.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,14 @@ def command_line(argv: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the variants, score them on the split, write and track the board, print the ranking."""
+    import tempfile
+
+    # MLflow runs' program states are downloaded for the board's duration only: nothing is left behind
+    with tempfile.TemporaryDirectory(prefix="guidebench-mlflow-") as cache:
+        return _run(args, Path(cache))
+
+
+def _run(args: argparse.Namespace, cache: Path) -> int:
     from guidebench.leaderboard.board import run_leaderboard
     from guidebench.leaderboard.render import write_reports
     from guidebench.release.packages import resolve_variants
@@ -98,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         from guidebench.tracking import runs as tracking
 
         tracking_uri = tracking.configure(args.tracking_uri)
-    variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri, required=not args.results)
+    variants = resolve_variants(names, args.packages, args.from_mlflow, tracking_uri, cache_dir=cache,
+                                required=not args.results)
     lm = "none"
     if any(variant.uses_lm for variant in variants):
         lm = args.lm or "local"

@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -150,8 +151,10 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
     from guidebench.release.packages import from_mlflow_run
 
     uri = tracking.configure(tracking_uri)
-    variant = from_mlflow_run(run_id, tracking_uri=uri)
-    source = source_from_registry(variant.manifest.entry, variant.state_path)
+    # the run's state is downloaded aside and loaded into the program at once: nothing stays in the temp dir
+    with tempfile.TemporaryDirectory(prefix="guidebench-mlflow-") as cache:
+        variant = from_mlflow_run(run_id, tracking_uri=uri, cache_dir=Path(cache))
+        source = source_from_registry(variant.manifest.entry, variant.state_path)
     run = MlflowClient(tracking_uri=uri).get_run(run_id)
     params, metrics = run.data.params, run.data.metrics
     split = next((name for name in ("test", "dev") if f"{name}.objective" in metrics), None)

@@ -203,7 +203,10 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
     parents = client.search_runs(experiments, "tags.`guidebench.run_type` = 'search'")
     assert len(parents) == 1
     trials = client.search_runs(experiments, f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")
-    assert len(trials) == 8  # 7 finished + the killed one (its run never ended)
+    # 7 finished, plus the killed one when it had opened its run before the SIGKILL (its run never ended);
+    # the kill can land between the trial's start in Optuna and its run in MLflow (seen once in CI)
+    finished_runs = [run for run in trials if run.info.status == "FINISHED"]
+    assert len(finished_runs) == 7 and len(trials) in (7, 8)
     with sqlalchemy.create_engine(postgres.url("mlflow")).connect() as connection:
         assert connection.execute(sqlalchemy.text("select count(*) from runs")).scalar() == len(trials) + 1
 
