@@ -79,8 +79,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Report what tests or commands left in the system temp directory (a warning line, not yet a failure:
-    two library-made `tmp*` folders per test process are still unaccounted for)."""
+    """Fail the run when tests or commands left anything in the system temp directory."""
     before = session.config.stash.get(_TEMP_KEY, None)
     if before is None:
         return
@@ -90,7 +89,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the system temp directory by the "
                    f"tests: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
         if reporter is not None:
-            reporter.write_line(f"FOOTPRINT: {message}", yellow=True)
+            reporter.write_line(f"FOOTPRINT: {message}", red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _TEMP_KEY = pytest.StashKey[set]()

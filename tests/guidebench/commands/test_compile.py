@@ -93,16 +93,19 @@ def test_compile_run_has_params_metrics_and_artifacts(workspace, compiled):
     assert "lm_params" in params
 
 
-def test_compiled_state_json_loads_back(workspace, compiled):
+def test_compiled_state_json_loads_back(workspace, compiled, tmp_path):
     import optimizers
     import programs
 
-    path = Path(mlflow.artifacts.download_artifacts(run_id=compiled.info.run_id, artifact_path="program.json"))
+    # dst_path: without it MLflow downloads into a new folder of the system temp directory, left behind
+    path = Path(mlflow.artifacts.download_artifacts(run_id=compiled.info.run_id, artifact_path="program.json",
+                                                    dst_path=str(tmp_path)))
     state = json.loads(path.read_text())
     assert "metadata" in state and state["decide"]["demos"]
     program = optimizers.load_compiled(programs.get("full_auto.predict"), state)
     summary = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=compiled.info.run_id,
-                                                                   artifact_path="compile.json")).read_text())
+                                                                   artifact_path="compile.json",
+                                                                   dst_path=str(tmp_path))).read_text())
     assert summary["compile"]["demo_count"] == sum(len(p.demos) for p in program.predictors())
     assert summary["test_vs_baseline"]["objective"]["n"] == 4
 
