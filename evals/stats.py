@@ -61,9 +61,7 @@ class Statistic:
         """The same statistic on the 2n records of both programs (this one's first), for permutations."""
         if self.factory is None or self.factory is not other.factory or self.options != other.options:
             raise ValueError("a paired permutation needs the same kind of statistic for both programs")
-        joined = [np.concatenate([np.asarray(a, dtype=object if np.asarray(a).dtype == object else None),
-                                  np.asarray(b, dtype=object if np.asarray(b).dtype == object else None)])
-                  for a, b in zip(self.columns, other.columns)]
+        joined = [np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(self.columns, other.columns)]
         return self.factory(*joined, **self.options)
 
 
