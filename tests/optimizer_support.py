@@ -7,6 +7,7 @@ from pathlib import Path
 import dspy
 
 import programs
+from evals import metrics_fullauto
 from evals.data import save_dataset
 from runtime import FullAutoTurnSummary, GuardrailConfig
 from runtime.records import DecisionRecord, OutcomeLabel
@@ -40,6 +41,13 @@ def decision_records(n: int, offset: int = 0) -> list[DecisionRecord]:
 def decision_examples(n: int, offset: int = 0) -> list[dspy.Example]:
     """Labeled examples of `decision_records`."""
     return [programs.decision_example(r) for r in decision_records(n, offset)]
+
+
+def fussy_metric(example: dspy.Example, pred: dspy.Prediction, trace: object = None) -> float:
+    """The Full Auto metric, made to tell candidates apart when every decision is right."""
+    # The fake LM always decides right; scoring its reasons by length makes candidates differ.
+    value = metrics_fullauto.metric(example, pred, trace)
+    return value if trace is not None else value * (0.5 + 0.5 * (len(pred.reason) % 2))
 
 
 def make_dataset(directory: Path, *, train: int = 12, dev: int = 6, test: int = 6) -> Path:

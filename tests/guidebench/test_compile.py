@@ -1,0 +1,51 @@
+"""guidebench.compile under an LM outage longer than the compile's retries: the run is marked failed, and
+`--resume` finishes it without repeating any LM call answered before."""
+
+from __future__ import annotations
+
+import dspy
+import mlflow
+import pytest
+
+import optimizers.base as optimizers_base
+from lm_fault_support import FaultEngine, fault_lm
+from optimizer_support import make_dataset
+from reliability_ledger import record as ledger
+
+
+def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_without_repeating(tmp_path, monkeypatch,
+                                                                                                restore_lm):
+    from guidebench.lm import factory as lm_module
+    from guidebench.compile import CompileRequest, run_compile
+    from guidebench.lm.factory import configure_disk_cache
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    configure_disk_cache()
+    monkeypatch.setattr(optimizers_base, "RETRY_BACKOFF_S", 0.01)
+    data = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
+    down = {"on": True}
+    engine = FaultEngine(lambda index, inputs: "server" if down["on"] and index >= 1 else None)
+    injected = fault_lm(engine, cache=True)
+    monkeypatch.setattr(lm_module, "configure_lm", lambda spec, **kw: dspy.configure(lm=injected) or injected)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    request = CompileRequest(program="full_auto.predict", optimizer="bootstrap_fewshot", data=str(data), lm="fake",
+                             tracking_uri=uri, recipe_settings={"max_bootstrapped_demos": 2, "max_errors": 3})
+    with pytest.raises(Exception, match="upstream overloaded"):
+        run_compile(request, progress=False)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    failed = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(failed) == 1 and failed[0].info.status == "FAILED"
+    run_id = failed[0].info.run_id
+    before = list(engine.answered)
+    # The compile retried (with backoff) before giving up: each attempt met max_errors server errors.
+    assert len(before) == 1 and engine.faults["server"] == 3 * (1 + optimizers_base.COMPILE_RETRIES)
+    # The provider is back: --resume finishes the run, and no call answered before is made again.
+    down["on"] = False
+    outcome = run_compile(request, resume_run_id=run_id, progress=False)
+    resumed = engine.answered[len(before):]
+    assert not set(before) & set(resumed)
+    run = client.get_run(run_id)
+    assert outcome.run_id == run_id and run.info.status == "FINISHED"
+    assert outcome.summary["compile"]["usage"]["cache_hits"] >= 1
+    ledger("faults", scenario="compile, outage beyond retries, then --resume", injected=dict(engine.faults),
+           run_marked_failed=1, resumed_to_finished=1, repeated_lm_calls=len(set(before) & set(resumed)))

@@ -1,0 +1,99 @@
+"""optimizers.search: SQLite study that resumes, seeded TPE, pruning on dev minibatches, interrupted trials."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import optuna
+import pytest
+
+import programs
+from evals import metrics_fullauto
+from optimizer_support import decision_examples
+from optimizers.search import SearchConfig, SearchSpace, open_study, run_search, score_in_minibatches, suggest
+
+TRAIN = decision_examples(8)
+DEV = decision_examples(8, offset=100)
+SPACE = SearchSpace(programs=("full_auto.predict",), optimizers=("labeled_fewshot", "knn_fewshot"), demos=(1, 3))
+
+
+def _config(tmp_path, trials, **kw):
+    return SearchConfig(study_name="unit", trials=trials, storage=f"sqlite:///{tmp_path / 'optuna.db'}",
+                        minibatch_size=4, n_startup_trials=2, **kw)
+
+
+def test_sqlite_study_resumes_without_repeating_finished_trials(tmp_path, fake):
+    first = run_search(_config(tmp_path, 2), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,
+                       progress=False)
+    assert first.ran_now == 2 and [t.state for t in first.trials] == ["COMPLETE", "COMPLETE"]
+    assert (tmp_path / "optuna.db").is_file()
+    again = run_search(_config(tmp_path, 3), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,
+                       progress=False)
+    assert again.ran_now == 1 and [t.number for t in again.trials] == [0, 1, 2]
+    assert [t.params for t in again.trials[:2]] == [t.params for t in first.trials]
+    for trial in again.trials:
+        assert trial.params["optimizer"] in SPACE.optimizers and 1 <= trial.params["demos"] <= 3
+        assert len(trial.minibatch_means) == 2 and trial.value == trial.minibatch_means[-1]
+        assert trial.compile_summary["recipe"] == trial.params["optimizer"]
+    state = again.best_state()
+    assert state is not None and "decide" in json.dumps(state)
+
+
+def test_seeded_tpe_draws_the_same_configurations():
+    def draws(seed):
+        study = open_study(SearchConfig(study_name=f"s{seed}", trials=1, storage="inmemory", seed=seed))
+        return [suggest(study.ask(), SPACE) for _ in range(3)]
+
+    assert draws(7) == draws(7)
+    assert draws(7) != draws(8)
+
+
+def test_minibatch_scoring_reports_each_step_and_prunes():
+    seen = []
+    program = programs.get("full_auto.rules")
+    with pytest.raises(optuna.TrialPruned):
+        score_in_minibatches(program, DEV, metrics_fullauto.metric, minibatch_size=3,
+                             report=lambda mean, step: seen.append((step, mean)) or step == 1)
+    assert [step for step, _ in seen] == [0, 1]
+    value = score_in_minibatches(program, DEV, metrics_fullauto.metric, minibatch_size=3, report=lambda m, s: False)
+    assert 0.0 <= value <= 1.0
+
+
+class _Broken(dspy.Module):
+    def forward(self, **inputs):
+        raise RuntimeError("this variant cannot decide")
+
+
+def test_a_trial_below_the_median_is_pruned_on_dev_minibatches(tmp_path, fake):
+    broken = {"on": False}
+
+    def factory(name):
+        return _Broken() if broken["on"] else programs.get(name)
+
+    run_search(_config(tmp_path, 2), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=factory,
+               progress=False)
+    broken["on"] = True
+    result = run_search(_config(tmp_path, 3), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=factory,
+                        progress=False)
+    last = result.trials[-1]
+    # Step 0 is warm-up; at step 1 the running mean 0 is below the median of the good trials.
+    assert last.state == "PRUNED" and last.minibatch_means == [0.0, 0.0]
+
+
+def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fake):
+    calls = {"n": 0}
+
+    def factory(name):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return programs.get(name)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_search(_config(tmp_path, 3), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=factory,
+                   progress=False)
+    result = run_search(_config(tmp_path, 3), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=factory,
+                        progress=False)
+    states = [t.state for t in result.trials]
+    assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1 and result.ran_now == 2
