@@ -1,0 +1,63 @@
+"""programs.rules_planner: the no-LM reference planner follows the pivot policy and the packet's constraints."""
+
+from __future__ import annotations
+
+import programs
+from program_support import entry
+from programs.seeds import _planner_seed_packets
+from runtime import AdvisorPacket
+from runtime.advisor import FamilyConstraints, PerformanceProfile
+from runtime.pivot import validate_directive
+
+
+def planner_inputs_with(entries: list, **packet) -> dict:
+    return programs.planner_inputs(AdvisorPacket(experiment_log_tail=entries, **packet))
+
+
+def test_planner_rules_pivots_away_from_a_blocked_family():
+    entries = [entry(1, "family:schedule", True, 1600, 1700), entry(2, "family:schedule", True, 1601, 1600)]
+    inputs = planner_inputs_with(entries, best_cycles=1600)
+    out = programs.get("planner.rules")(**inputs)
+    assert out.directive.strategy_family in ("family:reduce_loads", "family:break_deps")
+    assert "family_blocked" in out.rule_reasons
+    assert validate_directive(out.directive.model_dump(), ["family:schedule"]) == []
+
+
+def test_planner_rules_pivots_to_the_least_tried_family():
+    entries = [entry(1, "family:break_deps", True, 1700, 1800), entry(2, "family:schedule", True, 1690, 1700),
+               entry(3, "family:schedule", False, None, 1690)]
+    out = programs.get("planner.rules")(**planner_inputs_with(entries, best_cycles=1690))
+    assert out.directive.strategy_family == "family:reduce_loads"
+
+
+def test_planner_rules_lowers_the_bound_when_near_it():
+    packet, _ = _planner_seed_packets()[1]
+    out = programs.get("planner.rules")(**programs.planner_inputs(packet))
+    assert "near_bound" in out.rule_reasons and out.directive.strategy_family == "family:reduce_loads"
+
+
+def test_planner_rules_keeps_an_improving_family_and_recovers_from_invalid_streaks():
+    improving = [entry(1, "family:break_deps", True, 1700, 1800)]
+    out = programs.get("planner.rules")(**planner_inputs_with(improving, best_cycles=1700))
+    assert out.directive.strategy_family == "family:break_deps"
+    invalid = [entry(i, family, False, None, 1700) for i, family in
+               enumerate(["family:schedule", "family:break_deps", "family:reduce_loads"], start=2)]
+    out = programs.get("planner.rules")(**planner_inputs_with(improving + invalid, best_cycles=1700))
+    assert "invalid_streak" in out.rule_reasons and out.directive.risk == "Low"
+    assert out.directive.strategy_modifiers[0] == "recovery"
+
+
+def test_planner_rules_without_a_packet_is_a_safe_default():
+    out = programs.get("planner.rules")(goal="best")
+    assert out.parse_errors and out.directive.strategy_modifiers == ["safe_default"]
+
+
+def test_planner_rules_respects_the_packet_constraints():
+    constraints = FamilyConstraints(blocked_families=["family:reduce_loads"], current_family="family:reduce_loads",
+                                    current_family_streak_len=2)
+    profile = PerformanceProfile(tight_lb_cycles=1400, schedule_cycles_estimate=1420)
+    packet = AdvisorPacket(goal="threshold", threshold_target=1390, best_cycles=1420,
+                           strategy_family_constraints=constraints, performance_profile=profile)
+    out = programs.get("planner.rules")(**programs.planner_inputs(packet))
+    assert out.directive.strategy_family == "family:break_deps"  # lowers the bound, avoiding the blocked one
+    assert out.directive.objective == "Reach 1390 cycles"
