@@ -1,23 +1,17 @@
-"""Signatures match the record shapes of formats.md and the runtime's pydantic models."""
+"""signatures.full_auto: the Full Auto signature is the original (fields, types, instruction, empty
+descriptions); the clearer wording and the guidance signature are variants with the same outputs."""
 
 from __future__ import annotations
 
 import typing
 
 import programs
-
-from runtime.advisor import FAMILIES, DirectiveValidation, OptimizationDirective
 from runtime.fullauto import ACTIONS, GuidanceDecision
 from signatures import (
     DECISION_OUTPUT_FIELDS,
-    DIRECTIVE_FIELDS,
     FULL_AUTO_INPUT_FIELDS,
     FullAutoDecisionSignature,
     GuidanceDecisionSignature,
-    OptimizationDirectiveSignature,
-    SelectNextAction,
-    SummarizeTurnState,
-    VerifyDecision,
 )
 
 ORIGINAL_INSTRUCTION = ("Full Auto Decision: Decide what to do after a Codex turn completes.\n"
@@ -72,28 +66,3 @@ def test_guidance_signature_has_goal_inputs_and_the_same_outputs():
     assert list(GuidanceDecisionSignature.input_fields) == ["goal_intent", "goal_success_criteria", "summary", "state"]
     assert list(GuidanceDecisionSignature.output_fields) == list(FullAutoDecisionSignature.output_fields)
     assert _annotation(GuidanceDecisionSignature, "confidence") is float
-
-
-def test_directive_signature_outputs_every_directive_field_typed():
-    outputs = OptimizationDirectiveSignature.output_fields
-    assert list(outputs) == list(OptimizationDirective.model_fields) == list(DIRECTIVE_FIELDS)
-    assert set(typing.get_args(_annotation(OptimizationDirectiveSignature, "strategy_family"))) == set(FAMILIES)
-    assert set(typing.get_args(_annotation(OptimizationDirectiveSignature, "risk"))) == {"Low", "Medium", "High"}
-    assert _annotation(OptimizationDirectiveSignature, "expected_effect_cycles") is int
-    assert _annotation(OptimizationDirectiveSignature, "did_web_search") is bool
-    assert _annotation(OptimizationDirectiveSignature, "validation") is DirectiveValidation
-    for name in ("strategy_modifiers", "change_summary", "step_plan", "next_packet_requests"):
-        assert _annotation(OptimizationDirectiveSignature, name) == list[str]
-    # The packet goes in as its main parts (formats.md §2.3).
-    assert "strategy_family_constraints" in OptimizationDirectiveSignature.input_fields
-    assert "experiment_log_tail" in OptimizationDirectiveSignature.input_fields
-
-
-def test_module_stack_signatures_chain():
-    assert {"state_summary", "progress"} <= set(SummarizeTurnState.output_fields)
-    assert {"state_summary", "progress"} <= set(SelectNextAction.input_fields)
-    assert list(SelectNextAction.output_fields) == list(FullAutoDecisionSignature.output_fields)
-    assert {"proposed_action", "proposed_reason"} <= set(VerifyDecision.input_fields)
-    assert set(typing.get_args(_annotation(VerifyDecision, "verdict"))) == {"keep", "pause", "stop"}
-    for signature in (SummarizeTurnState, SelectNextAction, VerifyDecision):
-        assert signature.instructions.strip()
