@@ -1,189 +1,108 @@
-"""validate_directive: every constraint of formats.md §2.2, the extra checks, and blocked families."""
+"""runtime.advisor: record shapes of formats.md §2.1-2.3: both experiment log entry shapes, strict fields, and
+the packet the original loop runner builds."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 
-from runtime import FAMILIES, OptimizationDirective, family_constraints, validate_directive
+from runtime import AdvisorPacket, ExperimentLogEntry
+from shape_support import error_fields
 
-S, R, B = FAMILIES
-
-
-def directive(**overrides):
-    base = {
-        "objective": "Cut gather loads in the inner rounds",
-        "primary_hypothesis": "Caching the top tree levels removes most per-lane loads",
-        "strategy_family": "family:reduce_loads",
-        "strategy_modifiers": ["gather", "cache"],
-        "risk": "Medium",
-        "expected_effect_cycles": -25,
-        "change_summary": ["Cache levels 0-2 in scratch"],
-        "step_plan": ["Profile loads", "Add the cache", "Run the submission tests"],
-        "validation": {"commands": ["python3 -B tests/submission_tests.py"],
-                       "pass_criteria": ["correctness passes"]},
-        "next_packet_requests": [],
-        "did_web_search": False,
-    }
-    base.update(copy.deepcopy(overrides))
-    return base
-
-
-def without(key):
-    d = directive()
-    del d[key]
-    return d
+OLD_LINE = ('{"iteration_id":4,"timestamp_utc":"2026-02-01T23:40:00Z","branch":"perf/optimize-kernel",'
+            '"base_branch":"main","base_sha":"5452f74","head_sha":"4ba7986","files_changed":["perf_takehome.py"],'
+            '"tests_diff_empty":true,"valid":true,"cycles":1443,"delta_vs_best":0,'
+            '"strategy_tags":["scheduler-heuristic","vliw-pack","dep-break","a","b"],'
+            '"hypothesis":"Scheduling short critical-path tasks first","change_summary":["cp ascending"],'
+            '"result_summary":"PASS correctness; cycles=1443","merged_to_main":true,"notes":"Merged."}')
+NEW_ENTRY = {
+    "base_branch": "opt/best", "base_sha": "abc1234", "best_before": 1436, "branch": "iter/0012-cache",
+    "change_summary": ["Cache levels 0-2"], "correctness_pass": True, "cycles": 1435, "delta_vs_best": -1,
+    "files_changed": ["perf_takehome.py"], "head_sha": "def5678", "hypothesis": "fewer loads",
+    "iteration_id": 12, "merged_to_main": False, "new_best": True, "result_summary": "PASS correctness; cycles=1435",
+    "scope_disallowed_files": [], "scope_forbidden_files": [], "scope_ok": True,
+    "strategy_tags": ["family:reduce_loads", "gather"], "tests_diff_empty": True, "threshold_met": False,
+    "timestamp_utc": "2026-02-03T10:00:00Z", "valid": True,
+}
+NEW_INVALID = dict(NEW_ENTRY, correctness_pass=None, valid=False, cycles=None, delta_vs_best=None,
+                   new_best=False, scope_ok=False, scope_disallowed_files=["README.md"],
+                   result_summary="SKIP benchmark; scope violation")
 
 
-def with_validation(**overrides):
-    d = directive()
-    d["validation"].update(overrides)
-    return d
+# --------------------------------------------------------------------------- experiment log entries
+
+def test_old_shape_entry():
+    entry = ExperimentLogEntry.model_validate_json(OLD_LINE)
+    assert entry.cycles == 1443 and entry.valid is True
+    assert entry.family is None  # old tags are not family tags
+    assert not entry.is_full_shape
+    assert entry.scope_ok is None and entry.best_before is None
 
 
-def strs(n, text="item"):
-    return [f"{text} {i}" for i in range(n)]
+def test_old_shape_variant_without_merged_to_main():
+    obj = json.loads(OLD_LINE)
+    obj["merged_to_best"] = obj.pop("merged_to_main")
+    del obj["notes"]
+    entry = ExperimentLogEntry.model_validate(obj)
+    assert entry.merged_to_main is None and entry.model_extra == {"merged_to_best": True}
 
 
-KEYS = list(directive())
-
-VALID = [
-    ("base", directive()),
-    ("each-family-schedule", directive(strategy_family=S)),
-    ("each-family-break-deps", directive(strategy_family=B)),
-    ("modifiers-0", directive(strategy_modifiers=[])),
-    ("modifiers-3", directive(strategy_modifiers=strs(3))),
-    ("risk-low", directive(risk="Low")),
-    ("risk-high", directive(risk="High")),
-    ("effect-0", directive(expected_effect_cycles=0)),
-    ("effect-positive", directive(expected_effect_cycles=40)),
-    ("change-summary-5", directive(change_summary=strs(5))),
-    ("step-plan-12", directive(step_plan=strs(12))),
-    ("commands-6", with_validation(commands=strs(6))),
-    ("pass-criteria-6", with_validation(pass_criteria=strs(6))),
-    ("next-packet-requests-6", directive(next_packet_requests=strs(6))),
-    ("did-web-search-true", directive(did_web_search=True)),
-    ("empty-objective-is-a-string", directive(objective="")),
-]
+@pytest.mark.parametrize("obj", [NEW_ENTRY, NEW_INVALID, dict(NEW_ENTRY, best_before=None, notes="first")])
+def test_new_shape_entry(obj):
+    entry = ExperimentLogEntry.model_validate(json.loads(json.dumps(obj, sort_keys=True)))
+    assert entry.is_full_shape
 
 
-@pytest.mark.parametrize("obj", [v[1] for v in VALID], ids=[v[0] for v in VALID])
-def test_valid_directives(obj):
-    assert validate_directive(obj) == []
-    assert validate_directive(obj, []) == []
-    OptimizationDirective.model_validate(obj)
+@pytest.mark.parametrize("key", ["iteration_id", "timestamp_utc", "branch", "base_branch", "base_sha", "head_sha",
+                                 "files_changed", "tests_diff_empty", "valid", "cycles", "delta_vs_best",
+                                 "strategy_tags", "hypothesis", "change_summary", "result_summary"])
+def test_incomplete_entry_names_the_field(key):
+    obj = json.loads(OLD_LINE)
+    del obj[key]
+    fields, _ = error_fields(ExperimentLogEntry, obj)
+    assert fields == {key}
 
 
-# (id, directive, field the error must name)
-INVALID = [
-    *[(f"missing-{key}", without(key), key) for key in KEYS],
-    ("extra-key", directive(strategy_tags=["family:schedule"]), "strategy_tags"),
-    ("objective-int", directive(objective=3), "objective"),
-    ("objective-null", directive(objective=None), "objective"),
-    ("hypothesis-list", directive(primary_hypothesis=["x"]), "primary_hypothesis"),
-    ("family-unknown", directive(strategy_family="family:unroll"), "strategy_family"),
-    ("family-untagged", directive(strategy_family="schedule"), "strategy_family"),
-    ("family-padded", directive(strategy_family=" family:schedule"), "strategy_family"),
-    ("family-list", directive(strategy_family=[S]), "strategy_family"),
-    ("modifiers-4", directive(strategy_modifiers=strs(4)), "strategy_modifiers"),
-    ("modifiers-empty-string", directive(strategy_modifiers=["gather", ""]), "strategy_modifiers"),
-    ("modifiers-blank-string", directive(strategy_modifiers=["  "]), "strategy_modifiers"),
-    ("modifiers-non-string", directive(strategy_modifiers=[1]), "strategy_modifiers"),
-    ("modifiers-string", directive(strategy_modifiers="gather"), "strategy_modifiers"),
-    ("risk-lowercase", directive(risk="low"), "risk"),
-    ("risk-other", directive(risk="Extreme"), "risk"),
-    ("effect-float", directive(expected_effect_cycles=-25.0), "expected_effect_cycles"),
-    ("effect-string", directive(expected_effect_cycles="-25"), "expected_effect_cycles"),
-    ("effect-bool", directive(expected_effect_cycles=True), "expected_effect_cycles"),
-    ("effect-null", directive(expected_effect_cycles=None), "expected_effect_cycles"),
-    ("change-summary-0", directive(change_summary=[]), "change_summary"),
-    ("change-summary-6", directive(change_summary=strs(6)), "change_summary"),
-    ("change-summary-blank", directive(change_summary=["ok", " "]), "change_summary"),
-    ("change-summary-non-string", directive(change_summary=[{"a": 1}]), "change_summary"),
-    ("step-plan-2", directive(step_plan=strs(2)), "step_plan"),
-    ("step-plan-13", directive(step_plan=strs(13)), "step_plan"),
-    ("step-plan-blank", directive(step_plan=["a", "b", ""]), "step_plan"),
-    ("validation-not-object", directive(validation=["python3 tests"]), "validation"),
-    ("validation-extra-key", with_validation(notes="x"), "validation.notes"),
-    ("validation-missing-commands", directive(validation={"pass_criteria": ["ok"]}), "validation.commands"),
-    ("validation-missing-criteria", directive(validation={"commands": ["ok"]}), "validation.pass_criteria"),
-    ("commands-0", with_validation(commands=[]), "validation.commands"),
-    ("commands-7", with_validation(commands=strs(7)), "validation.commands"),
-    ("commands-blank", with_validation(commands=[""]), "validation.commands"),
-    ("commands-non-string", with_validation(commands=[1]), "validation.commands"),
-    ("pass-criteria-0", with_validation(pass_criteria=[]), "validation.pass_criteria"),
-    ("pass-criteria-7", with_validation(pass_criteria=strs(7)), "validation.pass_criteria"),
-    ("pass-criteria-blank", with_validation(pass_criteria=["\t"]), "validation.pass_criteria"),
-    ("next-packet-requests-7", directive(next_packet_requests=strs(7)), "next_packet_requests"),
-    ("next-packet-requests-blank", directive(next_packet_requests=[""]), "next_packet_requests"),
-    ("next-packet-requests-null", directive(next_packet_requests=None), "next_packet_requests"),
-    ("did-web-search-string", directive(did_web_search="false"), "did_web_search"),
-    ("did-web-search-int", directive(did_web_search=0), "did_web_search"),
-]
-
-
-@pytest.mark.parametrize("obj,field", [v[1:] for v in INVALID], ids=[v[0] for v in INVALID])
-def test_invalid_directives_name_the_field(obj, field):
-    errors = validate_directive(obj)
-    assert errors, "expected at least one error"
-    assert any(err.startswith(field) for err in errors), errors
-
-
-def test_all_errors_are_reported():
-    obj = directive(risk="low", step_plan=[], did_web_search="no")
-    obj["extra"] = 1
-    fields = {err.split(":")[0].split(".")[0] for err in validate_directive(obj)}
-    assert {"risk", "step_plan", "did_web_search", "extra"} <= fields
-
-
-@pytest.mark.parametrize("obj", [None, [], "not json", "[1, 2]", 42])
-def test_non_objects(obj):
-    errors = validate_directive(obj)
-    assert errors and errors[0].startswith("directive")
-
-
-def test_json_text_is_accepted():
-    assert validate_directive(json.dumps(directive())) == []
-    assert validate_directive(json.dumps(directive(risk="x")))
-
-
-# --------------------------------------------------------------------------- blocked families
-
-@pytest.mark.parametrize("family,blocked,ok", [
-    (R, [R], False),
-    (S, [R], True),
-    (B, [R], True),
-    (R, [], True),
-    (R, None, True),
-    (R, [S, B], True),
-    (R, [S, R], False),
-    (R, [S, R, B], True),          # all three blocked: all allowed
-    (R, ("family:reduce_loads",), False),
-    (R, ["not-a-family"], True),
+@pytest.mark.parametrize("key,value", [
+    ("iteration_id", "4"), ("iteration_id", 4.0), ("cycles", "1443"), ("cycles", 1443.0), ("cycles", True),
+    ("valid", "true"), ("valid", 1), ("valid", None), ("strategy_tags", "family:schedule"),
+    ("strategy_tags", [1]), ("files_changed", None), ("tests_diff_empty", "yes"),
+    ("timestamp_utc", "2026-02-01 23:40:00"), ("timestamp_utc", "2026-02-01T23:40:00+00:00"),
+    ("timestamp_utc", "2026-2-1T23:40:00Z"), ("timestamp_utc", 1767225600),
+    ("correctness_pass", "true"), ("best_before", "1436"), ("scope_ok", 1), ("new_best", "x"),
+    ("delta_vs_best", 0.5), ("notes", 3),
 ])
-def test_blocked_families(family, blocked, ok):
-    errors = validate_directive(directive(strategy_family=family), blocked)
-    assert (errors == []) is ok
-    if not ok:
-        assert errors == [f"strategy_family: {family} is blocked for this directive (allowed: "
-                          + ", ".join(f for f in FAMILIES if f not in blocked) + ")"]
+def test_wrong_typed_entry_names_the_field(key, value):
+    obj = dict(NEW_ENTRY)
+    obj[key] = value
+    fields, message = error_fields(ExperimentLogEntry, obj)
+    assert any(f == key or f.startswith(key + ".") for f in fields), fields
+    assert key in message
 
 
-def test_blocked_from_family_constraints():
-    fc = family_constraints([{"strategy_tags": [R], "valid": True, "cycles": 1500}] * 2)
-    assert fc.blocked_families == [R]
-    assert validate_directive(directive(strategy_family=R), fc)
-    assert validate_directive(directive(strategy_family=R), fc.model_dump())
-    assert validate_directive(directive(strategy_family=R), fc.blocked_families)
-    assert validate_directive(directive(strategy_family=S), fc) == []
+def test_entry_nan_cycles_rejected():
+    obj = json.loads(json.dumps(dict(NEW_ENTRY, cycles="__X__")).replace('"__X__"', "NaN"))
+    fields, _ = error_fields(ExperimentLogEntry, obj)
+    assert fields == {"cycles"}
 
 
-def test_blocked_and_other_errors_together():
-    errors = validate_directive(directive(strategy_family=R, risk="none"), [R])
-    assert len(errors) == 2
+# --------------------------------------------------------------------------- packets
 
-
-def test_unhashable_family_does_not_crash():
-    assert validate_directive(directive(strategy_family={"a": 1}), [R])
+def test_packet_from_the_original_loop_runner():
+    packet = AdvisorPacket.model_validate({
+        "goal": "best", "threshold_target": None, "best_cycles": 1436, "aspiration_cycles": 1435,
+        "plateau_valid_iters_since_best": 3,
+        "strategy_family_constraints": {
+            "allowed_families": ["family:schedule", "family:reduce_loads", "family:break_deps"],
+            "blocked_families": ["family:schedule"], "current_family": "family:schedule",
+            "current_family_streak_len": 2, "last_attempt_meaningful_win": False, "max_consecutive": 2,
+            "policy": {"max_consecutive_default": 2}, "reason": "Blocked family:schedule",
+        },
+        "experiment_log_tail": [OLD_LINE],
+        "experiment_summary": {"best_cycles": 1436, "recent_strategy_combos": []},
+        "performance_profile": {"error": "Failed to import perf_takehome/problem"},
+        "code_context": {},
+    })
+    assert packet.strategy_family_constraints.blocked_families == ["family:schedule"]
+    assert packet.experiment_log_tail == [OLD_LINE]
