@@ -1,24 +1,27 @@
 """The versioned dataset folder (docs/architecture.md): Hugging Face splits of pydantic records.
 
 ```
-DIR/dataset.json       {"kind", "dataset_id", "splits": {name: {"n", "hash"}}, "seed", "sources",
-                        "created_at", "guidebench_version", ...}
+DIR/dataset.json       {"kind", "format_version", "dataset_id", "splits": {name: {"n", "hash"}}, "seed",
+                        "sources", "created_at", "guidebench_version", ...}
 DIR/dataset_dict.json  DIR/train/ DIR/dev/ DIR/test/   (`datasets.DatasetDict.save_to_disk`)
 ```
-Columns: `record_id`, `group_id` (run or episode), `label` (the label's action or ""), `record`
-(the record's pydantic JSON, `model_dump_json()`: fields in model order, no whitespace, the
-same text for the same record). Arrow only carries the text; the pydantic models of
-`runtime.records` stay the single source of truth.
+Columns (format version 2): `record_id`, `group_id` (run or episode), then every other field of the
+record as a typed Arrow column (nested structs and lists; free-form JSON as text), declared once
+from the pydantic models of `runtime.records` by `evals.columns`, which stay the single source of
+truth: reading a row validates it back into the same model. Format version 1 (one JSON `record`
+column) is refused with a message that says how to re-import.
 
 Hashes: a split hash is the SHA-256 of the lines `<record_id>\\t<sha256(record JSON)>\\n` sorted
-by record id (so it does not depend on row order and can be computed while streaming); the
-`dataset_id` is the SHA-256 of the canonical JSON of `{split: split hash}` for the three splits.
+by record id, where the record JSON is `model_dump_json()` (fields in model order, no whitespace,
+the same text for the same record), so it does not depend on row order or on the column layout
+and can be computed while streaming; the `dataset_id` is the SHA-256 of the canonical JSON of
+`{split: split hash}` for the three splits.
 
 Writing lets `datasets` lay out the folder (`save_to_disk` of empty splits), streams the rows
 with `datasets.arrow_writer.ArrowWriter` straight into each split's shard in a staging folder,
 then moves the finished splits into place, `dataset.json` last: memory stays flat however many
 records, and a crash leaves either the old dataset or the new one, never a mix that
-`load_records` accepts. `tests/test_dataset_format.py` checks that `datasets.load_from_disk`
+`load_records` accepts. `tests/guidebench/data/test_pipeline.py` checks that `datasets.load_from_disk`
 reads the result.
 """
 
@@ -39,13 +42,17 @@ from pydantic import BaseModel, ValidationError
 
 from runtime.records import DecisionRecord, PlannerRecord, canonical_json, sha256_hex
 
+from . import columns
+
 Record = Union[DecisionRecord, PlannerRecord]
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 KINDS: dict[str, type[BaseModel]] = {"fullauto": DecisionRecord, "experiments": PlannerRecord}
 DEFAULT_FRACTIONS: dict[str, float] = {"train": 0.7, "dev": 0.15, "test": 0.15}
 DATASET_FILE = "dataset.json"
-COLUMNS: tuple[str, ...] = ("record_id", "group_id", "label", "record")
+# 1: one JSON `record` column; 2: the record's fields as typed columns (`evals.columns`).
+DATASET_FORMAT_VERSION = 2
+REIMPORT_HINT = "guidebench data import LOGS --out DIR"
 
 
 class DatasetFormatError(ValueError):
@@ -54,7 +61,7 @@ class DatasetFormatError(ValueError):
 
 @dataclass(frozen=True)
 class DatasetRow:
-    """One row of a split: the record as canonical JSON plus the columns used to filter it."""
+    """One record on its way into or out of a split: its canonical JSON plus its id, group and label."""
 
     record_id: str
     group_id: str
@@ -62,12 +69,12 @@ class DatasetRow:
     record: str
 
     def as_dict(self) -> dict[str, str]:
-        """The row as the Arrow columns."""
+        """The row's four values by name."""
         return {"record_id": self.record_id, "group_id": self.group_id, "label": self.label, "record": self.record}
 
 
 def record_json(record: BaseModel) -> str:
-    """The JSON text of a record (what the `record` column holds and the hashes cover)."""
+    """The JSON text of a record (what the hashes cover)."""
     # pydantic's serializer is deterministic for a given model and 2-3x faster than sorting keys
     return record.model_dump_json()
 
@@ -82,7 +89,7 @@ def group_of(record: BaseModel) -> str:
 
 
 def label_of(record: BaseModel) -> str:
-    """The `label` column: the outcome label's action, the outcome entry's family, or ""."""
+    """The record's label for counts: the outcome label's action, the outcome entry's family, or ""."""
     if isinstance(record, DecisionRecord):
         return record.label.action if record.label else ""
     if isinstance(record, PlannerRecord):
@@ -199,10 +206,9 @@ def split_by_group(
     return splits
 
 
-def _features():  # imported lazily: `datasets` is slow to import and only writers need it here
-    from datasets import Features, Value
-
-    return Features({name: Value("string") for name in COLUMNS})
+def _features(kind: str) -> Any:
+    """The `datasets.Features` of a split of `kind` (`datasets` is imported lazily: it is slow to import)."""
+    return columns.features(KINDS[kind])
 
 
 def _guidebench_version() -> str:
@@ -218,23 +224,31 @@ def _lay_out_empty_splits(staging: Path, features: Any) -> None:
     """Let `datasets` write the folder layout (dataset_dict.json, state.json, dataset_info.json) for empty splits."""
     from datasets import Dataset, DatasetDict, NamedSplit
 
-    empty = {name: Dataset.from_dict({c: [] for c in COLUMNS}, features=features, split=NamedSplit(name))
+    empty = {name: Dataset.from_dict({c: [] for c in features}, features=features, split=NamedSplit(name))
              for name in SPLITS}
     # One shard per split: HF writes no shard at all for an empty split, which it then cannot reload.
     DatasetDict(empty).save_to_disk(str(staging), num_shards={name: 1 for name in SPLITS})
 
 
-def _stream_split(split_dir: Path, rows: Iterable[DatasetRow], features: Any) -> tuple[str, int]:
-    """Write a split's rows straight into its shard file; returns (split hash, rows)."""
+def _stream_split(split_dir: Path, rows: Iterable[DatasetRow], features: Any,
+                  model: type[BaseModel]) -> tuple[str, int]:
+    """Write a split's rows, as typed columns, straight into its shard file; returns (split hash, rows)."""
     from datasets.arrow_writer import ArrowWriter
 
     (shard,) = [item["filename"] for item in json.loads((split_dir / "state.json").read_text())["_data_files"]]
     hasher = SplitHasher()
     pending = split_dir / f".{shard}.tmp"
     with ArrowWriter(features=features, path=str(pending)) as writer:
-        for row in rows:
+        for index, row in enumerate(rows):
             hasher.add(row.record_id, row.record)
-            writer.write(row.as_dict())
+            try:
+                typed = columns.encode(model, json.loads(row.record), row.group_id)
+                if typed["record_id"] != row.record_id:  # the hash names the row's id, the column the record's
+                    raise ValueError(f"the record's own id is {typed['record_id']!r}")
+            except (ValueError, KeyError) as exc:  # ColumnTypeError, bad JSON, a record without an id
+                raise DatasetFormatError(f"split {split_dir.name!r} row {index} (record {row.record_id}): "
+                                         f"{exc}") from exc
+            writer.write(typed)
         writer.finalize()
     digest = hasher.hexdigest()
     if len(hasher):  # an empty Arrow stream does not load back: keep the empty shard HF wrote
@@ -263,7 +277,7 @@ def write_dataset(
         raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {list(SPLITS)}")
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
-    features = _features()
+    features = _features(kind)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target))
     bars_were_on = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # our callers show their own progress; HF's bars are noise here
@@ -274,10 +288,15 @@ def write_dataset(
         hashes: dict[str, str] = {}
         sizes: dict[str, int] = {}
         for name in SPLITS:
-            hashes[name], sizes[name] = _stream_split(staging / "dd" / name, rows.get(name, ()), features)
+            try:
+                hashes[name], sizes[name] = _stream_split(staging / "dd" / name, rows.get(name, ()), features,
+                                                          KINDS[kind])
+            except DatasetFormatError as exc:
+                raise DatasetFormatError(f"{target}: {exc}") from exc.__cause__
         dataset_id = dataset_id_of(hashes)
         info = {
             "kind": kind,
+            "format_version": DATASET_FORMAT_VERSION,
             "dataset_id": dataset_id,
             "splits": {name: {"n": sizes[name], "hash": hashes[name]} for name in SPLITS},
             "seed": None,
@@ -286,7 +305,7 @@ def write_dataset(
             "guidebench_version": _guidebench_version(),
         }
         for key, value in (meta or {}).items():
-            if key not in ("kind", "dataset_id", "splits"):
+            if key not in ("kind", "format_version", "dataset_id", "splits"):
                 info[key] = value
         (target / DATASET_FILE).unlink(missing_ok=True)  # an interrupted swap must not look complete
         for name in (*SPLITS, "dataset_dict.json"):
@@ -328,6 +347,13 @@ def dataset_info(directory: str | os.PathLike) -> dict[str, Any]:
         raise DatasetFormatError(f"{path}: unreadable: {exc}") from exc
     if not isinstance(info, dict) or info.get("kind") not in KINDS or not isinstance(info.get("splits"), dict):
         raise DatasetFormatError(f"{path}: needs `kind` (one of {sorted(KINDS)}) and `splits`")
+    version = info.get("format_version", 1)
+    if version != DATASET_FORMAT_VERSION:
+        layout = "one JSON `record` column" if version == 1 else "not a format this guidebench knows"
+        hint = REIMPORT_HINT.replace("DIR", f"{directory} --kind {info['kind']} --force")
+        raise DatasetFormatError(f"{directory}: dataset format version {version} ({layout}) is not read by this "
+                                 f"guidebench (it reads version {DATASET_FORMAT_VERSION}: typed columns); "
+                                 f"re-import the logs: {hint}")
     return info
 
 
@@ -348,29 +374,40 @@ def _open_split(directory: Path, name: str):
         raise DatasetFormatError(f"{directory}: split {name!r} cannot be loaded: {exc}") from exc
 
 
-def iter_rows(directory: str | os.PathLike, split: str = "test", batch_size: int = 1000) -> Iterator[DatasetRow]:
-    """Stream the rows of a split ("train", "dev", "test" or "all") without loading it whole."""
-    directory = Path(directory)
-    dataset_info(directory)
+def _iter_validated(directory: Path, split: str, batch_size: int = 1000) -> Iterator[tuple[str, BaseModel]]:
+    """(group id, validated record) of each row of a split, in stored order."""
+    model = KINDS[dataset_info(directory)["kind"]]
+    index = 0
     for name in _split_names(split):
         part = _open_split(directory, name)
         for batch in part.iter(batch_size=batch_size):
-            for values in zip(*(batch[column] for column in COLUMNS)):
-                yield DatasetRow(*values)
+            names = list(batch)
+            for values in zip(*(batch[column] for column in names)):
+                row = dict(zip(names, values))
+                try:
+                    record = model.model_validate(columns.decode(model, row))
+                except (ValidationError, ValueError, KeyError) as exc:
+                    if isinstance(exc, ValidationError):
+                        first = exc.errors()[0]
+                        where = ".".join(str(part) for part in first["loc"]) + f": {first['msg']}"
+                    else:
+                        where = f"{type(exc).__name__}: {exc}"
+                    raise DatasetFormatError(f"{directory}: split {split!r} row {index} "
+                                             f"(record {row.get('record_id')}): {where}") from exc
+                yield row["group_id"], record
+                index += 1
+
+
+def iter_rows(directory: str | os.PathLike, split: str = "test", batch_size: int = 1000) -> Iterator[DatasetRow]:
+    """Stream the rows of a split ("train", "dev", "test" or "all") without loading it whole."""
+    for group_id, record in _iter_validated(Path(directory), split, batch_size):
+        yield DatasetRow(record.record_id, group_id, label_of(record), record_json(record))
 
 
 def iter_records(directory: str | os.PathLike, split: str = "test") -> Iterator[Record]:
     """Stream the validated records of a split ("train", "dev", "test" or "all")."""
-    model = KINDS[dataset_info(directory)["kind"]]
-    for index, row in enumerate(iter_rows(directory, split)):
-        try:
-            yield model.model_validate_json(row.record)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise DatasetFormatError(
-                f"{directory}: split {split!r} row {index} (record {row.record_id}): {where}: {first['msg']}"
-            ) from exc
+    for _group_id, record in _iter_validated(Path(directory), split):
+        yield record  # type: ignore[misc]
 
 
 def load_records(directory: str | os.PathLike, split: str = "test") -> list[Record]:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evals.data import (
+    DATASET_FORMAT_VERSION,
     SPLITS,
     DatasetFormatError,
     assign_splits,
@@ -78,10 +79,14 @@ def test_folder_is_a_plain_hugging_face_dataset_dict(tmp_path: Path) -> None:
     save_dataset(tmp_path, "fullauto", splits)
     loaded = datasets.load_from_disk(str(tmp_path))
     assert set(loaded) == set(SPLITS)
-    assert loaded["train"].column_names == ["record_id", "group_id", "label", "record"]
+    fields = [name for name in DecisionRecord.model_fields if name != "record_id"]
+    assert loaded["train"].column_names == ["record_id", "group_id", *fields]
     row = loaded["test"][0]
-    assert DecisionRecord.model_validate_json(row["record"]).record_id == row["record_id"]
-    assert row["record"] == DecisionRecord.model_validate_json(row["record"]).model_dump_json()  # stable text
+    record = next(r for r in splits["test"] if r.record_id == row["record_id"])
+    assert row["group_id"] == record.run_id
+    assert row["summary"]["turn_count"] == record.summary.turn_count
+    assert row["label"] == record.label.model_dump()
+    assert dataset_info(tmp_path)["format_version"] == DATASET_FORMAT_VERSION
 
 
 def test_empty_splits_are_saved_and_loaded(tmp_path: Path) -> None:
@@ -168,8 +173,34 @@ def test_a_record_that_no_longer_validates_is_named_by_row_and_field(tmp_path: P
 
     good = row_of(records(runs=1)[0])
     broken = json.loads(good.record)
-    broken["summary"]["turn_count"] = "three"
+    broken["summary"]["turn_count"] = -3  # fits the int64 column, fails the model's ge=0
+    broken["record_id"] = "bad-1"
     rows = {"test": [good, DatasetRow("bad-1", good.group_id, "", canonical_json(broken))]}
     write_dataset(tmp_path, "fullauto", rows)
     with pytest.raises(DatasetFormatError, match=r"row 1 \(record bad-1\): summary.turn_count"):
         load_records(tmp_path, "test")
+
+
+def test_a_value_that_does_not_fit_its_column_is_refused_when_writing(tmp_path: Path) -> None:
+    from evals.data import DatasetRow, write_dataset
+
+    good = row_of(records(runs=1)[0])
+    broken = json.loads(good.record)
+    broken["summary"]["turn_count"] = "three"
+    rows = {"test": [good, DatasetRow("bad-1", good.group_id, "", canonical_json(broken))]}
+    with pytest.raises(DatasetFormatError, match=r"split 'test' row 1 \(record bad-1\): summary.turn_count: "
+                                                 r"expected int64"):
+        write_dataset(tmp_path / "out", "fullauto", rows)
+    assert not (tmp_path / "out" / "dataset.json").exists()
+
+
+def test_an_old_format_folder_is_refused_with_how_to_reimport(tmp_path: Path) -> None:
+    save_dataset(tmp_path, "fullauto", split_by_group(records(), "run_id", seed=0))
+    info = json.loads((tmp_path / "dataset.json").read_text())
+    del info["format_version"]  # what format 1 (one JSON `record` column) wrote
+    (tmp_path / "dataset.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetFormatError) as caught:
+        load_records(tmp_path, "test")
+    message = str(caught.value)
+    assert "\n" not in message and "format version 1" in message
+    assert f"guidebench data import LOGS --out {tmp_path} --kind fullauto --force" in message
