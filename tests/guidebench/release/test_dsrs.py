@@ -7,6 +7,7 @@ TaskScore, `data/example.rs` Example, autopilot-core `dspy_hub.rs` StoredModule 
 required fields (no `#[serde(default)]`), types (u64/usize are non-negative integers, f32/f64
 finite numbers), enum spellings (snake_case), `Option` as null or absent, and the keys serde
 skips when empty. None of these structs denies unknown fields, but the export writes none.
+The compiled id recomputes from the manifest's identity fields, as the original computes it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any
 import mlflow
 import pytest
 
+from frozen_support import hub_relative
 from guidebench.cli import main
 from optimizer_support import make_dataset, tracking_uri
+from signatures import FullAutoDecisionSignature
 
 PROMOTION_STATES = {"candidate", "staged", "shadow", "promoted", "rolled_back"}
 PRIVACY_MODES = {"public_ok", "no_pii", "private_repo_redacted", "private_repo_allowed"}
@@ -169,3 +172,26 @@ def test_the_hub_file_is_where_the_original_hub_stores_it(export_of_a_compile):
     # our own evaluation metadata is in our manifest, not in the original's EvalRecord
     ours = json.loads((out / "manifest.json").read_text())
     assert ours["mlflow_run_id"] == run.info.run_id and ours["dataset_id"]
+
+
+def test_compiled_id_recomputes_from_the_dsrs_manifest(pristine: Path):
+    dsrs = json.loads((pristine / "dsrs" / "manifest.json").read_text())
+    identity = {"demo_count": dsrs["demo_count"], "instruction": dsrs.get("instruction"),
+                "optimizer": dsrs["optimizer"], "signature_name": dsrs["signature_name"]}
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert hashlib.sha256(canonical.encode("utf-8")).hexdigest() == dsrs["compiled_id"]
+    assert dsrs["signature_name"] == "FullAutoDecisionSignature" and dsrs["demo_count"] == 3
+    assert dsrs["instruction"] == FullAutoDecisionSignature.instructions
+    assert "trainset_id" not in dsrs  # absent optional keys are omitted, not null
+    assert isinstance(dsrs["created_at"], int) and dsrs["promotion_state"] == "candidate"
+    assert set(dsrs["scorecard"]) == {"proxy_metrics", "truth_metrics", "rollouts", "median_score", "p_fail"}
+    # serde skips empty lists and an unset reputation (never written as 0.0)
+    assert dsrs["compatibility"] == {}
+    hub_path = hub_relative(pristine)
+    assert hub_path == f"dsrs/optimized/{dsrs['signature_name']}/{dsrs['compiled_id']}.json"
+    hub = json.loads((pristine / hub_path).read_text())
+    assert hub["manifest"] == dsrs and len(hub["demos"]) == 3
+    for demo in hub["demos"]:
+        assert demo["input_keys"] == list(FullAutoDecisionSignature.input_fields)
+        assert demo["output_keys"] == ["action", "next_input", "reason", "confidence"]
+        assert set(demo["data"]) == set(demo["input_keys"]) | set(demo["output_keys"])

@@ -1,4 +1,6 @@
-"""Tampered exports are refused; no API key or secret leaves through an export or a tracked run.
+"""guidebench.release.export: an export holds the state, the manifest, the original runtime's manifest and the
+checksums of every file, the same bytes for the same program; tampered exports are refused; no API key or secret
+leaves through an export or a tracked run.
 
 Tampering: a changed byte anywhere in any exported file (hypothesis picks the file, the place and the
 byte), a truncated, missing, added, renamed or swapped file, a pickle (by name or by content, listed in
@@ -15,6 +17,7 @@ outputs or the dataset. A credential on the command line is scrubbed from the ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -29,12 +32,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
+import dspy
 import mlflow
 import pytest
 from dspy.lm15 import TextPart
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import programs
 from frozen_support import edit_json, export_program, hub_relative
 from guidebench.cli import main
 from guidebench.errors import GuidebenchError
@@ -45,16 +50,52 @@ from runtime.checksums import file_sha256, render_checksums
 from runtime.frozen.loader import verify_frozen
 from reliability_ledger import record as ledger
 from runtime.frozen.manifest import FrozenModuleError
+from runtime.signature_spec import spec_of
+from signatures import FullAutoDecisionSignature
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "datasets" / "sample" / "fullauto"
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """An export of `full_auto.predict` with its demos (never modified: tests work on copies)."""
-    return export_program("full_auto.predict", tmp_path_factory.mktemp("pristine") / "mod").path
+# ----- the export itself ---------------------------------------------------------------------------
 
+def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: Path):
+    files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*") if p.is_file())
+    assert files == ["checksums.sha256", "dsrs/manifest.json", hub_relative(pristine), "manifest.json", "program.json"]
+    listed = {line.split("  ", 1)[1]: line.split("  ", 1)[0]
+              for line in (pristine / "checksums.sha256").read_text().splitlines()}
+    assert set(listed) == set(files) - {"checksums.sha256"}
+    for name, digest in listed.items():
+        assert hashlib.sha256((pristine / name).read_bytes()).hexdigest() == digest
+    manifest = json.loads((pristine / "manifest.json").read_text())
+    assert manifest["entry"] == "full_auto.predict" and manifest["compatible_with"] == "GuidanceInputs@v1"
+    assert manifest["signature_name"] == "FullAutoDecisionSignature"
+    assert manifest["signature_hash"] == spec_of(FullAutoDecisionSignature).hash()
+    assert manifest["dspy_version"] == dspy.__version__ and manifest["python_version"].startswith("3.11")
+    assert manifest["promotion_state"] == "candidate" and manifest["demo_count"] == 3
+    assert manifest["created_at"].endswith("Z")
+    # The state is dspy's own JSON format: the installed program loads it directly.
+    program = programs.get("full_auto.predict")
+    program.load(str(pristine / "program.json"))
+    assert len(program.decide.demos) == 3
+
+
+def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path):
+    again = export_program("full_auto.predict", tmp_path / "again").path
+    for name in ("program.json", hub_relative(pristine)):
+        a = json.loads((pristine / name).read_text())
+        b = json.loads((again / name).read_text())
+        if name.startswith("dsrs/optimized/"):
+            for manifest in (a["manifest"], b["manifest"]):
+                manifest.pop("created_at")
+                for record in manifest.get("eval_history", []):
+                    record.pop("timestamp")
+        assert a == b
+    assert json.loads((again / "dsrs/manifest.json").read_text())["compiled_id"] == \
+        json.loads((pristine / "dsrs/manifest.json").read_text())["compiled_id"]
+
+
+# ----- tampering -----------------------------------------------------------------------------------
 
 def files_of(folder: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
@@ -200,9 +241,6 @@ def test_a_consistently_rewritten_signature_is_refused_by_the_installed_program(
     verify_frozen(folder)  # self-consistent: the integrity checks alone cannot tell
     with pytest.raises(GuidebenchError, match="signature mismatch"):
         load_exported(folder)  # the application loads it against the installed program and signature
-    import programs
-    from signatures import FullAutoDecisionSignature
-
     with pytest.raises(FrozenModuleError, match="signature mismatch"):
         load_frozen(folder, signature=FullAutoDecisionSignature)
     with pytest.raises(FrozenModuleError, match="signature mismatch"):
@@ -334,8 +372,6 @@ def leaks(roots: list[Path], secret: dict[str, str]) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_no_planted_secret_reaches_an_export_or_a_tracked_run(tmp_path: Path, monkeypatch, stub_lm: str,
                                                               capsys) -> None:
-    import dspy
-
     secret = planted()
     home = tmp_path / "home"
     monkeypatch.chdir(tmp_path)

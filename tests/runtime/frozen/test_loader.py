@@ -1,9 +1,9 @@
-"""The frozen-module loader refuses every tampered folder with a clear one-line reason, and runs good ones."""
+"""runtime.frozen.loader: the frozen-module loader refuses every tampered folder with a clear one-line reason,
+and loads good ones, standalone or into the installed program."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import shutil
 from pathlib import Path
@@ -14,20 +14,10 @@ from dspy.utils import DummyLM
 
 import programs
 from frozen_support import edit_json, export_program, hub_relative, summary
-from runtime import DecisionRecord, GuardrailConfig, OptimizationDirective, load_frozen
+from runtime import load_frozen
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import FrozenModuleError
-from runtime.frozen.modules import FrozenGuidanceModule, FrozenPlannerModule
-from runtime.signature_spec import build_signature, parse_type, spec_of, type_text
-from signatures import FullAutoDecisionSignature, OptimizationDirectiveSignature
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    """An export of the uncompiled `full_auto.predict` (never modified: tests work on copies)."""
-    out = tmp_path_factory.mktemp("pristine") / "X"
-    export_program("full_auto.predict", out)
-    return out
+from signatures import FullAutoDecisionSignature
 
 
 @pytest.fixture
@@ -45,67 +35,6 @@ def refusal(folder: Path, **kwargs) -> str:
     assert "\n" not in message and message.startswith(f"frozen module {folder} refused: ")
     assert info.value.reason and info.value.reason in message
     return info.value.reason
-
-
-# ----- the export itself -------------------------------------------------------------------------
-
-def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: Path):
-    files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*") if p.is_file())
-    assert files == ["checksums.sha256", "dsrs/manifest.json", hub_relative(pristine), "manifest.json", "program.json"]
-    listed = {line.split("  ", 1)[1]: line.split("  ", 1)[0]
-              for line in (pristine / "checksums.sha256").read_text().splitlines()}
-    assert set(listed) == set(files) - {"checksums.sha256"}
-    for name, digest in listed.items():
-        assert hashlib.sha256((pristine / name).read_bytes()).hexdigest() == digest
-    manifest = json.loads((pristine / "manifest.json").read_text())
-    assert manifest["entry"] == "full_auto.predict" and manifest["compatible_with"] == "GuidanceInputs@v1"
-    assert manifest["signature_name"] == "FullAutoDecisionSignature"
-    assert manifest["signature_hash"] == spec_of(FullAutoDecisionSignature).hash()
-    assert manifest["dspy_version"] == dspy.__version__ and manifest["python_version"].startswith("3.11")
-    assert manifest["promotion_state"] == "candidate" and manifest["demo_count"] == 3
-    assert manifest["created_at"].endswith("Z")
-    # The state is dspy's own JSON format: the installed program loads it directly.
-    program = programs.get("full_auto.predict")
-    program.load(str(pristine / "program.json"))
-    assert len(program.decide.demos) == 3
-
-
-def test_compiled_id_recomputes_from_the_dsrs_manifest(pristine: Path):
-    dsrs = json.loads((pristine / "dsrs" / "manifest.json").read_text())
-    identity = {"demo_count": dsrs["demo_count"], "instruction": dsrs.get("instruction"),
-                "optimizer": dsrs["optimizer"], "signature_name": dsrs["signature_name"]}
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert hashlib.sha256(canonical.encode("utf-8")).hexdigest() == dsrs["compiled_id"]
-    assert dsrs["signature_name"] == "FullAutoDecisionSignature" and dsrs["demo_count"] == 3
-    assert dsrs["instruction"] == FullAutoDecisionSignature.instructions
-    assert "trainset_id" not in dsrs  # absent optional keys are omitted, not null
-    assert isinstance(dsrs["created_at"], int) and dsrs["promotion_state"] == "candidate"
-    assert set(dsrs["scorecard"]) == {"proxy_metrics", "truth_metrics", "rollouts", "median_score", "p_fail"}
-    # serde skips empty lists and an unset reputation (never written as 0.0)
-    assert dsrs["compatibility"] == {}
-    hub_path = hub_relative(pristine)
-    assert hub_path == f"dsrs/optimized/{dsrs['signature_name']}/{dsrs['compiled_id']}.json"
-    hub = json.loads((pristine / hub_path).read_text())
-    assert hub["manifest"] == dsrs and len(hub["demos"]) == 3
-    for demo in hub["demos"]:
-        assert demo["input_keys"] == list(FullAutoDecisionSignature.input_fields)
-        assert demo["output_keys"] == ["action", "next_input", "reason", "confidence"]
-        assert set(demo["data"]) == set(demo["input_keys"]) | set(demo["output_keys"])
-
-
-def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path):
-    again = export_program("full_auto.predict", tmp_path / "again").path
-    for name in ("program.json", hub_relative(pristine)):
-        a = json.loads((pristine / name).read_text())
-        b = json.loads((again / name).read_text())
-        if name.startswith("dsrs/optimized/"):
-            for manifest in (a["manifest"], b["manifest"]):
-                manifest.pop("created_at")
-                for record in manifest.get("eval_history", []):
-                    record.pop("timestamp")
-        assert a == b
-    assert json.loads((again / "dsrs/manifest.json").read_text())["compiled_id"] == \
-        json.loads((pristine / "dsrs/manifest.json").read_text())["compiled_id"]
 
 
 # ----- tampering ----------------------------------------------------------------------------------
@@ -222,62 +151,10 @@ def test_an_invalid_manifest_names_the_field(module_dir: Path):
     assert refusal(module_dir.parent / "nowhere") == "not a directory"
 
 
-# ----- running a loaded module ------------------------------------------------------------------
+# ----- loading into the installed program --------------------------------------------------------
 
 def _answer(**fields) -> DummyLM:
     return DummyLM([fields] * 4)
-
-
-def test_standalone_module_decides_enforces_and_records(pristine: Path):
-    module = load_frozen(pristine)
-    assert isinstance(module, FrozenGuidanceModule) and module.manifest.package == "X@0.1.0"
-    lm = _answer(action="continue", next_input="Run the tests next.", reason="plan has open steps",
-                 confidence="0.8")
-    with dspy.context(lm=lm):
-        decision, audit, record = module(summary(), GuardrailConfig(), run_id="fullauto-1", sequence_id=4)
-    assert (decision.action, decision.confidence, decision.next_input) == ("continue", 0.8, "Run the tests next.")
-    assert audit.triggered is False and audit.original_action == "continue"
-    assert isinstance(record, DecisionRecord) and record.package_version == "X@0.1.0"
-    assert record.run_id == "fullauto-1" and record.sequence_id == 4 and record.model == "dummy"
-    assert record.logged.action == "continue" and record.logged.state == "running"
-    assert record.guardrail == audit and record.summary.turn_id == "turn-1"
-    # The demos are in the prompt the model saw.
-    prompt = json.dumps(lm.history[-1]["messages"])
-    assert prompt.count("[[ ## action ## ]]") >= 4
-
-
-def test_guardrails_override_the_model(pristine: Path):
-    module = load_frozen(pristine)
-    with dspy.context(lm=_answer(action="continue", next_input="go", reason="r", confidence="0.9")):
-        decision, audit, _ = module(summary(last_turn_status="failed", turn_error="boom"))
-        assert (decision.action, audit.rule, audit.original_action) == ("stop", "turn_failed", "continue")
-    with dspy.context(lm=_answer(action="review", next_input="", reason="r", confidence="0.9")):
-        decision, audit, record = module(summary())
-        assert (decision.action, audit.rule) == ("pause", "review_requested")
-        assert record.logged.model_action == "review" and record.logged.state == "paused"
-
-
-@pytest.mark.parametrize("lm", [
-    DummyLM([{"verdict": "nonsense"}] * 4),  # output in the wrong format
-    None,  # no LM configured at all
-])
-def test_any_lm_or_parse_error_falls_back_to_pause(pristine: Path, lm):
-    module = load_frozen(pristine)
-    with dspy.context(lm=lm):
-        decision, audit, record = module(summary())
-    assert decision.action == "pause" and decision.confidence == 0.0 and decision.parse_errors
-    assert audit.original_action == "pause" and audit.rule == "low_confidence"
-    assert record.parse_diagnostics["parse_errors"] == decision.parse_errors
-
-
-def test_an_lm_that_raises_falls_back_to_pause(pristine: Path):
-    class Broken(DummyLM):
-        def forward(self, *args, **kwargs):
-            raise ConnectionError("endpoint unreachable")
-
-    module = load_frozen(pristine, lm=Broken([]))
-    decision, audit, _ = module(summary())
-    assert decision.action == "pause" and any("endpoint unreachable" in e for e in decision.parse_errors)
 
 
 def test_installed_program_load_uses_its_own_forward(pristine: Path):
@@ -298,60 +175,6 @@ def test_rule_program_loads_only_with_its_installed_program(tmp_path: Path):
     module = load_frozen(folder, program=programs.spec("full_auto.rules").factory, inputs=programs.decision_inputs)
     decision, audit, record = module(summary(last_turn_status="failed", turn_error="boom"))
     assert decision.action == "stop" and record.model == "program:full_auto.rules"
-
-
-def test_planner_module_returns_a_validated_directive(tmp_path: Path):
-    from runtime.advisor import AdvisorPacket, FamilyConstraints
-
-    folder = export_program("planner.predict", tmp_path / "planner", name="plan").path
-    module = load_frozen(folder)
-    assert isinstance(module, FrozenPlannerModule)
-    packet = AdvisorPacket(best_cycles=1500, strategy_family_constraints=FamilyConstraints(
-        allowed_families=["family:reduce_loads", "family:break_deps"], blocked_families=["family:schedule"],
-        current_family="family:schedule", current_family_streak_len=2))
-    good = {"objective": "Beat 1500", "primary_hypothesis": "fewer loads", "strategy_family": "family:reduce_loads",
-            "strategy_modifiers": '["vector"]', "risk": "Low", "expected_effect_cycles": "-20",
-            "change_summary": '["merge loads"]', "step_plan": '["a", "b", "c"]',
-            "validation": '{"commands": ["python tests/submission_tests.py"], "pass_criteria": ["passes"]}',
-            "next_packet_requests": "[]", "did_web_search": "false"}
-    with dspy.context(lm=DummyLM([good] * 3)):
-        result = module(packet)
-    assert not result.used_default and isinstance(result.directive, OptimizationDirective)
-    assert result.directive.strategy_family == "family:reduce_loads" and result.directive.expected_effect_cycles == -20
-    blocked = dict(good, strategy_family="family:schedule")
-    with dspy.context(lm=DummyLM([blocked] * 3)):
-        result = module(packet)
-    assert result.used_default and any("blocked" in e for e in result.errors)
-    assert result.directive.strategy_family != "family:schedule"
-    with dspy.context(lm=None):
-        result = module(packet)
-    assert result.used_default and result.directive.risk == "Low"
-
-
-# ----- signature definitions as data --------------------------------------------------------------
-
-@pytest.mark.parametrize("signature", [FullAutoDecisionSignature, OptimizationDirectiveSignature])
-def test_signatures_rebuild_from_their_definition(signature):
-    from runtime.frozen.loader import RUNTIME_TYPES
-
-    spec = spec_of(signature)
-    rebuilt = build_signature(spec, RUNTIME_TYPES)
-    assert spec_of(rebuilt).model_dump() == spec.model_dump()
-    assert rebuilt.instructions == signature.instructions
-
-
-@pytest.mark.parametrize("text", ["str", "list[str]", "dict[str, list[int]]", "Optional[float]",
-                                  'Literal["continue", "pause"]', "Union[int, str]", "tuple[int, ...]"])
-def test_type_text_round_trips(text: str):
-    assert type_text(parse_type(text)) == text
-
-
-@pytest.mark.parametrize("text", ["__import__('os')", "os.system", "list[", "Literal[x]"])
-def test_type_text_never_evaluates_code(text: str):
-    from runtime.signature_spec import SignatureSpecError
-
-    with pytest.raises(SignatureSpecError):
-        parse_type(text)
 
 
 @pytest.mark.parametrize("entry", programs.names())
