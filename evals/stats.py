@@ -13,8 +13,10 @@ function at `W = 1`. This one form covers plain means of per-record scores and r
   statistic of both programs is evaluated on the 2n records of the pair with weights
   `[1 - s, s]` and `[s, 1 - s]` for an assignment `s`. For a mean this is the sign-flip test of
   the per-record differences; for macro-F1 or ECE it permutes which program each record's outcome
-  belongs to. Exact enumeration of all 2^n assignments up to `EXACT_MAX_N` records, Monte Carlo
-  with `PERMUTATIONS` seeded assignments above it (p = (hits + 1) / (draws + 1)). With 3 records the
+  belongs to. Only the records the comparison uses are permuted (a record masked out of both
+  programs' statistic, e.g. one without a label, is left where it is), and their count decides the
+  procedure: exact enumeration of all 2^n assignments up to `EXACT_MAX_N` records, Monte Carlo with
+  `PERMUTATIONS` seeded assignments above it (p = (hits + 1) / (draws + 1)). With 3 records the
   smallest two-sided p is 2/8 = 0.25: no test here claims more than the data can show.
   `tests/evals/test_stats.py` checks the permutation p-values against `scipy.stats.permutation_test`.
 """
@@ -43,14 +45,17 @@ class Statistic:
     """A statistic of record weights `W` (B, n) -> (B,), with `n` the records it is computed on.
 
     `factory(*columns, **options)` rebuilt it; a paired permutation test rebuilds it on the
-    concatenated columns of two programs (`paired_on`).
+    concatenated columns of two programs (`paired_on`). `active` marks the records whose weight can
+    change the value (None: every record); a paired test permutes only those.
     """
 
     def __init__(self, fn: Callable[[np.ndarray], np.ndarray], n: int,
-                 factory: Optional[Callable[..., "Statistic"]] = None, columns: tuple = (), options: Optional[dict] = None):
+                 factory: Optional[Callable[..., "Statistic"]] = None, columns: tuple = (),
+                 options: Optional[dict] = None, active: Optional[np.ndarray] = None):
         self._fn = fn
         self.n = int(n)
         self.factory, self.columns, self.options = factory, columns, dict(options or {})
+        self.active = None if active is None else np.asarray(active, dtype=bool)
 
     def __call__(self, weights: np.ndarray) -> np.ndarray:
         """Values of the statistic for each row of weights."""
@@ -110,6 +115,32 @@ class PairedComparison(BaseModel):
         """Plain JSON-ready dict."""
         return self.model_dump()
 
+    def describe(self) -> str:
+        """Test and interval method in words, e.g. "exact permutation test (8 assignments); 95% CI: BCa bootstrap"."""
+        return (f"{describe_test(self.method, self.n_permutations)}; "
+                f"95% CI: {describe_interval(self.ci_method, self.n_resamples)}")
+
+
+def describe_test(method: Optional[str], count: Optional[int] = None) -> str:
+    """The test behind a p-value in words, e.g. "exact permutation test (8 assignments)"."""
+    if method == "permutation_exact":
+        return "exact permutation test" + (f" ({count:,} assignments)" if count else "")
+    if method == "permutation_monte_carlo":
+        return "Monte Carlo permutation test" + (f" ({count:,} assignments)" if count else "")
+    if method and method.startswith("mcnemar"):
+        return "McNemar's exact test"
+    return method or "no test"
+
+
+def describe_interval(method: Optional[str], n_resamples: Optional[int] = None) -> str:
+    """How an interval was computed in words, e.g. "BCa bootstrap (1,000 resamples)"."""
+    if method in ("bca", "percentile"):
+        name = "BCa" if method == "bca" else "percentile"
+        return f"{name} bootstrap" + (f" ({n_resamples:,} resamples)" if n_resamples else "")
+    if method == "degenerate":
+        return "no interval (no spread)"
+    return method or "no interval"
+
 
 class McNemarResult(BaseModel):
     """McNemar's test on paired correctness: discordant counts, exact and continuity-corrected p."""
@@ -141,7 +172,7 @@ def mean_of(values: Sequence[float], mask: Optional[Sequence[bool]] = None) -> S
     def statistic(w: np.ndarray) -> np.ndarray:
         return (w @ x) / (w @ m)
 
-    return Statistic(statistic, int(m.sum()), mean_of, columns)
+    return Statistic(statistic, int(m.sum()), mean_of, columns, active=m > 0)
 
 
 def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statistic:
@@ -152,7 +183,8 @@ def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statis
     def statistic(w: np.ndarray) -> np.ndarray:
         return (w @ num) / (w @ den)
 
-    return Statistic(statistic, int(np.count_nonzero(den)), ratio_of, (num, den))
+    # a record with nothing in either sum weighs nothing, whatever its weight
+    return Statistic(statistic, int(np.count_nonzero(den)), ratio_of, (num, den), active=(num != 0) | (den != 0))
 
 
 def macro_f1_of(y_true: Sequence[str], y_pred: Sequence[str], mask: Optional[Sequence[bool]] = None) -> Statistic:
@@ -181,7 +213,7 @@ def macro_f1_of(y_true: Sequence[str], y_pred: Sequence[str], mask: Optional[Seq
         f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
         return f1.sum(axis=1) / present.sum(axis=1)
 
-    return Statistic(statistic, int(keep.sum()), macro_f1_of, (true, pred, keep))
+    return Statistic(statistic, int(keep.sum()), macro_f1_of, (true, pred, keep), active=keep)
 
 
 def ece_of(confidence: Sequence[float], correct: Sequence[float], mask: Optional[Sequence[bool]] = None,
@@ -206,7 +238,7 @@ def ece_of(confidence: Sequence[float], correct: Sequence[float], mask: Optional
         return gap.sum(axis=1) / total
 
     return Statistic(statistic, int(keep.sum()), ece_of, (np.asarray(confidence, dtype=float), hit, keep),
-                     {"n_bins": n_bins})
+                     {"n_bins": n_bins}, active=keep)
 
 
 # ----- intervals ---------------------------------------------------------------------------------
@@ -279,45 +311,62 @@ def bootstrap_mean(values: Sequence[float], *, mask: Optional[Sequence[bool]] = 
 
 # ----- paired permutation tests --------------------------------------------------------------------
 
-def _assignments(n: int, seed: int, permutations: int):
-    """Chunks of swap assignments s (rows of 0/1): all 2^n when n <= EXACT_MAX_N, else seeded random ones."""
-    if n <= EXACT_MAX_N:
-        codes = np.arange(2 ** n)
-        rows = max(1, _CHUNK_CELLS // max(2 * n, 1))
+def _assignments(n: int, active: np.ndarray, seed: int, permutations: int):
+    """Chunks of swap assignments s (rows of 0/1 over n records) that swap only the `active` record indices:
+    all 2^m of them when m = len(active) <= EXACT_MAX_N, else `permutations` seeded random ones."""
+    m = len(active)
+    rows = max(1, _CHUNK_CELLS // max(2 * n, 1))
+
+    def spread(bits: np.ndarray) -> np.ndarray:
+        if m == n:  # every record is swapped: the bits are the assignment
+            return bits
+        swap = np.zeros((bits.shape[0], n))
+        swap[:, active] = bits
+        return swap
+
+    if m <= EXACT_MAX_N:
+        codes = np.arange(2 ** m)
         for start in range(0, codes.size, rows):
             chunk = codes[start:start + rows]
-            yield ((chunk[:, None] >> np.arange(n)) & 1).astype(float)
+            yield spread(((chunk[:, None] >> np.arange(m)) & 1).astype(float))
         return
     rng = np.random.default_rng(seed)
-    rows = max(1, _CHUNK_CELLS // (2 * n))
     done = 0
     while done < permutations:
         size = min(rows, permutations - done)
-        yield rng.integers(0, 2, size=(size, n)).astype(float)
+        yield spread(rng.integers(0, 2, size=(size, m)).astype(float))
         done += size
 
 
 def permutation_p(joined: Statistic, n: int, observed: float, *, seed: int = DEFAULT_SEED,
-                  permutations: int = PERMUTATIONS) -> tuple[Optional[float], str, int]:
+                  permutations: int = PERMUTATIONS,
+                  active: Optional[Sequence[bool]] = None) -> tuple[Optional[float], str, int]:
     """Two-sided p of `observed` = stat(a) - stat(b) under swaps of each record's pair of outcomes.
 
-    `joined` is the statistic on the 2n records (a's then b's). Returns (p, method, assignments).
+    `joined` is the statistic on the 2n records (a's then b's); only the records marked in `active`
+    (all when None) are swapped, and their count m decides exact (2^m assignments) or Monte Carlo.
+    Returns (p, method, assignments).
     """
-    exact = n <= EXACT_MAX_N
+    indices = np.arange(n) if active is None else np.nonzero(np.asarray(active, dtype=bool))[0]
+    m = len(indices)
+    exact = m <= EXACT_MAX_N
+    method, count = ("permutation_exact", 2 ** m) if exact else ("permutation_monte_carlo", permutations)
+    if observed == 0:
+        return 1.0, method, count  # every assignment is at least as far from 0: no need to enumerate them
     hits = total = 0
     tolerance = 1e-12 * max(1.0, abs(observed))
-    for swap in _assignments(n, seed, permutations):
+    for swap in _assignments(n, indices, seed, permutations):
         keep = 1.0 - swap
         diff = joined(np.hstack([keep, swap])) - joined(np.hstack([swap, keep]))
         finite = np.isfinite(diff)
         hits += int(np.count_nonzero(np.abs(diff[finite]) >= abs(observed) - tolerance))
         total += int(finite.sum())
     if total == 0:
-        return None, "permutation_exact" if exact else "permutation_monte_carlo", 0
+        return None, method, 0
     if exact:
-        return min(1.0, hits / total), "permutation_exact", 2 ** n
+        return min(1.0, hits / total), method, count
     # the observed assignment counts once more (it is a permutation that was not drawn on purpose)
-    return min(1.0, (hits + 1) / (total + 1)), "permutation_monte_carlo", permutations
+    return min(1.0, (hits + 1) / (total + 1)), method, count
 
 
 def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str, Statistic], n_records: int, *,
@@ -325,8 +374,8 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
                 confidence: float = CONFIDENCE, permutations: int = PERMUTATIONS) -> dict[str, PairedComparison]:
     """Differences a - b of every statistic present in both mappings, on the same records.
 
-    p-value: paired permutation test (module docstring); interval: scipy bootstrap of the difference,
-    both programs resampled with the same records.
+    p-value: paired permutation test (module docstring) of the records either statistic uses;
+    interval: scipy bootstrap of the difference, both programs resampled with the same records.
     """
     names = [name for name in statistics_a if name in statistics_b]
     result: dict[str, PairedComparison] = {}
@@ -338,7 +387,8 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
         if diff is None:
             result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n)
             continue
-        p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations)
+        p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations,
+                                               active=_used(a, n_records) | _used(b, n_records))
         low, high, ci_method = interval(lambda w, a=a, b=b: a(w) - b(w), n_records, diff, n_resamples=n_resamples,
                                         seed=seed, confidence=confidence)
         result[name] = PairedComparison(diff=diff, ci_low=low, ci_high=high, p_value=p_value, n=n, method=method,
@@ -346,12 +396,23 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
     return result
 
 
-def paired_bootstrap(statistic_a: Statistic, statistic_b: Statistic, n_records: int, *,
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                     confidence: float = CONFIDENCE) -> PairedComparison:
+def _used(statistic: Statistic, n_records: int) -> np.ndarray:
+    """The records a statistic's value depends on (all of them when it does not say)."""
+    if statistic.active is None or statistic.active.shape != (n_records,):
+        return np.ones(n_records, dtype=bool)
+    return statistic.active
+
+
+def paired_comparison(statistic_a: Statistic, statistic_b: Statistic, n_records: int, *,
+                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                confidence: float = CONFIDENCE) -> PairedComparison:
     """Difference a - b of one statistic on the same records, with interval and p-value (see paired_many)."""
     return paired_many({"_": statistic_a}, {"_": statistic_b}, n_records, n_resamples=n_resamples, seed=seed,
                        confidence=confidence)["_"]
+
+
+# The earlier name, from when the p-value came from a bootstrap; the test is a permutation test now.
+paired_bootstrap = paired_comparison
 
 
 def paired_mean_difference(a: Sequence[float], b: Sequence[float], **kwargs) -> PairedComparison:
@@ -361,7 +422,7 @@ def paired_mean_difference(a: Sequence[float], b: Sequence[float], **kwargs) -> 
     if x.shape != y.shape:
         raise ValueError(f"paired scores need the same records: {x.shape} vs {y.shape}")
     both = np.isfinite(x) & np.isfinite(y)
-    return paired_bootstrap(mean_of(x, both), mean_of(y, both), len(x), **kwargs)
+    return paired_comparison(mean_of(x, both), mean_of(y, both), len(x), **kwargs)
 
 
 def min_records_for(alpha: float) -> int:

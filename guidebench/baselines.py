@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from evals.replay import compare
+from evals.stats import describe_interval
 
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation import EvalOutput, evaluate
@@ -91,36 +92,44 @@ def _table(section: Section) -> list[str]:
 def _paired(section: Section) -> list[str]:
     if len(section.outputs) < 2:
         return []
+    from guidebench.leaderboard.models import Comparison
+
     base = section.outputs[0]
     binary = "action_accuracy" if section.kind == "full_auto" else "schema_validity"
-    lines = [f"Paired against `{base.program.name}` on the same records (difference = program - "
-             f"`{base.program.name}`; p from a paired permutation test of the records' assignments, exact up to "
-             f"16 records, 9,999 Monte Carlo assignments above; interval: BCa bootstrap, 1,000 resamples; McNemar "
-             f"exact p on {binary}):", "",
-             "| program | Δ objective [95% CI] | n | p (permutation) | verdict | McNemar p |",
-             "|---|---|---:|---:|---|---:|"]
+    rows, tests, intervals = [], set(), set()
     for output in section.outputs[1:]:
         result = compare(output.result, base.result)
         diff = result["metrics"].get("objective")
         if diff is None or diff.diff is None:
-            cell, p_value, verdict, n = "n/a", "n/a", "not compared", 0
+            cell, p_value, verdict, n, test = "n/a", "n/a", "not compared", 0, "n/a"
         else:
+            comparison = Comparison(against=base.program.name, metric="objective", **diff.model_dump())
             cell = f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]"
-            p_value, n = f"{diff.p_value:.4f}", diff.n
-            verdict = ("cannot tell apart" if diff.p_value >= 0.05 or diff.diff == 0 else
-                       "better" if diff.diff > 0 else "worse")
-        lines.append(f"| `{output.program.name}` | {cell} | {n} | {p_value} | {verdict} | "
-                     f"{result['mcnemar']['p_exact']:.4f} |")
-    return lines
+            p_value, n, verdict, test = f"{diff.p_value:.4f}", diff.n, comparison.verdict(), comparison.test()
+            tests.add(test)
+            intervals.add(comparison.interval())
+        rows.append(f"| `{output.program.name}` | {cell} | {n} | {p_value} | {test} | {verdict} | "
+                    f"{result['mcnemar']['p_exact']:.4f} |")
+    # the methods named are the ones these comparisons used (exact or Monte Carlo, BCa or percentile)
+    return [f"Paired against `{base.program.name}` on the same records (difference = program - "
+            f"`{base.program.name}`; p from a paired permutation test of the records' assignments: "
+            f"{', '.join(sorted(tests)) or 'none'}; 95% interval: {', '.join(sorted(intervals)) or 'none'}; "
+            f"McNemar's exact p on {binary}):", "",
+            "| program | Δ objective [95% CI] | n | p | test | verdict | McNemar p |",
+            "|---|---|---:|---:|---|---|---:|", *rows]
 
 
 def _header(section: Section) -> list[str]:
     data = section.outputs[0].data
     title = "Full Auto next-action decision" if section.kind == "full_auto" else "OptimizationDirective planner"
+    # the interval methods the table's values actually used (BCa where defined, percentile otherwise)
+    shown = (*section.columns, *COST_COLUMNS)
+    methods = sorted({describe_interval(m.method, m.n_resamples) for output in section.outputs
+                      for name, m in output.result.metrics.items() if name in shown and m.method})
     return [f"## {title}", "",
             f"Data `{section.data.relative_to(REPO) if section.data.is_relative_to(REPO) else section.data}`, "
             f"dataset `{data.dataset_id[:16]}`, split `{data.split}` ({len(data.records)} records, hash "
-            f"`{data.split_hash[:16]}`). Values: estimate [95% bootstrap interval]."]
+            f"`{data.split_hash[:16]}`). Values: estimate [95% interval: {', '.join(methods) or 'none'}]."]
 
 
 def _notes(section: Section) -> list[str]:

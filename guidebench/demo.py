@@ -304,16 +304,26 @@ def _metric(metrics: dict[str, Any], name: str = "objective") -> Optional[float]
 
 
 def board_rows(board: dict[str, Any], top: Optional[int] = None) -> list[dict[str, Any]]:
-    """Leaderboard rows reduced to what a summary needs: rank, name, objective with interval, comparison, cost."""
+    """Leaderboard rows reduced to what a summary needs: rank, name, objective with interval, comparison
+    (difference, p, records compared, test, plain-words verdict), cost."""
+    from evals.stats import describe_test
+
+    from guidebench.leaderboard.models import Comparison
+
     rows = []
     for row in board.get("rows", [])[:top]:
         objective = (row.get("metrics") or {}).get("objective") or {}
         comparison = row.get("comparison") or {}
         cost = row.get("cost") or {}
+        compared = Comparison.model_validate(comparison) if comparison else None
+        verdict = "champion" if row.get("champion") else compared.verdict() if compared else "not compared"
         rows.append({"rank": row.get("rank"), "name": row.get("name"), "source": row.get("source"),
                      "objective": objective.get("value"), "ci_low": objective.get("ci_low"),
                      "ci_high": objective.get("ci_high"), "n": objective.get("n"),
                      "diff_vs_champion": comparison.get("diff"), "p_value": comparison.get("p_value"),
+                     "n_compared": comparison.get("n"), "test": describe_test(comparison.get("method")),
+                     "test_detail": compared.test() if compared else None,
+                     "ci_method": comparison.get("ci_method"), "verdict": verdict,
                      "tokens_per_1k": cost.get("total_tokens"), "champion": row.get("champion", False)})
     return rows
 
@@ -323,12 +333,16 @@ def _fmt(value: Optional[float], digits: int = 3) -> str:
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Leaderboard rows as aligned text lines."""
-    lines = [f"  {'#':>2}  {'variant':<36} {'objective [95% CI]':<24} {'tokens/1k':>10}"]
+    """Leaderboard rows as aligned text lines: objective, then the comparison with the champion (records
+    compared, test, plain-words verdict), then cost."""
+    lines = [f"  {'#':>2}  {'variant':<36} {'objective [95% CI]':<24} {'n':>4}  {'test vs champion':<28} "
+             f"{'verdict':<36} {'tokens/1k':>10}"]
     for row in rows:
         interval = f"{_fmt(row['objective'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
         tokens = row.get("tokens_per_1k")
-        lines.append(f"  {row['rank']:>2}  {str(row['name'])[:36]:<36} {interval:<24} "
+        n = row.get("n_compared")
+        lines.append(f"  {row['rank']:>2}  {str(row['name'])[:36]:<36} {interval:<24} {'-' if n is None else n:>4}  "
+                     f"{str(row.get('test') or '-'):<28} {str(row.get('verdict') or '-'):<36} "
                      f"{'-' if tokens is None else f'{tokens:,.0f}':>10}")
     return lines
 
@@ -423,18 +437,23 @@ def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional
 def gates_text(n_records: int) -> str:
     """The demo's promotion gates: the defaults, unrelaxed. A demo-sized split cannot show a difference, and
     the gates say so ("not enough evidence to promote") rather than pass on noise."""
+    from evals.stats import min_records_for
+
+    from guidebench.release.gates import GatesConfig
+
+    defaults = GatesConfig()
     return (
         "# Promotion gates of `guidebench demo` (guidebench.release.gates documents every key).\n"
-        "# The defaults, unrelaxed: a paired test on n records cannot reach p < 0.05 below 6 records\n"
+        f"# The defaults, unrelaxed: a paired test on n records cannot reach p < {defaults.max_p_value:g} below "
+        f"{min_records_for(defaults.max_p_value)} records\n"
         f"# (2/2^n), and the demo's test split has {n_records}. With too few records the honest outcome\n"
         "# is 'not enough evidence to promote'; the demo then loads and runs the candidate anyway.\n"
-        "min_records = 20\n"
-        "max_p_value = 0.05\n"
-        "min_objective_delta = 0.0\n"
-        "max_cost_ratio = 1.15\n"
+        f"min_records = {defaults.min_records}\n"
+        f"max_p_value = {defaults.max_p_value:g}\n"
+        f"min_objective_delta = {defaults.min_objective_delta:g}\n"
+        f"max_cost_ratio = {defaults.max_cost_ratio:g}\n"
         "[max_increase]\n"
-        "guardrail_override_rate = 0.0\n"
-        "parse_failure_rate = 0.0\n"
+        + "".join(f"{name} = {value!r}\n" for name, value in sorted(defaults.max_increase.items()))
     )
 
 
@@ -744,10 +763,13 @@ class Demo:
         for check in checks:
             self.echo(f"  [{'pass' if check['passed'] else 'FAIL'}] {check['reason']}")
         if code != 0:
-            enough = self.test_records >= 20
+            from guidebench.release.gates import load_gates
+
+            needed = load_gates(gates).min_records
+            enough = self.test_records >= needed
             self.echo("  the module stays a candidate; the demo goes on with it "
                       + ("(the gates judged, nothing broke)" if enough else
-                         f"(not enough evidence to promote: n = {self.test_records}; at least 20 needed)"))
+                         f"(not enough evidence to promote: n = {self.test_records}; at least {needed} needed)"))
 
     # --- step 14: runtime + closed loop
     def step_loop(self) -> None:

@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     promote.add_argument("--lm", default=None, metavar="SPEC", help="LM for programs that use one (default local)")
     add_api_base(promote)
     promote.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel")
-    promote.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap (default 0)")
+    promote.add_argument("--seed", type=int, default=0,
+                         help="seed of the paired test's Monte Carlo assignments and bootstrap intervals (default 0)")
     promote.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples")
     promote.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                          help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")

@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tracking-uri", default=None, metavar="URI",
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
     parser.add_argument("--no-track", action="store_true", help="do not log the board to MLflow")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap intervals and the paired test's Monte Carlo assignments (default 0)")
     parser.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
     parser.add_argument("--progress", action="store_true", help="show a progress bar per variant")
     parser.add_argument("--out", required=True, type=Path, metavar="OUT", help="output folder")
@@ -162,15 +163,7 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 
 
 def ranking_text(board) -> str:
-    """A plain-text ranking: objective with interval, difference with the champion, p-value, cost."""
-    from guidebench.leaderboard.render import fmt_diff, fmt_metric, fmt_number, fmt_p
+    """A plain-text ranking with, per row, p, n, the test used and a plain-words verdict (see render_text)."""
+    from guidebench.leaderboard.render import render_text
 
-    lines = [f"{board.kind} leaderboard on {board.split} ({board.n_records} records, dataset {board.dataset_id[:12]}); "
-             f"champion {board.champion} ({board.champion_rule})",
-             f"{'#':>2}  {'variant':<32} {'objective [95% CI]':<26} {'Δ vs champion [95% CI]':<28} {'p':>7}  "
-             f"{board.cost_axis + '/1k':>18}  pareto"]
-    for row in board.rows:
-        lines.append(f"{row.rank:>2}  {row.name[:32]:<32} {fmt_metric(row.metrics.get(board.ranking_metric)):<26} "
-                     f"{fmt_diff(row.comparison):<28} {fmt_p(row.comparison.p_value):>7}  "
-                     f"{fmt_number(getattr(row.cost, board.cost_axis), 1):>18}  {'yes' if row.pareto else ''}")
-    return "\n".join(lines)
+    return render_text(board)

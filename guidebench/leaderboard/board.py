@@ -10,12 +10,15 @@ How a board is made
    results stand in for a replay only when they match and used the board's LM (else the variant
    is replayed). A board never mixes splits.
 3. Rows are ranked by `objective` (higher is better; equal objectives: cheaper on the cost axis
-   first). Every metric keeps its 95% bootstrap interval.
+   first). Every metric keeps its 95% interval (`scipy.stats.bootstrap`: BCa where defined, else
+   percentile; the method and resample count are stored with the value).
 4. The champion is the variant named by `champion=`, else the one package tagged `champion`
    (or a promoted export), else the first row. Every row, the champion included, is compared with
-   it on the same records (`evals.replay.compare`: paired bootstrap difference, interval and
-   p-value for every metric, McNemar's exact p-value for action accuracy / schema validity).
-   The champion's own comparison is the identity (difference 0, p-value 1).
+   it on the same records (`evals.replay.compare`: the paired difference of every metric with its
+   bootstrap interval and the p-value of a paired permutation test, exact up to 16 records and
+   Monte Carlo above; McNemar's exact p-value for action accuracy / schema validity). Each
+   comparison names its test and interval method. The champion's own comparison is the identity
+   (difference 0, p-value 1).
 5. Cost per 1,000 decisions from the replay's LM ledgers; the Pareto front is taken on
    (`objective`, cost axis), `total_tokens` by default.
 6. A per-record diff of each challenger against the champion lists the records whose per-record
@@ -170,7 +173,8 @@ def _comparison(against: str, metric: str, paired: PairedComparison, method: Opt
                 p_value: Optional[float] = None) -> Comparison:
     return Comparison(against=against, metric=metric, diff=paired.diff, ci_low=paired.ci_low, ci_high=paired.ci_high,
                       p_value=paired.p_value if p_value is None else p_value, n=paired.n,
-                      method=method or paired.method)
+                      method=method or paired.method, n_permutations=None if method else paired.n_permutations,
+                      ci_method=paired.ci_method, n_resamples=paired.n_resamples)
 
 
 def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_resamples: int = 1000,

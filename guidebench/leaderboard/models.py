@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.stats import MetricValue
+from evals.stats import MetricValue, describe_interval, describe_test
 
 COST_PER = 1000
 # Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
@@ -47,7 +47,11 @@ ALPHA = 0.05
 
 
 class Comparison(BaseModel):
-    """Paired comparison of one metric, this row minus the champion, on the same records."""
+    """Paired comparison of one metric, this row minus the champion, on the same records.
+
+    `method` names the test of the p-value (`permutation_exact`, `permutation_monte_carlo`,
+    `mcnemar_exact`) and `n_permutations` its assignments; `ci_method` and `n_resamples` the interval's.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -59,6 +63,17 @@ class Comparison(BaseModel):
     p_value: Optional[float]
     n: int
     method: str
+    n_permutations: Optional[int] = None
+    ci_method: Optional[str] = None
+    n_resamples: Optional[int] = None
+
+    def test(self) -> str:
+        """The test behind the p-value in words, e.g. "exact permutation test (8 assignments)"."""
+        return describe_test(self.method, None if self.method.startswith("mcnemar") else self.n_permutations)
+
+    def interval(self) -> str:
+        """How the difference's interval was computed, e.g. "BCa bootstrap (1,000 resamples)"."""
+        return describe_interval(self.ci_method, self.n_resamples)
 
     def verdict(self, alpha: float = ALPHA) -> str:
         """Plain words: "better, p = 0.012", "worse, p = 0.030" or "cannot tell apart (p = 0.41)"."""

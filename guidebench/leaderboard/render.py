@@ -1,4 +1,8 @@
-"""Leaderboard reports: JSON, Markdown and a self-contained HTML page with the plots embedded."""
+"""Leaderboard reports: JSON, Markdown, a self-contained HTML page with the plots embedded, and terminal text.
+
+Every rendering names the test behind each p-value and the interval method actually used (as stored
+with each comparison and metric), the records compared and a plain-words verdict per row.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,17 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from evals.stats import MetricValue
+from evals.stats import MetricValue, describe_interval
 
-from guidebench.leaderboard.models import Comparison, DecisionView, Leaderboard, RecordDiff, headline_metric, lower_is_better
+from guidebench.leaderboard.models import (
+    ALPHA,
+    Comparison,
+    DecisionView,
+    Leaderboard,
+    RecordDiff,
+    headline_metric,
+    lower_is_better,
+)
 from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG, write_plots
 
 JSON_FILE = "leaderboard.json"
@@ -108,9 +120,9 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
         ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
                   + (board.subset if board.subset else f"{board.n_records} records")),
         ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% intervals: {_interval_method(board)}"),
-        ("Test", "paired permutation of the records' assignments vs the champion (exact over all 2^n assignments "
-                 "up to 16 records, 9,999 seeded Monte Carlo assignments above; McNemar's exact test for "
-                 f"accuracy), two-sided, verdicts at p < 0.05, n = {board.n_records}"),
+        ("Test", f"paired permutation of the records' assignments vs the champion, two-sided: {_test_methods(board)} "
+                 f"on `{board.ranking_metric}` (McNemar's exact test for accuracy); Δ intervals: "
+                 f"{_diff_interval_methods(board)}; verdicts at p < {ALPHA:g}, n = {board.n_records}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
         ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),
         ("LM", board.lm or "—"),
@@ -125,8 +137,23 @@ def _interval_method(board: Leaderboard) -> str:
                if m is not None and getattr(m, "method", None)}
     if not methods:
         return "bootstrap"
-    return ", ".join(f"{method} bootstrap ({count} resamples)" if count else str(method)
-                     for method, count in sorted(methods, key=str))
+    return ", ".join(sorted({describe_interval(method, count) for method, count in methods}))
+
+
+def _compared_rows(board: Leaderboard) -> list:
+    """The challengers' rows (the champion's comparison with itself is the identity), else every row."""
+    return [row for row in board.rows if not row.champion] or list(board.rows)
+
+
+def _test_methods(board: Leaderboard) -> str:
+    """The tests the rows' ranking comparisons actually used, in words."""
+    return ", ".join(sorted({row.comparison.test() for row in _compared_rows(board)})) or "none"
+
+
+def _diff_interval_methods(board: Leaderboard) -> str:
+    """How the rows' differences with the champion got their intervals, in words."""
+    return ", ".join(sorted({row.comparison.interval() for row in _compared_rows(board)
+                             if row.comparison.diff is not None})) or "none"
 
 
 def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
@@ -136,8 +163,8 @@ def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     for row in board.rows:
         name = row.name + (" (champion)" if row.champion else "")
         rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
-                     fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.method,
-                     str(row.n), "champion" if row.champion else row.comparison.verdict(), str(row.errors),
+                     fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
+                     str(row.comparison.n), "champion" if row.champion else row.comparison.verdict(), str(row.errors),
                      fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""])
     return header, rows
 
@@ -285,8 +312,10 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
         f"<p>Regenerate: <code>{_h(board.command)}</code></p>" if board.command else "",
         "<h2>Ranking</h2>", _html_table(*_ranking_table(board), table_id="leaderboard-table",
                                         row_classes=classes, name_col=1, numeric_from=2),
-        f"<p>Δ is this row minus the champion on the same {board.n_records} records (paired bootstrap; McNemar "
-        f"for accuracy), with its 95% interval.</p>",
+        f"<p>Δ is this row minus the champion on the same {board.n_records} records, with its 95% interval "
+        f"({_h(_diff_interval_methods(board))}); its p-value is a paired permutation test "
+        f"({_h(_test_methods(board))}; McNemar's exact test for accuracy). \"Cannot tell apart\" means the data "
+        f"cannot show a difference at p &lt; {ALPHA:g}, whatever the point estimates say.</p>",
         "<h2>Plots</h2>",
         _img(plots[METRICS_PNG], "metric bars with 95% intervals", "plot-metrics"),
         _img(plots[QUALITY_COST_PNG], "quality against cost with the Pareto front", "plot-quality-cost"),
@@ -309,6 +338,26 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>"
             + "\n".join(s for s in sections if s) + "</body></html>\n")
+
+
+# ----- terminal ---------------------------------------------------------------------------------
+
+def render_text(board: Leaderboard) -> str:
+    """A plain-text ranking: objective with interval, difference with the champion, p, n, test, verdict, cost."""
+    lines = [f"{board.kind} leaderboard on {board.split} ({board.n_records} records, dataset {board.dataset_id[:12]}); "
+             f"champion {board.champion} ({board.champion_rule})",
+             f"test: paired permutation vs the champion, two-sided ({_test_methods(board)}); 95% intervals: "
+             f"{_interval_method(board)}; Δ intervals: {_diff_interval_methods(board)}",
+             f"{'#':>2}  {'variant':<32} {'objective [95% CI]':<26} {'Δ vs champion [95% CI]':<28} {'p':>7} "
+             f"{'n':>5}  {'test':<23} {'verdict':<34} {board.cost_axis + '/1k':>18}  pareto"]
+    for row in board.rows:
+        comparison = row.comparison
+        verdict = "champion" if row.champion else comparison.verdict()
+        lines.append(f"{row.rank:>2}  {row.name[:32]:<32} {fmt_metric(row.metrics.get(board.ranking_metric)):<26} "
+                     f"{fmt_diff(comparison):<28} {fmt_p(comparison.p_value):>7} {comparison.n:>5}  "
+                     f"{comparison.method:<23} {verdict:<34} "
+                     f"{fmt_number(getattr(row.cost, board.cost_axis), 1):>18}  {'yes' if row.pareto else ''}")
+    return "\n".join(lines)
 
 
 def write_reports(board: Leaderboard, out: Path) -> dict[str, Path]:

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evals.stats import min_records_for
+from evals.stats import describe_interval, describe_test, min_records_for
 from runtime.frozen.manifest import MetricInterval
 
 from guidebench.errors import GuidebenchError
@@ -62,7 +62,10 @@ class GatesConfig(BaseModel):
 
 
 class PairedDiff(BaseModel):
-    """Candidate minus champion on the same records, as `evals.stats.PairedComparison` gives it."""
+    """Candidate minus champion on the same records, as `evals.stats.PairedComparison` gives it.
+
+    `method` names the test of the p-value and `ci_method` the interval's (None: not recorded).
+    """
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
@@ -71,7 +74,16 @@ class PairedDiff(BaseModel):
     ci_high: Optional[float] = None
     p_value: Optional[float] = None
     n: int = 0
-    method: str = "paired_bootstrap"
+    method: Optional[str] = None
+    n_permutations: Optional[int] = None
+    ci_method: Optional[str] = None
+    n_resamples: Optional[int] = None
+
+    def describe(self) -> str:
+        """The test and interval method in words ("test not recorded" for evidence that did not say)."""
+        test = describe_test(self.method, self.n_permutations) if self.method else "test not recorded"
+        interval = describe_interval(self.ci_method, self.n_resamples) if self.ci_method else "not recorded"
+        return f"{test}; 95% CI: {interval}"
 
 
 class GateCheck(BaseModel):
@@ -152,7 +164,8 @@ def _objective_check(gates: GatesConfig, candidate: Mapping[str, MetricInterval]
                      threshold=gates.max_p_value,
                      reason=f"{name} {verdict}: candidate {cand:.4g} vs champion {champ:.4g}, difference "
                             f"{diff.diff:+.4g} (95% CI {_fmt(diff.ci_low)}..{_fmt(diff.ci_high)}), paired "
-                            f"p = {diff.p_value:.3g} on {diff.n} records" + (f" — {'; '.join(why)}" if why else ""))
+                            f"p = {diff.p_value:.3g} on {diff.n} records ({diff.describe()})"
+                            + (f" — {'; '.join(why)}" if why else ""))
 
 
 def _not_worse_check(name: str, allowed: float, candidate: Mapping[str, MetricInterval],

@@ -18,7 +18,7 @@ from evals.stats import (
     macro_f1_of,
     mcnemar,
     mean_of,
-    paired_bootstrap,
+    paired_comparison,
     paired_many,
     paired_mean_difference,
     ratio_of,
@@ -127,7 +127,7 @@ def test_paired_many_compares_ratio_metrics_on_the_same_records():
     result = paired_many({"f1": macro_f1_of(truth, good)}, {"f1": macro_f1_of(truth, bad)}, 100)
     assert result["f1"].diff == pytest.approx(1.0 - f1_score(truth, bad, average="macro"))
     assert result["f1"].p_value < 0.01
-    assert paired_bootstrap(mean_of([1.0] * 5), mean_of([1.0] * 5), 5).p_value == 1.0
+    assert paired_comparison(mean_of([1.0] * 5), mean_of([1.0] * 5), 5).p_value == 1.0
 
 
 def test_paired_needs_equal_lengths():
@@ -182,3 +182,37 @@ def test_three_pairs_cannot_be_significant_and_intervals_name_their_method():
     value = bootstrap_mean(np.random.default_rng(1).normal(0, 1, 50))
     assert value.method == "bca" and value.n_resamples == 1000
     assert bootstrap_mean([1.0, 1.0, 1.0]).method in ("percentile", "degenerate")
+
+
+def test_exact_or_monte_carlo_is_decided_by_the_records_compared_not_the_total():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(0.4, 1.0, 40), rng.normal(0.0, 1.0, 40)
+    missing = np.ones(40, dtype=bool)
+    missing[rng.choice(40, 10, replace=False)] = False  # 10 scattered records scored by both programs
+    a[missing[:20].nonzero()[0]] = np.nan  # missing in a on some records,
+    b[20 + missing[20:].nonzero()[0]] = np.nan  # in b on others
+    kept = ~missing
+    ours = paired_mean_difference(a, b)
+    theirs = scipy_stats.permutation_test(
+        (a[kept], b[kept]), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="samples", n_resamples=np.inf, vectorized=True)
+    assert ours.n == 10 and ours.method == "permutation_exact" and ours.n_permutations == 2 ** 10
+    assert ours.p_value == pytest.approx(theirs.pvalue)
+    assert ours.p_value == pytest.approx(paired_mean_difference(a[kept], b[kept]).p_value)
+    # 20 compared records among 25: above the exact limit, whatever the total
+    c, d = rng.normal(0.0, 1.0, 25), rng.normal(0.0, 1.0, 25)
+    c[:5] = np.nan
+    wide = paired_mean_difference(c, d)
+    assert wide.n == 20 and wide.method == "permutation_monte_carlo" and wide.n_permutations == 9999
+    # a rate leaves out the records with nothing in either sum
+    ratio = paired_many({"r": ratio_of([1, 0, 1, 0, 2], [1, 0, 1, 0, 2])},
+                        {"r": ratio_of([0, 0, 1, 0, 1], [1, 0, 1, 0, 2])}, 5)["r"]
+    assert ratio.method == "permutation_exact" and ratio.n_permutations == 2 ** 3
+
+
+def test_every_comparison_names_its_test_and_interval_method_in_words():
+    small = paired_mean_difference([1.0, 0.5, 1.0, 0.0], [0.0, 0.5, 0.25, 0.0])
+    assert small.describe().startswith("exact permutation test (16 assignments); 95% CI: ")
+    assert small.describe().endswith(("BCa bootstrap (1,000 resamples)", "percentile bootstrap (1,000 resamples)"))
+    big = paired_mean_difference(np.ones(40), np.zeros(40) + np.random.default_rng(0).normal(0, 0.1, 40))
+    assert big.describe() == "Monte Carlo permutation test (9,999 assignments); 95% CI: BCa bootstrap (1,000 resamples)"

@@ -188,6 +188,9 @@ def test_baselines_report_ranks_programs_with_intervals_and_paired_tests(workspa
     text = report.read_text()
     assert "| `logged` | " in text and "| `full_auto.always_continue` | " in text and "| `planner.rules` | " in text
     assert "Paired against `logged`" in text and "split `all[:20]`" in text
+    # the comparisons name the test and interval method they used, n and a verdict
+    assert "| n | p | test | verdict |" in text and "permutation test (" in text and "bootstrap (1,000 resamples)" in text
+    assert "paired bootstrap" not in text and ("cannot tell apart (p = " in text or ", p " in text)
     logged_row = next(line for line in text.splitlines() if line.startswith("| `logged` |"))
     assert "0.500 [" in logged_row  # the override rate of the hand-made log, with its interval
 

@@ -189,7 +189,7 @@ def test_cli_writes_json_markdown_html_and_plots(dataset, tmp_path, capsys):
     markdown = (out / MARKDOWN_FILE).read_text()
     assert "| # | variant | objective |" in markdown and "Regenerate with" in markdown
     # every board names its test and interval method, n, and a verdict per row
-    assert "paired permutation" in markdown and "bca bootstrap (200 resamples)" in markdown
+    assert "paired permutation" in markdown and "BCa bootstrap (200 resamples)" in markdown
     assert "| verdict |" in markdown and ("cannot tell apart" in markdown or ", p = " in markdown)
     page = (out / HTML_FILE).read_text()
     assert page.count("data:image/png;base64,") == 2 and 'id="leaderboard-table"' in page

@@ -1,4 +1,6 @@
-"""The leaderboard page in a real browser: headless Chromium loads it from disk, with no server.
+"""Leaderboard renderings: every board names its test, n and verdict per row; the page in a real browser.
+
+The page is loaded from disk by headless Chromium, with no server.
 
 Chromium comes from Debian's `chromium` package; `tests/setup/ensure_chromium.sh` installs it when
 missing (apt-get, as root). The page must show the ranking table and both plots, decoded from their
@@ -7,16 +9,22 @@ embedded data URIs; a screenshot is kept with the reports.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from guidebench.leaderboard.board import run_leaderboard
-from guidebench.leaderboard.render import HTML_FILE, write_reports
+from evals.stats import bootstrap_mean, paired_mean_difference
+from guidebench.commands.leaderboard import ranking_text
+from guidebench.leaderboard.board import _comparison, run_leaderboard
+from guidebench.leaderboard.models import Cost, Leaderboard, LeaderboardRow
+from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG
+from guidebench.leaderboard.render import HTML_FILE, render_html, render_markdown, render_text, write_reports
 from guidebench.release.packages import from_registry
 
 from leaderboard_support import make_dataset, register_test_programs
@@ -134,3 +142,66 @@ def test_sample_data_board_renders_and_its_screenshot_is_saved(chromium, tmp_pat
     parsed = check_page(chromium, SAMPLE_BOARD, tmp_path, screenshot)
     assert len(parsed.rows) >= 3  # header plus at least the logged and rule baselines
     shutil.copyfile(screenshot, SAMPLE_SCREENSHOT)
+
+
+# ----- what every rendering says per row (no browser needed) --------------------------------------
+
+def _stats_board() -> Leaderboard:
+    """A board of three rows compared by the real paired statistics: the champion, one clearly better
+    on 30 records, one on 3 records (which no test can tell apart)."""
+    rng = np.random.default_rng(0)
+    champion = rng.choice([0.0, 0.5, 1.0], size=30)
+    better = np.minimum(champion + 0.5, 1.0)
+    scores = {"champ": champion, "better": better, "tiny": np.concatenate([np.ones(3), np.full(27, np.nan)])}
+    rows = []
+    for rank, (name, values) in enumerate(scores.items(), start=1):
+        paired = paired_mean_difference(values, champion, n_resamples=200)
+        rows.append(LeaderboardRow(
+            rank=rank, name=name, package=name, version="1", entry="rule", source="registry",
+            champion=name == "champ", n=30, metrics={"objective": bootstrap_mean(values, n_resamples=200)},
+            cost=Cost(), comparison=_comparison("champ", "objective", paired)))
+    return Leaderboard(kind="full_auto", dataset_id="d" * 64, split="test", split_hash="h" * 64, n_records=30,
+                       champion="champ", champion_rule="named", created_at="now", guidebench_version="0",
+                       rows=rows)
+
+
+def _plots(tmp_path: Path) -> dict[str, Path]:
+    from PIL import Image
+
+    files = {}
+    for name in (METRICS_PNG, QUALITY_COST_PNG):
+        Image.new("RGB", (2, 2)).save(tmp_path / name)
+        files[name] = tmp_path / name
+    return files
+
+
+def test_the_test_n_and_verdict_of_every_row_are_printed_in_markdown_html_and_terminal(tmp_path):
+    board = _stats_board()
+    better, tiny = board.row("better").comparison, board.row("tiny").comparison
+    assert better.method == "permutation_monte_carlo" and better.p_value < 0.05 and better.diff > 0
+    assert tiny.method == "permutation_exact" and tiny.n == 3 and tiny.p_value >= 0.25
+    markdown = render_markdown(board)
+    page = render_html(board, _plots(tmp_path))
+    text = render_text(board)
+    assert ranking_text(board) == text
+    assert better.verdict().startswith("better, p ") and tiny.verdict().startswith("cannot tell apart (p = 0.")
+    for rendering, escape in ((markdown, str), (page, html.escape), (text, str)):
+        assert "verdict" in rendering and "test" in rendering
+        assert escape(better.verdict()) in rendering and escape(tiny.verdict()) in rendering
+    # the tests and interval methods, named as the comparisons actually used them; n per row
+    assert better.test() == "Monte Carlo permutation test (9,999 assignments)"
+    assert tiny.test() == "exact permutation test (8 assignments)"
+    assert better.interval().endswith("bootstrap (200 resamples)")
+    for rendering, cells in ((markdown, lambda *c: "| " + " | ".join(c) + " |"),
+                             (page, lambda *c: "".join(f'<td class="num">{html.escape(x)}</td>' for x in c))):
+        assert cells(better.test(), "30", better.verdict()) in rendering
+        assert cells(tiny.test(), "3", tiny.verdict()) in rendering
+        assert better.interval() in rendering
+        assert "paired bootstrap" not in rendering
+    header, *rows = text.splitlines()[2:]
+    assert header.split()[:8] == ["#", "variant", "objective", "[95%", "CI]", "Δ", "vs", "champion"]
+    assert " n " in header and "test" in header and "verdict" in header
+    by_name = {line.split()[1]: line for line in rows}
+    assert " 30  permutation_monte_carlo " in by_name["better"] and " 3  permutation_exact " in by_name["tiny"]
+    assert "champion" in by_name["champ"].split("permutation_")[1]
+    assert "Monte Carlo permutation test (9,999 assignments)" in text and "exact permutation test" in text
