@@ -1,18 +1,31 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# The venv is created once; the project is (re)installed only when pyproject.toml changes.
+# The venv is created once; the project is (re)installed only when pyproject.toml or this file changes.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.guidebench-installed
+# llama.cpp's AMX kernels fault (SIGSEGV at `ldtilecfg`) on CPUs that report AMX to a guest that
+# cannot use it, as this workplace's VMs do: the wheel is built once without them and kept in a
+# wheelhouse named by version and flags, so no wheel built with other flags (pip's cache) is used.
+LLAMA_VERSION := 0.3.36
+LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+WHEELHOUSE ?= $(HOME)/.cache/guidebench/wheels/llama-cpp-python-$(LLAMA_VERSION)-noamx
+LLAMA_WHEEL := $(WHEELHOUSE)/.built
 
 .PHONY: demo test test-fast install bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(LLAMA_WHEEL): | $(BIN)/python
+	# llama-cpp-python compiles from source here (~5-10 min on 2 cores, once per machine).
+	CMAKE_ARGS="-DCMAKE_C_FLAGS='$(LLAMA_CFLAGS)' -DCMAKE_CXX_FLAGS='$(LLAMA_CFLAGS)'" \
+		$(BIN)/python -m pip wheel --no-deps --no-cache-dir -w $(WHEELHOUSE) 'llama-cpp-python==$(LLAMA_VERSION)'
+	touch $(LLAMA_WHEEL)
+
+$(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL) | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade pip
-	# llama-cpp-python compiles from source here (~10 min, once: pip caches the wheel).
+	$(BIN)/python -m pip install --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $(STAMP)
 
