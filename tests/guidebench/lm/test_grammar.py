@@ -1,0 +1,46 @@
+"""guidebench.lm.grammar: every predictor of every LM program gets an output grammar that llama.cpp accepts."""
+
+from __future__ import annotations
+
+from dspy.lm15 import Message, Request
+
+import guidebench.lm.engine as local_lm
+import programs
+from guidebench.lm.engine import LOCAL_MODEL_ID, ensure_model, render_prompt
+from programs.seeds import DECISION_SEEDS
+
+
+def _lm_program_requests() -> list[tuple[str, Request]]:
+    """One adapter request per predictor of every LM program, as the engine receives it."""
+    from dspy.adapters.chat_adapter import ChatAdapter
+
+    requests = []
+    seed = DECISION_SEEDS[0].summary
+    for name in programs.names():
+        if not programs.spec(name).uses_lm:
+            continue
+        for path, predictor in programs.get(name).named_predictors():
+            inputs = {field: "x" for field in predictor.signature.input_fields}
+            if programs.spec(name).kind == "full_auto" and set(inputs) <= set(programs.decision_inputs(seed)):
+                inputs = {field: programs.decision_inputs(seed)[field] for field in inputs}
+            messages = ChatAdapter().format(predictor.signature, predictor.demos, inputs)
+            turns = [Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
+                     for m in messages[1:]]
+            requests.append((f"{name}:{path}", Request(model=LOCAL_MODEL_ID, messages=tuple(turns),
+                                                        system=messages[0]["content"])))
+    return requests
+
+
+def test_every_lm_program_gets_a_grammar_llama_cpp_accepts():
+    from llama_cpp import Llama
+
+    from guidebench.lm.grammar import output_grammar
+
+    vocab = Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
+    requests = _lm_program_requests()
+    assert len(requests) >= 8
+    for where, request in requests:
+        rendered = render_prompt(request)
+        assert rendered.chat_format and rendered.prefill, where
+        text = output_grammar(rendered.system, prefilled=True)
+        assert text and local_lm.grammar_compiles(vocab, text), where
