@@ -1,4 +1,5 @@
-"""Two compiles (and two searches) at the same time on one SQLite MLflow store and one Optuna storage.
+"""guidebench.tracking.runs under concurrency: two compiles (and two searches) at the same time on one SQLite
+MLflow store and one Optuna storage.
 
 Both processes start together on fresh stores, so they race for everything that is created once: the
 MLflow schema, the dataset's experiment, the Optuna schema and the study. Both must finish, and
