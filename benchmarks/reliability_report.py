@@ -3,8 +3,9 @@
     .venv/bin/python -m benchmarks.reliability_report            # every scenario (about 10 min on 2 cores)
     .venv/bin/python -m benchmarks.reliability_report --quick    # leave out the slow ones (kills, concurrency)
 
-Runs the six suites (`tests/test_fuzz_import.py`, `test_lm_faults.py`, `test_crashes.py`,
-`test_tamper_secrets.py`, `test_injection.py`, `test_concurrency.py`) under pytest with
+Runs the test files that hold the reliability scenarios (`SUITES`: import fuzzing, LM faults in eval, compile
+and the runtime module, kill -9 during commands, tampering and planted secrets, prompt injection, concurrent
+processes; each scenario sits in the test file of the module it exercises) under pytest with
 `GUIDEBENCH_RELIABILITY_LEDGER` set; each scenario appends its counts to that ledger
 (`tests/reliability_ledger.py`). This script adds them up by area and writes the report: inputs fuzzed,
 faults injected, kills survived, files tampered, secrets planted, injections tried, concurrent
@@ -30,8 +31,16 @@ from typing import Any, Iterable
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "reports" / "reliability.md"
-SUITES = ("tests/test_fuzz_import.py", "tests/test_lm_faults.py", "tests/test_crashes.py",
-          "tests/test_tamper_secrets.py", "tests/test_injection.py", "tests/test_concurrency.py")
+# The test files that record reliability scenarios (`tests/reliability_ledger.record`), by area.
+SUITES = (
+    "tests/guidebench/data/test_ingest.py",  # fuzz: both importers
+    "tests/guidebench/test_evaluation.py", "tests/optimizers/test_base.py",  # LM faults: eval, compile retries,
+    "tests/guidebench/test_compile.py", "tests/runtime/frozen/test_modules.py",  # resume, the runtime module
+    "tests/guidebench/test_crashes.py",  # kill -9 during compile, search and export
+    "tests/guidebench/release/test_export.py",  # tampered exports, planted secrets
+    "tests/runtime/test_guardrails.py",  # prompt injection
+    "tests/guidebench/tracking/test_runs.py",  # concurrent processes on one store
+)
 COMMAND = ".venv/bin/python -m benchmarks.reliability_report"
 # How the workbench holds up, and what these suites found and fixed (kept with the numbers they explain).
 MECHANISMS = """## How it holds

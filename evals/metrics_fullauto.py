@@ -28,7 +28,7 @@ The objective (what optimizers maximise), per labeled record:
     objective = 1 - COST[label][enforced] / 5, and 0 when the output failed to parse or the program raised.
 A constant policy cannot game it: always pausing pays 2/5 on every record that should continue and
 always stopping 3/5, always continuing 5/5 on records that should stop (guardrails catch only part
-of those), while a policy that tells the cases apart pays little (see tests/test_metrics_fullauto.py).
+of those), while a policy that tells the cases apart pays little (see tests/evals/test_metrics_fullauto.py).
 Parse failures score 0 although production pauses safely: a program earns nothing for an answer it
 failed to give.
 """

@@ -32,7 +32,7 @@ Objective (what optimizers maximise), per record:
     else 0.4 * pivot_compliance + 0.5 * improvement_ratio + 0.1 * effect_calibration.
 Always planning the same family loses everything whenever that family is blocked and the pivot share
 whenever a pivot is due, so it scores below the same planner that follows the protocol (see
-tests/test_metrics_planner.py).
+tests/evals/test_metrics_planner.py).
 """
 
 from __future__ import annotations

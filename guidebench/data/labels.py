@@ -38,7 +38,7 @@ they are off by default):
   no progress, and the next turn made none either: it should have paused (about 1/3 agreement:
   short loops are usually broken by a sharper instruction).
 
-Agreement with the simulator's true labels is measured by `tests/test_import_fullauto.py`.
+Agreement with the simulator's true labels is measured by `tests/guidebench/data/test_fullauto.py`.
 """
 
 from __future__ import annotations
