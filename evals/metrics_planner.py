@@ -46,7 +46,7 @@ from typing import Any, Mapping, Optional, Sequence
 from runtime import (AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive,
                      validate_directive_original)
 from runtime.advisor import FAMILIES
-from runtime.pivot import HARD_PLATEAU, family_of
+from runtime.pivot import COUNT_FROM_ENTRIES, HARD_PLATEAU, family_of
 from runtime.inputs import tail_entries
 
 from . import sim_kernel
@@ -94,12 +94,16 @@ class PlannerOutcome:
 def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
     """The pivot rules in force for a packet: `runtime.pivot_required` on its log tail and profile.
 
-    The tail holds only the last 20 entries, so the packet's own `plateau_valid_iters_since_best`
-    (computed on the whole log) also triggers the hard plateau, and its constraints name the
-    blocked family.
+    The packet's best is the runner's (log and `best/*` tags) and is passed as the tags' best, so a
+    best the log does not hold gives no plateau, as in the runner and the packet builder. The tail
+    holds only the last 20 entries, so the packet's own `plateau_valid_iters_since_best` (computed on the
+    whole log) is used when it states one; its constraints name the blocked family.
     """
     entries = tail_entries(packet)
-    required, reasons = pivot_required(entries, packet.performance_profile, packet.threshold_target)
+    stated = packet.plateau_valid_iters_since_best
+    plateau = stated if stated is not None else COUNT_FROM_ENTRIES
+    required, reasons = pivot_required(entries, packet.performance_profile, packet.threshold_target,
+                                       tag_best=packet.best_cycles, plateau=plateau)
     reasons = list(reasons)
     plateau = packet.plateau_valid_iters_since_best
     if plateau is not None and plateau >= HARD_PLATEAU and not any(r.startswith("hard_plateau") for r in reasons):

@@ -42,8 +42,10 @@ from .pivot import (
     invalid_streak,
     meaningful_win,
     near_bound,
+    overall_best,
     pivot_required,
     plateau_valid_iters_since_best,
+    tag_best,
     validate_directive,
     validate_directive_original,
 )
@@ -66,7 +68,8 @@ __all__ = [
     "OutcomeLabel", "PerformanceProfile", "PlannerRecord", "RawDecisionLogLine", "RunEvent", "RunFile",
     "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "current_streak", "family_constraints",
     "family_of", "inputs_hash", "invalid_streak", "meaningful_win", "near_bound", "next_progress_count",
-    "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex", "tokens_from_usage",
+    "overall_best", "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex",
+    "tag_best", "tokens_from_usage",
     "validate_directive", "validate_directive_original",
 ]
 from .frozen.loader import load_frozen  # noqa: E402

@@ -3,6 +3,13 @@
 Every function takes the experiment log as a list of dicts as found in `log.jsonl` lines
 (pydantic entries are accepted too) and reads only the keys the policy needs:
 `strategy_tags`, `valid` and `cycles`.
+
+The real loop runner's best is the lowest valid cycles of the log AND of the durable `best/*` git
+tags (formats.md §2.3.1). A log holds no tags, but the runner writes `best_before` on every new-shape
+entry from that overall best at record time, so the entry about to be planned carries the tags' best
+(`tag_best(next_entry)`). The best and plateau functions take it as `tag_best`; a best that is not in
+the local log gives a null plateau, as the runner's does. The packet builder
+(`guidebench.data.planner_packets`) and the planner metrics use these same functions.
 """
 
 from __future__ import annotations
@@ -121,21 +128,45 @@ def family_constraints(entries: Sequence[Any]) -> FamilyConstraints:
     )
 
 
-def best_cycles(entries: Sequence[Any]) -> Optional[int]:
-    """Lowest integer cycles among valid entries; None when there is none."""
-    values = [c for c in (_valid_cycles(e) for e in _entries(entries)) if c is not None]
+def tag_best(next_entry: Any) -> Optional[int]:
+    """The `best/*` tags' best as the runner recorded it: the integer `best_before` of the entry about to be
+    planned (None when it has none, e.g. an older short-shape entry or no next entry yet)."""
+    if next_entry is None:
+        return None
+    value = _as_dict(next_entry).get("best_before")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def overall_best(local_best: Optional[int], tags_best: Optional[int]) -> tuple[Optional[int], bool]:
+    """The runner's best from the log's best and the tags' best: (best, whether it is in the local log).
+
+    The lower of the two; a tags' best strictly below the log's is not in the log.
+    """
+    if tags_best is not None and (local_best is None or tags_best < local_best):
+        return tags_best, False
+    return local_best, local_best is not None
+
+
+def _local_best(items: Sequence[Mapping[str, Any]]) -> Optional[int]:
+    values = [c for c in (_valid_cycles(e) for e in items) if c is not None]
     return min(values) if values else None
 
 
-def plateau_valid_iters_since_best(entries: Sequence[Any]) -> Optional[int]:
-    """Valid attempts after the most recent one that reached the best; None without a best.
+def best_cycles(entries: Sequence[Any], tag_best: Optional[int] = None) -> Optional[int]:
+    """Lowest integer cycles among valid entries and the tags' best `tag_best`; None when there is none."""
+    return overall_best(_local_best(_entries(entries)), tag_best)[0]
 
-    Walks back from the end, skipping entries that are not valid or have no cycles, and
-    counts the others until one equals the best.
+
+def plateau_valid_iters_since_best(entries: Sequence[Any], tag_best: Optional[int] = None) -> Optional[int]:
+    """Valid attempts after the most recent one that reached the best; None without a best in the log.
+
+    The best is `best_cycles(entries, tag_best)`. Walks back from the end, skipping entries that are
+    not valid or have no cycles, and counts the others until one equals the best. A best that only
+    the tags hold (`tag_best` below every valid cycles of the log) gives None, as in the runner.
     """
     items = _entries(entries)
-    best = best_cycles(items)
-    if best is None:
+    best, in_log = overall_best(_local_best(items), tag_best)
+    if best is None or not in_log:
         return None
     count = 0
     for entry in reversed(items):
@@ -145,7 +176,7 @@ def plateau_valid_iters_since_best(entries: Sequence[Any]) -> Optional[int]:
         if cycles == best:
             return count
         count += 1
-    return count  # unreachable: the best comes from these entries
+    return None  # unreachable: the best comes from these entries
 
 
 def invalid_streak(entries: Sequence[Any]) -> int:
@@ -209,12 +240,28 @@ def _slack_within_bound(profile: Mapping[str, Any]) -> bool:
     return slack is not None and slack <= NEAR_BOUND_SLACK + 1e-12
 
 
-def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None) -> bool:
+class _CountFromEntries:
+    """Marker default: count the plateau on the entries given."""
+
+    def __repr__(self) -> str:
+        return "COUNT_FROM_ENTRIES"
+
+
+COUNT_FROM_ENTRIES: Any = _CountFromEntries()
+
+
+def _plateau(entries: Sequence[Any], tag_best: Optional[int], plateau: Any) -> Optional[int]:
+    return plateau_valid_iters_since_best(entries, tag_best) if plateau is COUNT_FROM_ENTRIES else plateau
+
+
+def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None, *,
+               tag_best: Optional[int] = None, plateau: Any = COUNT_FROM_ENTRIES) -> bool:
     """Near the lower bound: the next plan must lower the bound, not reschedule.
 
     True when the schedule slack is <= 4% of the tight bound and there was no new best in
     the last 3 valid attempts (plateau >= 3), or when the threshold target is below the
-    tight bound. False without a profile.
+    tight bound. False without a profile. The plateau is counted on `entries` with the tags'
+    best `tag_best`, unless `plateau` gives it (e.g. a packet's, counted on the whole log).
     """
     p, threshold_target = _split_packet(profile, threshold_target)
     if p is None:
@@ -224,12 +271,13 @@ def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Op
         return True
     if not _slack_within_bound(p):
         return False
-    plateau = plateau_valid_iters_since_best(entries)
-    return plateau is not None and plateau >= NEAR_BOUND_STALL
+    stall = _plateau(entries, tag_best, plateau)
+    return stall is not None and stall >= NEAR_BOUND_STALL
 
 
 def pivot_required(
-    entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None
+    entries: Sequence[Any], profile: Any = None, threshold_target: Optional[int] = None, *,
+    tag_best: Optional[int] = None, plateau: Any = COUNT_FROM_ENTRIES,
 ) -> tuple[bool, list[str]]:
     """Whether the next directive must change family or mechanism, with the names of the rules that say so.
 
@@ -237,18 +285,19 @@ def pivot_required(
     consecutive cap), `hard_plateau` (>= 6 valid attempts since the best), `invalid_streak`
     (3 invalid attempts in a row: recovery mode) and `near_bound` (see `near_bound`).
     `profile` is a performance profile or a packet carrying one (its `threshold_target`
-    is then used too).
+    is then used too). The plateau is the runner's: counted with the tags' best `tag_best`
+    (null, so no plateau rule, when that best is not in the log), unless `plateau` gives it.
     """
     items = _entries(entries)
     reasons: list[str] = []
     if family_constraints(items).blocked_families:
         reasons.append("family_blocked")
-    plateau = plateau_valid_iters_since_best(items)
-    if plateau is not None and plateau >= HARD_PLATEAU:
+    stall = _plateau(items, tag_best, plateau)
+    if stall is not None and stall >= HARD_PLATEAU:
         reasons.append("hard_plateau")
     if invalid_streak(items) >= INVALID_STREAK:
         reasons.append("invalid_streak")
-    if near_bound(items, profile, threshold_target):
+    if near_bound(items, profile, threshold_target, plateau=stall):
         reasons.append("near_bound")
     return bool(reasons), reasons
 

@@ -20,7 +20,8 @@ Restated from `tools/loop_runner.py` (`_build_iteration_packet`, `_compute_exper
   that fails the workbench's validation (the importer feeds those too, without making a record).
 
 `PacketBuilder` keeps only what the packet needs, so memory stays bounded however long the log is;
-its results equal `runtime.pivot` evaluated on the whole prefix (tests check this).
+its results equal `runtime.pivot` evaluated on the whole prefix with the same tags' best
+(`pivot.tag_best` of the entry, combined by `pivot.overall_best`; tests check this).
 """
 
 from __future__ import annotations
@@ -145,10 +146,9 @@ class PacketBuilder:
     def packet(self, entry: Mapping[str, Any], *, goal: str = "best", threshold_target: Optional[int] = None,
                profile: Optional[PerformanceProfile] = None) -> AdvisorPacket:
         """The packet the planner saw before `entry` (which is not added; call `add` next)."""
-        best, plateau = self._best, (self._plateau if self._best is not None else None)
-        tags_best = entry.get("best_before")  # the overall best (log and best/* tags) when it was planned
-        if isinstance(tags_best, int) and not isinstance(tags_best, bool) and (best is None or tags_best < best):
-            best, plateau = tags_best, None  # that best is not in the local log
+        # the entry's `best_before` is the overall best (log and best/* tags) when it was planned
+        best, in_log = pivot.overall_best(self._best, pivot.tag_best(entry))
+        plateau = self._plateau if in_log else None  # a tags' best is not in the local log
         if goal != "threshold":
             goal, threshold_target = "best", None
         summary = ExperimentSummary(

@@ -19,7 +19,7 @@ from runtime import (
     plateau_valid_iters_since_best,
     validate_directive,
 )
-from runtime.pivot import current_streak, invalid_streak, near_bound, pivot_required
+from runtime.pivot import current_streak, invalid_streak, near_bound, overall_best, pivot_required, tag_best
 
 S, R, B = FAMILIES  # family:schedule, family:reduce_loads, family:break_deps
 
@@ -252,6 +252,30 @@ def test_pivot_required_positional_profile_model():
     required, reasons = pivot_required(valid_run(3), PerformanceProfile(**NEAR))
     assert required and reasons == ["near_bound"]
     assert near_bound(valid_run(3), NEAR) is True
+
+
+def test_a_tags_best_below_the_log_is_the_runners_best_with_no_plateau():
+    # the log's lowest valid cycles is 1460; the next entry's best_before (the runner's best of the log and
+    # the best/* tags when it recorded that entry) is 1440: a best the local log does not hold
+    log = [e(S, cycles=1480), e(R, cycles=1460), e(B, cycles=1470), e(S, valid=False, cycles=None)]
+    following = e(R, cycles=1475, best_before=1440)
+    assert tag_best(following) == 1440
+    assert [tag_best(x) for x in (None, e(), e(best_before=True), e(best_before="1440"))] == [None] * 4
+    assert (best_cycles(log), plateau_valid_iters_since_best(log)) == (1460, 1)
+    assert (best_cycles(log, tag_best(following)), plateau_valid_iters_since_best(log, 1440)) == (1440, None)
+    assert (best_cycles(log, 1460), plateau_valid_iters_since_best(log, 1460)) == (1460, 1)  # the log's own best
+    assert (best_cycles(log, 1500), plateau_valid_iters_since_best(log, 1500)) == (1460, 1)  # a worse tag
+    assert (best_cycles([], 1440), plateau_valid_iters_since_best([], 1440)) == (1440, None)
+    assert overall_best(1460, 1440) == (1440, False) and overall_best(1460, None) == (1460, True)
+    assert overall_best(None, None) == (None, False)
+    # the plateau rules follow: six stale attempts on the log alone are no plateau for the runner
+    assert pivot_required(valid_run(6)) == (True, ["hard_plateau"])
+    assert pivot_required(valid_run(6), tag_best=1000) == (False, [])
+    assert pivot_required(valid_run(3), NEAR, tag_best=1000) == (False, [])
+    assert near_bound(valid_run(3), NEAR, tag_best=1100) is True  # a tag equal to the log's best
+    # a plateau known for the whole log (a packet's) wins over the count on a shorter tail
+    assert pivot_required(valid_run(0), plateau=6) == (True, ["hard_plateau"])
+    assert pivot_required(valid_run(6), plateau=None) == (False, [])
 
 
 def test_pivot_functions_reject_non_dict_entries():

@@ -88,3 +88,26 @@ def test_replay_scores_the_original_and_the_strict_check_apart(rebuilt):
     scores = metrics_planner.score_outcome(metrics_planner.outcome_of(record, {"directive": loose}))
     assert (scores["directive_valid_original"], scores["directive_valid_strict"]) == (1.0, 0.0)
     assert scores["schema_validity"] == scores["directive_valid_strict"]
+
+
+def test_packets_and_runtime_pivot_agree_when_the_best_is_a_tags():
+    # from line 5 on, the next entry's best_before (1440, a best/* tag of another machine) is below every
+    # valid cycles of the log (lowest 1468): the packet and runtime.pivot must give the same best and plateau
+    from evals import metrics_planner
+    from guidebench.data.planner_packets import PacketBuilder
+    from runtime import pivot
+
+    lines = [text for text in (FIXTURE / "log.jsonl").read_text().splitlines() if text.strip()]
+    entries = [json.loads(text) for text in lines]
+    builder = PacketBuilder()
+    tagged = 0
+    for k, entry in enumerate(entries):
+        prefix, tags = entries[:k], pivot.tag_best(entry)
+        packet = builder.packet(entry)
+        assert packet.best_cycles == pivot.best_cycles(prefix, tags), k
+        assert packet.plateau_valid_iters_since_best == pivot.plateau_valid_iters_since_best(prefix, tags), k
+        assert metrics_planner.pivot_requirement(packet).reasons == tuple(
+            pivot.pivot_required(prefix, tag_best=tags)[1]), k
+        tagged += tags is not None and packet.plateau_valid_iters_since_best is None and bool(prefix)
+        builder.add(entry, lines[k])
+    assert tagged >= 3
