@@ -709,35 +709,21 @@ class Demo:
         return ranked
 
     def step_export(self) -> None:
-        """Export the best compiled Full Auto variant that freezes, from its MLflow compile run."""
+        """Export the best compiled Full Auto variant (knn_fewshot included), from its MLflow compile run."""
         target = self.path("export", PACKAGE_NAME)
         target.parent.mkdir(parents=True, exist_ok=True)
-        skipped = []
-        for candidate in self.ranked_compiles():
-            if not candidate.get("mlflow_run_id"):
-                skipped.append({"name": candidate["name"], "reason": "its compile has no MLflow run id"})
-                continue
-            try:
-                self.runner.run(["export", candidate["mlflow_run_id"], "--name", PACKAGE_NAME, "--version",
-                                 PACKAGE_VERSION, "--out", target, "--force", "--tag", "demo",
-                                 "--tag", candidate["optimizer"]])
-            except GuidebenchError as exc:
-                # Not every compiled state freezes yet (a KNN program picks its demos in code): say so, go on.
-                reason = str(exc).split(" (command:")[0]
-                skipped.append({"name": candidate["name"], "reason": reason})
-                self.echo(f"cannot export {candidate['name']}: {reason}; trying the next variant")
-                continue
-            winner = candidate
-            break
-        else:
-            raise GuidebenchError("no compiled Full Auto variant could be exported: "
-                                  + "; ".join(f"{s['name']}: {s['reason']}" for s in skipped))
+        winner = self.ranked_compiles()[0]
+        if not winner.get("mlflow_run_id"):
+            raise GuidebenchError(f"the best compiled Full Auto variant {winner['name']} has no MLflow run id to "
+                                  "export from")
+        self.runner.run(["export", winner["mlflow_run_id"], "--name", PACKAGE_NAME, "--version", PACKAGE_VERSION,
+                         "--out", target, "--force", "--tag", "demo", "--tag", winner["optimizer"]])
         manifest = _read_json(target / "manifest.json")
         self.summary["export"] = {
             "dir": str(target), "package": f"{manifest.get('name')}@{manifest.get('version')}", "entry": manifest.get("entry"),
             "kind": manifest.get("kind"), "optimizer": winner["optimizer"], "leaderboard_rank": winner["rank"],
             "leaderboard_name": winner["name"], "mlflow_run_id": winner["mlflow_run_id"],
-            "uses_lm": manifest.get("uses_lm"), "skipped": skipped,
+            "uses_lm": manifest.get("uses_lm"), "demo_selection": manifest.get("demo_selection"),
             "load": f"from runtime import load_frozen; module = load_frozen({str(target)!r})",
         }
         self.summary["export_dir"] = str(target)

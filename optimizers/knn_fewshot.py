@@ -5,6 +5,10 @@ the score; nearest neighbours make that copy an informed one. DSPy's own `KNNFew
 `forward` with a closure, which cannot be saved as state JSON; `NearestDemos` is the same idea as
 a module whose state (pool, k, vectorizer, fields) is plain JSON and loads back with
 `NearestDemos.wrap(program).load_state(state)` (or `optimizers.load_compiled`).
+
+Texts, scores, the order of the chosen demos and the way they reach the predictors are
+`runtime.frozen.knn`'s (`example_text`, `LexicalIndex`, `top_k`, `run_with_demos`): a frozen module
+(`frozen_selection`) runs the very same selection in production.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ import threading
 from typing import Any, Optional, Sequence
 
 import dspy
-import numpy as np
 from pydantic import Field
+
+from runtime.frozen.knn import LEXICAL, DemoSelector, example_text, run_with_demos, top_k
 
 from .base import CompileContext, Recipe, RecipeSettings
 from .estimate import Stage
-from .vectorizers import VECTORIZERS, Vectorizer, make_vectorizer, similarities
+from .vectorizers import VECTORIZERS, make_vectorizer, index_of
 
 KNN_STATE_KEY = "knn"
 DEFAULT_EXCLUDE = ("thread_id", "turn_id")
@@ -33,9 +38,8 @@ DEFAULT_FIELDS: tuple[str, ...] = (
 )
 
 
-def example_text(values: dict[str, Any], fields: Sequence[str]) -> str:
-    """The text a vectorizer sees for one input: `field: value` lines of the chosen fields."""
-    return "\n".join(f"{name}: {values.get(name, '')}" for name in fields)
+class NotExportable(ValueError):
+    """A KNN program whose demo selection a frozen module cannot carry (the message is one line)."""
 
 
 class NearestDemos(dspy.Module):
@@ -50,7 +54,7 @@ class NearestDemos(dspy.Module):
         self.nearest_last = nearest_last
         self.fields = list(fields) if fields is not None else None
         self._pool: list[dspy.Example] = list(pool)
-        self._index: Optional[tuple[Vectorizer, Any, list[str]]] = None
+        self._index: Optional[tuple[Any, Any, list[str]]] = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -69,34 +73,43 @@ class NearestDemos(dspy.Module):
         # "all" (or nothing the program has) means every input but the ids.
         return chosen or [n for n in names if n not in DEFAULT_EXCLUDE]
 
-    def _ensure_index(self) -> tuple[Vectorizer, Any, list[str]]:
+    def _ensure_index(self) -> tuple[Any, Any, list[str]]:
+        """(fitted vectorizer, pool index, embedded fields), built once."""
         with self._lock:
             if self._index is None:
                 fields = self._fields()
                 texts = [example_text(dict(ex.inputs()), fields) for ex in self._pool]
                 vectorizer = make_vectorizer(self.vectorizer_name).fit(texts)
-                self._index = (vectorizer, vectorizer.transform(texts), fields)
+                self._index = (vectorizer, index_of(vectorizer, texts), fields)
             return self._index
 
     def nearest(self, inputs: dict[str, Any]) -> list[dspy.Example]:
         """The k pool examples most similar to the inputs, most similar last when `nearest_last`."""
         if not self._pool or self.k <= 0:
             return []
-        vectorizer, matrix, fields = self._ensure_index()
-        scores = similarities(matrix, vectorizer.transform([example_text(inputs, fields)]))
-        # Stable sort: equal similarity keeps pool order, so retrieval is deterministic.
-        order = np.argsort(-scores, kind="stable")[: self.k]
-        chosen = [self._pool[i] for i in order]
-        return list(reversed(chosen)) if self.nearest_last else chosen
+        _vectorizer, index, fields = self._ensure_index()
+        # Stable: equal similarity keeps pool order, so retrieval is deterministic.
+        return [self._pool[i] for i in top_k(index.scores(example_text(inputs, fields)), self.k, self.nearest_last)]
 
     def forward(self, **inputs: Any) -> Any:
         """Run the wrapped program with the nearest demos (on a copy: calls may run in parallel)."""
-        demos = self.nearest(inputs)
-        program = self.program.deepcopy()
-        for predictor in program.predictors():
-            keys = set(predictor.signature.input_fields) | set(predictor.signature.output_fields)
-            predictor.demos = [dspy.Example(**{k: v for k, v in d.items() if k in keys}) for d in demos]
-        return program(**inputs)
+        return run_with_demos(self.program, self.nearest(inputs), inputs)
+
+    def frozen_selection(self) -> DemoSelector:
+        """The selection as a frozen module carries it: k, fields, fitted lexical vectorizer and pool.
+
+        Raises NotExportable for a vectorizer the runtime does not run (MiniLM: a neural model).
+        """
+        if self.vectorizer_name not in LEXICAL:
+            raise NotExportable(
+                f"the {self.vectorizer_name!r} vectorizer cannot be exported: it embeds with a neural model the "
+                f"runtime does not carry; compile knn_fewshot with vectorizer {' or '.join(map(repr, LEXICAL))}")
+        vectorizer, _index, fields = self._ensure_index()
+        return DemoSelector(self._pool_state(), k=self.k, fields=fields, nearest_last=self.nearest_last,
+                            vectorizer=vectorizer)
+
+    def _pool_state(self) -> list[dict[str, Any]]:
+        return [{"data": dict(ex.toDict()), "input_keys": sorted(ex.inputs().keys())} for ex in self._pool]
 
     # -- state ---------------------------------------------------------------------------------
     def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
@@ -104,7 +117,7 @@ class NearestDemos(dspy.Module):
         state = super().dump_state(json_mode=json_mode)
         state[KNN_STATE_KEY] = {
             "k": self.k, "vectorizer": self.vectorizer_name, "fields": self.fields, "nearest_last": self.nearest_last,
-            "pool": [{"data": dict(ex.toDict()), "input_keys": sorted(ex.inputs().keys())} for ex in self._pool],
+            "pool": self._pool_state(),
         }
         return state
 
@@ -135,8 +148,9 @@ class KNNFewShotSettings(RecipeSettings):
 
     k: int = Field(3, ge=1, description="Nearest training examples used as demos for each input.")
     vectorizer: str = Field("tfidf", description=f"Text embedder: one of {', '.join(VECTORIZERS)}. 'tfidf' and "
-                                                 "'hashing' are lexical (scikit-learn); 'minilm' needs the "
-                                                 "optional extra guidebench[minilm].")
+                                                 "'hashing' are lexical (plain Python, as scikit-learn computes "
+                                                 "them; they export with the program); 'minilm' needs the "
+                                                 "optional extra guidebench[minilm] and does not export.")
     fields: list[str] = Field(default_factory=lambda: list(DEFAULT_FIELDS), description=(
         "Input fields to embed (those the program lacks are skipped; if none is left, or the list is "
         "empty, every input but thread_id and turn_id). Default: the state fields that decide the "

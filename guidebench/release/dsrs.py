@@ -9,6 +9,11 @@ Mirrors the dsrs crate's serde structs (`manifest.rs`, `evaluate/promotion.rs`, 
 promotion_attempted, promotion_success, promotion_reason); the workbench's own evaluation metadata
 (MLflow run, dataset id, split) lives in our `manifest.json`. The hub stores a module at
 `optimized/<signature_name>/<compiled_id>.json` as `{"manifest", "demos"}`.
+
+What these structs cannot carry for a module is said in our `manifest.json` (`dsrs_notes`, from
+`carry_notes`), never in an extra field here: the original's serde structs have no place for it.
+A `knn_fewshot` module chooses its demos per input; the original carries fixed demos only, so its
+hub file holds the instruction and the scorecard with no demos (`demo_count` 0).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.frozen.manifest import FrozenManifest, MetricInterval, PromotionState
+from runtime.frozen.manifest import DemoSelection, FrozenManifest, MetricInterval, PromotionState
 from runtime.records import canonical_json, sha256_hex
 
 OMITTED_WHEN_ABSENT: tuple[str, ...] = ("compiled_id", "trainset_id", "instruction")
@@ -163,6 +168,17 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
     """SHA-256 hex of the canonical JSON of the four identity fields (formats.md §1.5)."""
     return sha256_hex(canonical_json({"demo_count": demo_count, "instruction": instruction,
                                       "optimizer": optimizer, "signature_name": signature_name}))
+
+
+def carry_notes(selection: Optional[DemoSelection]) -> list[str]:
+    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
+    if selection is None:
+        return []
+    return [f"demos chosen per input are not carried: this {selection.method} module picks, for each input, the "
+            f"{selection.k} nearest of {selection.pool_size} pool examples ({selection.vectorizer} similarity over "
+            f"{', '.join(selection.fields)}; {selection.file}), and the original's CompiledModuleManifest carries "
+            "fixed demos only; dsrs/ carries its signature, optimizer, instruction and scorecard with no demos "
+            "(demo_count 0), so the original runtime would run it zero-shot; run it with runtime.load_frozen"]
 
 
 def _finite_values(scorecard: dict[str, MetricInterval]) -> dict[str, float]:

@@ -25,13 +25,14 @@ from typing import Any, Iterable, Mapping, Optional
 
 from runtime.checksums import write_checksums
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
-from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, MANIFEST_FILE, PROGRAM_FILE,
-                                     FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec, valid_name,
-                                     valid_version)
+from runtime.frozen.knn import DemoSelector
+from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
+                                     DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
+                                     valid_name, valid_version)
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 
 from guidebench import __version__
-from guidebench.release.dsrs import HubFile, build_hub
+from guidebench.release.dsrs import HubFile, build_hub, carry_notes
 from guidebench.errors import GuidebenchError
 from guidebench.data.redaction import Redactor, redactor_for
 
@@ -100,6 +101,7 @@ def read_state_file(path: Path) -> dict[str, Any]:
 def source_from_registry(entry: str, state_file: Optional[Path] = None) -> ExportSource:
     """An export source from a registered program, optionally with a compiled state file."""
     import dspy
+    from optimizers import load_compiled
 
     programs = _programs()
     try:
@@ -108,8 +110,10 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None) -> Expor
         raise GuidebenchError(str(exc)) from exc
     program = spec.build()
     if state_file is not None:
+        state = read_state_file(Path(state_file))
         try:
-            program.load_state(read_state_file(Path(state_file)))
+            # Whatever recipe compiled it: a knn_fewshot state comes back as the program it wraps with its pool.
+            program = load_compiled(program, state)
         except GuidebenchError:
             raise
         except Exception as exc:
@@ -287,8 +291,9 @@ def _is_export_folder(path: Path) -> bool:
 
 
 def build_manifest(source: ExportSource, *, name: str, version: str, predictors: list[PredictorSpec],
-                   created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = ()) -> FrozenManifest:
-    """The frozen manifest of a source."""
+                   created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = (),
+                   demo_selection: Optional[DemoSelection] = None) -> FrozenManifest:
+    """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does)."""
     from guidebench.tracking.runs import git_commit
 
     main = main_signature(predictors, source.kind)
@@ -303,6 +308,7 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
+        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection),
     )
 
 
@@ -316,8 +322,11 @@ def _checked(name: str, payload: Any, secrets: set[str]) -> Any:
 
 
 def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any], hub: HubFile,
-                  secrets: set[str]) -> None:
+                  secrets: set[str], selection: Optional[dict[str, Any]] = None) -> None:
     _write_json(folder / PROGRAM_FILE, _checked(PROGRAM_FILE, state, secrets))
+    if selection is not None:
+        # The pool as the vectorizer was fitted on it: refused, not redacted, if it holds a secret.
+        _write_json(folder / KNN_FILE, _checked(KNN_FILE, selection, secrets))
     _write_json(folder / MANIFEST_FILE, _checked(MANIFEST_FILE, manifest.model_dump(mode="json"), secrets))
     _write_json(folder / DSRS_MANIFEST_FILE, _checked(DSRS_MANIFEST_FILE, hub.manifest.to_json(), secrets))
     hub_file = f"dsrs/{hub.manifest.hub_path()}"
@@ -389,7 +398,12 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
     out.parent.mkdir(parents=True, exist_ok=True)
 
     redactor = redactor_for(lm if lm is not None else dspy.settings.lm)
-    state = redactor.clean(program_state(source.program))
+    program, selection = _demo_selection(source)
+    state = redactor.clean(program_state(program))
+    if selection is not None:
+        for entry in state.values():
+            if isinstance(entry, dict) and "demos" in entry:
+                entry["demos"] = []  # never used: every call gets the demos chosen for its input
     installed = {n for n, _ in source.installed.named_predictors()}
     exported = {k for k in state if k != "metadata"}
     if installed != exported:
@@ -400,13 +414,17 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
     if source.lm_model:
         source.lm_model = redactor.text(source.lm_model)
     manifest = build_manifest(source, name=name, version=version, predictors=predictors, created_at=created_at,
-                              tags=[redactor.text(t) for t in tags], evals=[redactor.text(e) for e in evals])
+                              tags=[redactor.text(t) for t in tags], evals=[redactor.text(e) for e in evals],
+                              demo_selection=None if selection is None else DemoSelection(
+                                  k=selection.k, vectorizer=selection.vectorizer.name, fields=selection.fields,
+                                  nearest_last=selection.nearest_last, pool_size=len(selection.pool)))
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
     staged = _side_name(out, "export")
     try:
         staged.mkdir()
-        _write_folder(staged, manifest, state, hub, redactor.secrets)
+        _write_folder(staged, manifest, state, hub, redactor.secrets,
+                      None if selection is None else selection.to_state())
         _fsync_tree(staged)
         verify_frozen(staged)
         # The installed program must accept the state, exactly as production will load it.
@@ -419,6 +437,18 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
             shutil.rmtree(staged, ignore_errors=True)
     return ExportResult(path=out, manifest=manifest, hub=hub, redactions=redactor.scrubbed_values,
                         dropped_keys=list(redactor.dropped_keys))
+
+
+def _demo_selection(source: ExportSource) -> tuple[Any, Optional[DemoSelector]]:
+    """(the program whose state program.json holds, its per-input demo selection or None)."""
+    from optimizers.knn_fewshot import NearestDemos, NotExportable
+
+    if not isinstance(source.program, NearestDemos):
+        return source.program, None
+    try:
+        return source.program.program, source.program.frozen_selection()
+    except NotExportable as exc:
+        raise GuidebenchError(f"program {source.entry} (knn_fewshot): {exc}") from None
 
 
 def _fresh(source: ExportSource) -> Any:

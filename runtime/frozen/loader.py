@@ -9,7 +9,14 @@
   4. every signature definition in the manifest hashes to its recorded hash, and the installed
      signature matches it (see below);
   5. `program.json` holds exactly the manifest's predictors, each with the recorded field count
-     and no LM state (endpoints and keys are never exported), and the demos the manifest counts.
+     and no LM state (endpoints and keys are never exported), and the demos the manifest counts;
+  6. a module that picks its demos per input (`demo_selection`) has a `knn.json` whose k, fields,
+     vectorizer and pool size are the manifest's and whose vectorizer state loads; a module without
+     one has no `knn.json`.
+
+A `knn_fewshot` module runs its program through `runtime.frozen.modules.NearestDemosProgram`: for
+each input, the k nearest pool examples (`runtime.frozen.knn`, the code the workbench selected with)
+become every predictor's demos.
 
 Where the signature comes from (the runtime must not import `signatures/` or `programs/`, which
 sit above it): the manifest stores each predictor's full signature definition (field names,
@@ -36,13 +43,15 @@ from pydantic import ValidationError
 from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEntry, ExperimentSummary, FamilyConstraints,
                       OptimizationDirective, PerformanceProfile)
 from runtime.checksums import verify_folder
-from runtime.frozen.manifest import (FORMAT_VERSION, MANIFEST_FILE, PROGRAM_FILE, FrozenManifest, FrozenModuleError,
-                              dspy_compatible)
+from runtime.frozen.knn import DemoSelector, KnnStateError
+from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE, READABLE_FORMAT_VERSIONS,
+                                     FrozenManifest, FrozenModuleError, dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
 
-__all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "installed_dspy_version"]
+__all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "read_demo_selection",
+           "installed_dspy_version"]
 
 # Types a signature field may name that the runtime itself can rebuild.
 RUNTIME_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
@@ -73,9 +82,12 @@ def _manifest(root: Path) -> FrozenManifest:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "manifest"
         raise FrozenModuleError(f"{MANIFEST_FILE} is invalid: {where}: {first['msg']}") from None
-    if manifest.format_version != FORMAT_VERSION:
-        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}; "
-                                f"this runtime reads version {FORMAT_VERSION}")
+    if manifest.format_version not in READABLE_FORMAT_VERSIONS:
+        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}; this runtime reads "
+                                f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))} (current {FORMAT_VERSION})")
+    if manifest.format_version < 2 and manifest.demo_selection is not None:
+        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
+                                "demo_selection (version 2 added it)")
     return manifest
 
 
@@ -128,6 +140,26 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
     return state
 
 
+def read_demo_selection(root: Path, manifest: FrozenManifest) -> Optional[DemoSelector]:
+    """knn.json as a `DemoSelector` (None for fixed demos), checked against the manifest's demo_selection."""
+    declared = manifest.demo_selection
+    if declared is None:
+        if (root / KNN_FILE).exists():
+            raise FrozenModuleError(f"{KNN_FILE} is present but {MANIFEST_FILE} declares no demo_selection")
+        return None
+    try:
+        selector = DemoSelector.from_state(_read_json(root, KNN_FILE))
+    except KnnStateError as exc:
+        raise FrozenModuleError(f"{KNN_FILE} is invalid: {exc}") from None
+    found = {"k": selector.k, "vectorizer": selector.vectorizer.name, "fields": selector.fields,
+             "nearest_last": selector.nearest_last, "pool_size": len(selector.pool)}
+    for key, value in found.items():
+        if getattr(declared, key) != value:
+            raise FrozenModuleError(f"{KNN_FILE} has {key} {value!r}, {MANIFEST_FILE} declares "
+                                    f"{getattr(declared, key)!r}")
+    return selector
+
+
 def verify_frozen(path: Union[str, Path]) -> FrozenManifest:
     """Every check of `load_frozen` that needs no program: integrity, manifest, versions, hashes, state."""
     root = Path(path)
@@ -139,6 +171,7 @@ def verify_frozen(path: Union[str, Path]) -> FrozenManifest:
         _check_dspy(manifest)
         _check_signature_hashes(manifest)
         read_program_state(root, manifest)
+        read_demo_selection(root, manifest)
         return manifest
     except FrozenModuleError as exc:
         raise FrozenModuleError(exc.reason, str(root)) from None
@@ -234,9 +267,13 @@ def load_frozen(path: Union[str, Path], *, program: Any = None, signature: Any =
             instance = _installed_program(program, manifest, state, signature)
         else:
             instance = _standalone_program(manifest, state, signature)
+        selector = read_demo_selection(root, manifest)
     except FrozenModuleError as exc:
         raise FrozenModuleError(exc.reason, str(root)) from None
-    from runtime.frozen.modules import FrozenGuidanceModule, FrozenPlannerModule
+    from runtime.frozen.modules import FrozenGuidanceModule, FrozenPlannerModule, NearestDemosProgram
+
+    if selector is not None:
+        instance = NearestDemosProgram(instance, selector)
 
     module_cls = FrozenGuidanceModule if manifest.kind == "full_auto" else FrozenPlannerModule
     return module_cls(manifest, instance, root, inputs=inputs, lm=lm)

@@ -3,10 +3,15 @@
 A frozen module is a folder:
     program.json        DSPy program state (JSON; never a pickle)
     manifest.json       `FrozenManifest`
+    knn.json            only for a program that picks its demos per input (`knn_fewshot`): the pool,
+                        k, the embedded fields and the fitted lexical vectorizer (`runtime.frozen.knn`)
     dsrs/manifest.json  the same module as the original runtime's CompiledModuleManifest
     dsrs/optimized/<signature_name>/<compiled_id>.json
                         that manifest plus the demos, where the original's hub stores a module
     checksums.sha256    SHA-256 of every other file, `sha256sum` format
+
+Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`. The
+runtime reads both (a version 1 module is a version 2 module without demo selection).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2)
 PROGRAM_FILE = "program.json"
+KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
 CHECKSUMS_FILE = "checksums.sha256"
 DSRS_DIR = "dsrs"
@@ -65,6 +72,20 @@ class PredictorSpec(BaseModel):
     demo_count: int = 0
 
 
+class DemoSelection(BaseModel):
+    """Demos chosen per input: what `knn.json` holds, summarised (the loader checks both agree)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: Literal["knn"] = "knn"
+    file: Literal["knn.json"] = KNN_FILE
+    k: int = Field(ge=1)
+    vectorizer: Literal["tfidf", "hashing"]
+    fields: list[str] = Field(min_length=1)
+    nearest_last: bool = True
+    pool_size: int = Field(ge=0)
+
+
 class FrozenManifest(BaseModel):
     """`manifest.json` of a frozen module."""
 
@@ -98,6 +119,10 @@ class FrozenManifest(BaseModel):
     promotion_state: PromotionState = "candidate"
     tags: list[str] = Field(default_factory=list)
     evals: list[str] = Field(default_factory=list)
+    # Format version 2: demos chosen per input (None: the demos in program.json are fixed), and what the
+    # original runtime's manifest under dsrs/ cannot carry for this module (its structs have no such field).
+    demo_selection: Optional[DemoSelection] = None
+    dsrs_notes: list[str] = Field(default_factory=list)
 
     @field_validator("version")
     @classmethod

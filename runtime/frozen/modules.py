@@ -29,6 +29,7 @@ import dspy
 
 from runtime.advisor import FAMILIES, AdvisorPacket, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
+from runtime.frozen.knn import DemoSelector, run_with_demos
 from runtime.frozen.manifest import FrozenManifest
 from runtime.guardrails import apply_guardrails, parse_decision
 from runtime.inputs import input_text, packet_inputs, summary_inputs
@@ -128,6 +129,23 @@ class FrozenDecisionProgram(dspy.Module):
         return dspy.Prediction(action=decision.action, next_input=decision.next_input, reason=decision.reason,
                                confidence=decision.confidence, decision=decision,
                                parse_errors=list(decision.parse_errors), raw=raw)
+
+
+class NearestDemosProgram(dspy.Module):
+    """A program whose predictors get, for each call, the demos `knn_fewshot` would choose (`knn.json`)."""
+
+    def __init__(self, program: dspy.Module, selector: DemoSelector):
+        super().__init__()
+        self.program = program
+        self.selector = selector
+
+    def nearest(self, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The demos chosen for these inputs (pool examples' data), in prompt order."""
+        return self.selector.nearest(inputs)
+
+    def forward(self, **inputs: Any) -> Any:
+        """Run the program with the nearest demos on a copy of it (calls may run in parallel)."""
+        return run_with_demos(self.program, self.selector.nearest(inputs), inputs)
 
 
 def safe_default_directive(packet: Optional[AdvisorPacket] = None) -> OptimizationDirective:
