@@ -1,4 +1,37 @@
-"""Scoring decision programs: LM usage accounting, metrics, replay, statistics, simulators.
+"""Scoring decision programs: replay of records through a program, the dataset folder replay reads, statistics,
+LM usage accounting, and the simulated kernel environment the planner metric needs.
 
-Kept free of imports on purpose: each submodule pulls in only what it needs.
+The public names below are re-exported lazily (`runtime._lazy`): `import evals` costs nothing, and each submodule
+(with its pandas, scipy or `datasets` imports) loads on first use. Three names stay modules: the two metrics,
+`evals.metrics_fullauto` and `evals.metrics_planner` (each has `metric`, `gepa_metric`, `aggregate`...), and
+`evals.replay`, whose function is `evals.replay.replay`: importing a submodule sets the package attribute of its
+name, so the package cannot also export a function called `replay`.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runtime._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from evals.replay import compare, ReplayResult
+    from evals.data import (save_dataset, write_dataset, load_records, iter_records, dataset_info, split_hash,
+                            DatasetRow, DatasetFormatError, SPLITS)
+    from evals.stats import (Statistic, MetricValue, PairedComparison, bootstrap_mean, paired_mean_difference, mcnemar,
+                             min_records_for)
+    from evals.usage import LMCall, UsageLedger, track_calls, record_call, instrument
+    from evals.sim_kernel import KernelState, state_from_profile, apply_directive
+
+_WHERE: dict[str, str] = {
+    "compare": "replay", "ReplayResult": "replay",
+    "save_dataset": "data", "write_dataset": "data", "load_records": "data", "iter_records": "data",
+    "dataset_info": "data", "split_hash": "data", "DatasetRow": "data", "DatasetFormatError": "data", "SPLITS": "data",
+    "Statistic": "stats", "MetricValue": "stats", "PairedComparison": "stats", "bootstrap_mean": "stats",
+    "paired_mean_difference": "stats", "mcnemar": "stats", "min_records_for": "stats",
+    "LMCall": "usage", "UsageLedger": "usage", "track_calls": "usage", "record_call": "usage", "instrument": "usage",
+    "KernelState": "sim_kernel", "state_from_profile": "sim_kernel", "apply_directive": "sim_kernel",
+}
+__all__ = sorted(_WHERE)
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

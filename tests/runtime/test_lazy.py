@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-PACKAGES = ["runtime.frozen", "guidebench.lm", "guidebench.tracking", "guidebench.leaderboard", "guidebench.release",
-            "guidebench.search", "guidebench.data.simulators"]
+PACKAGES = ["runtime.frozen", "evals", "guidebench", "guidebench.commands", "guidebench.lm", "guidebench.tracking",
+            "guidebench.leaderboard", "guidebench.release", "guidebench.search", "guidebench.data.simulators"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -24,3 +24,10 @@ def test_an_unknown_name_is_an_attribute_error():
     package = importlib.import_module("guidebench.search")
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         package.nope  # noqa: B018
+
+
+def test_a_submodule_is_still_imported_through_its_package():
+    from evals import compare, metrics_fullauto, replay
+
+    assert callable(compare) and replay.__name__ == "evals.replay" and callable(replay.replay)
+    assert callable(metrics_fullauto.metric)
