@@ -30,6 +30,7 @@ from dspy.utils.callback import BaseCallback
 _LEDGERS_KEY = "guidebench_usage_ledgers"
 TOTAL_KEYS: tuple[str, ...] = (
     "lm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "cache_hits", "latency_s",
+    "prompt_tokens_evaluated", "prompt_tokens_reused",
 )
 
 
@@ -41,6 +42,9 @@ class LMCall:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    # Prompt tokens the LM did not evaluate because their state was cached (a reused prefix); the
+    # time of a local call follows the evaluated ones (`prompt_tokens - prompt_tokens_reused`).
+    prompt_tokens_reused: int = 0
     cache_hit: bool = False
     error: Optional[str] = None
 
@@ -52,6 +56,11 @@ class LMCall:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (with total_tokens)."""
         return {**asdict(self), "total_tokens": self.total_tokens}
+
+    @property
+    def prompt_tokens_evaluated(self) -> int:
+        """Prompt tokens the LM evaluated: all of them but the reused prefix."""
+        return max(0, self.prompt_tokens - self.prompt_tokens_reused)
 
 
 class UsageLedger:
@@ -95,6 +104,7 @@ class UsageLedger:
 def _totals(calls: list[LMCall]) -> dict[str, Any]:
     prompt = sum(call.prompt_tokens for call in calls)
     completion = sum(call.completion_tokens for call in calls)
+    reused = sum(call.prompt_tokens_reused for call in calls)
     return {
         "lm_calls": len(calls),
         "prompt_tokens": prompt,
@@ -102,6 +112,8 @@ def _totals(calls: list[LMCall]) -> dict[str, Any]:
         "total_tokens": prompt + completion,
         "cache_hits": sum(1 for call in calls if call.cache_hit),
         "latency_s": round(sum(call.latency_s for call in calls), 6),
+        "prompt_tokens_evaluated": prompt - reused,
+        "prompt_tokens_reused": reused,
     }
 
 
@@ -143,11 +155,15 @@ class _CallUsage:
         self.reported = False
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.prompt_tokens_reused = 0
 
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
         self.reported = True
         self.prompt_tokens += _count(usage_entry.get("prompt_tokens"))
         self.completion_tokens += _count(usage_entry.get("completion_tokens"))
+        details = usage_entry.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            self.prompt_tokens_reused += _count(details.get("cached_tokens"))
         if self.outer is not None:
             self.outer.add_usage(lm, usage_entry)
 
@@ -203,6 +219,7 @@ class LMCallRecorder(BaseCallback):
             model=pending.model,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
+            prompt_tokens_reused=min(usage.prompt_tokens_reused, usage.prompt_tokens),
             latency_s=latency,
             # DSPy reports usage for every call it sends; only a cache hit reports none.
             cache_hit=exception is None and not usage.reported,

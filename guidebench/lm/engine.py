@@ -32,6 +32,7 @@ from dspy.clients.engines.base import validate_request
 from dspy.lm15 import ContextLengthError, Message, Request, Response, TextPart, Usage, response_to_events
 
 from guidebench.lm.grammar import conforms, output_grammar
+from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +169,7 @@ def _quiet_llama(llama_cpp: Any) -> None:
 class _LoadedModel:
     llama: Any
     lock: threading.Lock
+    prefixes: Optional[PrefixStateCache] = None  # states of constant prompt prefixes on disk
 
 
 _models: dict[tuple[str, int, int], _LoadedModel] = {}
@@ -177,15 +179,41 @@ _grammars_lock = threading.Lock()
 
 
 def _default_threads() -> int:
-    """`$GUIDEBENCH_LLAMA_THREADS`, else half the cores (at most 4).
+    """`$GUIDEBENCH_LLAMA_THREADS`, else one per core the load average leaves free (at least 1).
 
     llama.cpp threads spin while they wait: on an oversubscribed machine two threads on two busy
-    cores measured 3-5x slower than one, while an idle machine loses less than 2x with half.
+    cores measured 3-5x slower than one, while on an idle machine two threads evaluate prompts
+    1.6x faster than one (294 against 185 tokens/s on 2 cores). So the count follows the load when
+    the model is loaded. Test processes under pytest-xdist share the cores: one thread each.
     """
     configured = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "").strip()
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 1
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform: assume a busy machine
+        return max(1, cores // 2)
+    return max(1, min(cores, int(cores - load + 0.5)))
+
+
+def _model_identity(path: Path) -> str:
+    """The model's SHA-256 from the stamp `ensure_model` writes, else its path, size and mtime."""
+    stamp = path.with_name(path.name + ".sha256")
+    try:
+        sha256, size, mtime = stamp.read_text().split()
+        if _stamp_text(path, sha256) == f"{sha256} {size} {mtime}\n":
+            return f"sha256:{sha256}"
+    except (OSError, ValueError):
+        pass
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _prefix_cache_folder() -> Path:
+    return guidebench_home() / "prefix-cache"
 
 
 def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
@@ -201,9 +229,11 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
             _quiet_llama(llama_cpp)
             llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
                                     n_threads_batch=n_threads, seed=DEFAULT_SEED, verbose=False)
+            identity = f"{_model_identity(path)}|llama_cpp {llama_cpp.__version__}|n_ctx {n_ctx}"
             # One model per process and file, shared by every engine; calls are serialised by its lock
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
-            loaded = _models[key] = _LoadedModel(llama, threading.Lock())
+            loaded = _models[key] = _LoadedModel(llama, threading.Lock(),
+                                                 PrefixStateCache(_prefix_cache_folder(), identity))
         return loaded
 
 
@@ -241,6 +271,7 @@ class RenderedPrompt:
     stops: tuple[str, ...]
     system: str = ""
     chat_format: bool = False  # the request asks for ChatAdapter's `[[ ## field ## ]]` sections
+    prefix: str = ""  # the part before the last message: instruction, fields and demos, constant per program
 
 
 def render_prompt(request: Request, *, prefill: bool = True) -> RenderedPrompt:
@@ -254,8 +285,9 @@ def render_prompt(request: Request, *, prefill: bool = True) -> RenderedPrompt:
     # A new input section after the answer means the model began inventing the next example.
     stops = tuple(dict.fromkeys([*_BASE_STOPS, *(f"\n{m}" for m in input_markers(last_user)),
                                  *request.config.stop]))
+    prefix = "\n\n".join(blocks[:-1]) + "\n\n" if len(blocks) > 1 else ""
     return RenderedPrompt(prompt="\n\n".join(blocks) + "\n\n" + head, prefill=head, stops=stops,
-                          system=system, chat_format=marker is not None)
+                          system=system, chat_format=marker is not None, prefix=prefix)
 
 
 def grammar_compiles(llama: Any, text: str) -> bool:
@@ -275,7 +307,7 @@ class LocalGGUFEngine:
 
     def __init__(self, model_path: Optional[str] = None, *, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: Optional[int] = None, seed: int = DEFAULT_SEED, prefill: bool = True,
-                 constrain: str = "fallback", sha256: Optional[str] = None) -> None:
+                 constrain: str = "fallback", sha256: Optional[str] = None, prefix_cache: bool = True) -> None:
         if constrain not in CONSTRAIN_MODES:
             raise ValueError(f"constrain must be one of {CONSTRAIN_MODES}, got {constrain!r}")
         self.model_path = model_path
@@ -290,6 +322,8 @@ class LocalGGUFEngine:
         self.seed = int(seed)
         self.prefill = bool(prefill)
         self.sha256 = sha256 or (model_sha256() if model_path is None else None)
+        # Restore the llama.cpp state of a prompt's constant prefix from disk (see `prefix_cache`).
+        self.prefix_cache = bool(prefix_cache)
 
     def _model(self) -> _LoadedModel:
         path = Path(self.model_path) if self.model_path else ensure_model()
@@ -319,6 +353,8 @@ class LocalGGUFEngine:
                 "stop": list(rendered.stops),
                 "seed": self.seed if config.seed is None else int(config.seed),
             }
+            prefix = self._prefix_tokens(model, rendered, tokens)
+            reused = self._reuse(model, tokens, prefix)
             grammar = self._grammar(rendered, model.llama)
             output = model.llama.create_completion(
                 rendered.prompt, **sampling, grammar=grammar if self.constrain == "always" else None)
@@ -328,6 +364,8 @@ class LocalGGUFEngine:
                 # The prompt is still in the KV cache: the second pass costs only the generation.
                 output = model.llama.create_completion(rendered.prompt, **sampling, grammar=grammar)
                 completion_tokens += int((output.get("usage") or {}).get("completion_tokens", 0))
+            if prefix and model.prefixes.note(prefix):
+                model.prefixes.store(model.llama, prefix)
         choice = output["choices"][0]
         usage = output.get("usage") or {}
         text = rendered.prefill + (choice.get("text") or "")
@@ -336,9 +374,31 @@ class LocalGGUFEngine:
             model=request.model,
             message=Message.assistant([TextPart(text)]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            # cache_read_tokens: prompt tokens whose state was reused, not evaluated (DSPy reports
+            # them as `prompt_tokens_details.cached_tokens`).
             usage=Usage(input_tokens=int(usage.get("prompt_tokens", len(tokens))),
-                        output_tokens=completion_tokens),
+                        output_tokens=completion_tokens, cache_read_tokens=reused),
         )
+
+    def _prefix_tokens(self, model: _LoadedModel, rendered: RenderedPrompt, tokens: list[int]) -> list[int]:
+        """The prompt's tokens up to the end of its constant prefix (empty when not cached)."""
+        if not (self.prefix_cache and model.prefixes and rendered.prefix):
+            return []
+        prefix = model.llama.tokenize(rendered.prefix.encode("utf-8"), add_bos=True, special=False)
+        # The boundary token may merge with what follows: keep only what both tokenizations share.
+        return tokens[:common_prefix(prefix, tokens)]
+
+    @staticmethod
+    def _reuse(model: _LoadedModel, tokens: list[int], prefix: list[int]) -> int:
+        """Prompt tokens llama.cpp will not evaluate: the cached common prefix, restored from disk if longer."""
+        input_ids = getattr(model.llama, "input_ids", None)
+        if input_ids is None:
+            return 0
+        cached = common_prefix(input_ids[: model.llama.n_tokens].tolist(), tokens)
+        if prefix and cached < len(prefix):
+            cached = max(cached, model.prefixes.restore(model.llama, prefix))
+        # llama-cpp-python evaluates at least the last prompt token again to get fresh logits.
+        return min(cached, len(tokens) - 1)
 
     def _grammar(self, rendered: RenderedPrompt, llama: Any) -> Any:
         if self.constrain == "off" or not rendered.chat_format:
@@ -364,7 +424,8 @@ class LocalGGUFEngine:
     def dump_state(self) -> dict[str, Any]:
         """JSON state to rebuild this engine (no secrets; the model file is found again by hash)."""
         return {"model_path": self.model_path, "n_ctx": self.n_ctx, "n_threads": self.threads_setting,
-                "seed": self.seed, "prefill": self.prefill, "constrain": self.constrain, "sha256": self.sha256}
+                "seed": self.seed, "prefill": self.prefill, "constrain": self.constrain, "sha256": self.sha256,
+                "prefix_cache": self.prefix_cache}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LocalGGUFEngine":
@@ -376,4 +437,5 @@ class LocalGGUFEngine:
                                  f"{model_sha256()[:12]}")
         return cls(model_path=state.get("model_path"), n_ctx=state.get("n_ctx", DEFAULT_N_CTX),
                    n_threads=state.get("n_threads"), seed=state.get("seed", DEFAULT_SEED),
-                   prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"), sha256=sha256)
+                   prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"), sha256=sha256,
+                   prefix_cache=state.get("prefix_cache", True))

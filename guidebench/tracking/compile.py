@@ -24,7 +24,7 @@ from guidebench.errors import GuidebenchError
 
 # What a compile's usage numbers are called in MLflow.
 USAGE_KEYS: tuple[str, ...] = ("lm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "cache_hits",
-                               "latency_s")
+                               "latency_s", "prompt_tokens_evaluated", "prompt_tokens_reused")
 
 
 @contextmanager

@@ -27,7 +27,7 @@ def test_ledger_counts_calls_tokens_and_nesting(fake_lm):
     totals = outer.totals()
     assert totals["total_tokens"] == totals["prompt_tokens"] + totals["completion_tokens"]
     assert set(totals) == {"lm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "cache_hits",
-                           "latency_s"}
+                           "latency_s", "prompt_tokens_evaluated", "prompt_tokens_reused"}
     assert outer.by_model()["fake/rules"]["lm_calls"] == 2
     program(**inputs)  # outside every ledger: recorded nowhere
     assert outer.totals()["lm_calls"] == 2
@@ -83,3 +83,30 @@ def test_record_call_reaches_every_active_ledger():
         record_call(LMCall(model="m", prompt_tokens=3, completion_tokens=2, latency_s=0.5))
     assert outer.calls == inner.calls and outer.calls[0].total_tokens == 5
     assert UsageLedger().totals()["lm_calls"] == 0
+
+
+def test_ledger_splits_prompt_tokens_into_evaluated_and_reused():
+    """An engine that reports cached prompt tokens (as the embedded one does for a reused prefix):
+    DSPy passes them as `prompt_tokens_details.cached_tokens`, the ledger keeps the split."""
+    from dspy.lm15 import Message, Response, TextPart, Usage
+
+    from guidebench.lm.fake import FakeEngine
+
+    class CachingEngine(FakeEngine):
+        def complete(self, request):
+            response = super().complete(request)
+            usage = Usage(input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens,
+                          cache_read_tokens=response.usage.input_tokens - 10)
+            return Response(id=response.id, model=response.model, message=Message.assistant([TextPart(response.text)]),
+                            finish_reason="stop", usage=usage)
+
+    lm = instrument(dspy.LM("fake/rules", engine=CachingEngine(), cache=False, num_retries=0))
+    program = programs.get("full_auto.predict")
+    with dspy.context(lm=lm), track_calls() as ledger:
+        program(**programs.decision_inputs(DECISION_SEEDS[1].summary))
+    call = ledger.calls[0]
+    assert call.prompt_tokens > 10 and call.prompt_tokens_reused == call.prompt_tokens - 10
+    assert call.prompt_tokens_evaluated == 10
+    totals = ledger.totals()
+    assert totals["prompt_tokens_evaluated"] == 10
+    assert totals["prompt_tokens_evaluated"] + totals["prompt_tokens_reused"] == totals["prompt_tokens"]

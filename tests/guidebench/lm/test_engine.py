@@ -229,3 +229,18 @@ def test_local_lm_state_round_trips_without_loading_the_model():
 def test_engine_state_for_another_model_is_refused():
     with pytest.raises(ModelFileError, match="installed package"):
         LocalGGUFEngine.load_state({"sha256": "f" * 64})
+
+
+def test_thread_count_follows_the_free_cores(monkeypatch):
+    """All cores on an idle machine, fewer under load, one per pytest-xdist worker; the env var wins."""
+    monkeypatch.delenv("GUIDEBENCH_LLAMA_THREADS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setattr(local_lm.os, "cpu_count", lambda: 4)
+    for load, threads in ((0.1, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(local_lm.os, "getloadavg", lambda load=load: (load, load, load))
+        assert local_lm._default_threads() == threads, load
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setattr(local_lm.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert local_lm._default_threads() == 1
+    monkeypatch.setenv("GUIDEBENCH_LLAMA_THREADS", "3")
+    assert local_lm._default_threads() == 3
