@@ -57,8 +57,8 @@ def decision_inputs(record_or_summary: Any) -> dict[str, str]:
     if record is not None and record.logged is not None:
         inputs.update({
             "logged_action": record.logged.model_action,
-            # a null logged confidence was a NaN (or infinite) f32: "NaN" parses back to it
-            "logged_confidence": "NaN" if record.logged.model_confidence is None else repr(record.logged.model_confidence),
+            # a null logged confidence was a NaN or infinite f32: "nan", "inf" and "-inf" parse back to it
+            "logged_confidence": repr(record.logged_model_confidence()),
             "logged_reason": record.logged.reason,
             "logged_next_input": record.logged.next_input_preview,
         })

@@ -1,7 +1,9 @@
-"""The README is a five-minute read that starts with the two commands; the manual builds as a site."""
+"""The README is a five-minute read that starts with the two commands; the manual builds as a site; the
+architecture page's package map names only what the packages export."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import shutil
 import subprocess
@@ -42,3 +44,15 @@ def test_mkdocs_builds_strict(tmp_path):
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "architecture" / "index.html").is_file()
     shutil.rmtree(tmp_path / "site")
+
+
+def test_the_package_map_names_only_what_each_package_exports():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 10, "docs/architecture.md lost its package map"
+    for package_cell, _, names_cell in rows:
+        package = re.match(r"\| `([\w.]+)`", package_cell).group(1)
+        exported = set(importlib.import_module(package).__all__)
+        listed = set(re.findall(r"`(\w+)`", names_cell))
+        assert listed, f"{package}: no public names listed"
+        assert listed <= exported, f"{package}: the map lists names it does not export: {sorted(listed - exported)}"

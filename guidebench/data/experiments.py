@@ -4,7 +4,8 @@ PATH is one `log.jsonl` or a folder of them (every `*.jsonl` below it, one episo
 in sorted path order; files under dot-folders or under the output folder are skipped). Both the
 full and the older short shape are read. Each line is streamed, parsed strictly, redacted and
 validated as `runtime.ExperimentLogEntry`; a failing line is quarantined with the field named.
-A line whose canonical JSON repeats an already imported line of the same episode is a duplicate.
+A line that repeats an earlier line byte for byte is an entry like any other, as the runner reads it
+(its record id differs by line number); nothing is dropped as a duplicate.
 
 Every imported entry becomes a `PlannerRecord`: the packet rebuilt from the episode's imported
 entries before it (`planner_packets.PacketBuilder`) and the entry itself as the outcome. A side
@@ -165,7 +166,6 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
     evidence = goal_evidence(log) if side is None else None
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
-    seen: set[bytes] = set()
     imported = 0
     report.add("files")
     with log.open("rb") as lines:  # numbered as the importer numbers them: by "\n"
@@ -176,15 +176,14 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
                 if number == line.number:
                     break
                 builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
-            imported += _import_entry(ctx, log, line, obj, builder, seen, side, evidence, episode_id)
+            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id)
     if imported:
         report.add("episodes")
 
 
 def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
-                  seen: set[bytes], side: Optional[EpisodeSide], evidence: Optional[GoalEvidence],
-                  episode_id: str) -> int:
-    """One object line: a planner record (1), or quarantined / a duplicate (0); the builder sees it either way."""
+                  side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str) -> int:
+    """One object line: a planner record (1), or quarantined (0); the builder sees it either way."""
     report = ctx.report
     raw = _tail_line(line.text or "")
     try:
@@ -194,11 +193,8 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
         builder.add(obj, raw)  # the runner reads every object line, valid or not
         report.add("entries_seen_by_the_runner_only")
         return 0
+    # A repeated line is still an entry: the runner reads every object line, so the packet after it counts it.
     digest = _digest(obj)
-    if digest in seen:
-        report.add("duplicates")
-        builder.add(obj, raw)
-        return 0
     if side is not None:
         facts = side.iterations.get(entry.iteration_id, IterationSide())
     else:
@@ -215,7 +211,6 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
         ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
         builder.add(obj, raw)
         return 0
-    seen.add(digest)
     ctx.emit(record)
     builder.add(obj, raw)
     report.add("entries")

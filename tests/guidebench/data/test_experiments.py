@@ -80,7 +80,7 @@ def test_bad_lines_are_quarantined_with_exact_line_numbers_and_fields(tmp_path):
     log = write_lines(tmp_path / "log.jsonl", [
         good1,                     # 1 imported
         good2,                     # 2 imported (invalid attempt, still a record)
-        good2,                     # 3 duplicate of line 2
+        good2,                     # 3 the same bytes as line 2: an entry too, as the runner reads it
         "",                        # 4 blank: not read
         line(wrong_type),          # 5 cycles is a string
         line(missing),             # 6 no `valid`
@@ -88,7 +88,7 @@ def test_bad_lines_are_quarantined_with_exact_line_numbers_and_fields(tmp_path):
         line(secret),              # 8 imported, secret redacted
         "[1, 2, 3]",               # 9 not an object
         line(full(10, [S], True, 1450, 1470)),  # 10 imported
-        good1.replace('"iteration_id": 1', '"iteration_id": 1 '),  # 11 same JSON as line 1: duplicate
+        good1.replace('"iteration_id": 1', '"iteration_id": 1 '),  # 11 same JSON as line 1: an entry too
         truncated,                 # 12 cut off at the end of the file
     ], final_newline=False)
     out = tmp_path / "ds"
@@ -103,12 +103,16 @@ def test_bad_lines_are_quarantined_with_exact_line_numbers_and_fields(tmp_path):
     assert "object" in errors[9]
     assert "JSON" in errors[12]
     counts = report_of(out)
-    expected = {"read": 11, "imported": 4, "quarantined": 5, "duplicates": 2, "blank_lines": 1, "files": 1,
-                "episodes": 1, "entries": 4, "new_shape": 4, "old_shape": 0, "redactions": 1}
+    expected = {"read": 11, "imported": 6, "quarantined": 5, "duplicates": 0, "blank_lines": 1, "files": 1,
+                "episodes": 1, "entries": 6, "new_shape": 6, "old_shape": 0, "redactions": 1}
     assert {k: counts[k] for k in expected} == expected
     assert report.read == report.imported + report.quarantined + report.duplicates
     records = load_records(out, "all")
-    assert sorted(r.source.line for r in records) == [1, 2, 8, 10]
+    assert sorted(r.source.line for r in records) == [1, 2, 3, 8, 10, 11]
+    # repeated lines are distinct records (by line number), each with its own packet
+    by_line = {r.source.line: r for r in records}
+    assert len({r.record_id for r in records}) == 6 and by_line[2].outcome == by_line[3].outcome
+    assert len(by_line[3].packet.experiment_summary.recent_attempts) == 2
     hypotheses = [r.outcome.hypothesis for r in records if r.iteration_id == 8]
     assert hypotheses == ["use key [REDACTED:api_key] to fetch"]
     assert "sk-abcdefghijkl" not in (out / "quarantine.jsonl").read_text()
@@ -120,7 +124,7 @@ def test_packets_follow_the_imported_entries_only(tmp_path):
                                                line(entries[1]), line(full(3, [L], True, 1480, 1495))])
     import_logs(log, "experiments", tmp_path / "ds")
     records = sorted(load_records(tmp_path / "ds", "all"), key=lambda r: r.source.line)
-    assert [r.iteration_id for r in records] == [1, 2, 3]
+    assert [r.iteration_id for r in records] == [1, 2, 2, 3]
     last = records[-1].packet
     # the runner's tail is the raw file lines: the broken line and the repeat too
     assert last.experiment_log_tail == [line(entries[0]), "{not json", line(entries[1]), line(entries[1])]
@@ -271,7 +275,7 @@ def test_same_line_in_two_episodes_is_not_a_duplicate(tmp_path):
     write_lines(tmp_path / "logs" / ".hidden" / "log.jsonl", [same])
     import_logs(tmp_path / "logs", "experiments", tmp_path / "logs" / "ds")
     counts = report_of(tmp_path / "logs" / "ds")
-    assert (counts["files"], counts["imported"], counts["duplicates"]) == (2, 2, 1)
+    assert (counts["files"], counts["imported"], counts["duplicates"]) == (2, 3, 0)  # a repeat is an entry too
     assert {r.episode_id for r in load_records(tmp_path / "logs" / "ds", "all")} == {"a/log.jsonl", "b/log.jsonl"}
 
 
