@@ -213,7 +213,7 @@ def feedback_by_metric(outcome: DecisionOutcome) -> dict[str, str]:
     if audit.triggered and audit.rule:
         why = RULE_EXPLANATIONS.get(audit.rule, "")
         if audit.rule == "low_confidence":
-            why = (f"confidence {audit.original_confidence:.2f} is below the minimum "
+            why = (f"confidence {model.confidence:.2f} is below the minimum "
                    f"{outcome.config.min_confidence:.2f}, so the loop pauses")
         elif audit.rule == "no_progress":
             why = (f"no progress for {outcome.context.no_progress_count} turns "

@@ -177,7 +177,7 @@ def _logged_enforcement(record: DecisionRecord) -> Optional[tuple[GuidanceDecisi
     logged = record.logged
     if logged is None:
         return None
-    confidence = math.nan if logged.confidence is None else logged.confidence  # null was a NaN f32
+    confidence = record.logged_enforced_confidence()  # a null one was a NaN or infinite f32
     enforced = GuidanceDecision(action=logged.action, next_input=logged.next_input_preview, reason=logged.reason,
                                 confidence=confidence)
     audit = record.guardrail or GuardrailAudit(

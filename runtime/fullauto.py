@@ -147,10 +147,14 @@ class LoggedTurnSummary(FullAutoTurnSummary):
 
 
 def _token_count(value: Any) -> Optional[int]:
-    # As the original's `as_u64`: a non-negative JSON integer; 5.0, "5" and true are not counts.
+    # As the original's `as_u64`: a non-negative JSON integer up to u64; 5.0, "5" and true are not counts.
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if value >= 0 else None
+        return value if 0 <= value <= 2 ** 64 - 1 else None
     return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # serde_json refuses NaN / Infinity
 
 
 def _usage_object(token_usage: Any) -> Optional[dict]:
@@ -161,8 +165,8 @@ def _usage_object(token_usage: Any) -> Optional[dict]:
         if not token_usage.strip():
             return None
         try:
-            data = json.loads(token_usage)
-        except ValueError:
+            data = json.loads(token_usage, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
             return None
     return data if isinstance(data, dict) else None
 
@@ -176,13 +180,17 @@ def _top_level_total(data: dict) -> Optional[int]:
 
 
 def guardrail_tokens(token_usage: Any) -> Optional[int]:
-    """The tokens the original's max_tokens guardrail sees: top-level `totalTokens` / `total_tokens` only.
+    """The tokens the original's max_tokens guardrail sees: top-level `totalTokens`, else `total_tokens`.
 
-    The original (`parse_total_tokens`) reads no nested total, so a summary whose usage nests it as
+    Exactly the original's `parse_total_tokens` (`get("totalTokens").or_else(|| get("total_tokens"))
+    .and_then(as_u64)`): `total_tokens` is read only when `totalTokens` is absent, not when it is
+    present but null or not a count. It reads no nested total, so a summary whose usage nests it as
     `tokenUsage.total` never trips max_tokens there; replay must not trip it either.
     """
     data = _usage_object(token_usage)
-    return _top_level_total(data) if data is not None else None
+    if data is None:
+        return None
+    return _token_count(data["totalTokens"] if "totalTokens" in data else data.get("total_tokens"))
 
 
 def tokens_from_usage(token_usage: Any) -> Optional[int]:

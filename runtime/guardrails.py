@@ -34,6 +34,34 @@ def _logged(confidence: float) -> Optional[float]:
     return confidence if math.isfinite(confidence) else None
 
 
+_LOW_CONFIDENCE_VALUE = re.compile(r"^Low confidence \((-?inf|NaN)\) decision; pausing Full Auto\.$")
+
+
+def logged_confidence(value: Optional[float], *, rule: Optional[str] = None, reason: str = "",
+                      raw: Any = None) -> float:
+    """A logged f32 confidence back as the value the original compared; null recovered as far as the log allows.
+
+    The writer logs NaN, inf and -inf alike as null. Which one it was, from the best evidence on: the
+    model's raw confidence (`raw`: the diagnostics' `confidence_raw`, read as the original reads it),
+    the low-confidence reason the original printed ("Low confidence (-inf) ..."), then the audit's
+    `rule`: only -inf is below a finite minimum, so `low_confidence` with a null confidence was -inf.
+    Otherwise NaN: NaN and inf both fail `confidence < min_confidence`, so the guardrails end as the
+    original's did either way (when a hard rule fired, the comparison never ran).
+    """
+    if value is not None:
+        return float(value)
+    if raw is not None:
+        parsed, error = _confidence(raw)
+        if error is None and not math.isfinite(parsed):
+            return parsed
+    match = _LOW_CONFIDENCE_VALUE.match(reason or "")
+    if match:
+        return float(match.group(1))
+    if rule == "low_confidence":
+        return -math.inf
+    return math.nan
+
+
 def hard_rule(context: GuardrailContext, config: GuardrailConfig) -> Optional[tuple[str, str]]:
     """Rules 1-5, first match wins: (enforced action, rule), or None when none applies."""
     if context.last_turn_status == "failed":
@@ -248,16 +276,65 @@ def _confidence(value: Any) -> tuple[float, Optional[str]]:
     return 0.0, "confidence not numeric"
 
 
+_U64_MAX = 2 ** 64 - 1
+
+
+def _serde_float(value: float) -> str:
+    """An f64 as serde_json writes it (ryu): shortest digits, plain from 1e-5 up to 1e16, else `1.5e-7`."""
+    if not math.isfinite(value):
+        return "null"  # serde writes a non-finite float as null
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    mantissa, exponent = repr(abs(value)).partition("e")[::2]
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    point = len(whole.lstrip("0")) + (int(exponent) if exponent else 0)  # digits before the decimal point
+    if not whole.lstrip("0"):  # 0.00123: the leading zeros of the fraction move the point left
+        point = -(len(fraction) - len(fraction.lstrip("0"))) + (int(exponent) if exponent else 0)
+    digits = digits.rstrip("0") or "0"
+    length, kk = len(digits), point
+    k = kk - length  # value = digits * 10^k, 10^(kk-1) <= value < 10^kk
+    if 0 <= k and kk <= 16:
+        return f"{sign}{digits}{'0' * k}.0"
+    if 0 < kk <= 16:
+        return f"{sign}{digits[:kk]}.{digits[kk:]}"
+    if -5 < kk <= 0:
+        return f"{sign}0.{'0' * -kk}{digits}"
+    if length == 1:
+        return f"{sign}{digits}e{kk - 1}"
+    return f"{sign}{digits[0]}.{digits[1:]}e{kk - 1}"
+
+
+def serde_json_text(value: Any) -> str:
+    """Compact JSON text as the original's serde_json writes a JSON value (`["a","b"]`, `0.5`, `1e20`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        # serde_json holds integers as i64/u64; a larger one was read as an f64
+        return str(value) if -2 ** 63 <= value <= _U64_MAX else _serde_float(float(value))
+    if isinstance(value, float):
+        return _serde_float(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{serde_json_text(str(key))}:{serde_json_text(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(serde_json_text(item) for item in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def _text(value: Any) -> str:
+    """A text output as the original reads it: a string as is, null as "", anything else as its JSON text."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, (int, float, bool)):
-        return json.dumps(value)
     try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
+        return serde_json_text(value)
+    except (TypeError, ValueError, RecursionError):
         return str(value)
 
 
@@ -268,7 +345,8 @@ def _safe_default(errors: list[str], reason: str = "") -> GuidanceDecision:
 
 def _action(value: Any) -> tuple[str, Optional[str]]:
     """The action as the original reads it: trimmed, lower-cased; anything else is pause."""
-    text = value if isinstance(value, str) else (json.dumps(value) if isinstance(value, (int, float, bool)) else None)
+    text = value if isinstance(value, str) else (serde_json_text(value) if isinstance(value, (int, float, bool))
+                                                 else None)
     if text is None:
         return "pause", "action missing or not a string"
     action = text.strip().lower()

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
+from .guardrails import logged_confidence
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
 
@@ -117,6 +118,31 @@ class DecisionRecord(BaseModel):
         if isinstance(value, FullAutoTurnSummary) and type(value) is not FullAutoTurnSummary:
             return FullAutoTurnSummary.model_validate(value.model_dump())
         return value
+
+    def _raw_confidence(self) -> Any:
+        """The model's confidence as its raw prediction gave it (the diagnostics' `confidence_raw`)."""
+        diagnostics = self.parse_diagnostics
+        if isinstance(diagnostics, dict) and "confidence_raw" in diagnostics:
+            return diagnostics["confidence_raw"]
+        data = self.raw_prediction.get("data") if isinstance(self.raw_prediction, dict) else None
+        return data.get("confidence") if isinstance(data, dict) else None
+
+    def logged_model_confidence(self) -> Optional[float]:
+        """The model's own logged confidence as the original compared it (a null one recovered as NaN, inf or
+        -inf by `runtime.guardrails.logged_confidence`); None without a logged decision."""
+        if self.logged is None:
+            return None
+        rule = self.guardrail.rule if self.guardrail is not None else None
+        return logged_confidence(self.logged.model_confidence, rule=rule, reason=self.logged.reason,
+                                 raw=self._raw_confidence())
+
+    def logged_enforced_confidence(self) -> Optional[float]:
+        """The enforced logged confidence, a null one recovered as the model's (only rules 1-5 change it, to 1.0)."""
+        if self.logged is None:
+            return None
+        if self.logged.confidence is not None:
+            return float(self.logged.confidence)
+        return self.logged_model_confidence()
 
     @classmethod
     def build(cls, summary: FullAutoTurnSummary, config: GuardrailConfig, **fields: Any) -> "DecisionRecord":

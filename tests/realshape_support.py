@@ -8,7 +8,8 @@ widened to a double (0.800000011920929); a NaN or infinite f32 becomes `null`; t
 `last_agent_message` / `last_guidance_directive`; a run ends at the first decision that is not
 `continue`, and re-enabling starts a new run id on the same thread (turn_count from 0); a decision
 made after the run state was dropped is logged with run_id "unknown", sequence_id 0, the
-unenforced action and `guardrail: null`.
+unenforced action and `guardrail: null` (its events go to `runs/unknown_events.jsonl`); a model
+answer without a field reads it as "" (`Prediction::get`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from runtime import GuardrailConfig, GuardrailContext, GuidanceDecision, apply_guardrails
+from runtime.fullauto import guardrail_tokens
 
 
 def widened(value: float) -> Optional[float]:
@@ -166,7 +168,7 @@ class RealWriter:
         else:
             context = GuardrailContext(last_turn_status=summary["last_turn_status"], turn_count=summary["turn_count"],
                                        no_progress_count=summary["no_progress_count"],
-                                       tokens_used=_top_level_tokens(summary["token_usage"]))
+                                       tokens_used=guardrail_tokens(summary["token_usage"]))
             enforced, audit_model = apply_guardrails(model, context, self.config)
             state["seq"] += 1
             sequence_id, run = state["seq"], run_id
@@ -191,13 +193,13 @@ class RealWriter:
             "timestamp": rfc3339(now), "sequence_id": sequence_id, "run_id": run, "workspace_id": self.workspace_id,
             "thread_id": thread_id, "turn_id": turn_id, "raw_prediction": prediction,
             "parse_diagnostics": _nested(diagnostics)})
-        if not orphan:
-            events = self.root / "runs" / f"{run_id}_events.jsonl"
-            self._append(events, {"timestamp": rfc3339(now), "sequence_id": sequence_id, "event_type": "decision",
-                                  "data": _nested(log)})
-            if enforced.action != "continue":
-                self._append(events, {"timestamp": rfc3339(now), "sequence_id": sequence_id, "event_type": "run_paused",
-                                      "data": {"action": enforced.action, "reason": enforced.reason}})
+        # an orphan's events go to runs/unknown_events.jsonl: the writer appends to the file of its run id
+        events = self.root / "runs" / f"{run}_events.jsonl"
+        self._append(events, {"timestamp": rfc3339(now), "sequence_id": sequence_id, "event_type": "decision",
+                              "data": _nested(log)})
+        if enforced.action != "continue":
+            self._append(events, {"timestamp": rfc3339(now), "sequence_id": sequence_id, "event_type": "run_paused",
+                                  "data": {"action": enforced.action, "reason": enforced.reason}})
         self.decisions.append({"run_id": run, "sequence_id": sequence_id, "enforced": enforced, "model": model})
         return enforced.action
 
@@ -207,21 +209,8 @@ class RealWriter:
                                                   "recent": [], "seq": 0}, orphan=True)
 
 
-def _top_level_tokens(token_usage: str) -> Optional[int]:
-    try:
-        data = json.loads(token_usage) if token_usage else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    for key in ("totalTokens", "total_tokens"):
-        value = data.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
-
-
 def _diagnostics(prediction: dict, data: dict, model: GuidanceDecision) -> dict:
+    # `Prediction::get(key, None)` gives "" for a key the model did not answer
     def raw_text(value: Any) -> Optional[str]:
         if isinstance(value, str):
             return value
@@ -232,13 +221,13 @@ def _diagnostics(prediction: dict, data: dict, model: GuidanceDecision) -> dict:
         return None
 
     errors = []
-    if raw_text(data.get("action")) is None:
+    if raw_text(data.get("action", "")) is None:
         errors.append("action missing or not a string")
-    if raw_text(data.get("reason")) is None:
+    if raw_text(data.get("reason", "")) is None:
         errors.append("reason missing or not a string")
-    return {"raw_prediction": prediction, "action_raw": raw_text(data.get("action")),
-            "next_input_raw": raw_text(data.get("next_input")), "reason_raw": raw_text(data.get("reason")),
-            "confidence_raw": data.get("confidence"), "action_parsed": str(data.get("action", "")),
+    return {"raw_prediction": prediction, "action_raw": raw_text(data.get("action", "")),
+            "next_input_raw": raw_text(data.get("next_input", "")), "reason_raw": raw_text(data.get("reason", "")),
+            "confidence_raw": data.get("confidence", ""), "action_parsed": str(data.get("action", "")),
             "next_input_parsed": str(data.get("next_input", "")), "reason_parsed": str(data.get("reason", "")),
             "confidence_parsed": F32(model.confidence), "parse_errors": errors}
 
@@ -280,6 +269,10 @@ def write_real_workspace(root: Path) -> RealWriter:
     writer.run("thread-c", [
         Turn("continue", -0.2, plan=PLAN_OPEN, diff={"c": 1}),
     ])
+    # a -inf confidence (logged null, like NaN) is below the minimum: the original paused
+    writer.run("thread-c", [
+        Turn("continue", "-inf", next_input="go", plan=PLAN_OPEN, diff={"c": 1}),
+    ], gap_s=15)
     writer.run("thread-c", [
         Turn("continue", 0.7, plan=PLAN_OPEN, diff={"c": 1}, status="failed", error="tests crashed"),
     ], gap_s=10)

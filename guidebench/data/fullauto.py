@@ -7,7 +7,8 @@ holding several workspaces, or one decisions JSONL file (its folder is then the 
 Pass 1 streams the decisions file: every line is validated as `runtime.DecisionLogLine`, joined
 with its run file for the guardrail config in force (defaults when the file is missing or
 unreadable, counted in `runs_missing_config`), deduplicated by inputs hash (summary + config),
-and spooled to disk grouped by run. Pass 2 takes one run at a time: joins the raw lines by
+and spooled to disk grouped by run. Decisions of run id "unknown" (made after the writer had
+dropped their run) are their own orphan group, counted in `orphan_decisions`, not in `runs`. Pass 2 takes one run at a time: joins the raw lines by
 (run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
 and emits the records. Only the primary decisions file counts in `read`; unusable lines of
 side files go to `quarantine-side.jsonl` with their own counts.
@@ -48,6 +49,7 @@ LABELS_FILE = "labels.jsonl"
 MAX_RUN_FILE_BYTES = 1024 * 1024
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 _RAW_KEYS = ("raw_prediction", "parse_diagnostics")
+ORPHAN_RUN = "unknown"  # the writer's run id for a decision made after the run state was dropped
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,9 @@ def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], 
         if error:
             ctx.reject(workspace.decisions, line, error)
             continue
-        config, config_source = configs.config_for(logged.run_id)
+        # an orphan decision has no run file (the writer had dropped the run): defaults, never looked up
+        config, config_source = ((GuardrailConfig(), "default") if logged.run_id == ORPHAN_RUN
+                                 else configs.config_for(logged.run_id))
         try:
             record = _record(logged, config, config_source, label, SourceRef(file=source_name, line=line.number))
             text = record.model_dump_json()
@@ -222,6 +226,9 @@ def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], 
         seen.add(digest)
         spool.append(record.run_id, text)
     for run_id in spool.groups():
+        if run_id == ORPHAN_RUN:  # decisions made after their run state was dropped: no run, no run file
+            ctx.report.add("orphan_decisions", spool.size(run_id))
+            continue
         ctx.report.add("runs")
         config_source = configs.config_for(run_id)[1]
         ctx.report.tally("config_sources", config_source)
@@ -271,9 +278,6 @@ def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
     ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
 
 
-ORPHAN_RUN = "unknown"  # the writer's run id for a decision made after the run state was dropped
-
-
 def _usage_of(raw_prediction: Any) -> Optional[LMUsage]:
     """Token usage of the call, from the writer's `raw_prediction` object (`{data, lm_usage}`)."""
     usage = raw_prediction.get("lm_usage") if isinstance(raw_prediction, dict) else None
@@ -321,11 +325,15 @@ def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list
 
 
 def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[SideLabel]) -> None:
+    # (sequence_id, turn_id) first: orphan decisions all have sequence_id 0, only their turn tells them apart
+    by_pair = {(item.sequence_id, item.turn_id): item for item in lines if item.sequence_id is not None and item.turn_id}
     by_sequence = {item.sequence_id: item for item in lines if item.sequence_id is not None}
     by_turn = {item.turn_id: item for item in lines if item.turn_id}
     used: set[int] = set()
     for record in records:
-        side = by_sequence.get(record.sequence_id) or by_turn.get(record.turn_id)
+        side = (by_pair.get((record.sequence_id, record.turn_id))
+                or (by_sequence.get(record.sequence_id) if record.run_id != ORPHAN_RUN else None)
+                or by_turn.get(record.turn_id))
         if side is None:
             continue
         used.add(id(side))
@@ -431,7 +439,7 @@ def import_fullauto(ctx: ImportContext) -> None:
     """Importer of kind `fullauto` (see the module docstring)."""
     rules = label_rules_from(ctx.options.get("label_rules"))
     seen: set[bytes] = set()
-    for key in ("runs", "runs_missing_config", "labeled", "unlabeled"):
+    for key in ("runs", "runs_missing_config", "orphan_decisions", "labeled", "unlabeled"):
         ctx.report.add(key, 0)
     for index, workspace in enumerate(find_workspaces(ctx.path)):
         with GroupedSpool(ctx.workdir / f"decisions-{index}.jsonl") as spool, \

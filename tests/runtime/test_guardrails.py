@@ -380,7 +380,7 @@ PARSE_CASES = [
     ("dict-non-string-action", {"action": 3, "confidence": 0.9}, ("pause", 0.9, ""), True),
     ("dict-missing-everything", {}, SAFE, True),
     ("dict-non-string-next-input", {"action": "continue", "confidence": 0.9, "next_input": {"cmd": "x"}},
-     ("continue", 0.9, '{"cmd": "x"}'), False),
+     ("continue", 0.9, '{"cmd":"x"}'), False),  # the original's compact serde_json text
     ("dict-null-next-input", {"action": "continue", "confidence": 0.9, "next_input": None},
      ("continue", 0.9, ""), False),
 ]
@@ -420,6 +420,60 @@ def test_nan_confidence_is_kept_and_goes_through_the_guardrail():
     # NaN < min_confidence is false in the original: the decision goes through, logged as null
     assert enforced.action == "continue" and not audit.triggered
     assert audit.original_confidence is None and audit.enforced_confidence is None
+
+
+def test_minus_inf_confidence_pauses_and_a_null_log_recovers_it():
+    import math
+
+    from runtime.guardrails import logged_confidence
+
+    decision = parse_decision({"action": "continue", "confidence": "-inf"})  # Rust's parse::<f32> reads it
+    enforced, audit = apply_guardrails(decision, GuardrailContext(), None)
+    # -inf < min_confidence is true in the original: it paused, and logged the confidence as null
+    assert (enforced.action, audit.rule, audit.original_confidence) == ("pause", "low_confidence", None)
+    assert enforced.reason == "Low confidence (-inf) decision; pausing Full Auto."
+    # the null keeps no sign; the log's other evidence does, in order: raw value, printed reason, the rule
+    assert logged_confidence(None, rule="low_confidence") == -math.inf
+    assert logged_confidence(None, reason=enforced.reason) == -math.inf
+    assert logged_confidence(None, raw="inf") == math.inf and logged_confidence(None, raw=1e39) == math.inf
+    assert logged_confidence(None, raw="-Infinity", rule="review_requested") == -math.inf
+    assert math.isnan(logged_confidence(None, raw="NaN")) and math.isnan(logged_confidence(None))
+    assert math.isnan(logged_confidence(None, rule="review_requested"))  # NaN or inf: both pass the minimum
+    assert logged_confidence(0.5, rule="low_confidence") == 0.5
+    # a record whose audit says low_confidence with a null confidence replays as the original paused
+    record = DecisionRecord.build(summary(), GuardrailConfig(), run_id="r", logged={
+        "action": "pause", "confidence": None, "model_action": "continue", "model_confidence": None,
+        "reason": enforced.reason}, guardrail=audit)
+    assert record.logged_model_confidence() == -math.inf == record.logged_enforced_confidence()
+    again, replayed = apply_guardrails(dec(confidence=record.logged_model_confidence()), GuardrailContext())
+    assert (again.action, replayed) == ("pause", audit.model_copy(update={"original_action": "continue"}))
+
+
+def test_token_usage_fallback_follows_the_original_exactly():
+    # `get("totalTokens").or_else(|| get("total_tokens")).and_then(as_u64)`: the fallback is for an absent
+    # key only; a present null (or a float, or text) gives no count at all
+    config = GuardrailConfig(max_tokens=100)
+    for usage, used in (({"totalTokens": None, "total_tokens": 500}, None), ({"total_tokens": 500}, 500),
+                        ({"totalTokens": 500.0, "total_tokens": 500}, None), ({"totalTokens": "500"}, None),
+                        ({"totalTokens": 2 ** 64}, None), ({"totalTokens": 7, "total_tokens": 500}, 7)):
+        context = GuardrailContext.from_summary(summary(token_usage=json.dumps(usage)))
+        assert context.tokens_used == used, usage
+        _, audit = apply_guardrails(dec(), context, config)
+        assert (audit.rule == "max_tokens") is (used is not None and used >= 100), usage
+    # serde_json refuses NaN, so the original reads no count from such text at all
+    assert guardrail_tokens('{"totalTokens": 500, "x": NaN}') is None
+
+
+def test_non_text_outputs_are_the_originals_compact_json():
+    from runtime.guardrails import serde_json_text
+
+    decision = parse_decision({"action": "continue", "confidence": 0.9, "reason": ["a", "b"],
+                               "next_input": {"k": [1, 2.5e-07, None, True], "é": 1e20}})
+    assert decision.reason == '["a","b"]'
+    assert decision.next_input == '{"k":[1,2.5e-7,null,true],"é":1e20}'
+    assert parse_decision({"action": "stop", "confidence": 0.9, "reason": 0.00001}).reason == "0.00001"
+    assert [serde_json_text(v) for v in (1.0, 100.0, 1e16, 1e15, 0.1, -0.0, 1e-6)] == [
+        "1.0", "100.0", "1e16", "1000000000000000.0", "0.1", "-0.0", "1e-6"]
 
 
 def test_low_confidence_reason_prints_the_f32():

@@ -40,8 +40,13 @@ def test_no_line_of_the_real_writer_is_quarantined(imported):
 
 def test_null_confidence_unknown_status_and_f32_floats_are_kept(imported):
     _, _, records, _ = imported
-    nan_decision = next(r for r in records if r.logged.confidence is None)
+    nan_decision = next(r for r in records if r.logged.confidence is None and r.guardrail.rule is None)
     assert nan_decision.logged.action == "continue" and nan_decision.guardrail.original_confidence is None
+    assert math.isnan(nan_decision.logged_model_confidence())
+    # -inf is logged null too, but it was below the minimum: the null is read back as -inf
+    minus_inf = next(r for r in records if r.logged.confidence is None and r.guardrail.rule == "low_confidence")
+    assert minus_inf.logged.reason == "Low confidence (-inf) decision; pausing Full Auto."
+    assert minus_inf.logged_model_confidence() == -math.inf and minus_inf.logged.action == "pause"
     assert any(r.summary.last_turn_status == "cancelled" for r in records)
     low = next(r for r in records if r.guardrail and r.guardrail.rule == "low_confidence"
                and r.logged.model_confidence == 0.515)
@@ -54,9 +59,12 @@ def test_null_confidence_unknown_status_and_f32_floats_are_kept(imported):
 
 
 def test_orphan_decisions_are_their_own_group_joined_by_turn(imported):
-    writer, _, records, _ = imported
+    writer, _, records, saved = imported
     orphans = [r for r in records if r.run_id == "unknown"]
     assert len(orphans) == 2 and all(r.sequence_id == 0 and r.guardrail is None for r in orphans)
+    # counted apart: the orphan group is no run and has no run file to miss
+    runs = {decision["run_id"] for decision in writer.decisions} - {"unknown"}
+    assert (saved["runs"], saved["runs_missing_config"], saved["orphan_decisions"]) == (len(runs), 0, 2)
     assert {r.raw_prediction["data"]["confidence"] for r in orphans} == {0.8, 0.6}
 
 
@@ -102,3 +110,4 @@ def test_only_the_four_real_event_types_are_written(imported, tmp_path):
     for events in Path(writer.root, "runs").glob("*_events.jsonl"):
         types |= {json.loads(line)["event_type"] for line in events.read_text().splitlines()}
     assert types <= {"run_started", "decision", "run_paused", "run_disabled"}
+    assert Path(writer.root, "runs", "unknown_events.jsonl").is_file()  # the orphans' events, never read
