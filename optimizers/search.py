@@ -48,6 +48,7 @@ FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 HEARTBEAT_S = 30
 GRACE_S = 120
 OWNER_ATTR = "owner"  # trial user attribute: the process running it (`optimizers.liveness.owner_token`)
+TRACKING_RUN_ATTR = "mlflow_run_id"  # trial user attribute: the tracking run of the trial, when one is observed
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,12 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
         trial.set_user_attr(OWNER_ATTR, owner_token())
         params = suggest(trial, space)
         observed = observer.trial(trial.number, params) if observer else contextlib.nullcontext()
-        with observed:
+        with observed as handle:
+            # An observer that tracks the trial (an MLflow run) is named on the trial: the Optuna dashboard
+            # then shows, next to each trial, the run that holds its metrics and program state.
+            run_id = getattr(getattr(handle, "info", None), "run_id", None)
+            if isinstance(run_id, str) and run_id:
+                trial.set_user_attr(TRACKING_RUN_ATTR, run_id)
             outcome = TrialOutcome(number=trial.number, state="RUNNING", params=params, value=None)
             program: Optional[dspy.Module] = None
             try:

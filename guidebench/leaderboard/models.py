@@ -152,6 +152,9 @@ class LeaderboardRow(BaseModel):
     comparisons: dict[str, Comparison] = Field(default_factory=dict)
     expected: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    # The row's own MLflow run (nested under the board's run when the board is tracked) and its page in the UI.
+    mlflow_run_id: Optional[str] = None
+    mlflow_url: Optional[str] = None
 
 
 class Leaderboard(BaseModel):

@@ -199,6 +199,11 @@ def _cost_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _run_links(board: Leaderboard) -> list[tuple[str, str, Optional[str]]]:
+    """(variant, MLflow run id, UI link) of each row that has its own run."""
+    return [(row.name, row.mlflow_run_id, row.mlflow_url) for row in board.rows if row.mlflow_run_id]
+
+
 def render_markdown(board: Leaderboard) -> str:
     """The board as Markdown: summary, ranking, all metrics, comparisons, cost, per-record diffs."""
     lines = [f"# Leaderboard: {board.kind}, split `{board.split}`", ""]
@@ -209,6 +214,10 @@ def render_markdown(board: Leaderboard) -> str:
     lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records, with its 95% "
               "interval; its p-value is a paired permutation test (McNemar for accuracy). \"Cannot tell apart\" "
               "means the data cannot show a difference at p < 0.05, whatever the point estimates say.", ""]
+    if _run_links(board):
+        lines += ["Each row's MLflow run (metrics, intervals, per-record results; open with `mlflow ui`):", ""]
+        lines += [f"- {name}: [{run_id}]({url})" if url else f"- {name}: {run_id}"
+                  for name, run_id, url in _run_links(board)] + [""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
@@ -316,6 +325,9 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
         f"({_h(_diff_interval_methods(board))}); its p-value is a paired permutation test "
         f"({_h(_test_methods(board))}; McNemar's exact test for accuracy). \"Cannot tell apart\" means the data "
         f"cannot show a difference at p &lt; {ALPHA:g}, whatever the point estimates say.</p>",
+        ('<p>Each row\'s MLflow run (metrics, intervals, per-record results):</p><ul id="mlflow-runs">'
+         + "".join(f"<li>{_h(name)}: " + (f'<a href="{_h(url)}">{_h(run_id)}</a>' if url else _h(run_id)) + "</li>"
+                   for name, run_id, url in _run_links(board)) + "</ul>") if _run_links(board) else "",
         "<h2>Plots</h2>",
         _img(plots[METRICS_PNG], "metric bars with 95% intervals", "plot-metrics"),
         _img(plots[QUALITY_COST_PNG], "quality against cost with the Pareto front", "plot-quality-cost"),

@@ -12,6 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from guidebench.tracking import runs as tracking
 from guidebench.leaderboard.board import ScoredVariant
@@ -24,6 +25,21 @@ VARIANT_RUN_TYPE = "leaderboard_variant"
 def _safe_key(text: str) -> str:
     """An MLflow-legal metric or param key fragment."""
     return re.sub(r"[^A-Za-z0-9_\-. /]+", "_", text)[:200]
+
+
+MLFLOW_UI_DEFAULT = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
+
+
+def run_url(tracking_uri: str, run_id: str) -> str:
+    """The MLflow UI page of a run: on the tracking server itself, else where `mlflow ui` serves by default."""
+    parts = urlsplit(tracking_uri)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        # Never copy credentials of the tracking URI into a report.
+        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+        base = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    else:
+        base = MLFLOW_UI_DEFAULT
+    return f"{base}/#/runs/{run_id}"
 
 
 def _finite(values: Mapping[str, float]) -> dict[str, float]:
@@ -59,7 +75,9 @@ def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                                 "guidebench.variant": row.name}
                 with tracking.tracked_run(dataset_id=board.dataset_id, kind=board.kind, nested=True,
                                           run_name=f"leaderboard {row.name}", params=variant_params,
-                                          tags=variant_tags):
+                                          tags=variant_tags) as run:
+                    row.mlflow_run_id = run.info.run_id
+                    row.mlflow_url = run_url(mlflow.get_tracking_uri(), run.info.run_id)
                     tracking.log_metrics(item.result.metrics)
                     comparison = {f"vs_champion.{name}.{key}": getattr(value, key)
                                   for name, value in row.comparisons.items()

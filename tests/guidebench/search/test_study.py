@@ -52,3 +52,44 @@ def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert "ran 1 trial(s) now" in out and "best: trial 0" in out
     print(out, file=sys.stderr)
+
+
+def _dashboard_get(app, path: str):
+    """GET `path` from a WSGI app in process (no server, no port): (status, JSON body)."""
+    import json
+    from wsgiref.util import setup_testing_defaults
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path}
+    setup_testing_defaults(environ)
+    statuses = []
+    body = b"".join(app(environ, lambda status, headers, exc_info=None: statuses.append(status)))
+    return statuses[0], json.loads(body)
+
+
+def test_optuna_dashboard_reads_the_study_a_search_wrote(tmp_path, monkeypatch):
+    from optuna_dashboard import wsgi
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=8, dev=4, test=2)
+    uri = tracking_uri(tmp_path)
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    assert main(["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
+                 "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "1:3",
+                 "--trials", "2", "--storage", storage, "--study", "dash", "--tracking-uri", uri,
+                 "--out", str(tmp_path / "out")]) == 0
+    app = wsgi(storage)  # what `optuna-dashboard sqlite:///...` serves
+    status, listing = _dashboard_get(app, "/api/studies")
+    assert status.startswith("200")
+    (summary,) = [s for s in listing["study_summaries"] if s["study_name"] == "dash"]
+    status, study = _dashboard_get(app, f"/api/studies/{summary['study_id']}")
+    assert status.startswith("200") and study["name"] == "dash"
+    trials = study["trials"]
+    assert len(trials) == 2 and all(t["state"] == "Complete" for t in trials)
+    assert all({"program", "optimizer", "demos", "temperature"} <= {p["name"] for p in t["params"]} for t in trials)
+    # Each trial names its MLflow run, so the dashboard leads to the run's metrics and program state.
+    mlflow.set_tracking_uri(uri)
+    for trial in trials:
+        attrs = {a["key"]: a["value"] for a in trial["user_attrs"]}
+        run = mlflow.get_run(attrs["mlflow_run_id"])
+        assert run.data.tags["optuna.trial"] == str(trial["number"])
+        assert run.data.metrics["dev.objective"] == pytest.approx(trial["values"][0])
