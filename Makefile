@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL) | $(BIN)/python
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/guidebench demo --quick
+	$(BIN)/guidebench demo --quick --force
 
 # Two test processes: the embedded model runs on half the cores, so the real-model tests pair up.
 TEST_WORKERS ?= 2

@@ -143,7 +143,9 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
     import programs
 
-    data_dir = Path(data_dir)
+    from guidebench.outputs import check_input
+
+    data_dir = check_input(Path(data_dir), "--data", ("data import", None), "a dataset folder")
     if not (data_dir / "dataset.json").is_file():
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
@@ -242,8 +244,13 @@ def resume_request(run_id: str) -> CompileRequest:
 
 
 def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None, progress: bool = True,
-                track: bool = True) -> CompileOutcome:
-    """Compile, evaluate on dev and test, compare with the baseline, save and track; returns the outcome."""
+                track: bool = True, force: bool = False) -> CompileOutcome:
+    """Compile, evaluate on dev and test, compare with the baseline, save and track; returns the outcome.
+
+    The output folder follows `guidebench.outputs`: an earlier compile's folder is replaced only with
+    `force` or on a resume; it is written aside and renamed into place once tracked.
+    """
+    from guidebench.outputs import claim_output
     from guidebench.tracking import runs as tracking
     from guidebench.tracking import compile as tracking_compile
     from guidebench.lm.factory import configure_lm, lm_info, make_lm
@@ -251,6 +258,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     data = load_compile_data(Path(request.data), spec.kind)
+    replace = force or resume_run_id is not None
+    # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
+    output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
+        if request.out else None
     try:
         lm = configure_lm(request.lm)
         role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}
@@ -275,8 +286,13 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     run_name = f"compile {request.program} {recipe.name} seed{request.seed}"
 
     if not track:
-        out = Path(request.out) if request.out else None
-        return _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, out, progress)
+        if output is None:
+            return _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, None,
+                                         progress)
+        with output.writing() as staging:
+            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, staging,
+                                            progress)
+        return _moved(outcome, staging, Path(request.out))
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
                                       tags=tags, tracking_uri=request.tracking_uri,
                                       resume_run_id=resume_run_id) as run:
@@ -286,22 +302,29 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
             checkpoint.write_request(asdict(request))
         print(f"MLflow run {run_id}; if interrupted, continue with `guidebench compile --resume {run_id}`")
         out = Path(request.out) if request.out else checkpoint_root().parent / "compiles" / run_id
-        outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint, out,
-                                        progress)
-        outcome.run_id = run_id
-        # Params cannot change on a resumed run: the effective settings of this part are tags.
-        import mlflow
+        output = output or claim_output(out, "compile", force=replace, inputs=[Path(request.data)])
+        with output.writing() as staging:
+            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint,
+                                            staging, progress)
+            outcome.run_id = run_id
+            # Params cannot change on a resumed run: the effective settings of this part are tags.
+            import mlflow
 
-        mlflow.set_tags({"guidebench.eval_limit": str(request.eval_limit or "none"),
-                         "guidebench.budget": json.dumps(request.budget().as_params(), sort_keys=True)})
-        _track(outcome, recipe)
+            mlflow.set_tags({"guidebench.eval_limit": str(request.eval_limit or "none"),
+                             "guidebench.budget": json.dumps(request.budget().as_params(), sort_keys=True)})
+            _track(outcome, recipe)
+            outcome.summary["mlflow_run_id"] = run_id
+            atomic_write_json(outcome.files["compile"], outcome.summary)
+            mlflow.log_artifact(str(outcome.files["compile"]))
         checkpoint.mark("done", out=str(out))
-        outcome.summary["mlflow_run_id"] = run_id
-        atomic_write_json(outcome.files["compile"], outcome.summary)
-        import mlflow
+        return _moved(outcome, staging, out)
 
-        mlflow.log_artifact(str(outcome.files["compile"]))
-        return outcome
+
+def _moved(outcome: CompileOutcome, staging: Path, out: Path) -> CompileOutcome:
+    """The outcome with its paths where the staged folder was renamed to."""
+    outcome.out_dir = out
+    outcome.files = {name: out / Path(path).relative_to(staging) for name, path in outcome.files.items()}
+    return outcome
 
 
 def _metrics(kind: str) -> tuple[Any, Any]:

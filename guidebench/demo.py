@@ -36,7 +36,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from guidebench.errors import GuidebenchError
 
 SUMMARY_FILE = "demo_summary.json"
-MARKER_FILE = ".guidebench-demo"
 FULLAUTO_BASELINES: tuple[str, ...] = ("logged", "rule", "full_auto.always_continue")
 PLANNER_BASELINES: tuple[str, ...] = ("planner.rules",)
 OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot")
@@ -409,18 +408,6 @@ def llama_threads() -> dict[str, str]:
     return {"GUIDEBENCH_LLAMA_THREADS": str(min(cores, 4))} if cores >= 2 and load < 1.0 else {}
 
 
-def prepare_out(out: Path) -> None:
-    """Start from an empty OUT; an earlier demo's OUT is replaced, any other non-empty folder is refused."""
-    if out.exists() and not out.is_dir():
-        raise GuidebenchError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / MARKER_FILE).is_file():
-            raise GuidebenchError(f"--out {out}: exists and holds other files; choose a new or empty folder")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER_FILE).write_text("written by `guidebench demo`; the next demo into this folder replaces it\n")
-
-
 def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional[Path]:
     """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
     from guidebench.lm.engine import guidebench_home
@@ -474,6 +461,7 @@ class DemoOptions:
     quick: bool = False
     lm: str = "local"
     progress: bool = True
+    force: bool = False  # replace OUT when it holds an earlier demo
 
 
 class Demo:
@@ -497,9 +485,24 @@ class Demo:
         return [] if self.options.progress else ["--no-progress"]
 
     def run(self) -> dict[str, Any]:
-        """Run every step; write and return the summary (also when a step fails, then re-raise)."""
+        """Run every step into OUT; write and return the summary (also when a step fails, then re-raise).
+
+        OUT follows `guidebench.outputs`, but is written in place: the MLflow store, checkpoints and
+        recipes under it record absolute paths, so a folder written aside could not be moved into
+        place. It stays marked unfinished until the last step, so a killed demo is never taken for one.
+        """
+        from guidebench.outputs import claim_output
+
+        try:
+            inputs = [sample_dir()]
+        except GuidebenchError:
+            inputs = []  # the first step says so, naming the step
+        output = claim_output(self.out, "demo", force=self.options.force, inputs=inputs)
+        with output.in_place():
+            return self._run_steps()
+
+    def _run_steps(self) -> dict[str, Any]:
         started = time.perf_counter()
-        prepare_out(self.out)
         self.runner = Runner(self.out, self.echo)
         plan = self.plan
         self.summary = {

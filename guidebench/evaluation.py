@@ -25,6 +25,8 @@ from evals.replay import ReplayResult, replay
 from guidebench.errors import GuidebenchError
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
+# What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
+DATA_WRITERS = ("data import", "data simulate fullauto", "data simulate experiments", "run-loop", None)
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 DEFAULT_SPLIT = "test"
 
@@ -96,9 +98,16 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     except ImportError as exc:  # the importer is another module's; say so rather than crash
         raise GuidebenchError(f"{path}: not a dataset folder, and the log importer is unavailable ({exc}); "
                               "run `guidebench data import` first") from exc
+    from guidebench.data.pipeline import NothingImportedError
+
     target = work / "dataset"
     try:
         import_logs(path, kind, target, progress=False)
+    except NothingImportedError as exc:  # its quarantine is in a temporary folder: name the counts, not the file
+        report = exc.report
+        raise GuidebenchError(f"{path}: not a dataset folder, and nothing in it reads as a {kind} log "
+                              f"({report.read} line(s) read, {report.quarantined} unusable); give a dataset folder "
+                              f"(`guidebench data import`) or a log folder") from None
     except GuidebenchError:
         raise
     except Exception as exc:
@@ -115,15 +124,19 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     """
     from evals.data import DatasetFormatError, dataset_info, load_records, split_hash
 
-    path = Path(path)
-    if not path.exists():
-        raise GuidebenchError(f"--data {path}: no such file or folder")
+    from guidebench.outputs import check_input, written_by
+
+    path = check_input(Path(path), "--data", DATA_WRITERS, "a dataset folder or a log folder")
     if split is not None and split not in SPLIT_CHOICES:
         raise GuidebenchError(f"--split {split!r}: use one of {', '.join(SPLIT_CHOICES)}")
     notes: list[str] = []
     source = "dataset"
     dataset_dir = path
     if not (path / "dataset.json").is_file():
+        if written_by(path) == "data import":
+            raise GuidebenchError(f"--data {path}: the `guidebench data import` that wrote it imported nothing "
+                                  f"(see {path / 'import_report.json'}); fix the logs and run `guidebench data "
+                                  "import` again with --force")
         kind = raw_log_kind(path)
         work = Path(work_dir or tempfile.mkdtemp(prefix="guidebench-eval-"))
         dataset_dir = _import_raw_log(path, kind, work)
@@ -157,7 +170,12 @@ def load_program(name_or_dir: str) -> LoadedProgram:
     """A registry program by name, or an exported frozen module from its folder."""
     import programs
 
+    from guidebench.outputs import interrupted
+
     path = Path(name_or_dir)
+    why = interrupted(path, "--program")
+    if why:
+        raise GuidebenchError(why)
     if path.is_dir():
         return load_export(path)
     try:
@@ -168,9 +186,13 @@ def load_program(name_or_dir: str) -> LoadedProgram:
                          source="registry")
 
 
-def load_export(path: Path) -> LoadedProgram:
+def load_export(path: Path, label: str = "--program") -> LoadedProgram:
     """An exported frozen module (verified by `runtime.load_frozen`), replayed through its program."""
     import programs
+
+    from guidebench.outputs import check_input
+
+    path = check_input(Path(path), label, ("export",), "an exported module folder")
 
     try:
         from runtime.frozen.loader import load_frozen, verify_frozen
@@ -259,13 +281,19 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
 def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optional[str] = None,
              threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
              progress: bool = True, seed: int = 0, n_resamples: int = 1000,
-             run_name: Optional[str] = None, max_records: Optional[int] = None, cache: bool = True) -> EvalOutput:
+             run_name: Optional[str] = None, max_records: Optional[int] = None, cache: bool = True,
+             force: bool = False) -> EvalOutput:
     """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow.
 
     With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
+    OUT follows `guidebench.outputs`: checked before any replay, written aside, renamed into place.
     """
+    from guidebench.outputs import claim_output
+
     if threads < 1:
         raise GuidebenchError(f"--threads {threads}: must be at least 1")
+    output_dir = claim_output(Path(out_dir), "eval", force=force,
+                              inputs=[Path(data)] + ([Path(program)] if Path(program).is_dir() else []))
     work = Path(tempfile.mkdtemp(prefix="guidebench-eval-"))
     try:
         eval_data = load_eval_data(Path(data), split, work, max_records=max_records)
@@ -287,16 +315,19 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
                  "lm_cache": cache,
                  **loaded.details}
-        files, omitted = write_outputs(result, Path(out_dir), extra)
-        output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=Path(out_dir), files=files,
-                            omitted_metrics=omitted)
-        if track:
-            output.run_id = track_eval(output, lm_spec=lm_spec, seed=seed, tracking_uri=tracking_uri,
-                                       run_name=run_name)
-            summary = json.loads(files["summary"].read_text(encoding="utf-8"))
-            summary["mlflow_run_id"] = output.run_id
-            files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n",
-                                        encoding="utf-8")
+        with output_dir.writing() as staging:
+            files, omitted = write_outputs(result, staging, extra)
+            output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=staging, files=files,
+                                omitted_metrics=omitted)
+            if track:
+                output.run_id = track_eval(output, lm_spec=lm_spec, seed=seed, tracking_uri=tracking_uri,
+                                           run_name=run_name)
+                summary = json.loads(files["summary"].read_text(encoding="utf-8"))
+                summary["mlflow_run_id"] = output.run_id
+                files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n",
+                                            encoding="utf-8")
+        output.out_dir = Path(out_dir)
+        output.files = {name: Path(out_dir) / path.relative_to(staging) for name, path in files.items()}
         return output
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -6,7 +6,9 @@ The command runs unchanged in this process; the driver only adds a pause: when t
 STAGE it writes its pid to MARKER and sleeps, and the test sends `kill -9`. Stages:
 - `lm:N`: inside the N-th call of the fake LM engine (the N-1 calls before it are finished);
 - `export:staged`: the export folder is fully written in its staging place, not yet renamed into place;
-- `export:swap`: the previous export was renamed away, the new one not yet renamed into place.
+- `export:swap`: the previous export was renamed away, the new one not yet renamed into place;
+- `output:ROLE`: the output folder of the command whose staging role is ROLE (`import`, `leaderboard`,
+  ... see `guidebench.outputs.WRITERS`) is written in its staging place but not yet marked finished.
 """
 
 from __future__ import annotations
@@ -37,17 +39,17 @@ def install(stage: str, marker: Path) -> None:
 
         fake_lm.FakeEngine.complete = complete
     elif stage == "export:staged":
-        from guidebench.release import export
+        from guidebench import outputs
 
-        replace = export._replace_folder
+        replace = outputs._replace_folder
 
         def staged(staged_dir, out):  # type: ignore[no-untyped-def]
             _pause(marker)
             return replace(staged_dir, out)
 
-        export._replace_folder = staged
+        outputs._replace_folder = staged
     elif stage == "export:swap":
-        from guidebench.release import export
+        from guidebench import outputs
 
         rename = os.rename
 
@@ -57,9 +59,21 @@ def install(stage: str, marker: Path) -> None:
                 _pause(marker)
             return result
 
-        export.os = type(sys)("os_with_pause")
-        export.os.__dict__.update(os.__dict__)
-        export.os.rename = swap
+        outputs.os = type(sys)("os_with_pause")
+        outputs.os.__dict__.update(os.__dict__)
+        outputs.os.rename = swap
+    elif stage.startswith("output:"):
+        from guidebench import outputs
+
+        role = stage.split(":", 1)[1]
+        commit = outputs._commit
+
+        def unfinished(output, staging):  # type: ignore[no-untyped-def]
+            if output.writer.role == role:
+                _pause(marker)
+            return commit(output, staging)
+
+        outputs._commit = unfinished
     else:
         raise SystemExit(f"unknown stage {stage!r}")
 

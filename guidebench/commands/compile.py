@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tracking-uri", default=None, metavar="URI",
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="output folder (default GUIDEBENCH_HOME/compiles/<run id>)")
+                        help="output folder, new or empty (default GUIDEBENCH_HOME/compiles/<run id>)")
+    parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier compile")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print the estimate as JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                   f"(dataset {data.dataset_id[:12]}); no LM call was made\n")
             print(cost.render())
         return 0
-    outcome = run_compile(request, resume_run_id=args.resume, progress=not args.no_progress)
+    outcome = run_compile(request, resume_run_id=args.resume, progress=not args.no_progress, force=args.force)
     compiled = outcome.summary["compile"]
     print(f"\ncompiled state: {outcome.files['program']}")
     print(f"summary: {outcome.files['compile']}")

@@ -20,7 +20,7 @@ def _import(args: argparse.Namespace) -> int:
     if args.max_line_bytes < 1:
         raise GuidebenchError(f"--max-line-bytes must be positive, got {args.max_line_bytes}")
     report = import_logs(args.path, args.kind, args.out, seed=args.seed, progress=args.progress,
-                         max_line_bytes=args.max_line_bytes, **options)
+                         max_line_bytes=args.max_line_bytes, force=args.force, **options)
     out = Path(args.out)
     print(f"read {report.read} lines from {args.path}: imported {report.imported}, quarantined "
           f"{report.quarantined}, duplicates {report.duplicates} (blank lines {report.blank_lines}, "
@@ -59,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("path", help="workspace log folder / decisions JSONL (fullauto) or log.jsonl / folder "
                                   "(experiments)")
     imp.add_argument("--kind", required=True, help="fullauto | experiments")
-    imp.add_argument("--out", required=True, help="dataset folder to write")
+    imp.add_argument("--out", required=True, help="dataset folder to write (new or empty; see --force)")
+    imp.add_argument("--force", action="store_true", help="replace --out when it holds an earlier import")
     imp.add_argument("--seed", type=int, default=0, help="seed of the train/dev/test split by run (default 0)")
     imp.add_argument("--label-rules", metavar="JSON", help="labeling-rule config (fullauto; see "
                                                            "guidebench.data.labels.LabelRuleConfig)")

@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "dry run of the plumbing) or a LiteLLM model string")
     add_api_base(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
-                        help=f"output folder, replaced when it holds an earlier demo (default {DEFAULT_OUT})")
+                        help=f"output folder, new or empty (default {DEFAULT_OUT}; see --force)")
+    parser.add_argument("--force", action="store_true", help="replace DIR when it holds an earlier demo")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -38,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
     from guidebench.demo import DemoOptions, run_demo
 
     progress = not args.no_progress and sys.stderr.isatty()
-    run_demo(DemoOptions(out=args.out, quick=args.quick, lm=args.lm, progress=progress))
+    run_demo(DemoOptions(out=args.out, quick=args.quick, lm=args.lm, progress=progress, force=args.force))
     return 0

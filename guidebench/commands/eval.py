@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-records", type=int, default=None, metavar="N",
                         help="score only the first N records of the split (the split is then named <split>[:N])")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--out", required=True, type=Path, metavar="OUT", help="output folder")
+    parser.add_argument("--out", required=True, type=Path, metavar="OUT",
+                        help="output folder (new or empty; see --force)")
+    parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier evaluation")
     parser.set_defaults(func=run)
 
 
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     output = evaluate(args.program, args.data, split=args.split, lm=args.lm, threads=args.threads,
                       out_dir=args.out, tracking_uri=args.tracking_uri, track=not args.no_track,
                       progress=not args.no_progress, seed=args.seed, n_resamples=args.resamples,
-                      max_records=args.max_records, cache=not args.no_cache)
+                      max_records=args.max_records, cache=not args.no_cache, force=args.force)
     data = output.data
     print(f"{output.program.name} on {args.data} (split {data.split}, {len(data.records)} records, "
           f"dataset {data.dataset_id[:12]})")

@@ -95,7 +95,7 @@ def run_export(args: argparse.Namespace) -> int:
     if args.optimizer:
         source.optimizer = args.optimizer
     result = export_frozen(source, name=args.name, version=args.version, out=args.out, force=args.force,
-                           tags=args.tag)
+                           tags=args.tag, inputs=[args.state] if args.state else [])
     manifest = result.manifest
     print(f"exported {manifest.package} (entry {manifest.entry}, {manifest.demo_count} demos) to {result.path}")
     print(f"signature {manifest.signature_name} {manifest.signature_hash[:16]}..., "
@@ -111,8 +111,9 @@ def run_promote(args: argparse.Namespace) -> int:
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
-    if not args.module.is_dir():
-        raise GuidebenchError(f"{args.module}: no such module folder")
+    from guidebench.outputs import check_input
+
+    check_input(args.module, "", ("export",), "an exported module folder")
     record = promote_module(args.module, data=args.data, split=args.split, gates_file=args.gates,
                             baseline=args.baseline, stage_only=args.stage_only, lm=args.lm, threads=args.threads,
                             seed=args.seed, n_resamples=args.resamples, tracking_uri=args.tracking_uri,

@@ -57,7 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="seed of the bootstrap intervals and the paired test's Monte Carlo assignments (default 0)")
     parser.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
     parser.add_argument("--progress", action="store_true", help="show a progress bar per variant")
-    parser.add_argument("--out", required=True, type=Path, metavar="OUT", help="output folder")
+    parser.add_argument("--out", required=True, type=Path, metavar="OUT",
+                        help="output folder (new or empty; see --force)")
+    parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier leaderboard")
     parser.set_defaults(func=run)
 
 
@@ -99,8 +101,23 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
         raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")
     if args.eval_limit is not None and args.eval_limit < 1:
         raise GuidebenchError(f"--eval-limit {args.eval_limit}: must be at least 1")
-    if not args.data.exists():
-        raise GuidebenchError(f"--data {args.data}: no such file or folder")
+    from guidebench.evaluation import DATA_WRITERS
+    from guidebench.outputs import check_input, claim_output
+
+    check_input(args.data, "--data", DATA_WRITERS, "a dataset folder or a log folder")
+    for folder in args.results:
+        check_input(folder, "--results", ("eval", None), "a `guidebench eval --out` folder")
+    for folder in args.packages:
+        check_input(folder, "--packages", ("export", None), "a package or exported module folder")
+    # Checked before any scoring; the board is written aside and renamed into place.
+    output = claim_output(args.out, "leaderboard", force=args.force,
+                          inputs=[args.data, *args.results, *args.packages])
+
+    def write(board) -> dict[str, Path]:
+        with output.writing() as staging:
+            files = write_reports(board, staging)
+        return {name: Path(args.out) / Path(path).relative_to(staging) for name, path in files.items()}
+
     names = [name.strip() for name in args.programs.split(",") if name.strip()]
     tracking_uri = None
     if args.from_mlflow or not args.no_track:
@@ -118,14 +135,12 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
                                     n_resamples=args.resamples, seed=args.seed, lm=lm, results=args.results,
                                     reuse_logged=not args.rescore, eval_limit=args.eval_limit,
                                     command=command_line(["leaderboard", *_argv_of(args)]))
-    out = args.out
     if args.no_track:
-        files = write_reports(board, out)
+        files = write(board)
     else:
         from guidebench.leaderboard.tracking import track_leaderboard
 
-        _, files = track_leaderboard(board, scored, lambda b: write_reports(b, out), lm=lm, seed=args.seed,
-                                     tracking_uri=tracking_uri)
+        _, files = track_leaderboard(board, scored, write, lm=lm, seed=args.seed, tracking_uri=tracking_uri)
     print(ranking_text(board))
     print(f"wrote {', '.join(str(files[name]) for name in ('leaderboard.json', 'leaderboard.md', 'leaderboard.html'))}")
     if board.mlflow_run_id:

@@ -245,6 +245,7 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for episode-NNNN/log.jsonl and log.sim.jsonl")
     parser.add_argument("--old-shape-fraction", type=float, default=0.2,
                         help="share of episodes written in the older short log shape (default 0.2)")
+    parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier simulation")
 
 
 def simulate_experiments(args: argparse.Namespace) -> int:
@@ -253,14 +254,13 @@ def simulate_experiments(args: argparse.Namespace) -> int:
         raise GuidebenchError(f"--episodes must be at least 1, got {args.episodes}")
     if not 0.0 <= args.old_shape_fraction <= 1.0:
         raise GuidebenchError(f"--old-shape-fraction must be within [0, 1], got {args.old_shape_fraction}")
+    from guidebench.outputs import claim_output
+
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise GuidebenchError(f"{out}: --out must be a directory")
-    stale = sorted(p.name for p in out.glob("episode-*")) if out.is_dir() else []
-    if stale:
-        raise GuidebenchError(f"{out}: already holds {len(stale)} episode folder(s) ({stale[0]}, ...); "
-                              "choose an empty --out so that old episodes do not mix with new ones")
-    summary = write_episodes(out, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction)
+    # Old episodes never mix with new ones: an earlier simulation is replaced whole, and only with --force.
+    output = claim_output(out, "data simulate experiments", force=args.force)
+    with output.writing() as staging:
+        summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction)
     print(f"wrote {summary.episodes} episodes ({summary.entries} log lines, {summary.old_shape_episodes} in the "
           f"older short shape) to {out}")
     print(f"import them with: guidebench data import {out} --kind {KIND} --out DATASET_DIR")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -85,33 +84,23 @@ def simulate_workspace(out: str | Path, runs: int, seed: int = 0, with_labels: b
     return write_workspace(out, simulator.runs(runs), with_labels=with_labels, total=runs, progress=progress)
 
 
-def _clear_layout(root: Path, force: bool) -> None:
-    layout = [root / DECISIONS_FILE, root / RAW_FILE, root / LABELS_FILE, root / RUNS_DIR]
-    if root.exists() and not root.is_dir():
-        raise GuidebenchError(f"{root}: --out must be a directory")
-    if not force and any(path.exists() for path in layout):
-        raise GuidebenchError(f"{root}: already holds Full Auto logs; pass --force to replace them")
-    for path in layout:
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
-
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=40, help="number of runs (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="seed (same seed, same bytes)")
     parser.add_argument("--out", required=True, help="workspace folder to write")
     parser.add_argument("--no-labels", action="store_true", help="do not write the labels.jsonl side file")
-    parser.add_argument("--force", action="store_true", help="replace Full Auto logs already in --out")
+    parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier simulation")
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise GuidebenchError(f"--runs must be at least 1, got {args.runs}")
+    from guidebench.outputs import claim_output
+
     root = Path(args.out)
-    _clear_layout(root, args.force)
-    counts = simulate_workspace(root, args.runs, args.seed, with_labels=not args.no_labels)
+    output = claim_output(root, "data simulate fullauto", force=args.force)
+    with output.writing() as staging:
+        counts = simulate_workspace(staging, args.runs, args.seed, with_labels=not args.no_labels)
     print(f"wrote {counts.runs} runs, {counts.decisions} decisions, {counts.events} events to {root}"
           f" (seed {args.seed})")
     print(f"import them with: guidebench data import {root} --kind fullauto --out DATASET_DIR")

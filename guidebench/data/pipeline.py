@@ -58,33 +58,47 @@ def import_logs(
     fractions: Optional[Mapping[str, float]] = None,
     progress: Optional[bool] = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
     **options: Any,
 ) -> ImportReport:
     """Import logs of `kind` from `path` into the dataset folder `out`; returns the report.
 
-    Raises GuidebenchError for a missing path or an unknown kind, and NothingImportedError
-    (after writing the report and quarantine) when no line could be imported.
+    `out` follows `guidebench.outputs`: a new or empty folder, or an earlier import with `force`; it
+    is written aside and renamed into place. Raises GuidebenchError for a missing path, an unknown
+    kind or a refused `out`, and NothingImportedError (after writing the report and quarantine)
+    when no line could be imported.
     """
+    from guidebench.outputs import check_input, claim_output, interrupted
+
     if kind not in IMPORTERS:
         raise GuidebenchError(f"unknown log kind {kind!r}; known kinds: {', '.join(sorted(IMPORTERS)) or 'none'}")
-    source = Path(path)
-    if not source.exists():
-        raise GuidebenchError(f"{source}: no such file or directory")
-    target = Path(out)
-    if target.exists() and not target.is_dir():
-        raise GuidebenchError(f"{target}: --out must be a directory")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GuidebenchError(f"{target}: cannot create the --out folder: {exc.strerror or exc}") from None
-    report = ImportReport(kind=kind, path=str(source), out=str(target))
+    if not Path(path).exists() and interrupted(Path(path)) is None:
+        raise GuidebenchError(f"{Path(path)}: no such file or directory")
+    source = check_input(Path(path), "", (None, "data simulate fullauto", "data simulate experiments", "run-loop"),
+                         "a log folder or file: give the logs it was made from")
+    output = claim_output(Path(out), "data import", force=force, inputs=[source])
+    final = Path(out)
+    with output.writing() as target:
+        report = _import_into(target, final, source, kind, seed, fractions, progress, max_line_bytes, options)
+    if report.imported == 0:
+        raise NothingImportedError(
+            f"{source}: nothing could be imported ({report.read} line(s) read, {report.quarantined} "
+            f"quarantined, {report.blank_lines} blank; see {final / QUARANTINE_FILE})", report)
+    return report
+
+
+def _import_into(target: Path, final: Path, source: Path, kind: str, seed: int,
+                 fractions: Optional[Mapping[str, float]], progress: Optional[bool], max_line_bytes: int,
+                 options: dict[str, Any]) -> ImportReport:
+    """Import into the staging folder `target` (renamed to `final` afterwards); the report names `final`."""
+    report = ImportReport(kind=kind, path=str(source), out=str(final))
     redactor = PatternRedactor()
     workdir = Path(tempfile.mkdtemp(prefix=".import-", dir=target))
     try:
         with Quarantine(target / QUARANTINE_FILE, redactor) as quarantine, \
                 Quarantine(target / SIDE_QUARANTINE_FILE, redactor) as side_quarantine, \
                 GroupedSpool(workdir / "records.jsonl") as records:
-            ctx = ImportContext(path=source, out=target, seed=seed, report=report, redactor=redactor,
+            ctx = ImportContext(path=source, out=final, seed=seed, report=report, redactor=redactor,
                                 quarantine=quarantine, side_quarantine=side_quarantine, records=records,
                                 workdir=workdir, options=dict(options), progress=progress,
                                 max_line_bytes=max_line_bytes)
@@ -100,10 +114,9 @@ def import_logs(
                 raise RuntimeError(f"import counts do not add up: read {report.read} != imported {report.imported}"
                                    f" + quarantined {report.quarantined} + duplicates {report.duplicates}")
             if report.imported == 0:
+                # The report and quarantine still go into place: they say why nothing was imported.
                 write_report(target, report)
-                raise NothingImportedError(
-                    f"{source}: nothing could be imported ({report.read} line(s) read, {report.quarantined} "
-                    f"quarantined, {report.blank_lines} blank; see {target / QUARANTINE_FILE})", report)
+                return report
             groups = records.groups()
             assignment = assign_splits(groups, seed, fractions)
             labels: dict[str, Counter] = {name: Counter() for name in SPLITS}

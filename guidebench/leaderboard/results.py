@@ -120,8 +120,10 @@ def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_u
         return None, "no logged results for this split"
     from mlflow.tracking import MlflowClient
 
+    from guidebench.tracking.runs import download_artifact
+
     with tempfile.TemporaryDirectory(prefix="guidebench-results-") as work:
-        local = MlflowClient(tracking_uri=tracking_uri).download_artifacts(run_id, artifact, work)
+        local = download_artifact(MlflowClient(tracking_uri=tracking_uri), run_id, artifact, work)
         loaded = load_eval_result(Path(local), board=split.ref, n_resamples=n_resamples, seed=seed)
         lm_spec = json.loads((Path(local) / SUMMARY_FILE).read_text(encoding="utf-8")).get("lm_spec") or ""
     if lm_spec != lm:

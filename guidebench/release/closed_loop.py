@@ -6,24 +6,18 @@ dispatch; the two enforced decisions must agree, so a divergence is a bug, not a
 The logs name the module (`model`: `<package>` plus its LM) and keep its raw output and parse
 diagnostics; the simulator's true labels go to the `labels.jsonl` side file, so
 `guidebench data import LOGDIR --kind fullauto` reads the runs back as a labeled dataset.
-The folder is written beside LOGDIR and renamed into place: a crash never leaves half a log.
+LOGDIR follows `guidebench.outputs`: written beside it and renamed into place, so a crash never leaves half a log.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from guidebench.errors import GuidebenchError
-
-LAYOUT: tuple[str, ...] = ("fullauto-decisions.jsonl", "fullauto-decisions-raw.jsonl", "labels.jsonl", "runs")
-
 
 @dataclass
 class LoopSummary:
@@ -89,17 +83,6 @@ def _play(module: Any, episode: Any, label: str, summary: LoopSummary, overrides
     return SimRun(episode.run_file, decisions, raw_lines, episode.events, episode.labels)
 
 
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise GuidebenchError(f"{out}: --out must be a directory")
-    if out.exists() and any(out.iterdir()):
-        holds_logs = any((out / name).exists() for name in LAYOUT)
-        if not holds_logs:
-            raise GuidebenchError(f"{out}: exists and holds other files; choose an empty or new folder")
-        if not force:
-            raise GuidebenchError(f"{out}: already holds Full Auto logs; pass --force to replace them")
-
-
 def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[str] = None,
              max_turns: Optional[int] = None, min_confidence: Optional[float] = None,
              force: bool = False) -> LoopSummary:
@@ -109,11 +92,14 @@ def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[
     from guidebench.data.fullauto_writer import write_workspace
     from guidebench.release.export import load_exported
 
+    from guidebench.outputs import check_input, claim_output
+
     if runs < 1:
         raise GuidebenchError(f"--runs {runs}: must be at least 1")
-    out = Path(out).absolute()
-    _check_out(out, force)
-    module = load_exported(Path(module_dir))
+    module_dir = check_input(Path(module_dir), "--module", ("export",), "an exported module folder")
+    output = claim_output(Path(out), "run-loop", force=force, inputs=[module_dir])
+    out = output.path
+    module = load_exported(module_dir)
     if module.manifest.kind != "full_auto":
         raise GuidebenchError(f"{module_dir}: is a {module.manifest.kind} module; run-loop drives Full Auto modules")
     if module.manifest.uses_lm:
@@ -126,24 +112,10 @@ def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[
     summary = LoopSummary(out=out, module=module.manifest.package)
     simulator = FullAutoSimulator(seed)
     started = time.perf_counter()
-    staged = out.with_name(f".{out.name}.run-loop-{uuid.uuid4().hex[:8]}")
-    try:
+    with output.writing() as staged:
         played = (_play(module, simulator.episode(index), label, summary, overrides) for index in range(runs))
         counts = write_workspace(staged, played, with_labels=True, total=runs, progress=False)
         summary.runs = counts.runs
-        _swap_into_place(staged, out)
-    finally:
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
     summary.seconds = time.perf_counter() - started
     return summary
 
-
-def _swap_into_place(staged: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(out, old)
-    os.rename(staged, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

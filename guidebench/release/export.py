@@ -1,9 +1,9 @@
 """Export a decision program as a frozen module folder for production (see runtime.frozen.manifest).
 
 The folder is written into a temporary sibling, verified with the runtime's own loader, and only
-then renamed into place: a crash leaves either the old folder or the new one, never a partial one;
-the next export to the same place removes the staging folder a killed export left behind (and puts
-back a previous export a kill caught between the two renames).
+then renamed into place (`guidebench.outputs`): a crash leaves either the old folder or the new one,
+never a partial one; the next export to the same place removes the staging folder a killed export
+left behind (and puts back a previous export a kill caught between the two renames).
 Program state is written as JSON (the format of `program.save("x.json")`); nothing is a pickle.
 Every exported file goes through `guidebench.data.redaction` (no LM endpoint, key or secret).
 """
@@ -13,11 +13,8 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
-import shutil
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,8 +95,9 @@ def read_state_file(path: Path) -> dict[str, Any]:
     return {k: v for k, v in state.items() if k != "metadata"}
 
 
-def source_from_registry(entry: str, state_file: Optional[Path] = None) -> ExportSource:
-    """An export source from a registered program, optionally with a compiled state file."""
+def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
+                         label: Optional[str] = None) -> ExportSource:
+    """An export source from a registered program, optionally with a compiled state file (`label` names it)."""
     import dspy
     from optimizers import load_compiled
 
@@ -117,7 +115,7 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None) -> Expor
         except GuidebenchError:
             raise
         except Exception as exc:
-            raise GuidebenchError(f"{state_file}: does not load into program {spec.name}: "
+            raise GuidebenchError(f"{label or state_file}: does not load into program {spec.name}: "
                                   f"{type(exc).__name__}: {exc}") from exc
     lm = dspy.settings.lm
     return ExportSource(entry=spec.name, kind=spec.kind, uses_lm=spec.uses_lm, program=program,
@@ -158,7 +156,7 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
     # the run's state is downloaded aside and loaded into the program at once: nothing stays in the temp dir
     with tempfile.TemporaryDirectory(prefix="guidebench-mlflow-") as cache:
         variant = from_mlflow_run(run_id, tracking_uri=uri, cache_dir=Path(cache))
-        source = source_from_registry(variant.manifest.entry, variant.state_path)
+        source = source_from_registry(variant.manifest.entry, variant.state_path, label=f"run {run_id}")
     run = MlflowClient(tracking_uri=uri).get_run(run_id)
     params, metrics = run.data.params, run.data.metrics
     split = next((name for name in ("test", "dev") if f"{name}.objective" in metrics), None)
@@ -286,10 +284,6 @@ def _fsync_tree(root: Path) -> None:
                 os.close(fd)
 
 
-def _is_export_folder(path: Path) -> bool:
-    return (path / MANIFEST_FILE).is_file() and (path / "checksums.sha256").is_file()
-
-
 def build_manifest(source: ExportSource, *, name: str, version: str, predictors: list[PredictorSpec],
                    created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = (),
                    demo_selection: Optional[DemoSelection] = None) -> FrozenManifest:
@@ -335,67 +329,24 @@ def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any],
     write_checksums(folder)
 
 
-def _side_name(out: Path, role: str) -> Path:
-    """A hidden sibling of `out` owned by this process: `.<name>.<role>-<pid>-<random>`."""
-    return out.with_name(f".{out.name}.{role}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def recover_interrupted(out: Path) -> list[str]:
-    """Tidy what an export killed mid-way (`kill -9`, power loss) left next to `out`; returns what was done.
-
-    Staging folders of dead processes are removed; a previous export that was swapped out but never
-    replaced (killed between the two renames) is put back, so `out` is always a whole export or absent.
-    """
-    from optimizers.liveness import owner_alive, owner_token
-
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(export|old)-(\d+)-[0-9a-f]{{8}}$")
-    done: list[str] = []
-    host = owner_token().rsplit(":", 2)[0]
-    for side in sorted(out.parent.iterdir()) if out.parent.is_dir() else []:
-        match = pattern.match(side.name)
-        if not match or not side.is_dir() or owner_alive(f"{host}:{match.group(2)}:-") is not False:
-            continue
-        if match.group(1) == "old" and not out.exists() and _is_export_folder(side):
-            os.rename(side, out)
-            done.append(f"restored the previous export from {side.name}")
-        else:
-            shutil.rmtree(side, ignore_errors=True)
-            done.append(f"removed {side.name} left by an interrupted export")
-    return done
-
-
-def _replace_folder(staged: Path, out: Path) -> None:
-    """Rename the verified folder into place; an existing export is swapped out, then removed."""
-    old: Optional[Path] = None
-    if out.exists():
-        old = _side_name(out, "old")
-        os.rename(out, old)
-    try:
-        os.rename(staged, out)
-    except OSError:
-        if old is not None:
-            os.rename(old, out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, force: bool = False,
-                  tags: Iterable[str] = (), evals: Iterable[str] = (), lm: Any = None) -> ExportResult:
-    """Write `source` as a frozen module at `out` (atomically) and verify it loads; returns the result."""
+                  tags: Iterable[str] = (), evals: Iterable[str] = (), lm: Any = None,
+                  inputs: Iterable[Path] = ()) -> ExportResult:
+    """Write `source` as a frozen module at `out` (atomically) and verify it loads; returns the result.
+
+    `out` follows `guidebench.outputs` (an earlier export is replaced only with `force`; `inputs`,
+    such as a state file, are never inside it).
+    """
     import dspy
+
+    from guidebench.outputs import claim_output
 
     if not valid_name(name):
         raise GuidebenchError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (max 128)")
     if not valid_version(version):
         raise GuidebenchError(f"--version {version!r}: must be X.Y.Z (e.g. 0.1.0)")
-    out = Path(out).absolute()
-    recover_interrupted(out)
-    if out.exists() and not force:
-        raise GuidebenchError(f"{out}: already exists; pass --force to replace it")
-    if out.exists() and not (out.is_dir() and (_is_export_folder(out) or not any(out.iterdir()))):
-        raise GuidebenchError(f"{out}: exists and is not an exported module; refusing to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    output = claim_output(Path(out), "export", force=force, inputs=inputs)
+    out = output.path
 
     redactor = redactor_for(lm if lm is not None else dspy.settings.lm)
     program, selection = _demo_selection(source)
@@ -420,21 +371,16 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                                   nearest_last=selection.nearest_last, pool_size=len(selection.pool)))
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
-    staged = _side_name(out, "export")
     try:
-        staged.mkdir()
-        _write_folder(staged, manifest, state, hub, redactor.secrets,
-                      None if selection is None else selection.to_state())
-        _fsync_tree(staged)
-        verify_frozen(staged)
-        # The installed program must accept the state, exactly as production will load it.
-        load_frozen(staged, program=_fresh(source), signature=installed_signature(manifest.signature_name))
-        _replace_folder(staged, out)
+        with output.writing() as staged:
+            _write_folder(staged, manifest, state, hub, redactor.secrets,
+                          None if selection is None else selection.to_state())
+            _fsync_tree(staged)
+            verify_frozen(staged)
+            # The installed program must accept the state, exactly as production will load it.
+            load_frozen(staged, program=_fresh(source), signature=installed_signature(manifest.signature_name))
     except FrozenModuleError as exc:
         raise GuidebenchError(f"export of {source.entry} failed its own verification: {exc.reason}") from exc
-    finally:
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
     return ExportResult(path=out, manifest=manifest, hub=hub, redactions=redactor.scrubbed_values,
                         dropped_keys=list(redactor.dropped_keys))
 

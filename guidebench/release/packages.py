@@ -382,7 +382,9 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
     entry = canonical_entry(entry, f"MLflow run {run.info.run_id}: param program")
     target = Path(cache_dir or tempfile.mkdtemp(prefix="guidebench-mlflow-")) / run.info.run_id
     target.mkdir(parents=True, exist_ok=True)
-    local = Path(client.download_artifacts(run.info.run_id, artifact, str(target)))
+    from guidebench.tracking.runs import download_artifact
+
+    local = Path(download_artifact(client, run.info.run_id, artifact, target))
     params = run.data.params
     optimizer = params.get("optimizer", "")
     run_name = run.info.run_name or ""

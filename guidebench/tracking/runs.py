@@ -307,3 +307,20 @@ def log_artifacts(paths: Mapping[str, Path], artifact_path: Optional[str] = None
     for path in paths.values():
         if path is not None and Path(path).is_file():
             mlflow.log_artifact(str(path), artifact_path=artifact_path)
+
+
+def download_artifact(client: Any, run_id: str, artifact: str, target: str | Path) -> str:
+    """Download one artifact of a run into `target`; returns the local path.
+
+    MLflow's download progress bar stays off (unless the user turned it on): the artifacts fetched
+    here are small state and result files, and its lines would bury a command's own output and errors.
+    """
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    before = os.environ.get(name)
+    if before is None:
+        os.environ[name] = "false"
+    try:
+        return client.download_artifacts(run_id, artifact, str(target))
+    finally:
+        if before is None:
+            os.environ.pop(name, None)

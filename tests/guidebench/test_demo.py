@@ -163,16 +163,31 @@ def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
     assert rows[1]["verdict"] == "champion" and "champion" in logged
 
 
-def test_out_holding_other_files_is_refused(tmp_path: Path):
-    (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(GuidebenchError, match="holds other files"):
-        demo.prepare_out(tmp_path)
-    assert (tmp_path / "notes.txt").is_file()
+def test_out_holding_other_files_is_refused(tmp_path: Path, monkeypatch, capsys):
+    from guidebench.outputs import read_marker
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    argv = ["demo", "--quick", "--lm", "fake", "--no-progress", "--out"]
+    assert main([*argv, str(notes), "--force"]) == 2
+    assert "holds other files" in capsys.readouterr().err
+    assert (notes / "notes.txt").read_text() == "mine"
+
+    def broken(*_args, **_kwargs):  # the demo stops at its first step: enough to own the folder
+        raise GuidebenchError("stop here")
+
+    monkeypatch.setattr(demo, "choose_fullauto_subset", broken)
     earlier = tmp_path / "earlier"
-    demo.prepare_out(earlier)
+    assert main([*argv, str(earlier)]) == 2
+    assert read_marker(earlier)["command"] == "demo"
     (earlier / "old.txt").write_text("from an earlier demo")
-    demo.prepare_out(earlier)
-    assert not (earlier / "old.txt").exists() and (earlier / demo.MARKER_FILE).is_file()
+    capsys.readouterr()
+    assert main([*argv, str(earlier)]) == 2  # an earlier demo is replaced only with --force
+    assert "pass --force to replace it" in capsys.readouterr().err and (earlier / "old.txt").exists()
+    assert main([*argv, str(earlier), "--force"]) == 2
+    assert not (earlier / "old.txt").exists() and read_marker(earlier)["state"] == "failed"
 
 
 def test_a_failed_step_ends_the_demo_with_one_line_naming_it(tmp_path: Path, monkeypatch, capsys):

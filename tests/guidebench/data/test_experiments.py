@@ -273,10 +273,10 @@ def test_same_line_in_two_episodes_is_not_a_duplicate(tmp_path):
     write_lines(tmp_path / "logs" / "a" / "log.jsonl", [same])
     write_lines(tmp_path / "logs" / "b" / "log.jsonl", [same, same])
     write_lines(tmp_path / "logs" / ".hidden" / "log.jsonl", [same])
-    import_logs(tmp_path / "logs", "experiments", tmp_path / "logs" / "ds")
-    counts = report_of(tmp_path / "logs" / "ds")
+    import_logs(tmp_path / "logs", "experiments", tmp_path / "ds")
+    counts = report_of(tmp_path / "ds")
     assert (counts["files"], counts["imported"], counts["duplicates"]) == (2, 3, 0)  # a repeat is an entry too
-    assert {r.episode_id for r in load_records(tmp_path / "logs" / "ds", "all")} == {"a/log.jsonl", "b/log.jsonl"}
+    assert {r.episode_id for r in load_records(tmp_path / "ds", "all")} == {"a/log.jsonl", "b/log.jsonl"}
 
 
 def test_bad_side_file_lines_are_side_quarantined_and_the_import_goes_on(tmp_path):
@@ -338,7 +338,7 @@ def test_cli_simulates_and_imports_experiments(tmp_path, capsys):
     assert report_of(out)["episodes"] == 3
     # A second run into the same folder would mix episodes of two runs: refused with one clear line.
     assert main(["data", "simulate", "experiments", "--episodes", "2", "--out", str(sim)]) == 2
-    assert "already holds 3 episode folder(s)" in capsys.readouterr().err
+    assert "earlier `guidebench data simulate experiments` already exists; pass --force" in capsys.readouterr().err
     assert main(["data", "simulate", "experiments", "--episodes", "0", "--out", str(tmp_path / "x")]) == 2
     assert "--episodes must be at least 1" in capsys.readouterr().err
 

@@ -149,7 +149,8 @@ def test_secrets_never_reach_any_written_file(tmp_path: Path) -> None:
 def test_a_single_decisions_file_joins_its_folder_and_reimport_is_stable(tmp_path: Path) -> None:
     write_fixture(tmp_path / "ws")
     first = import_logs(tmp_path / "ws" / "fullauto-decisions.jsonl", "fullauto", tmp_path / "out", seed=4)
-    again = import_logs(tmp_path / "ws" / "fullauto-decisions.jsonl", "fullauto", tmp_path / "out", seed=4)
+    again = import_logs(tmp_path / "ws" / "fullauto-decisions.jsonl", "fullauto", tmp_path / "out", seed=4,
+                        force=True)
     folder = import_logs(tmp_path / "ws", "fullauto", tmp_path / "out2", seed=4)
     assert first.dataset_id == again.dataset_id == folder.dataset_id
     assert (first.runs, first.runs_missing_config) == (2, 1)

@@ -315,14 +315,14 @@ def test_fuzzed_side_files_of_a_workspace_are_counted_not_fatal(data: st.DataObj
 @given(data=st.data())
 def test_fuzzed_experiment_side_file_is_counted_not_fatal(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "episode-0000"
-        folder.mkdir()
+        folder = Path(tmp) / "logs" / "episode-0000"  # the dataset goes beside the logs, never among them
+        folder.mkdir(parents=True)
         (folder / "log.jsonl").write_text("\n".join(EXPERIMENT_LINES) + "\n", encoding="utf-8")
         header = json.dumps({"format": SIDE_FILE_FORMAT, "episode_id": "ep-0"}).encode()
         body = data.draw(st.lists(lines("experiments").map(lambda line: line.data), max_size=8), label="side")
         first = data.draw(st.sampled_from([header, b"garbage", b""]), label="header")
         (folder / "log.sim.jsonl").write_bytes(b"\n".join([first, *body]))
-        result = run_import("experiments", folder / "log.jsonl", Path(tmp) / "out", source=Path(tmp))
+        result = run_import("experiments", folder / "log.jsonl", Path(tmp) / "out", source=folder.parent)
         check_accounting(result, (folder / "log.jsonl").read_bytes())
         assert result.report.imported == len(EXPERIMENT_LINES)
         side = Path(tmp) / "out" / "quarantine-side.jsonl"

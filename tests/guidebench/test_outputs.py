@@ -1,0 +1,238 @@
+"""Output folders (`guidebench.outputs`): the rule, atomic writes, what interrupted writes leave and how
+readers name them; and real commands killed with SIGKILL while writing (import, export, leaderboard), after
+which no command takes what they left for finished output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from guidebench.cli import main
+from guidebench.errors import GuidebenchError
+from guidebench.outputs import (MARKER_FILE, claim_output, check_input, interrupted, read_marker,
+                                recover_interrupted, written_by)
+
+DRIVER = Path(__file__).resolve().parents[1] / "crash_driver.py"
+
+
+def _dead_pid() -> int:
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    return done.pid
+
+
+def _siblings(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+# ----- the rule ------------------------------------------------------------------------------------
+
+def test_a_new_folder_is_written_aside_then_renamed_into_place_with_its_marker(tmp_path: Path):
+    out = tmp_path / "deep" / "eval"
+    output = claim_output(out, "eval")
+    assert not out.exists() and not (tmp_path / "deep").exists()  # the check writes nothing
+    with output.writing() as staging:
+        assert staging.parent == out.parent and staging.name.startswith(".eval.eval-")
+        assert read_marker(staging)["state"] == "writing"
+        (staging / "metrics.json").write_text("{}")
+    assert (out / "metrics.json").read_text() == "{}"
+    assert read_marker(out)["command"] == "eval" and read_marker(out)["state"] == "complete"
+    assert written_by(out) == "eval" and interrupted(out) is None and _siblings(out) == []
+
+
+def test_an_earlier_output_is_replaced_only_with_force_and_other_folders_never(tmp_path: Path):
+    out = tmp_path / "board"
+    with claim_output(out, "leaderboard").writing() as staging:
+        (staging / "leaderboard.json").write_text("1")
+    with pytest.raises(GuidebenchError, match="earlier `guidebench leaderboard` already exists; pass --force"):
+        claim_output(out, "leaderboard")
+    with pytest.raises(GuidebenchError, match=r"is not an evaluation folder \(it holds the output of "
+                                              r"`guidebench leaderboard`\)"):
+        claim_output(out, "eval", force=True)
+    with claim_output(out, "leaderboard", force=True).writing() as staging:
+        (staging / "leaderboard.json").write_text("2")
+    assert (out / "leaderboard.json").read_text() == "2" and _siblings(out) == []
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(GuidebenchError, match="holds other files .*refusing to replace it"):
+        claim_output(mine, "leaderboard", force=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with claim_output(empty, "leaderboard").writing() as staging:  # an empty folder is used as it is
+        (staging / "leaderboard.json").write_text("3")
+    assert (empty / "leaderboard.json").read_text() == "3"
+
+
+def test_folders_written_before_the_marker_are_known_by_their_files(tmp_path: Path):
+    old = tmp_path / "old-eval"
+    old.mkdir()
+    for name in ("metrics.json", "summary.json", "results.parquet"):
+        (old / name).write_text("x")
+    assert written_by(old) == "eval"
+    claim_output(old, "eval", force=True)  # replaceable with --force, as the same command's
+    with pytest.raises(GuidebenchError, match="pass --force"):
+        claim_output(old, "eval")
+
+
+@pytest.mark.parametrize("where, message", [
+    ("input", "is the input"), ("inside", "is inside the input"), ("holder", "holds the input")])
+def test_an_output_never_touches_the_input(tmp_path: Path, where: str, message: str):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "fullauto-decisions.jsonl").write_text("")
+    out = {"input": logs, "inside": logs / "ds", "holder": tmp_path}[where]
+    with pytest.raises(GuidebenchError, match=message):
+        claim_output(out, "data import", force=True, inputs=[logs])
+
+
+def test_a_failed_write_leaves_the_old_folder_and_no_staging(tmp_path: Path):
+    out = tmp_path / "ds"
+    with claim_output(out, "data import").writing() as staging:
+        (staging / "import_report.json").write_text("old")
+    with pytest.raises(OSError):
+        with claim_output(out, "data import", force=True).writing() as staging:
+            (staging / "import_report.json").write_text("new")
+            raise OSError(28, "No space left on device")
+    assert (out / "import_report.json").read_text() == "old" and _siblings(out) == []
+
+
+def test_leftovers_of_dead_writers_are_tidied_and_a_swapped_out_folder_comes_back(tmp_path: Path):
+    out = tmp_path / "module"
+    dead = _dead_pid()
+    staging = tmp_path / f".module.export-{dead}-0123abcd"
+    staging.mkdir()
+    old = tmp_path / f".module.old-{dead}-89abcdef"
+    old.mkdir()
+    (old / "manifest.json").write_text("{}")
+    assert "an interrupted `guidebench export` was replacing it" in interrupted(out)
+    done = recover_interrupted(out)
+    assert len(done) == 2 and (out / "manifest.json").is_file() and _siblings(out) == []
+    alive = tmp_path / f".busy.import-{os.getpid()}-0123abcd"  # a live writer's staging is left alone
+    alive.mkdir()
+    assert recover_interrupted(tmp_path / "busy") == [] and alive.is_dir()
+    assert "is still writing it" in interrupted(tmp_path / "busy")
+
+
+def test_readers_name_the_interrupted_command(tmp_path: Path):
+    dead = _dead_pid()
+    (tmp_path / f".ds.import-{dead}-0123abcd").mkdir()
+    assert interrupted(tmp_path / "ds", "--data") == (
+        f"--data {tmp_path / 'ds'}: does not exist: an interrupted `guidebench data import` never finished writing "
+        f"it (it left .ds.import-{dead}-0123abcd); run `guidebench data import` again")
+    staging = tmp_path / f".ds.import-{dead}-0123abcd"
+    assert "the staging folder of an interrupted `guidebench data import`" in interrupted(staging)
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / MARKER_FILE).write_text(json.dumps({"command": "demo", "state": "writing", "owner": f"h:{dead}:-"}))
+    assert "left unfinished by an interrupted `guidebench demo`" in interrupted(demo)
+    legacy = tmp_path / "legacy"
+    (legacy / ".staging-abc").mkdir(parents=True)
+    assert "interrupted `guidebench data import`" in interrupted(legacy)
+    with pytest.raises(GuidebenchError, match="interrupted `guidebench data import`"):
+        check_input(tmp_path / "ds", "--data", (None,), "a dataset")
+    with pytest.raises(GuidebenchError, match="no such file or folder"):
+        check_input(tmp_path / "nowhere", "--data", (None,), "a dataset")
+
+
+# ----- commands killed while writing -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> dict:
+    """Simulated Full Auto logs and a workbench home shared by the kill tests."""
+    root = tmp_path_factory.mktemp("kills")
+    home = root / "home"
+    (root / "tmp").mkdir()  # a killed command cannot remove its temporary folders: keep them out of the system's
+    env = {**os.environ, "GUIDEBENCH_HOME": str(home), "PYTHONWARNINGS": "ignore", "TMPDIR": str(root / "tmp"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    assert main(["data", "simulate", "fullauto", "--runs", "6", "--seed", "3", "--out", str(root / "logs")]) == 0
+    return {"root": root, "logs": root / "logs", "env": env}
+
+
+def _kill_while_writing(role: str, argv: list[str], where: Path, env: dict) -> None:
+    """Run the command until its output is written aside but not marked finished, then SIGKILL it."""
+    marker = where / f"paused-{role}-{time.monotonic_ns()}"
+    process = subprocess.Popen([sys.executable, str(DRIVER), f"output:{role}", str(marker), "--", *map(str, argv)],
+                               cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"the command ended before writing (exit {process.returncode}):\n"
+                                 f"{process.stdout.read()[-3000:]}")
+        assert time.monotonic() < deadline, "the command did not reach its write in time"
+        time.sleep(0.1)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+    process.stdout.close()
+    assert process.returncode == -signal.SIGKILL
+
+
+def _refused(capsys, argv: list, expected: str) -> None:
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and expected in err[0], err
+
+
+def test_a_killed_import_leaves_no_dataset_and_readers_say_so(logs: dict, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", logs["env"]["GUIDEBENCH_HOME"])
+    data = tmp_path / "data"
+    argv = ["data", "import", logs["logs"], "--kind", "fullauto", "--out", data, "--no-progress"]
+    _kill_while_writing("import", argv, tmp_path, logs["env"])
+    assert not data.exists()  # never half a dataset in place
+    [left] = _siblings(data)
+    marker = read_marker(data.parent / left)
+    assert (marker["command"], marker["state"]) == ("data import", "writing")
+    expected = "an interrupted `guidebench data import` never finished writing it"
+    _refused(capsys, ["eval", "--program", "full_auto.rules", "--data", data, "--no-track", "--out", tmp_path / "e"],
+             expected)
+    _refused(capsys, ["leaderboard", "--data", data, "--programs", "logged", "--no-track", "--out", tmp_path / "b"],
+             expected)
+    _refused(capsys, ["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data", data,
+                      "--lm", "fake"], expected)
+    assert not (tmp_path / "e").exists() and not (tmp_path / "b").exists()
+    assert main([str(a) for a in argv]) == 0  # the import again: it tidies what the killed one left
+    assert (data / "dataset.json").is_file() and _siblings(data) == []
+
+
+def test_a_killed_export_leaves_no_module_and_readers_say_so(logs: dict, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", logs["env"]["GUIDEBENCH_HOME"])
+    module = tmp_path / "module"
+    argv = ["export", "--program", "full_auto.rules", "--name", "killed", "--version", "0.1.0", "--out", module]
+    _kill_while_writing("export", argv, tmp_path, logs["env"])
+    assert not module.exists() and len(_siblings(module)) == 1
+    expected = "an interrupted `guidebench export` never finished writing it"
+    _refused(capsys, ["run-loop", "--module", module, "--out", tmp_path / "loop"], expected)
+    _refused(capsys, ["eval", "--program", module, "--data", logs["logs"], "--no-track", "--out", tmp_path / "e"],
+             expected)
+    _refused(capsys, ["leaderboard", "--data", logs["logs"], "--packages", module, "--no-track",
+                      "--out", tmp_path / "b"], expected)
+    assert main([str(a) for a in argv]) == 0
+    assert (module / "manifest.json").is_file() and _siblings(module) == []
+
+
+def test_a_killed_leaderboard_keeps_the_earlier_board_whole(logs: dict, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", logs["env"]["GUIDEBENCH_HOME"])
+    board = tmp_path / "board"
+    argv = ["leaderboard", "--data", logs["logs"], "--programs", "logged,full_auto.rules", "--no-track",
+            "--out", board]
+    assert main([str(a) for a in argv]) == 0
+    capsys.readouterr()
+    before = (board / "leaderboard.json").read_bytes()
+    _kill_while_writing("leaderboard", [*argv, "--force", "--seed", "5"], tmp_path, logs["env"])
+    assert (board / "leaderboard.json").read_bytes() == before  # the earlier board, whole
+    assert read_marker(board)["state"] == "complete" and len(_siblings(board)) == 1
+    fresh = tmp_path / "fresh"
+    _kill_while_writing("leaderboard", [*argv[:-1], fresh], tmp_path, logs["env"])
+    assert not fresh.exists()
+    _refused(capsys, ["leaderboard", "--data", logs["logs"], "--results", fresh, "--no-track",
+                      "--out", tmp_path / "b2"], "an interrupted `guidebench leaderboard` never finished writing it")
+    assert main([str(a) for a in [*argv, "--force"]]) == 0
+    assert _siblings(board) == [] and read_marker(board)["state"] == "complete"
