@@ -48,4 +48,4 @@ fi
   "${EXTRA[@]}" --lm "$LM" --no-cache --threads "$THREADS" --out reports/leaderboard "$@"
 
 # Renders the page in headless Chromium and saves reports/leaderboard.png.
-"$BIN/python" -m pytest -q tests/test_leaderboard_browser.py -k sample_data
+"$BIN/python" -m pytest -q tests/guidebench/leaderboard/test_render.py -k sample_data
