@@ -213,7 +213,8 @@ def _model_identity(path: Path) -> str:
 
 
 def _prefix_cache_folder() -> Path:
-    return guidebench_home() / "prefix-cache"
+    """`$GUIDEBENCH_PREFIX_CACHE`, else `<GUIDEBENCH_HOME>/prefix-cache`."""
+    return Path(os.environ.get("GUIDEBENCH_PREFIX_CACHE") or guidebench_home() / "prefix-cache")
 
 
 def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:

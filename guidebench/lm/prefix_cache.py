@@ -6,8 +6,10 @@ instruction and demo prefix, ~2,000 tokens at ~200-300 tokens/s on 2 cores. This
 KV-cache state of such a prefix under `<GUIDEBENCH_HOME>/prefix-cache/`, keyed by the model file,
 the llama.cpp build, the context size and the prefix tokens, and restores it instead.
 
-A prefix is stored the second time a process sees it: a prefix seen once (a KNN program's
-per-input demos) is not worth ~18 KB per token on disk. The folder is kept under a size cap by
+A prefix is stored the second time it is seen, in this process or an earlier one (an empty
+marker file remembers the first sighting): a prefix seen once (a KNN program's per-input demos)
+is not worth ~18 KB per token on disk, while a command that decides one record (a planner compile
+scored on one record per split) still gets its prefix stored for the next command. The folder is kept under a size cap by
 evicting the least recently used states. A state is written aside and renamed into place, and its
 header repeats the tokens it holds, so a torn or mismatched file is never loaded.
 """
@@ -29,6 +31,7 @@ logger = logging.getLogger(__name__)
 MAGIC = b"GBPFX1\n"
 MIN_PREFIX_TOKENS = 128  # shorter prefixes cost less than a second to evaluate: not worth a file
 DEFAULT_CAP_BYTES = 2 << 30
+MAX_MARKERS = 10_000  # first-sighting markers kept (empty files), the oldest pruned beyond this
 _HEADER = struct.Struct("<II")  # header JSON length, token count
 
 
@@ -95,7 +98,18 @@ class PrefixStateCache:
             return False
         key = self.key(prefix)
         self._seen[key] += 1
-        return self._seen[key] == 2 and not self.path(key).exists()
+        if self._seen[key] > 1 or self.path(key).exists():
+            return self._seen[key] == 2 and not self.path(key).exists()
+        marker = self.folder / "seen" / key
+        if marker.exists():
+            return True  # an earlier process saw it once: this is its second sighting
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            self._prune_markers()
+        except OSError:
+            pass
+        return False
 
     def store(self, llama: Any, prefix: Sequence[int]) -> Optional[Path]:
         """Cut `llama`'s KV cache back to `prefix` (it must hold it) and write that state to disk."""
@@ -127,6 +141,13 @@ class PrefixStateCache:
             return None
         self._evict()
         return path
+
+    def _prune_markers(self) -> None:
+        markers = list((self.folder / "seen").iterdir())
+        if len(markers) > MAX_MARKERS:
+            markers.sort(key=lambda p: p.stat().st_mtime)
+            for marker in markers[: len(markers) - MAX_MARKERS]:
+                marker.unlink(missing_ok=True)
 
     def _evict(self) -> None:
         files = sorted(self.folder.glob("*.state"), key=lambda p: p.stat().st_mtime)

@@ -22,6 +22,14 @@ def test_a_prefix_is_stored_on_its_second_sighting_only(tmp_path):
     assert cache.note([1, 2]) is False  # too short to be worth a file
 
 
+def test_a_prefix_seen_once_by_an_earlier_process_is_stored_now(tmp_path):
+    """A command that decides one record still stores its prefix for the next command."""
+    prefix = list(range(10))
+    assert PrefixStateCache(tmp_path, "model-a", min_tokens=4).note(prefix) is False
+    assert PrefixStateCache(tmp_path, "model-a", min_tokens=4).note(prefix) is True
+    assert PrefixStateCache(tmp_path, "model-b", min_tokens=4).note(prefix) is False  # another model
+
+
 def test_keys_depend_on_the_model_identity_and_the_tokens(tmp_path):
     a, b = PrefixStateCache(tmp_path, "model-a"), PrefixStateCache(tmp_path, "model-b")
     assert a.key([1, 2, 3]) != b.key([1, 2, 3]) and a.key([1, 2, 3]) != a.key([1, 2, 4])
