@@ -13,14 +13,13 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
-
-from evals.replay import compare
-from evals.stats import describe_interval
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import EvalOutput, evaluate
 from guidebench.tracking.runs import git_commit, guidebench_home
+
+if TYPE_CHECKING:  # imported where used: `guidebench --help` registers this command without DSPy
+    from guidebench.evaluation import EvalOutput
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_FULLAUTO = REPO / "datasets" / "sample" / "fullauto"
@@ -92,6 +91,7 @@ def _table(section: Section) -> list[str]:
 def _paired(section: Section) -> list[str]:
     if len(section.outputs) < 2:
         return []
+    from evals.replay import compare
     from guidebench.leaderboard.models import Comparison
 
     base = section.outputs[0]
@@ -120,6 +120,8 @@ def _paired(section: Section) -> list[str]:
 
 
 def _header(section: Section) -> list[str]:
+    from evals.stats import describe_interval
+
     data = section.outputs[0].data
     title = "Full Auto next-action decision" if section.kind == "full_auto" else "OptimizationDirective planner"
     # the interval methods the table's values actually used (BCa where defined, percentile otherwise)
@@ -177,6 +179,8 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
     A record limit applies to every program of its kind, so they are still compared on the same
     records; the split is then named `<split>[:N]` in the report and in MLflow.
     """
+    from guidebench.evaluation import evaluate
+
     work = guidebench_home() / "baselines"
     sections = []
     for kind, source, names, columns, limit in (

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from evals.replay import ReplayResult, replay
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI registers `eval` without importing DSPy and SciPy (`guidebench --help`)
+    from evals.replay import ReplayResult
 
 from guidebench.errors import GuidebenchError
 
@@ -288,6 +291,8 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
     With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
     OUT follows `guidebench.outputs`: checked before any replay, written aside, renamed into place.
     """
+    from evals.replay import replay
+
     from guidebench.outputs import claim_output
 
     if threads < 1:

@@ -26,10 +26,10 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from dspy.clients.engines.base import validate_request
-from dspy.lm15 import ContextLengthError, Message, Request, Response, TextPart, Usage, response_to_events
+if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --help` stays light
+    from dspy.lm15 import Message, Request, Response
 
 from guidebench.lm.grammar import conforms, output_grammar
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
@@ -240,6 +240,8 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
 
 def message_text(message: Message) -> str:
     """The plain text of a message (text parts joined)."""
+    from dspy.lm15 import TextPart
+
     return "".join(part.text for part in message.parts if isinstance(part, TextPart))
 
 
@@ -336,6 +338,9 @@ class LocalGGUFEngine:
 
     def complete(self, request: Request) -> Response:
         """Run one completion for a DSPy request."""
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage
+
         validate_request(request)
         rendered = render_prompt(request, prefill=self.prefill)
         config = request.config
@@ -417,6 +422,8 @@ class LocalGGUFEngine:
 
     def stream(self, request: Request) -> Iterator[Any]:
         """Streaming as one final chunk (the local model is fast enough not to stream tokens)."""
+        from dspy.lm15 import response_to_events
+
         return iter(response_to_events(self.complete(request)))
 
     def close(self) -> None:

@@ -29,11 +29,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from dspy.clients.engines.base import validate_request
-from dspy.lm15 import (ContextLengthError, InvalidRequestError, Message, Request, Response, ServerError, TextPart,
-                       TimeoutError as LMTimeoutError, TransportError, Usage, response_to_events)
+if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --help` stays light
+    from dspy.lm15 import Request, Response
 
 from guidebench.errors import GuidebenchError
 from guidebench.lm.grammar import conforms, output_grammar
@@ -318,6 +317,9 @@ class LlamaServerEngine:
 
     def complete(self, request: Request) -> Response:
         """Run one completion on the server for a DSPy request (a second, grammar-bound one when needed)."""
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import InvalidRequestError, Message, Response, ServerError, TextPart, Usage
+
         validate_request(request)
         body, rendered = self._body(request)
         grammar = None
@@ -346,6 +348,8 @@ class LlamaServerEngine:
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
+        from dspy.lm15 import ContextLengthError, InvalidRequestError, ServerError, TransportError
+        from dspy.lm15 import TimeoutError as LMTimeoutError
 
         url = f"{self.api_base}{path}"
         try:
@@ -367,6 +371,8 @@ class LlamaServerEngine:
 
     def stream(self, request: Request) -> Iterator[Any]:
         """Streaming as one final chunk, like the in-process engine."""
+        from dspy.lm15 import response_to_events
+
         return iter(response_to_events(self.complete(request)))
 
     def close(self) -> None:
