@@ -1,4 +1,4 @@
-"""LM programs of the Full Auto decision: the original Predict and chain of thought."""
+"""LM programs of the Full Auto decision: the original Predict, chain of thought and the compact variant."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ import dspy
 
 from runtime.fullauto import GuidanceDecision
 from runtime.guardrails import parse_decision
-from signatures import FULL_AUTO_INPUT_FIELDS, FullAutoDecisionClearSignature, FullAutoDecisionSignature
+from runtime.inputs import compact_decision_inputs
+from signatures import (FULL_AUTO_INPUT_FIELDS, FullAutoCompactSignature, FullAutoDecisionClearSignature,
+                        FullAutoDecisionSignature)
 
 from .lm_call import PredictorOutcome, call_predictor, select_inputs
 from .results import decision_prediction
-from .seeds import decision_demos
+from .seeds import compact_decision_demos, decision_demos
+
+# The compact decision's output budget, in the embedded model's tokens: its longest seed answer (a
+# continue with a next input) is 64 tokens after the prefilled first marker, field markers included.
+# The cap leaves room for a somewhat longer next input and stops a model that rambles on instead of
+# closing the answer; next_input comes last, so a cut answer still holds action, confidence and reason.
+COMPACT_DECISION_MAX_TOKENS = 80
 
 
 def decision_from_outcome(outcome: PredictorOutcome) -> GuidanceDecision:
@@ -61,3 +69,21 @@ class FullAutoChainOfThought(dspy.Module):
     def forward(self, **inputs: Any) -> dspy.Prediction:
         outcome = call_predictor(self.decide, **select_inputs(inputs, FULL_AUTO_INPUT_FIELDS))
         return outcome_prediction(outcome, reasoning=str(outcome.fields.get("reasoning") or ""))
+
+
+class FullAutoCompact(dspy.Module):
+    """The same decision from the compact rendering of the same inputs, with an output budget.
+
+    Inputs are `runtime.inputs.compact_decision_inputs` (the compact fields the inputs carry, or rendered
+    from their summary fields); the answer is capped at COMPACT_DECISION_MAX_TOKENS through the
+    predictor's config, and parsed and guardrailed exactly as `FullAutoPredict`'s.
+    """
+
+    def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
+        super().__init__()
+        self.decide = dspy.Predict(FullAutoCompactSignature, max_tokens=COMPACT_DECISION_MAX_TOKENS)
+        self.decide.demos = compact_decision_demos() if demos is None else list(demos)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        outcome = call_predictor(self.decide, **compact_decision_inputs(inputs))
+        return outcome_prediction(outcome)

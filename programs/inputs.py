@@ -10,17 +10,20 @@ from pydantic import ValidationError
 
 from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import clip_text, packet_inputs, summary_inputs, tail_entries
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_SUMMARY_NAMES, clip_text, packet_inputs, summary_inputs,
+                            tail_entries)
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
-# Inputs the original signature does not see but a better program (and the rule policies) may use.
+# Inputs the original signature does not see but a better program (and the rule policies) may use,
+# and the compact rendering of the same summary (`full_auto.compact`).
 DECISION_EXTRA_FIELDS: tuple[str, ...] = (
-    "turn_count", "no_progress_count", "last_agent_message", "last_guidance_directive",
+    "turn_count", "no_progress_count", "last_agent_message", "last_guidance_directive", *COMPACT_SUMMARY_NAMES,
 )
 # Present only when the inputs come from a DecisionRecord: what the deployed loop decided.
 LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_reason", "logged_next_input")
-PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet",)
+# The whole packet, and the compact rendering of it (`planner.compact`; `goal` is shared).
+PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet", *COMPACT_PACKET_NAMES)
 
 # Confidence a labeled demonstration carries when its label does not state one: how much the
 # label's source is trusted. Demos must carry a confidence (design.md), and a constant 1.0 would
@@ -116,7 +119,7 @@ def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
 
 
 def planner_inputs(packet: Any) -> dict[str, str]:
-    """Signature inputs of the planner (compact text) plus the full packet JSON as `packet`.
+    """Signature inputs of the planner (compact text), the full packet JSON as `packet` and the compact fields.
 
     The rendering is `runtime.inputs.packet_inputs`, which a frozen planner loaded standalone uses too.
     """

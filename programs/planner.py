@@ -1,4 +1,5 @@
-"""LM programs of the kernel-optimization planner: Predict and chain of thought over the directive signature."""
+"""LM programs of the kernel-optimization planner: Predict and chain of thought over the directive signature,
+and the compact variant."""
 
 from __future__ import annotations
 
@@ -9,18 +10,23 @@ import dspy
 import json_repair
 
 from runtime.advisor import FAMILIES, DirectiveValidation, OptimizationDirective
+from runtime.inputs import compact_planner_inputs
 from runtime.pivot import validate_directive
-from signatures import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirectiveSignature
+from signatures import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirectiveSignature, PlannerCompactSignature
 
 from .inputs import blocked_families, packet_from_inputs, tail_entries
 from .lm_call import PredictorOutcome, call_predictor, select_inputs
 from .results import directive_prediction, safe_directive
 from .rules_planner import family_tries
-from .seeds import planner_demos
+from .seeds import compact_planner_demos, planner_demos
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
 _INT = re.compile(r"[-+\u2212]?\d[\d,_]*")
 _RISKS = {"low": "Low", "medium": "Medium", "high": "High"}
+# The compact directive's output budget, in the embedded model's tokens: its seed directives take 222
+# and 226 after the prefilled first marker, field markers included; the cap leaves room for the lists
+# at the longest lengths its signature allows (planner.predict's answers run to 320 and more).
+COMPACT_DIRECTIVE_MAX_TOKENS = 400
 
 
 def _as_list(value: Any) -> list[str]:
@@ -159,3 +165,20 @@ class PlannerChainOfThought(dspy.Module):
         outcome = call_predictor(self.plan, **select_inputs(inputs, PLANNER_INPUT_FIELDS))
         return directive_result(outcome, inputs, reasoning=str(outcome.fields.get("reasoning") or ""))
 
+
+class PlannerCompact(dspy.Module):
+    """The same directive from the compact rendering of the packet, with short lists and an output cap.
+
+    Inputs are `runtime.inputs.compact_planner_inputs` (what the planner acts on: goal, plateau,
+    families, bests, bound and the last attempts, one line each); the answer is capped at
+    COMPACT_DIRECTIVE_MAX_TOKENS and checked exactly as `PlannerPredict`'s.
+    """
+
+    def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
+        super().__init__()
+        self.plan = dspy.Predict(PlannerCompactSignature, max_tokens=COMPACT_DIRECTIVE_MAX_TOKENS)
+        self.plan.demos = compact_planner_demos() if demos is None else list(demos)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        outcome = call_predictor(self.plan, **compact_planner_inputs(inputs))
+        return directive_result(outcome, inputs)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Mapping
 
 import dspy
 
 from runtime.fullauto import GuidanceDecision
+# The plan and count readers are the runtime's: the compact rendering reads plans and counts the same way.
+from runtime.inputs import count_of, plan_steps, step_done
 
 from .results import decision_prediction
 
@@ -19,54 +20,6 @@ _DONE = re.compile(
     r"(?:work|fix|change|implementation) is (?:complete|done)|nothing (?:else )?(?:is )?left)\b", re.I)
 _FAILING = re.compile(r"\b(?:[1-9]\d* failed|fail(?:s|ed|ing|ure|ures)?|errors?|traceback)\b", re.I)
 _NEGATED = re.compile(r"\b(?:no|0|zero|without|none)\s+(?:\w+\s+)?(?:fail\w*|errors?)\b", re.I)
-_STEP_DONE = {"completed", "complete", "done", "finished"}
-
-
-def plan_steps(turn_plan: str) -> list[tuple[str, str]]:
-    """(step, status) pairs from a plan given as JSON (`[{step, status}]`) or checklist text."""
-    text = (turn_plan or "").strip()
-    if not text:
-        return []
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        data = data.get("plan") or data.get("steps")
-    if isinstance(data, list):
-        steps = []
-        for item in data:
-            if isinstance(item, Mapping):
-                step = str(item.get("step") or item.get("title") or item.get("text") or "").strip()
-                steps.append((step, str(item.get("status") or "pending").strip().lower()))
-            elif isinstance(item, str):
-                steps.append((item.strip(), "pending"))
-        return steps
-    steps = []
-    for line in text.splitlines():
-        match = re.match(r"^\s*(?:[-*]|\d+[.)])?\s*\[([ xX~-])\]\s*(.+)$", line)
-        if match:
-            status = "completed" if match.group(1) in "xX" else "pending"
-            steps.append((match.group(2).strip(), status))
-    return steps
-
-
-def count_of(value: Any) -> int:
-    """A count written as text ("2"), a JSON list/dict (its length) or empty (0); other text counts as 1."""
-    text = str(value if value is not None else "").strip()
-    if not text or text.lower() in ("none", "null", "[]", "{}"):
-        return 0
-    if text.lstrip("-").isdigit():
-        return max(0, int(text))
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return 1
-    if isinstance(data, (list, dict)):
-        return len(data)
-    if isinstance(data, (int, float)) and not isinstance(data, bool):
-        return max(0, int(data))
-    return 1
 
 
 def mentions_failure(text: str) -> bool:
@@ -87,7 +40,7 @@ def rule_decision(inputs: Mapping[str, Any]) -> tuple[GuidanceDecision, str]:
     error = str(inputs.get("turn_error") or "").strip()
     message = str(inputs.get("last_agent_message") or "")
     steps = plan_steps(str(inputs.get("turn_plan") or ""))
-    open_steps = [step for step, state in steps if state not in _STEP_DONE]
+    open_steps = [step for step, state in steps if not step_done(state)]
     no_progress = _int(inputs.get("no_progress_count"))
     failing = bool(error) or mentions_failure(message)
 

@@ -18,8 +18,9 @@ import dspy
 
 from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints, PerformanceProfile
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import summary_inputs
-from signatures import FULL_AUTO_INPUT_FIELDS
+from runtime.inputs import compact_packet_inputs, compact_summary_inputs, summary_inputs
+from signatures import (COMPACT_DECISION_INPUT_FIELDS, COMPACT_PLANNER_INPUT_FIELDS, FULL_AUTO_INPUT_FIELDS,
+                        PLANNER_INPUT_FIELDS)
 
 from .inputs import planner_inputs
 
@@ -138,6 +139,27 @@ def decision_demos(with_reasoning: bool = False) -> list[dspy.Example]:
             outputs = {"reasoning": seed.reasoning, **outputs}
         inputs = _summary_inputs(seed.summary)
         demos.append(dspy.Example(**inputs, **outputs).with_inputs(*inputs))
+    return demos
+
+
+# The compact program's answers to the same seeds, within its output budget: one short reason, a next
+# input only when continuing. Confidence is text with two decimals ("0.80"): a float demo would show 0.8.
+COMPACT_ANSWERS: tuple[tuple[str, str], ...] = (  # (reason, next_input) per DECISION_SEEDS entry
+    ("Plan steps remain and one test still fails.",
+     "Fix test_parse_config_defaults for the empty-file case, then run the tests."),
+    ("A command waits for a person's approval.", ""),
+    ("Every plan step is done and nothing changed.", ""),
+)
+
+
+def compact_decision_demos() -> list[dspy.Example]:
+    """Seed demos for FullAutoCompactSignature: the seeds rendered compactly, answers within the output budget."""
+    demos = []
+    for seed, (reason, next_input) in zip(DECISION_SEEDS, COMPACT_ANSWERS, strict=True):
+        rendered = compact_summary_inputs(seed.summary)
+        inputs = {name: rendered[name] for name in COMPACT_DECISION_INPUT_FIELDS}
+        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.2f}", reason=reason,
+                                  next_input=next_input).with_inputs(*inputs))
     return demos
 
 
@@ -267,8 +289,8 @@ def planner_demos(with_reasoning: bool = False) -> list[dspy.Example]:
     """Seed demos for OptimizationDirectiveSignature (with `reasoning` for chain of thought)."""
     demos = []
     for packet, directive in _planner_seed_packets():
-        inputs = planner_inputs(packet)
-        inputs.pop("packet")  # demos show only what the signature shows
+        rendered = planner_inputs(packet)
+        inputs = {name: rendered[name] for name in PLANNER_INPUT_FIELDS}  # demos show only what the signature shows
         outputs = dict(directive)
         if with_reasoning:
             constraints = packet.strategy_family_constraints
@@ -276,4 +298,51 @@ def planner_demos(with_reasoning: bool = False) -> list[dspy.Example]:
                                     f"Slack is {packet.performance_profile.schedule_slack_pct:.1%} of the tight "
                                     f"bound, so the plan uses {directive['strategy_family']}.", **outputs}
         demos.append(dspy.Example(**inputs, **outputs).with_inputs(*inputs))
+    return demos
+
+
+# The compact planner's directives for the same seed packets: the same decisions, every list cut to the
+# lengths its signature asks for (the output budget).
+COMPACT_DIRECTIVES: tuple[dict[str, Any], ...] = (
+    {
+        "objective": "Reach 1790 cycles",
+        "primary_hypothesis": "The schedule (1802) is far above the critical path (1310): interleaving two "
+                              "batches hides the latency.",
+        "strategy_family": "family:break_deps",
+        "strategy_modifiers": ["interleave_batches"],
+        "risk": "Medium",
+        "expected_effect_cycles": -40,
+        "change_summary": ["Interleave the hash rounds of two independent batches"],
+        "step_plan": ["Issue two batches per bundle in the round loop", "Run the correctness tests",
+                      "Measure cycles against 1802"],
+        "validation": {"commands": ["python tests/submission_tests.py"],
+                       "pass_criteria": ["correctness tests pass", "cycles below 1802"]},
+        "next_packet_requests": [],
+        "did_web_search": False,
+    },
+    {
+        "objective": "Beat the best of 1436 cycles",
+        "primary_hypothesis": "The schedule is within 3.2% of the load bound (1392): only fewer loads lower it.",
+        "strategy_family": "family:reduce_loads",
+        "strategy_modifiers": ["register_reuse"],
+        "risk": "Medium",
+        "expected_effect_cycles": -20,
+        "change_summary": ["Keep the top tree levels in registers instead of reloading them"],
+        "step_plan": ["Cache the top tree levels in registers", "Run the correctness tests",
+                      "Measure cycles against 1436"],
+        "validation": {"commands": ["python tests/submission_tests.py"],
+                       "pass_criteria": ["correctness tests pass", "cycles below 1436"]},
+        "next_packet_requests": ["load count per round"],
+        "did_web_search": False,
+    },
+)
+
+
+def compact_planner_demos() -> list[dspy.Example]:
+    """Seed demos for PlannerCompactSignature: the seed packets rendered compactly, directives within budget."""
+    demos = []
+    for (packet, _), directive in zip(_planner_seed_packets(), COMPACT_DIRECTIVES, strict=True):
+        rendered = compact_packet_inputs(packet)
+        inputs = {name: rendered[name] for name in COMPACT_PLANNER_INPUT_FIELDS}
+        demos.append(dspy.Example(**inputs, **directive).with_inputs(*inputs))
     return demos

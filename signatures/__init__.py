@@ -1,5 +1,11 @@
-"""DSPy signatures of the decision programs: Full Auto next action, guidance, planner, module stack."""
+"""DSPy signatures of the decision programs: Full Auto next action, guidance, planner, module stack, compact."""
 
+from .compact import (
+    COMPACT_DECISION_INPUT_FIELDS,
+    COMPACT_PLANNER_INPUT_FIELDS,
+    FullAutoCompactSignature,
+    PlannerCompactSignature,
+)
 from .full_auto import (
     DECISION_OUTPUT_FIELDS,
     FULL_AUTO_INPUT_FIELDS,
@@ -12,8 +18,9 @@ from .planner import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirecti
 from .stack import Progress, SelectNextAction, SummarizeTurnState, Verdict, VerifyDecision
 
 __all__ = [
-    "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS", "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS",
-    "FullAutoDecisionClearSignature", "FullAutoDecisionSignature", "GuidanceDecisionClearSignature",
-    "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "Progress",
+    "COMPACT_DECISION_INPUT_FIELDS", "COMPACT_PLANNER_INPUT_FIELDS", "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS",
+    "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS", "FullAutoCompactSignature", "FullAutoDecisionClearSignature",
+    "FullAutoDecisionSignature", "GuidanceDecisionClearSignature",
+    "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "PlannerCompactSignature", "Progress",
     "SelectNextAction", "SummarizeTurnState", "Verdict", "VerifyDecision",
 ]

@@ -1,10 +1,16 @@
 """Helpers shared by the program tests (tests/programs/) and the `guidebench predict` tests: the required
-program names, a turn summary, a decision record, an experiment log entry, an unseen summary."""
+program names, a turn summary, a decision record, an experiment log entry, an unseen summary, and the
+requests a program sends the fake LM."""
 
 from __future__ import annotations
 
 import json
 
+import dspy
+
+import programs
+from evals.usage import instrument
+from guidebench.lm.fake import FAKE_MODEL_ID, FakeEngine
 from programs.seeds import DECISION_SEEDS
 from runtime import DecisionRecord, FullAutoTurnSummary, GuardrailConfig, LoggedDecision, OutcomeLabel
 
@@ -51,3 +57,25 @@ UNSEEN = summary(
                                 "confidence": 0.77, "timestamp": 1732262000}], indent=2),
     last_agent_message="The flag works; I still need to document it.",
 )
+
+
+class RecordingEngine(FakeEngine):
+    """The fake LM engine, keeping every request it answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list = []
+
+    def complete(self, request):  # noqa: ANN001, ANN201 - the engine contract's types
+        """Keep the request, answer as the fake LM does."""
+        self.requests.append(request)
+        return super().complete(request)
+
+
+def recorded_requests(program: str | dspy.Module, inputs: dict) -> list:
+    """The requests a program (a fresh instance when given by name) sends the fake LM for these inputs, in
+    call order (the calls are recorded by `evals.usage.track_calls` too)."""
+    engine = RecordingEngine()
+    with dspy.context(lm=instrument(dspy.LM(FAKE_MODEL_ID, engine=engine, cache=False, num_retries=0))):
+        (programs.get(program) if isinstance(program, str) else program)(**inputs)
+    return engine.requests

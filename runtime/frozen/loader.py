@@ -47,7 +47,7 @@ from runtime.frozen.knn import DemoSelector, KnnStateError
 from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE, READABLE_FORMAT_VERSIONS,
                                      FrozenManifest, FrozenModuleError, dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
-from runtime.inputs import PACKET_INPUT_NAMES
+from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
 
 __all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "read_demo_selection",
@@ -223,9 +223,9 @@ def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signatu
         _check_installed_signature(signature, manifest)
     predictor_spec = manifest.predictors[0]
     spec: SignatureSpec = predictor_spec.signature
-    # What the runtime's own rendering (`runtime.inputs`, shared with training) provides.
-    available = set(FullAutoTurnSummary.model_fields) if manifest.kind == "full_auto" \
-        else set(PACKET_INPUT_NAMES)
+    # What the runtime's own rendering (`runtime.inputs`, shared with training) provides: the original
+    # and the compact inputs, under different names, so the signature's field names pick the rendering.
+    available = set(SUMMARY_INPUT_NAMES) if manifest.kind == "full_auto" else set(PACKET_INPUT_NAMES)
     missing = missing_inputs(spec, available)
     if missing:
         raise FrozenModuleError(f"signature {predictor_spec.signature_name} needs inputs {missing} that the runtime "

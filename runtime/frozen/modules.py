@@ -13,6 +13,9 @@ the manifest's signature definition and follow the program contracts of docs/arc
 Without an `inputs=` mapping, a loaded module renders its inputs with `runtime.inputs`
 (`summary_inputs` / `packet_inputs`), the very functions `programs.decision_inputs` /
 `programs.planner_inputs` call for training: the prompt matches the demos and the training.
+Those functions render both the original and the compact inputs (`full_auto.compact`,
+`planner.compact`) under different field names; the exported signature's input names pick the
+rendering, so a frozen compact module sends the compact prompt its training sent.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import programs
 from program_support import REQUIRED
 
 
-@pytest.mark.parametrize("name", REQUIRED + ("full_auto.zeroshot",))
+@pytest.mark.parametrize("name", REQUIRED + ("full_auto.zeroshot", "full_auto.compact", "planner.compact"))
 def test_program_state_round_trips_as_json(tmp_path, name):
     program = programs.get(name)
     path = tmp_path / "program.json"

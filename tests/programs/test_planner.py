@@ -1,5 +1,6 @@
 """programs.planner: the planner's LM programs return validated directives, fall back to the safe directive on
-garbage or a blocked family, salvage loosely formatted fields, and work on the embedded model (slow)."""
+garbage or a blocked family, salvage loosely formatted fields, and work on the embedded model (slow); the
+compact planner does the same from a shorter prompt with a capped answer."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import dspy
 import pytest
 
 import programs
-from program_support import LM_PLANNER
-from programs.seeds import _planner_seed_packets
+from evals.usage import track_calls
+from guidebench.lm.engine import message_text, render_prompt
+from program_support import LM_PLANNER, recorded_requests
+from programs.planner import COMPACT_DIRECTIVE_MAX_TOKENS
+from programs.seeds import COMPACT_DIRECTIVES, _planner_seed_packets
 from runtime import OptimizationDirective
 from runtime.pivot import validate_directive
 
@@ -57,6 +61,49 @@ def test_planner_salvages_loosely_formatted_fields(scripted_lm):
     assert out.directive.risk == "Medium" and out.directive.strategy_family == "family:reduce_loads"
     assert out.directive.step_plan == ["count loads", "cache levels", "measure"]
     assert out.directive.expected_effect_cycles == -20 and out.directive.did_web_search is False
+
+
+# ----------------------------------------------------------------------------- planner.compact
+
+def _answer(directive: dict) -> str:
+    return "\n\n".join(f"[[ ## {k} ## ]]\n{json.dumps(v) if not isinstance(v, str) else v}"
+                       for k, v in directive.items())
+
+
+def test_compact_planner_checks_directives_as_planner_predict(scripted_lm):
+    packet, _ = _planner_seed_packets()[0]
+    good, blocked = COMPACT_DIRECTIVES[0], {**COMPACT_DIRECTIVES[0], "strategy_family": "family:schedule"}
+    scripted_lm([_answer(good), _answer(blocked), "The best plan is to schedule better.", _answer(blocked)])
+    program = programs.get("planner.compact")
+    out = program(**programs.planner_inputs(packet))
+    assert out.parse_errors == [] and out.directive_errors == []
+    assert out.directive == OptimizationDirective.model_validate(good)
+    refused = program(**programs.planner_inputs(packet))
+    assert any("blocked" in error for error in refused.directive_errors)
+    garbage = program(**programs.planner_inputs(packet))
+    assert garbage.parse_errors and garbage.directive.strategy_modifiers == ["safe_default"]
+    # planner.predict refuses the same blocked answer with the same safe directive
+    original = programs.get("planner.predict")(**programs.planner_inputs(packet))
+    assert (refused.directive, refused.directive_errors) == (original.directive, original.directive_errors)
+
+
+def test_compact_planner_reads_only_what_it_acts_on_from_a_shorter_prompt_with_a_capped_answer():
+    packet, _ = _planner_seed_packets()[1]
+    inputs = programs.planner_inputs(packet)
+    sizes = {}
+    for name in ("planner.predict", "planner.compact"):
+        with track_calls() as ledger:
+            [request] = recorded_requests(name, inputs)
+        sizes[name] = (ledger.calls[0].prompt_tokens, len(render_prompt(request).prompt),
+                       len(message_text(request.messages[-1])))
+        if name == "planner.compact":
+            assert request.config.max_tokens == COMPACT_DIRECTIVE_MAX_TOKENS
+            text = message_text(request.messages[-1])
+            assert "[[ ## attempts ## ]]" in text and "experiment_log_tail" not in text and "{" not in text
+            # the packet JSON alone gives the same prompt
+            [again] = recorded_requests(name, {"packet": inputs["packet"]})
+            assert render_prompt(again).prompt == render_prompt(request).prompt
+    assert all(c < p for c, p in zip(sizes["planner.compact"], sizes["planner.predict"])), sizes
 
 
 # ----------------------------------------------------------------------------- the real embedded model

@@ -1,9 +1,11 @@
 """Training and production render the same inputs: a compiled program loaded by the runtime sends the
-model the very prompt its training program sends (same input text, same demos), planner and Full Auto."""
+model the very prompt its training program sends (same input text, same demos), planner and Full Auto,
+the compact programs included; the compact rendering states each fact of a record in one short line."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import dspy
@@ -25,7 +27,9 @@ from runtime import (
     load_frozen,
 )
 from runtime.advisor import ExperimentLogEntry, FamilyConstraints, PerformanceProfile
-from runtime.inputs import PACKET_INPUT_NAMES, packet_inputs, summary_inputs
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_SUMMARY_NAMES, PACKET_INPUT_NAMES, compact_decision_inputs,
+                            compact_packet_inputs, compact_planner_inputs, compact_summary_inputs, packet_inputs,
+                            summary_inputs)
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
 DIRECTIVE = {"objective": "Beat 1500", "primary_hypothesis": "fewer loads", "strategy_family": "family:reduce_loads",
@@ -174,3 +178,132 @@ def test_standalone_full_auto_sends_the_training_prompt(tmp_path: Path):
             decision, _, _ = module(turn, GuardrailConfig())
         assert prompt_of(run_lm) == prompt_of(train_lm)
         assert decision.action == "continue"
+
+
+# ----- the compact rendering (full_auto.compact, planner.compact) -----------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sample_summary() -> FullAutoTurnSummary:
+    """The first committed sample decision whose summary exercises every compact field."""
+    for line in (REPO / "datasets" / "sample" / "fullauto" / "fullauto-decisions.jsonl").read_text().splitlines():
+        fields = json.loads(line)["summary"]
+        if (fields["pending_approvals"] != "0" and fields["compaction_events"] != "0"
+                and fields["recent_actions"] != "[]" and fields["diff_summary"].count("|") > 3):
+            return FullAutoTurnSummary.model_validate(fields, strict=False)
+    raise AssertionError("the sample log has no such decision")
+
+
+def test_compact_rendering_of_a_sample_record_states_its_fields_in_one_line_each():
+    turn = _sample_summary()
+    steps = json.loads(turn.turn_plan)["plan"]
+    done = [step for step in steps if step["status"] == "completed"]
+    current = next(step for step in steps if step["status"] == "in_progress")["step"]
+    stat_lines = [line for line in turn.diff_summary.splitlines() if "|" in line]
+    names = [line.split("|")[0].strip().rsplit("/", 1)[-1] for line in stat_lines]
+    files, added, removed = (int(n) for n in re.search(r"(\d+) files changed, (\d+) insertions\(\+\), "
+                                                        r"(\d+) deletions", turn.diff_summary).groups())
+    actions = [item["action"] for item in json.loads(turn.recent_actions)][-5:]
+    expected = {
+        "status": turn.last_turn_status,
+        "plan": f"{len(done)}/{len(steps)} done; current: {current}",
+        "diff": f"+{added} -{removed} in {files} files: {', '.join(names[:3])} +{len(names) - 3} more",
+        "tokens": str(json.loads(turn.token_usage)["totalTokens"]),
+        "approvals": turn.pending_approvals,
+        "tool_inputs": turn.pending_tool_inputs,
+        "recent": ", ".join(actions),
+        "compactions": turn.compaction_events,
+    }
+    assert compact_summary_inputs(turn) == expected
+    rendered = summary_inputs(turn)
+    assert {name: rendered[name] for name in COMPACT_SUMMARY_NAMES} == expected
+    assert turn.thread_id not in "".join(expected.values()) and turn.turn_id not in "".join(expected.values())
+    # From the original fields alone (e.g. inputs built by hand), the compact fields come out the same.
+    original = {name: value for name, value in rendered.items() if name not in COMPACT_SUMMARY_NAMES}
+    assert compact_decision_inputs(original) == expected
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"last_turn_status": "failed", "turn_error": "  sandbox\ncrashed  "}, {"status": "failed: sandbox crashed"}),
+    ({"turn_plan": "- [x] write code\n- [ ] add tests"}, {"plan": "1/2 done; current: add tests"}),
+    ({"turn_plan": json.dumps([{"step": "a", "status": "completed"}])}, {"plan": "1/1 done"}),
+    ({"turn_plan": "", "diff_summary": "", "token_usage": "", "recent_actions": "[]"},
+     {"plan": "none", "diff": "none", "tokens": "unknown", "recent": "none"}),
+    ({"diff_summary": "--- a/x.py\n+++ b/x.py\n@@ -1 +1,2 @@\n-a\n+b\n+c"}, {"diff": "+2 -1 in 1 file: x.py"}),
+    ({"pending_tool_inputs": json.dumps([{"name": "choose a branch"}, {"name": "a token"}, {"name": "a path"}])},
+     {"tool_inputs": "3 (choose a branch, a token +1 more)"}),
+    ({"token_usage": json.dumps({"tokenUsage": {"total": {"totalTokens": 51234}}})}, {"tokens": "51234"}),
+])
+def test_compact_rendering_reads_every_shape(fields, expected):
+    rendered = compact_summary_inputs(summary(**fields))
+    assert {name: rendered[name] for name in expected} == expected
+
+
+def test_compact_packet_rendering_keeps_only_what_the_planner_acts_on():
+    packet = rich_packet()
+    rendered = compact_packet_inputs(packet)
+    assert set(rendered) == {"goal", *COMPACT_PACKET_NAMES}
+    assert rendered["goal"] == packet_inputs(packet)["goal"]
+    constraints = packet.strategy_family_constraints
+    assert rendered["plateau"] == str(packet.plateau_valid_iters_since_best)
+    assert rendered["families"] == (
+        "allowed reduce_loads, break_deps; blocked schedule; "
+        f"current schedule {constraints.current_family_streak_len}/{constraints.max_consecutive}")
+    assert rendered["best"] == "1500; schedule 1500; invalid schedule 1"
+    profile = packet.performance_profile
+    assert rendered["bound"] == (f"tight {profile.tight_lb_cycles}, estimate {profile.schedule_cycles_estimate}, "
+                                 f"slack {profile.schedule_slack_pct:.1%}")
+    lines = rendered["attempts"].splitlines()
+    assert lines == ["#1 schedule/unroll 1520 (-80)", "not json at all", "#2 schedule/unroll invalid",
+                     "#3 schedule/unroll 1500 (-20)"]
+    assert {name: packet_inputs(packet)[name] for name in rendered} == rendered
+    assert compact_planner_inputs({"packet": packet.model_dump_json()}) == rendered
+
+
+def _compact_compile(name: str, kind: str) -> dspy.Module:
+    """The compact program compiled with labeled_fewshot (fake LM) on a few labeled records."""
+    import optimizers
+    from evals import metrics_fullauto, metrics_planner
+    from optimizer_support import decision_examples
+
+    if kind == "full_auto":
+        train, metric = decision_examples(8), metrics_fullauto.metric
+    else:
+        outcome = ExperimentLogEntry.model_validate(entry(4, "family:break_deps", True, 1780, 1802))
+        train = [programs.planner_example(PlannerRecord(record_id=f"r{i}", episode_id="e1", iteration_id=4,
+                                                        packet=packet, outcome=outcome))
+                 for i, packet in enumerate([rich_packet(), *(p for p, _ in _planner_seed_packets())])]
+        metric = metrics_planner.metric
+    result = optimizers.get("labeled_fewshot")().compile(programs.get(name), train, train, metric, seed=1)
+    return result.program
+
+
+@pytest.mark.parametrize("name, kind", [("full_auto.compact", "full_auto"), ("planner.compact", "planner")])
+def test_a_compiled_compact_program_exports_loads_and_sends_the_training_prompt(tmp_path, fake_lm, name, kind):
+    trained = _compact_compile(name, kind)
+    assert all(len(p.demos) == 3 for p in trained.predictors())
+    folder = _export(trained, name, kind, tmp_path / "export")
+    if kind == "full_auto":
+        given = summary(turn_count=4, pending_approvals="1", recent_actions='[{"action": "continue"}]')
+        answer = DECISION
+        train_inputs = programs.decision_inputs(given)
+    else:
+        given, answer = rich_packet(), DIRECTIVE
+        train_inputs = programs.planner_inputs(given)
+    train_lm = DummyLM([answer] * 2)
+    with dspy.context(lm=train_lm):
+        trained(**train_inputs)
+    expected = prompt_of(train_lm)
+    text = json.dumps(expected, ensure_ascii=False)
+    assert "[[ ## status ## ]]" in text or "[[ ## families ## ]]" in text  # the compact fields, demos included
+    assert "thread_id" not in text and "strategy_family_constraints" not in text
+    for module in (load_frozen(folder), load_frozen(folder, program=programs.spec(name).factory)):
+        run_lm = DummyLM([answer] * 2)
+        with dspy.context(lm=run_lm):
+            if kind == "full_auto":
+                decision, _, _ = module(given, GuardrailConfig())
+                assert decision.action == "continue"
+            else:
+                assert not module(given).used_default
+        assert prompt_of(run_lm) == expected

@@ -116,6 +116,17 @@ def test_eval_an_lm_program_with_the_fake_lm(workspace, tmp_path):
     assert metrics["parse_failure_rate"]["value"] == 0.0
 
 
+@pytest.mark.parametrize("name, sample", [("full_auto.compact", "fullauto"), ("planner.compact", "experiments")])
+def test_eval_the_compact_programs_on_the_sample_data_with_the_fake_lm(tmp_path, name, sample):
+    data = Path(__file__).resolve().parents[3] / "datasets" / "sample" / sample
+    out = tmp_path / "out"
+    assert main(["eval", "--program", name, "--lm", "fake", "--data", str(data), "--max-records", "12",
+                 "--out", str(out), "--no-track", "--no-progress"]) == 0
+    metrics = read_metrics(out)
+    assert metrics["lm_calls_per_decision"]["value"] == 1.0 and metrics["parse_failure_rate"]["value"] == 0.0
+    assert metrics["error_rate"]["value"] == 0.0 and metrics["objective"]["n"] == 12
+
+
 def test_eval_an_exported_module_folder(workspace, tmp_path):
     export = tmp_path / "export"
     assert main(["export", "--program", "full_auto.predict", "--name", "fa-predict", "--version", "1.0.0",
