@@ -1,11 +1,14 @@
-"""programs.lm_call: unparseable model output never raises: one call, a safe pause, or a lenient parse of what the adapter rejects."""
+"""programs.lm_call: unparseable model output never raises: one call, a safe pause, or a lenient parse of what the
+adapter rejects; the adapter lays every constant part of a prompt out before the record, for every LM program."""
 
 from __future__ import annotations
 
 import pytest
 
 import programs
-from programs.seeds import DECISION_SEEDS
+from guidebench.lm.engine import message_text, render_prompt
+from program_support import recorded_requests
+from programs.seeds import DECISION_SEEDS, _planner_seed_packets
 
 
 def test_unparseable_output_is_a_safe_pause_after_one_call(scripted_lm):
@@ -34,3 +37,27 @@ def test_lenient_parse_of_what_the_adapter_rejects(scripted_lm, raw, expected):
     for fragment in errors:
         assert any(fragment in error for error in out.parse_errors)
     assert bool(out.parse_errors) == bool(errors)
+
+
+# ----- prompt layout: every constant part before the record ----------------------------------------
+
+LM_PROGRAMS = [spec.name for spec in programs.specs() if spec.uses_lm]
+
+
+@pytest.mark.parametrize("name", LM_PROGRAMS)
+def test_every_constant_part_of_a_prompt_comes_before_the_record(name):
+    """Instruction, field descriptions and demos (the system message and the demo turns) are the same for any
+    record; only the last user message holds the record. Every call of a multi-call program (the stack, a
+    chain of thought) is checked: nothing per-record comes before the demos, so the prefix can be reused."""
+    if programs.spec(name).kind == "full_auto":
+        first, second = (programs.decision_inputs(seed.summary) for seed in DECISION_SEEDS[:2])
+    else:
+        first, second = (programs.planner_inputs(packet) for packet, _ in _planner_seed_packets())
+    a, b = recorded_requests(name, first), recorded_requests(name, second)
+    assert a and len(a) == len(b)
+    for one, other in zip(a, b):
+        assert one.system == other.system
+        assert one.messages[:-1] == other.messages[:-1]  # the demos, identical and before the record
+        assert one.messages[-1].role == "user" and one.messages[-1] != other.messages[-1]
+        demos = "\n\n".join(message_text(m).strip() for m in one.messages[:-1])
+        assert render_prompt(one).prompt.startswith(f"{one.system.strip()}\n\n{demos}".rstrip())
