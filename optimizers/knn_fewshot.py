@@ -14,12 +14,12 @@ Texts, scores, the order of the chosen demos and the way they reach the predicto
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import dspy
 from pydantic import Field
 
-from runtime.frozen.knn import LEXICAL, DemoSelector, example_text, run_with_demos, top_k
+from runtime.frozen.knn import DEMO_ORDERS, LEXICAL, DemoSelector, example_text, run_with_demos, top_k
 
 from .base import CompileContext, Recipe, RecipeSettings
 from .estimate import Stage
@@ -31,10 +31,13 @@ DEFAULT_EXCLUDE = ("thread_id", "turn_id")
 # Measured with benchmarks/bench_knn.py on the sample data: on Full Auto the nearest demo's action
 # matches the dev label 0.87 of the time with these state fields against 0.44 with every input
 # (plans, diffs and recent-action JSON dominate the text but say little about the next action);
-# on the planner, the family constraints alone give 0.60 against 0.37.
+# on the planner, the family constraints alone give 0.60 against 0.37. The compact programs' fields
+# for the same facts (`runtime.inputs` compact rendering) do the same: on the sample data's dev split,
+# 0.89 against 0.64 with every compact input (Full Auto), 0.58 against 0.41 (planner).
 DEFAULT_FIELDS: tuple[str, ...] = (
     "last_turn_status", "turn_error", "pending_approvals", "pending_tool_inputs", "compaction_events",
     "token_usage", "strategy_family_constraints", "plateau_valid_iters_since_best",
+    "status", "approvals", "tool_inputs", "compactions", "tokens", "families", "plateau",
 )
 
 
@@ -46,12 +49,16 @@ class NearestDemos(dspy.Module):
     """A program whose predictors get, for each call, the k pool examples nearest to the input."""
 
     def __init__(self, program: dspy.Module, pool: Sequence[dspy.Example] = (), *, k: int = 3,
-                 vectorizer: str = "tfidf", fields: Optional[Sequence[str]] = None, nearest_last: bool = True) -> None:
+                 vectorizer: str = "tfidf", fields: Optional[Sequence[str]] = None, nearest_last: bool = True,
+                 demo_order: str = "similarity") -> None:
         super().__init__()
+        if demo_order not in DEMO_ORDERS:
+            raise ValueError(f"demo_order must be one of {', '.join(DEMO_ORDERS)}, got {demo_order!r}")
         self.program = program
         self.k = k
         self.vectorizer_name = vectorizer
         self.nearest_last = nearest_last
+        self.demo_order = demo_order
         self.fields = list(fields) if fields is not None else None
         self._pool: list[dspy.Example] = list(pool)
         self._index: Optional[tuple[Any, Any, list[str]]] = None
@@ -84,12 +91,15 @@ class NearestDemos(dspy.Module):
             return self._index
 
     def nearest(self, inputs: dict[str, Any]) -> list[dspy.Example]:
-        """The k pool examples most similar to the inputs, most similar last when `nearest_last`."""
+        """The k pool examples most similar to the inputs, in prompt order: by similarity or in pool order
+        (`demo_order`, see `runtime.frozen.knn.DEMO_ORDERS` for the trade-off), most similar last when
+        `nearest_last`."""
         if not self._pool or self.k <= 0:
             return []
         _vectorizer, index, fields = self._ensure_index()
         # Stable: equal similarity keeps pool order, so retrieval is deterministic.
-        return [self._pool[i] for i in top_k(index.scores(example_text(inputs, fields)), self.k, self.nearest_last)]
+        chosen = top_k(index.scores(example_text(inputs, fields)), self.k, self.nearest_last, self.demo_order)
+        return [self._pool[i] for i in chosen]
 
     def forward(self, **inputs: Any) -> Any:
         """Run the wrapped program with the nearest demos (on a copy: calls may run in parallel)."""
@@ -106,7 +116,7 @@ class NearestDemos(dspy.Module):
                 f"runtime does not carry; compile knn_fewshot with vectorizer {' or '.join(map(repr, LEXICAL))}")
         vectorizer, _index, fields = self._ensure_index()
         return DemoSelector(self._pool_state(), k=self.k, fields=fields, nearest_last=self.nearest_last,
-                            vectorizer=vectorizer)
+                            vectorizer=vectorizer, demo_order=self.demo_order)
 
     def _pool_state(self) -> list[dict[str, Any]]:
         return [{"data": dict(ex.toDict()), "input_keys": sorted(ex.inputs().keys())} for ex in self._pool]
@@ -117,7 +127,7 @@ class NearestDemos(dspy.Module):
         state = super().dump_state(json_mode=json_mode)
         state[KNN_STATE_KEY] = {
             "k": self.k, "vectorizer": self.vectorizer_name, "fields": self.fields, "nearest_last": self.nearest_last,
-            "pool": self._pool_state(),
+            "demo_order": self.demo_order, "pool": self._pool_state(),
         }
         return state
 
@@ -132,6 +142,7 @@ class NearestDemos(dspy.Module):
         self.vectorizer_name = str(knn["vectorizer"])
         self.fields = knn.get("fields")
         self.nearest_last = bool(knn.get("nearest_last", True))
+        self.demo_order = str(knn.get("demo_order", "similarity"))  # saved before the option: by similarity
         self._pool = [dspy.Example(**item["data"]).with_inputs(*item["input_keys"]) for item in knn["pool"]]
         self._index = None
         return self
@@ -139,7 +150,7 @@ class NearestDemos(dspy.Module):
     def __deepcopy__(self, memo: dict) -> "NearestDemos":
         # The fitted index and lock are per instance; the pool is shared read-only data.
         copy = NearestDemos(self.program.deepcopy(), self._pool, k=self.k, vectorizer=self.vectorizer_name,
-                            fields=self.fields, nearest_last=self.nearest_last)
+                            fields=self.fields, nearest_last=self.nearest_last, demo_order=self.demo_order)
         return copy
 
 
@@ -158,6 +169,11 @@ class KNNFewShotSettings(RecipeSettings):
         "(benchmarks/bench_knn.py)."))
     nearest_last: bool = Field(True, description="Put the most similar demo last, next to the input (the "
                                                  "small model copies the demo it saw last most often).")
+    demo_order: Literal["similarity", "pool"] = Field("similarity", description=(
+        "Order of the chosen demos in the prompt: 'similarity' (least to most similar when nearest_last) or "
+        "'pool' (the training set's fixed order, the most similar still last when nearest_last), so that "
+        "inputs sharing demos share the prompt prefix through them and the model's state of it is reused. "
+        "The default stays 'similarity' until the embedded model's accuracy is measured with 'pool'."))
 
 
 class KNNFewShotRecipe(Recipe):
@@ -174,7 +190,7 @@ class KNNFewShotRecipe(Recipe):
         if s.vectorizer not in VECTORIZERS:
             raise ValueError(f"unknown vectorizer {s.vectorizer!r}; expected one of {VECTORIZERS}")
         wrapped = NearestDemos(program, trainset, k=s.k, vectorizer=s.vectorizer, fields=s.fields,
-                               nearest_last=s.nearest_last)
+                               nearest_last=s.nearest_last, demo_order=s.demo_order)
         wrapped._ensure_index()  # fit now: a missing optional vectorizer fails the compile, not the first call
         return wrapped
 

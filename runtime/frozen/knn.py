@@ -16,8 +16,9 @@ State JSON (`to_state()` / `vectorizer_from_state()`):
     {"kind": "tfidf", "ngram_range": [1, 2], "token_pattern": ..., "lowercase": true, "sublinear_tf": true,
      "max_features": 50000, "vocabulary": [n-gram, ...] (index = position), "idf": [float, ...]}
     {"kind": "hashing", "ngram_range": [1, 2], "token_pattern": ..., "lowercase": true, "n_features": 16384}
-The selection (`DemoSelector`) adds k, the input fields embedded, `nearest_last` and the pool
-(`{"data": {...}, "input_keys": [...]}` per example, the examples' data as the workbench saved them).
+The selection (`DemoSelector`) adds k, the input fields embedded, `nearest_last`, `demo_order` (see
+`DEMO_ORDERS`; absent means "similarity") and the pool (`{"data": {...}, "input_keys": [...]}` per
+example, the examples' data as the workbench saved them).
 """
 
 from __future__ import annotations
@@ -275,21 +276,44 @@ class LexicalIndex:
         return scores
 
 
-def top_k(scores: Sequence[float], k: int, nearest_last: bool = True) -> list[int]:
-    """Indices of the k highest scores; equal scores keep pool order; the most similar last when `nearest_last`."""
-    order = sorted(range(len(scores)), key=lambda index: -scores[index])[: max(0, k)]
-    return list(reversed(order)) if nearest_last else order
+# The order of the chosen demos in the prompt. Demos come before the input, so a prompt's prefix is
+# shared with the previous one (and its model state reused) only up to the first demo that differs
+# in content or position.
+#   "similarity": by similarity (the most similar last when nearest_last, next to the input, since the
+#                 small model copies the demo it saw last most often). Two inputs with the same demos in
+#                 a different rank order share nothing after the instructions.
+#   "pool":       in the pool's fixed order (with the most similar still last when nearest_last), so two
+#                 inputs whose chosen demos overlap share the prompt up to their first difference in that
+#                 order, and each shared demo is evaluated once. The cost: the demos other than the last
+#                 no longer run from least to most similar, which the model may notice less.
+DEMO_ORDERS: tuple[str, ...] = ("similarity", "pool")
+
+
+def top_k(scores: Sequence[float], k: int, nearest_last: bool = True, order: str = "similarity") -> list[int]:
+    """Indices of the k highest scores (equal scores keep pool order) in prompt order: by similarity, or in
+    pool order (`order="pool"`); the most similar last when `nearest_last`."""
+    if order not in DEMO_ORDERS:
+        raise KnnStateError(f"demo order must be one of {', '.join(DEMO_ORDERS)}, got {order!r}")
+    chosen = sorted(range(len(scores)), key=lambda index: -scores[index])[: max(0, k)]
+    if order == "pool":
+        if nearest_last and chosen:
+            return [*sorted(chosen[1:]), chosen[0]]
+        return sorted(chosen)
+    return list(reversed(chosen)) if nearest_last else chosen
 
 
 class DemoSelector:
     """The k pool examples nearest to an input, as `knn_fewshot` chose them in the workbench."""
 
     def __init__(self, pool: Sequence[Mapping[str, Any]], *, k: int, fields: Sequence[str], nearest_last: bool,
-                 vectorizer: LexicalVectorizer) -> None:
+                 vectorizer: LexicalVectorizer, demo_order: str = "similarity") -> None:
+        if demo_order not in DEMO_ORDERS:
+            raise KnnStateError(f"`demo_order` must be one of {', '.join(DEMO_ORDERS)}, got {demo_order!r}")
         self.pool = [{"data": dict(item["data"]), "input_keys": list(item["input_keys"])} for item in pool]
         self.k = k
         self.fields = list(fields)
         self.nearest_last = nearest_last
+        self.demo_order = demo_order
         self.vectorizer = vectorizer
         self.index = LexicalIndex(vectorizer, [self.pool_text(i) for i in range(len(self.pool))])
 
@@ -303,7 +327,8 @@ class DemoSelector:
         """Pool positions of the chosen demos, in prompt order."""
         if not self.pool or self.k <= 0:
             return []
-        return top_k(self.index.scores(example_text(inputs, self.fields)), self.k, self.nearest_last)
+        return top_k(self.index.scores(example_text(inputs, self.fields)), self.k, self.nearest_last,
+                     self.demo_order)
 
     def nearest(self, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The chosen demos' data, in prompt order."""
@@ -311,7 +336,7 @@ class DemoSelector:
 
     def to_state(self) -> dict[str, Any]:
         """The selection as JSON data: settings, fitted vectorizer and pool."""
-        return {"k": self.k, "fields": self.fields, "nearest_last": self.nearest_last,
+        return {"k": self.k, "fields": self.fields, "nearest_last": self.nearest_last, "demo_order": self.demo_order,
                 "vectorizer": self.vectorizer.to_state(), "pool": self.pool}
 
     @classmethod
@@ -330,8 +355,10 @@ class DemoSelector:
             if not isinstance(item, Mapping) or not isinstance(item.get("data"), Mapping) \
                     or not isinstance(item.get("input_keys"), list):
                 raise KnnStateError(f"pool example {position} needs `data` (object) and `input_keys` (list)")
+        # A selection saved before `demo_order` existed ordered by similarity.
         return cls(pool, k=k, fields=fields, nearest_last=bool(state.get("nearest_last", True)),
-                   vectorizer=vectorizer_from_state(state.get("vectorizer")))
+                   vectorizer=vectorizer_from_state(state.get("vectorizer")),
+                   demo_order=state.get("demo_order", "similarity"))
 
 
 def run_with_demos(program: Any, demos: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> Any:

@@ -214,3 +214,32 @@ def test_selector_state_round_trips(knn_state) -> None:
     for record in decision_records(4, 400):
         inputs = programs.decision_inputs(record)
         assert again.nearest_positions(inputs) == selector.nearest_positions(inputs)
+
+
+# ----- the order of the chosen demos ----------------------------------------------------------------
+
+def test_top_k_in_pool_order_keeps_the_nearest_last() -> None:
+    scores = [0.5, 0.9, 0.2, 0.7]
+    assert top_k(scores, 3) == [0, 3, 1]  # by similarity, the nearest last
+    assert top_k(scores, 3, order="pool") == [0, 3, 1]  # here the same: 0 and 3 already in pool order
+    assert top_k([0.7, 0.9, 0.2, 0.5], 3, order="pool") == [0, 3, 1]  # by similarity it is [3, 0, 1]
+    assert top_k([0.7, 0.9, 0.2, 0.5], 3, nearest_last=False, order="pool") == [0, 1, 3]
+    with pytest.raises(ValueError, match="demo order must be one of similarity, pool"):
+        top_k(scores, 2, order="random")
+
+
+def test_a_pool_ordered_knn_export_picks_the_workbenchs_demos_in_its_order(tmp_path, fake_lm, knn_state) -> None:
+    state = json.loads(knn_state.read_text())
+    state["knn"]["demo_order"] = "pool"
+    knn_state.write_text(json.dumps(state))
+    out = tmp_path / "module"
+    export_program("full_auto.predict", out, state=knn_state)
+    assert json.loads((out / KNN_FILE).read_text())["demo_order"] == "pool"
+    workbench = optimizers.load_compiled(programs.get("full_auto.predict"), state)
+    standalone = load_frozen(out, lm=fake_lm)
+    for record in decision_records(8, 300):
+        inputs = programs.decision_inputs(record)
+        assert standalone.program.nearest(inputs) == [demo.toDict() for demo in workbench.nearest(inputs)]
+    edit_json(out, KNN_FILE, lambda data: data.update(demo_order="random"))
+    with pytest.raises(FrozenModuleError, match=r"knn.json is invalid: `demo_order` must be one of similarity, pool"):
+        load_frozen(out)
