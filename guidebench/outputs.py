@@ -8,7 +8,8 @@ The rule (checked by `claim_output` before any work is done):
   holding the input is refused with one line saying why.
 
 A command knows its own folders by the marker file `.guidebench-output.json` (`{"command", "state",
-...}`), or, for folders written before the marker existed, by the files only it writes (`WRITERS`).
+...}`), or, for folders written before the marker existed, by the files only it writes (`WRITERS`;
+never for log folders, which look the same whether simulated or real).
 An export carries no marker: its manifest and checksums identify it, and a frozen module holds
 nothing it does not check.
 
@@ -51,22 +52,22 @@ class Writer:
     command: str  # as typed after `guidebench`
     role: str  # in the names of its staging siblings
     what: str  # what its folder is, for messages
-    signature: tuple[str, ...]  # files (all present) that mark its folders, also those without a marker
+    # Files (all present) that mark its folders, also those written before the marker existed. None for
+    # log folders: real logs look exactly like simulated ones, and --force must never replace real logs.
+    signature: tuple[str, ...] = ()
     marker: bool = True
 
 
 WRITERS: dict[str, Writer] = {writer.command: writer for writer in (
     Writer("data import", "import", "a dataset folder", ("import_report.json",)),
-    Writer("data simulate fullauto", "simulate-fullauto", "a simulated Full Auto log folder",
-           ("fullauto-decisions.jsonl", "runs")),
-    Writer("data simulate experiments", "simulate-experiments", "a simulated experiment log folder",
-           ("episode-0000",)),
+    Writer("data simulate fullauto", "simulate-fullauto", "a simulated Full Auto log folder"),
+    Writer("data simulate experiments", "simulate-experiments", "a simulated experiment log folder"),
     Writer("eval", "eval", "an evaluation folder", ("metrics.json", "summary.json", "results.parquet")),
     Writer("compile", "compile", "a compile folder", ("compile.json", "program.json")),
     Writer("leaderboard", "leaderboard", "a leaderboard folder", ("leaderboard.json",)),
     Writer("export", "export", "an exported module", ("manifest.json", "checksums.sha256"), marker=False),
     Writer("demo", "demo", "a demo folder", (".guidebench-demo",)),
-    Writer("run-loop", "run-loop", "a run-loop log folder", ("fullauto-decisions.jsonl", "runs")),
+    Writer("run-loop", "run-loop", "a run-loop log folder"),
 )}
 _BY_ROLE = {writer.role: writer for writer in WRITERS.values()}
 
@@ -108,7 +109,7 @@ def written_by(folder: Path) -> Optional[str]:
     if marker is not None:
         return marker["command"]
     for spec in WRITERS.values():
-        if all((folder / name).exists() for name in spec.signature):
+        if spec.signature and all((folder / name).exists() for name in spec.signature):
             return spec.command
     return None
 
