@@ -53,7 +53,10 @@ def dataset_for(path: Path, kind: str, cache: Path, seed: int = 0) -> Path:
     if (path / "dataset.json").is_file():
         return path
     if not path.exists():
-        raise GuidebenchError(f"sample data {path}: no such folder (regenerate it with `guidebench data simulate`)")
+        from guidebench.outputs import interrupted
+
+        raise GuidebenchError(interrupted(path, "sample data") or
+                              f"sample data {path}: no such folder (regenerate it with `guidebench data simulate`)")
     from guidebench.data import import_logs
 
     target = cache / f"{kind}-seed{seed}"

@@ -222,7 +222,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("run-loop/foreign folder", ["run-loop", "--module", "{w}/module", "--out", "{w}/notes"], "holds other files"),
     ("run-loop/out inside input", ["run-loop", "--module", "{w}/module", "--out", "{w}/module/logs"],
      "is inside the input"),
-    # promote reads an export too
+    # baselines and promote read datasets and exports too
+    ("baselines/interrupted", ["baselines", "--fullauto", "{w}/lost-data", "--fullauto-programs", "logged",
+                               "--out", "{w}/o.md"], "an interrupted `guidebench data import` never finished writing it"),
     ("promote/interrupted", ["promote", "{w}/lost-module", "--data", "{w}/data"],
      "an interrupted `guidebench export` never finished writing it"),
 ]
