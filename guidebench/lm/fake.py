@@ -69,11 +69,33 @@ def _default_value(name: str, type_text: str) -> Any:
     return f"fake {name.replace('_', ' ')}"
 
 
+def _from_compact(inputs: dict[str, str]) -> dict[str, str]:
+    """The original decision inputs the rule policy reads, rebuilt from the compact lines
+    (`runtime.inputs.compact_summary_inputs`): status and error, the plan's steps, pending counts."""
+    status, _, error = inputs.get("status", "").partition(":")
+    plan = re.match(r"(\d+)/(\d+) done(?:; current: (.*))?", inputs.get("plan", "").strip())
+    steps = []
+    if plan:
+        done, total = int(plan.group(1)), int(plan.group(2))
+        steps = [{"step": f"step {i + 1}", "status": "completed"} for i in range(done)]
+        steps += [{"step": (plan.group(3) or "next step") if i == done else f"step {i + 1}", "status": "pending"}
+                  for i in range(done, total)]
+
+    def count(name: str) -> str:
+        match = re.match(r"\d+", inputs.get(name, "").strip())
+        return match.group(0) if match else "0"
+
+    return {"last_turn_status": status.strip(), "turn_error": error.strip(), "turn_plan": json.dumps(steps),
+            "pending_approvals": count("approvals"), "pending_tool_inputs": count("tool_inputs")}
+
+
 def _decision_values(inputs: dict[str, str]) -> dict[str, Any]:
     if "progress" in inputs and "last_turn_status" not in inputs:
         action, confidence = _ACTION_BY_PROGRESS.get(inputs["progress"].strip(), ("continue", 0.6))
         return {"action": action, "confidence": confidence, "reason": f"The task is {inputs['progress'].strip()}.",
                 "next_input": "Continue with the next step of the plan." if action == "continue" else ""}
+    if "status" in inputs and "last_turn_status" not in inputs:  # the compact rendering (full_auto.compact)
+        inputs = {**_from_compact(inputs), **inputs}
     if "summary" in inputs and "last_turn_status" not in inputs:  # GuidanceDecisionSignature
         summary = _json(inputs["summary"], {})
         inputs = {**(summary if isinstance(summary, dict) else {}), **inputs}
