@@ -320,7 +320,8 @@ def serde_json_text(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{serde_json_text(str(key))}:{serde_json_text(item)}" for key, item in value.items()) + "}"
+        items = (f"{serde_json_text(str(key))}:{serde_json_text(item)}" for key, item in value.items())
+        return "{" + ",".join(items) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(serde_json_text(item) for item in value) + "]"
     return json.dumps(str(value), ensure_ascii=False)

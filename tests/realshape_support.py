@@ -178,7 +178,8 @@ class RealWriter:
                      "enforced_confidence": F32(enforced.confidence)}
             state["recent"] = (state["recent"] + [{"turn_id": turn_id, "action": enforced.action,
                                                    "reason": enforced.reason,
-                                                   "confidence": widened(enforced.confidence) or 0.0,
+                                                   # a struct field: the shortest f32
+                                                   "confidence": direct(enforced.confidence),
                                                    "timestamp": int(now.timestamp())}])[-5:]
         log = {"timestamp": rfc3339(now), "sequence_id": sequence_id, "run_id": run, "workspace_id": self.workspace_id,
                "thread_id": thread_id, "turn_id": turn_id, "action": enforced.action, "confidence": F32(enforced.confidence),

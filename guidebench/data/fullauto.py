@@ -8,8 +8,8 @@ Pass 1 streams the decisions file: every line is validated as `runtime.DecisionL
 with its run file for the guardrail config in force (defaults when the file is missing or
 unreadable, counted in `runs_missing_config`), deduplicated by inputs hash (summary + config),
 and spooled to disk grouped by run. Decisions of run id "unknown" (made after the writer had
-dropped their run) are their own orphan group, counted in `orphan_decisions`, not in `runs`. Pass 2 takes one run at a time: joins the raw lines by
-(run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
+dropped their run) are their own orphan group, counted in `orphan_decisions`, not in `runs`.
+Pass 2 takes one run at a time: joins the raw lines by (run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
 and emits the records. Only the primary decisions file counts in `read`; unusable lines of
 side files go to `quarantine-side.jsonl` with their own counts.
 """
@@ -326,7 +326,8 @@ def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list
 
 def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[SideLabel]) -> None:
     # (sequence_id, turn_id) first: orphan decisions all have sequence_id 0, only their turn tells them apart
-    by_pair = {(item.sequence_id, item.turn_id): item for item in lines if item.sequence_id is not None and item.turn_id}
+    by_pair = {(item.sequence_id, item.turn_id): item for item in lines
+               if item.sequence_id is not None and item.turn_id}
     by_sequence = {item.sequence_id: item for item in lines if item.sequence_id is not None}
     by_turn = {item.turn_id: item for item in lines if item.turn_id}
     used: set[int] = set()

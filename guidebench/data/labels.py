@@ -6,7 +6,8 @@ there with source `simulator`), then the labeling rules below. A decision no rul
 unlabeled (counted as `unlabeled`); rules never guess.
 
 Side file line: `{"run_id", "sequence_id" (int) and/or "turn_id", "label": OutcomeLabel}`,
-matched by (run_id, sequence_id) first, else (run_id, turn_id).
+matched by (run_id, sequence_id, turn_id) first, else (run_id, sequence_id) (not for the orphan
+decisions of run "unknown", which all have sequence 0), else (run_id, turn_id).
 
 Labeling rules (`LabelRuleConfig.rules`, in order; the first that fires wins; each label has
 source `rule:<name>`). They read a thread's timeline: in the real writer a pause or stop ends the
@@ -26,7 +27,9 @@ so the change is checked against the previous decision's summary itself).
    the pause/stop was wrong, continue was right.
 4. `human_intervened`: the decision paused the loop and before the next turn a human acted
    (a human-input event, or the guidance changed to something the model had not proposed):
-   pausing was right (review when the model asked for review).
+   pausing was right (review when the model asked for review). The real writer logs neither
+   (its events are run_started, decision, run_paused and run_disabled; its summary has no
+   guidance), so on its logs this rule does not fire and a slow resume stays unlabeled.
 5. `continued_productively`: the loop continued and the next turn was productive: continue was right.
 6. `stopped_at_end`: the model itself chose stop (no guardrail), it is the last decision of the
    run, the run was never resumed and the turn's plan (Codex plan JSON) has no open step.

@@ -17,10 +17,18 @@ profile, the goal) and emits a full `OptimizationDirective`:
 - `expected_effect_cycles` is the planner's (noisy) guess of the change of cycles, negative for
   fewer cycles, the same sign convention as `delta_vs_best`.
 
-The environment then applies the directive and the loop runner's log line is written in the
-shape of formats.md §2.1 (keys sorted, `%Y-%m-%dT%H:%M:%SZ`). Some episodes use the older short
-shape (no scope/correctness/best_before/new_best/threshold_met; `strategy_tags[0]` is a legacy
-tag, not a family). Next to every `log.jsonl` a side file `log.sim.jsonl` records the goal and the
+The environment then applies the directive and the loop runner's log line is written as the real
+runner's `record` writes it (formats.md §2.1, §2.3.1: `json.dumps(entry, sort_keys=True)`, non-ASCII
+escaped, `%Y-%m-%dT%H:%M:%SZ`): branches `iter/NNNN-slug`, `merged_to_main` false (the runner never
+merges; the best lives on its branch and a `best/*` tag, and the next iteration builds on it),
+`notes` the directive's objective on every line, and its `result_summary` wording: "PASS
+correctness; cycles=N (above target T)", "PASS correctness; cycles=N", "FAIL correctness;
+cycles=N", "FAIL correctness; cycles unavailable", or "SKIP benchmark; tests changed, scope
+violation" (then neither correctness nor cycles are measured). The episode's start is the best of
+an earlier loop, known from its `best/*` tag: `best_before` (the runner's best of the log and the
+tags) carries it from the first line on. Some episodes use the older short shape (no
+scope/correctness/best_before/new_best/threshold_met, no notes; `strategy_tags[0]` is a legacy tag,
+not a family). Next to every `log.jsonl` a side file `log.sim.jsonl` records the goal and the
 performance profile before each iteration (line 1: the episode header with `format` and
 `episode_id`; then one line per iteration), which `guidebench.data.experiments` attaches to the
 packets. Planner and environment draw from separate streams seeded by (seed, episode,
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Optional
@@ -59,8 +68,14 @@ SIDE_FILE_FORMAT = "guidebench.sim_experiments/v1"
 TIMESTAMP_FORMAT = TIMESTAMP_UTC_FORMAT
 EPOCH = datetime(2025, 3, 3, 8, 0, tzinfo=timezone.utc)
 OLD_SHAPE_KEYS = ("base_branch", "base_sha", "branch", "change_summary", "cycles", "delta_vs_best", "files_changed",
-                  "head_sha", "hypothesis", "iteration_id", "merged_to_main", "notes", "result_summary",
+                  "head_sha", "hypothesis", "iteration_id", "merged_to_main", "result_summary",
                   "strategy_tags", "tests_diff_empty", "timestamp_utc", "valid")
+# `--slug` of the runner's plan commands (default "auto"), slugified into the branch name
+SLUGS = ("auto", "auto", "auto", "next", "next", "kernel")
+DIRTY_NOTE = "working tree dirty (uncommitted changes); head_sha refers to last commit"
+# Nothing is merged to main: each iteration branches from the rolling best branch the runner keeps
+# (`ensure-best`), which moves to a new best's head; the older runner branched from main.
+BEST_BRANCH = "opt/best"
 LEGACY_TAGS = {SCHEDULE: "sched", REDUCE_LOADS: "loads", BREAK_DEPS: "deps"}
 VALIDATION = {"commands": ["python tests/submission_tests.py", "git diff --exit-code origin/main -- tests/"],
               "pass_criteria": ["all submission tests pass", "cycles below the current best",
@@ -132,8 +147,8 @@ class SimulatedEpisode(BaseModel):
 
 
 def entry_line(entry: dict[str, Any]) -> str:
-    """One log line as the loop runner writes it: keys sorted, default separators."""
-    return json.dumps(entry, sort_keys=True, ensure_ascii=False)
+    """One log line as the loop runner writes it: `json.dumps(entry, sort_keys=True)` (non-ASCII escaped)."""
+    return json.dumps(entry, sort_keys=True)
 
 
 def sample_persona(rng: random.Random) -> PlannerPersona:
@@ -167,11 +182,12 @@ def _family_scores(state: KernelState) -> dict[str, float]:
     }
 
 
-def _candidates(history: list[dict[str, Any]], profile: PerformanceProfile, target: Optional[int]) -> list[str]:
-    """Families a protocol-abiding planner may choose next."""
+def _candidates(history: list[dict[str, Any]], profile: PerformanceProfile, target: Optional[int],
+                tag_best: Optional[int] = None) -> list[str]:
+    """Families a protocol-abiding planner may choose next (`tag_best`: the best/* tags' best)."""
     constraints = pivot.family_constraints(history)
     allowed = constraints.families_for_next()
-    must_pivot, reasons = pivot.pivot_required(history, profile, target)
+    must_pivot, reasons = pivot.pivot_required(history, profile, target, tag_best=tag_best)
     if must_pivot and constraints.current_family in allowed and len(allowed) > 1:
         allowed.remove(constraints.current_family)
     if any(r.startswith("near_bound") for r in reasons):
@@ -200,7 +216,8 @@ def plan_directive(history: list[dict[str, Any]], state: KernelState, target: Op
     scores = {f: persona.insight * informed[f] + (1 - persona.insight) * rng.random() + rng.gauss(0.0, 0.1)
               + (persona.stickiness if f == current else 0.0) for f in FAMILIES}
     obeys = rng.random() < persona.compliance
-    pool = _candidates(history, profile, target) if obeys else list(FAMILIES)
+    # the runner's best is the log's and the best/* tags' (the current best is always a tag's or the log's)
+    pool = _candidates(history, profile, target, state.cycles) if obeys else list(FAMILIES)
     family = max(pool, key=lambda f: (scores[f], -FAMILIES.index(f)))
     recovery = pivot.invalid_streak(history) >= pivot.INVALID_STREAK
     risk = "Low" if obeys and recovery else rng.choices(("Low", "Medium", "High"), weights=persona.risk_weights)[0]
@@ -223,49 +240,67 @@ def plan_directive(history: list[dict[str, Any]], state: KernelState, target: Op
     )
 
 
-def _result_summary(outcome: AttemptOutcome) -> str:
-    if outcome.failure == "correctness":
-        return "correctness check failed: kernel output differs from the reference"
-    if outcome.failure == "tests_changed":
-        return "rejected: the change edits tests/"
-    if outcome.failure == "scope":
-        return "rejected: files outside the allowed scope changed"
-    delta = outcome.cycles - outcome.best_before
-    verdict = "new best, merged" if outcome.new_best else "no improvement, not merged"
-    return f"{outcome.cycles} cycles ({delta:+d} vs best {outcome.best_before}); {verdict}"
+def slugify(text: str) -> str:
+    """The runner's `_slugify`: lower case, runs of other characters as one dash."""
+    slug = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9]+", "-", text.strip().lower())).strip("-")
+    return slug or "auto"
+
+
+def result_summary(correctness: Optional[bool], cycles: Optional[int], target: Optional[int],
+                   skip_reasons: list[str]) -> str:
+    """The runner's `result_summary` of an attempt (its exact wording)."""
+    if skip_reasons:
+        return "SKIP benchmark; " + ", ".join(skip_reasons)
+    if correctness is True and cycles is not None:
+        if target is not None and cycles > target:
+            return f"PASS correctness; cycles={cycles} (above target {target})"
+        return f"PASS correctness; cycles={cycles}"
+    if correctness is False and cycles is not None:
+        return f"FAIL correctness; cycles={cycles}"
+    if correctness is False:
+        return "FAIL correctness; cycles unavailable"
+    return f"UNKNOWN correctness; cycles={cycles}" if cycles is not None else "UNKNOWN correctness; cycles unavailable"
 
 
 def log_entry(iteration_id: int, timestamp: datetime, directive: OptimizationDirective, outcome: AttemptOutcome,
-              shas: tuple[str, str], target: Optional[int], rng: random.Random, old_shape: bool) -> dict[str, Any]:
-    """The loop runner's log line for one attempt (formats.md §2.1), in the full or the older short shape."""
+              shas: tuple[str, str], target: Optional[int], rng: random.Random, old_shape: bool,
+              slug: str = "auto") -> dict[str, Any]:
+    """The loop runner's log line for one attempt (formats.md §2.1, §2.3.1), in the full or the older short shape.
+
+    As the runner's `record`: with tests changed or a scope violation the benchmark is skipped (no
+    correctness, no cycles); `best_before` is the best before the attempt (log and best/* tags),
+    `delta_vs_best` is measured whenever cycles are, `merged_to_main` is false.
+    """
     family = directive.strategy_family
-    cycles = outcome.cycles
-    correctness: Optional[bool] = outcome.correctness_pass
-    if outcome.scope_forbidden_files and correctness and rng.random() < 0.5:
-        correctness, cycles = None, None  # the runner stops before the correctness check
+    skip = [reason for reason, bad in (("tests changed", not outcome.tests_diff_empty),
+                                       ("scope violation", not outcome.scope_ok)) if bad]
+    correctness: Optional[bool] = None if skip else outcome.correctness_pass
+    cycles = None if skip else outcome.cycles
+    valid = bool(correctness is True and not skip)
+    best_before = outcome.best_before
+    new_best = bool(valid and cycles is not None and cycles < best_before)
+    notes = directive.objective if rng.random() >= 0.04 else f"{DIRTY_NOTE} | {directive.objective}"
     entry: dict[str, Any] = {
-        "base_branch": "main", "base_sha": shas[0], "best_before": outcome.best_before,
-        "branch": f"opt/iter-{iteration_id:03d}-{family.split(':')[1]}",
+        "base_branch": BEST_BRANCH, "base_sha": shas[0], "best_before": best_before,
+        "branch": f"iter/{iteration_id:04d}-{slugify(slug)}",
         "change_summary": list(directive.change_summary), "correctness_pass": correctness, "cycles": cycles,
-        "delta_vs_best": None if cycles is None else cycles - outcome.best_before,
+        "delta_vs_best": None if cycles is None else cycles - best_before,
         "files_changed": list(outcome.files_changed), "head_sha": shas[1],
         "hypothesis": directive.primary_hypothesis, "iteration_id": iteration_id,
-        "merged_to_main": outcome.new_best, "new_best": outcome.new_best,
-        "result_summary": _result_summary(outcome),
+        "merged_to_main": False, "new_best": new_best, "notes": notes,
+        "result_summary": result_summary(correctness, cycles, target, skip),
         "scope_disallowed_files": list(outcome.scope_disallowed_files),
         "scope_forbidden_files": list(outcome.scope_forbidden_files), "scope_ok": outcome.scope_ok,
         "strategy_tags": [family, *directive.strategy_modifiers][:4], "tests_diff_empty": outcome.tests_diff_empty,
-        "threshold_met": bool(outcome.valid and cycles is not None and target is not None and cycles <= target),
-        "timestamp_utc": timestamp.strftime(TIMESTAMP_FORMAT), "valid": outcome.valid,
+        "threshold_met": bool(target is not None and valid and cycles is not None and cycles <= target),
+        "timestamp_utc": timestamp.strftime(TIMESTAMP_FORMAT), "valid": valid,
     }
-    if rng.random() < 0.15:
-        entry["notes"] = f"risk {directive.risk}; expected {directive.expected_effect_cycles:+d} cycles"
     if not old_shape:
         return entry
     legacy = LEGACY_TAGS[family]
     entry["strategy_tags"] = ([legacy, *directive.strategy_modifiers] if rng.random() < 0.5
                               else [*directive.strategy_modifiers, legacy])[:4]
-    return {k: v for k, v in entry.items() if k in OLD_SHAPE_KEYS}
+    return {**{k: v for k, v in entry.items() if k in OLD_SHAPE_KEYS}, "base_branch": "main"}
 
 
 def _sha(rng: random.Random) -> str:
@@ -283,6 +318,7 @@ def simulate_episode(seed: int, index: int, *, old_shape: bool = False,
     clock = EPOCH + timedelta(hours=7 * index, minutes=setup.randint(0, 300))
     main_sha = _sha(setup)
     episode_id = f"sim-{seed}-{index:04d}"
+    slug = random.Random(derive_seed("slug", seed, index)).choice(SLUGS)
     start_cycles = state.cycles
     history: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
@@ -299,7 +335,7 @@ def simulate_episode(seed: int, index: int, *, old_shape: bool = False,
         clock += timedelta(minutes=planner_rng.randint(6, 45), seconds=planner_rng.randint(0, 59))
         head_sha = _sha(planner_rng)
         entry = log_entry(iteration_id, clock, directive, outcome, (main_sha, head_sha), target, planner_rng,
-                          old_shape)
+                          old_shape, slug)
         # The protocol is about the family the planner chose, so the planner's own memory keeps it.
         history.append({**entry, "strategy_tags": [directive.strategy_family, *directive.strategy_modifiers]})
         entries.append(entry)

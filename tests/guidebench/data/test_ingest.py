@@ -343,7 +343,8 @@ def test_fields_of_several_megabytes_import_and_are_redacted(kind: str, tmp_path
     log.write_bytes(raw)
     result = run_import(kind, log, tmp_path / "out", source=source)
     check_accounting(result, raw)
-    assert (result.report.imported, result.report.duplicates) == (1, 1)
+    # a repeated decision line is a duplicate; the loop runner reads a repeated experiment line as an entry
+    assert (result.report.imported, result.report.duplicates) == ((1, 1) if kind == "fullauto" else (2, 0))
     record_text = next(iter(result.imported.values())).model_dump_json()
     assert len(record_text) > 6 * 1024 * 1024 and secret not in record_text and "[REDACTED:api_key]" in record_text
 

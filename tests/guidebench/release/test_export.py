@@ -339,7 +339,9 @@ def _workspace(folder: Path, secret: dict[str, str], lines: int = 48) -> Path:
     for index, line in enumerate(decisions.read_text(encoding="utf-8").splitlines()[:lines]):
         obj = json.loads(line)
         summary = obj["summary"]
-        summary["last_agent_message"] += f" Set OPENAI_API_KEY={secret['anthropic']} and push with {secret['github']}."
+        # the logging build has no agent message; a later build's summary does (the import reads both)
+        summary["last_agent_message"] = (summary.get("last_agent_message", "")
+                                         + f" Set OPENAI_API_KEY={secret['anthropic']} and push with {secret['github']}.")
         summary["turn_error"] = f"auth failed for AWS {secret['aws']} (password: {secret['password']})"
         summary["diff_summary"] += f"\n+ curl -H 'Authorization: Bearer {secret['bearer']}' " \
                                    f"https://bot:{secret['url_password']}@git.example.com/repo.git"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from datetime import datetime
 from pathlib import Path
@@ -53,6 +54,39 @@ def test_lines_have_exactly_the_loop_runner_shape(episodes):
                                        and obj["cycles"] < obj["best_before"])
             assert 1 <= len(obj["strategy_tags"]) <= 4 and obj["strategy_tags"][0] in FAMILIES
             assert obj["scope_ok"] == (not obj["scope_disallowed_files"] and not obj["scope_forbidden_files"])
+
+
+RESULT_SUMMARY = re.compile(r"^(?:PASS correctness; cycles=(?P<pass>\d+)(?: \(above target (?P<target>\d+)\))?"
+                            r"|FAIL correctness; cycles(?:=\d+| unavailable)|SKIP benchmark; (?P<skip>.+))$")
+
+
+def test_lines_are_what_the_real_runners_record_writes(episodes):
+    # tools/loop_runner.py `record`: iter/NNNN-slug branches, merged_to_main false, notes (the directive's
+    # objective) on every line, its result_summary wording, json.dumps(entry, sort_keys=True)
+    for episode in episodes:
+        for line, obj, side in zip(episode.log_text().splitlines(), episode.entries, episode.side["iterations"]):
+            target = side["threshold_target"]
+            assert line == json.dumps(obj, sort_keys=True) and line.isascii()
+            assert re.fullmatch(r"iter/(\d{4})-[a-z0-9-]+", obj["branch"])
+            assert int(obj["branch"][5:9]) == obj["iteration_id"]
+            assert obj["merged_to_main"] is False and obj["notes"].endswith(")") and "Reach" in obj["notes"]
+            match = RESULT_SUMMARY.match(obj["result_summary"])
+            assert match, obj["result_summary"]
+            if match["skip"]:  # the runner measures nothing when tests changed or the scope was violated
+                assert obj["cycles"] is None and obj["correctness_pass"] is None and not obj["valid"]
+                reasons = [r for r, bad in (("tests changed", not obj["tests_diff_empty"]),
+                                            ("scope violation", not obj["scope_ok"])) if bad]
+                assert match["skip"] == ", ".join(reasons)
+            elif match["pass"]:
+                assert obj["valid"] and int(match["pass"]) == obj["cycles"]
+                above = target is not None and obj["cycles"] > target
+                assert (match["target"] is not None) is above and (not above or int(match["target"]) == target)
+                assert obj["threshold_met"] is (target is not None and not above)
+            else:
+                assert obj["correctness_pass"] is False
+    old = simulate_episode(21, 3, old_shape=True)
+    assert all(re.fullmatch(r"iter/\d{4}-[a-z0-9-]+", e["branch"]) and e["merged_to_main"] is False
+               and "notes" not in e and RESULT_SUMMARY.match(e["result_summary"]) for e in old.entries)
 
 
 def test_best_before_follows_the_log_and_timestamps_increase(episodes):
