@@ -52,6 +52,7 @@ from .budget import Budget, BudgetExceeded, BudgetGuard
 from .candidates import Candidate, CandidateTracker, count_demos, program_state
 from .checkpoint import Checkpoint, disk_cache
 from .estimate import CostEstimate, PromptSizes, Stage, measure_prompts
+from .registry import _norm
 
 Metric = Callable[..., Any]
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -483,10 +484,6 @@ def _wrap(text: str, width: int) -> list[str]:
         else:
             line = f"{line} {word}".strip()
     return lines + ([line] if line else [])
-
-
-def _norm(name: str) -> str:
-    return "".join(ch for ch in str(name).lower() if ch.isalnum())
 
 
 def _explain(exc: ValidationError) -> str:

@@ -1,51 +1,91 @@
-"""The optimizer recipes by name: `names()`, `get(name)`, `load(name_or_file)`."""
+"""The optimizer recipes by name: `names()`, `get(name)`, `load(name_or_file)`, `describe()`.
+
+Each recipe is named by its import path and imported on first use; `describe()` reads what
+`guidebench optimizers` lists from the packaged recipe files (whose headers the recipe classes
+render, checked by `tests/optimizers/test_registry.py`), so listing them imports no DSPy.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from .base import Recipe, RecipeError, read_recipe_file, _norm
-from .bootstrap_fewshot import BootstrapFewShotRecipe
-from .bootstrap_random_search import RandomSearchRecipe
-from .copro import COPRORecipe
-from .gepa import GEPARecipe
-from .knn_fewshot import KNNFewShotRecipe
-from .labeled_fewshot import LabeledFewShotRecipe
-from .miprov2 import MIPROv2Recipe
-from .simba import SIMBARecipe
+if TYPE_CHECKING:
+    from .base import Recipe
 
 # Cheapest first: the order `guidebench optimizers` lists them in.
-RECIPES: tuple[type[Recipe], ...] = (
-    LabeledFewShotRecipe, KNNFewShotRecipe, BootstrapFewShotRecipe, RandomSearchRecipe,
-    MIPROv2Recipe, COPRORecipe, SIMBARecipe, GEPARecipe,
-)
-_BY_KEY: dict[str, type[Recipe]] = {}
-for _recipe in RECIPES:
-    _BY_KEY[_norm(_recipe.name)] = _recipe
-    _BY_KEY[_norm(_recipe.dspy_name)] = _recipe
+_RECIPES: dict[str, str] = {
+    "labeled_fewshot": "optimizers.labeled_fewshot:LabeledFewShotRecipe",
+    "knn_fewshot": "optimizers.knn_fewshot:KNNFewShotRecipe",
+    "bootstrap_fewshot": "optimizers.bootstrap_fewshot:BootstrapFewShotRecipe",
+    "bootstrap_random_search": "optimizers.bootstrap_random_search:RandomSearchRecipe",
+    "miprov2": "optimizers.miprov2:MIPROv2Recipe",
+    "copro": "optimizers.copro:COPRORecipe",
+    "simba": "optimizers.simba:SIMBARecipe",
+    "gepa": "optimizers.gepa:GEPARecipe",
+}
+RECIPES_DIR = Path(__file__).parent / "recipes"
+
+
+class RecipeInfo(NamedTuple):
+    """What `guidebench optimizers` lists of a recipe."""
+
+    name: str
+    dspy_name: str
+    summary: str
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def _load_class(name: str) -> type["Recipe"]:
+    module, _, attribute = _RECIPES[name].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def names() -> list[str]:
     """Registry names of every recipe, cheapest first."""
-    return [recipe.name for recipe in RECIPES]
+    return list(_RECIPES)
 
 
-def get(name: str) -> type[Recipe]:
+def describe() -> list[RecipeInfo]:
+    """Name, DSPy class and one-line summary of every recipe, cheapest first, from the recipe files' headers."""
+    infos = []
+    for name in _RECIPES:
+        first, second = recipe_file(name).read_text(encoding="utf-8").splitlines()[:2]
+        dspy_name = first.removeprefix("# ").split(" (", 1)[0]
+        infos.append(RecipeInfo(name, dspy_name, second.removeprefix("# ").removesuffix(".")))
+    return infos
+
+
+def get(name: str) -> type["Recipe"]:
     """The recipe class for a registry name or DSPy class name (case and punctuation ignored)."""
-    recipe = _BY_KEY.get(_norm(name))
-    if recipe is None:
-        raise RecipeError(f"unknown optimizer {name!r}; choose one of: {', '.join(names())}")
-    return recipe
+    key = _norm(name)
+    for known in _RECIPES:
+        if _norm(known) == key:
+            return _load_class(known)
+    for known in _RECIPES:  # a DSPy class name: import the recipes to read theirs
+        recipe = _load_class(known)
+        if _norm(recipe.dspy_name) == key:
+            return recipe
+    from .base import RecipeError
+
+    raise RecipeError(f"unknown optimizer {name!r}; choose one of: {', '.join(names())}")
 
 
 def recipe_file(name: str) -> Path:
     """The packaged recipe file with the documented defaults of a recipe."""
-    return Path(__file__).parent / "recipes" / f"{get(name).name}.toml"
+    key = _norm(name)
+    canonical = next((known for known in _RECIPES if _norm(known) == key), None) or get(name).name
+    return RECIPES_DIR / f"{canonical}.toml"
 
 
-def load(name: Optional[str] = None, path: Optional[str | Path] = None) -> Recipe:
+def load(name: Optional[str] = None, path: Optional[str | Path] = None) -> "Recipe":
     """A recipe from a file (whose 'optimizer' field names it), a name (defaults), or both (they must agree)."""
+    from .base import RecipeError, read_recipe_file
+
     if path is None:
         if name is None:
             raise RecipeError("name an optimizer or a recipe file")

@@ -1,38 +1,39 @@
-"""The built-in programs, registered under their stable names."""
+"""The built-in programs, registered under their stable names.
+
+Each is registered by its import path, imported when a program is first built: listing the
+programs (`guidebench programs`) imports no program module and no DSPy.
+"""
 
 from __future__ import annotations
 
-from .full_auto import FullAutoChainOfThought, FullAutoCompact, FullAutoPredict, FullAutoPredictClear
-from .planner import PlannerChainOfThought, PlannerCompact, PlannerPredict
 from .registry import register
-from .rules_full_auto import AlwaysContinue, FullAutoRules
-from .rules_planner import PlannerRules
-from .stack import FullAutoStack
 
-register("full_auto.predict", FullAutoPredict, kind="full_auto", uses_lm=True,
+register("full_auto.predict", "programs.full_auto:FullAutoPredict", kind="full_auto", uses_lm=True,
          description="The original: dspy.Predict over FullAutoDecisionSignature, three seed demos until compiled.")
-register("full_auto.predict_clear", FullAutoPredictClear, kind="full_auto", uses_lm=True,
+register("full_auto.predict_clear", "programs.full_auto:FullAutoPredictClear", kind="full_auto", uses_lm=True,
          description="full_auto.predict with a clearer instruction, field descriptions and the action as a choice.")
-register("full_auto.zeroshot", lambda: FullAutoPredict(demos=[]), kind="full_auto", uses_lm=True,
+register("full_auto.zeroshot", "programs.full_auto:FullAutoZeroShot", kind="full_auto", uses_lm=True,
          description="full_auto.predict without any demo, to measure the zero-shot baseline.")
-register("full_auto.cot", FullAutoChainOfThought, kind="full_auto", uses_lm=True,
+register("full_auto.cot", "programs.full_auto:FullAutoChainOfThought", kind="full_auto", uses_lm=True,
          description="Chain of thought over FullAutoDecisionSignature, seed demos with reasoning.")
-register("full_auto.compact", FullAutoCompact, kind="full_auto", uses_lm=True,
+register("full_auto.compact", "programs.full_auto:FullAutoCompact", kind="full_auto", uses_lm=True,
          description="full_auto.predict's decision from a compact rendering (no ids, counts, one line per fact) "
                      "with a short answer.")
-register("full_auto.stack", FullAutoStack, kind="full_auto", uses_lm=True,
+register("full_auto.stack", "programs.stack:FullAutoStack", kind="full_auto", uses_lm=True,
          description="Module stack: summarize the turn -> select the action -> verify it (3 LM calls).")
-register("full_auto.rules", FullAutoRules, kind="full_auto", uses_lm=False, aliases=("rule",),
+register("full_auto.rules", "programs.rules_full_auto:FullAutoRules", kind="full_auto", uses_lm=False, aliases=("rule",),
          description="Reference policy, no LM: stop on failure, pause on pending input, continue while "
                      "progressing, stop when done.")
-register("full_auto.always_continue", AlwaysContinue, kind="full_auto", uses_lm=False,
+register("full_auto.always_continue", "programs.rules_full_auto:AlwaysContinue", kind="full_auto", uses_lm=False,
          description="Baseline policy, no LM: always continue with the fallback prompt.")
-register("planner.predict", PlannerPredict, kind="planner", uses_lm=True,
+register("planner.predict", "programs.planner:PlannerPredict", kind="planner", uses_lm=True,
          description="dspy.Predict over OptimizationDirectiveSignature, two seed demos until compiled.")
-register("planner.cot", PlannerChainOfThought, kind="planner", uses_lm=True,
+register("planner.cot", "programs.planner:PlannerChainOfThought", kind="planner", uses_lm=True,
          description="Chain of thought over OptimizationDirectiveSignature.")
-register("planner.compact", PlannerCompact, kind="planner", uses_lm=True,
+register("planner.compact", "programs.planner:PlannerCompact", kind="planner", uses_lm=True,
          description="planner.predict's directive from only the packet facts it acts on, with short lists.")
-register("planner.rules", PlannerRules, kind="planner", uses_lm=False,
+register("planner.rules", "programs.rules_planner:PlannerRules", kind="planner", uses_lm=False,
          description="Reference planner, no LM: follows the pivot policy (least-tried allowed family, lower "
                      "the bound when near it).")
+register("logged", "programs.logged:LoggedDecisionProgram", kind="full_auto", uses_lm=False,
+         description="the deployed policy's decisions as logged (model's own action and confidence from the audit)")

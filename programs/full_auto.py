@@ -52,6 +52,13 @@ class FullAutoPredict(dspy.Module):
         return outcome_prediction(outcome)
 
 
+class FullAutoZeroShot(FullAutoPredict):
+    """The original program without any demo, to measure the zero-shot baseline."""
+
+    def __init__(self, demos: Optional[list[dspy.Example]] = None) -> None:
+        super().__init__(demos=[] if demos is None else demos)
+
+
 class FullAutoPredictClear(FullAutoPredict):
     """The original program with a clearer instruction, field descriptions and a typed action."""
 

@@ -15,7 +15,6 @@ import dspy
 
 from runtime.guardrails import parse_decision
 
-from .registry import register
 from .results import decision_prediction
 
 NAME = "logged"
@@ -41,7 +40,3 @@ class LoggedDecisionProgram(dspy.Module):
         })
         return decision_prediction(decision)
 
-
-register(NAME, LoggedDecisionProgram, kind="full_auto", uses_lm=False,
-         description="the deployed policy's decisions as logged (model's own action and confidence from the audit)",
-         replace=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
@@ -12,10 +11,7 @@ ProgramKind = Literal["full_auto", "planner"]
 KINDS: tuple[str, ...] = ("full_auto", "planner")
 
 # Modules imported on first use of the registry; each registers its programs at import time.
-# `programs.logged` (replay of the logged decision) is owned by the evals layer's author and
-# is optional: it is imported when present.
 _BUILTIN_MODULES: tuple[str, ...] = ("programs.catalog",)
-_OPTIONAL_MODULES: tuple[str, ...] = ("programs.logged",)
 
 
 class UnknownProgramError(LookupError):
@@ -23,6 +19,27 @@ class UnknownProgramError(LookupError):
 
     def __str__(self) -> str:  # LookupError would quote the message
         return str(self.args[0]) if self.args else "unknown program"
+
+
+class LazyFactory:
+    """A factory named by its import path (`"programs.full_auto:FullAutoPredict"`), imported on the first call,
+    so listing the registry (`guidebench programs`) imports no program module and no DSPy."""
+
+    def __init__(self, path: str) -> None:
+        module, _, attribute = path.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"factory path must be 'module:attribute', got {path!r}")
+        self.path = path
+        self._target: Callable[[], Any] | None = None
+
+    def __call__(self) -> Any:
+        if self._target is None:
+            module, _, attribute = self.path.partition(":")
+            self._target = getattr(importlib.import_module(module), attribute)
+        return self._target()
+
+    def __repr__(self) -> str:
+        return f"LazyFactory({self.path!r})"
 
 
 @dataclass(frozen=True)
@@ -49,7 +66,7 @@ _loaded = False
 
 def register(
     name: str,
-    factory: Callable[[], Any],
+    factory: Callable[[], Any] | str,
     *,
     kind: ProgramKind,
     uses_lm: bool,
@@ -57,11 +74,14 @@ def register(
     aliases: tuple[str, ...] | list[str] = (),
     replace: bool = False,
 ) -> ProgramSpec:
-    """Register a program factory under a stable name (and optional aliases); returns its spec."""
+    """Register a program factory (a callable, or its `"module:attribute"` path, imported on first use) under a
+    stable name (and optional aliases); returns its spec."""
     if kind not in KINDS:
         raise ValueError(f"program kind must be one of {KINDS}, got {kind!r}")
     if not name or not isinstance(name, str):
         raise ValueError("program name must be a non-empty string")
+    if isinstance(factory, str):
+        factory = LazyFactory(factory)
     if not callable(factory):
         raise TypeError(f"factory of program {name!r} is not callable")
     spec = ProgramSpec(name=name, kind=kind, uses_lm=uses_lm, description=description,
@@ -93,9 +113,6 @@ def _ensure_loaded() -> None:
         _loaded = True  # set first: the imported modules call register(), which may call back here
         for module in _BUILTIN_MODULES:
             importlib.import_module(module)
-        for module in _OPTIONAL_MODULES:
-            if importlib.util.find_spec(module) is not None:
-                importlib.import_module(module)
 
 
 def resolve(name: str) -> str:

@@ -66,11 +66,11 @@ def list_optimizers(args: argparse.Namespace) -> int:
             raise GuidebenchError(str(exc)) from None
         print(recipe.render_toml(), end="")
         return 0
-    width = max(len(name) for name in optimizers.names())
+    recipes = optimizers.describe()  # from the recipe files: no DSPy import
+    width = max(len(info.name) for info in recipes)
     print(f"{'name':<{width}}  {'DSPy class':<34} what it does")
-    for name in optimizers.names():
-        recipe = optimizers.get(name)
-        print(f"{name:<{width}}  {recipe.dspy_name:<34} {recipe.summary}")
+    for info in recipes:
+        print(f"{info.name:<{width}}  {info.dspy_name:<34} {info.summary}")
     print("\nrecipe files with the documented defaults: `guidebench optimizers --show NAME` "
           f"(packaged in {optimizers.recipe_file(optimizers.names()[0]).parent})")
     return 0

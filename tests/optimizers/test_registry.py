@@ -30,3 +30,13 @@ def test_recipe_file_yaml_overrides_and_errors(tmp_path):
         optimizers.load(name="copro", path=good)
     with pytest.raises(RecipeError, match="unknown optimizer"):
         optimizers.get("adamw")
+
+
+def test_describe_reads_what_the_recipe_classes_say():
+    """`guidebench optimizers` lists from the recipe files' headers: the same names, classes and summaries."""
+    infos = optimizers.describe()
+    assert [info.name for info in infos] == optimizers.names()
+    for info in infos:
+        recipe = optimizers.get(info.name)
+        assert (info.dspy_name, info.summary) == (recipe.dspy_name, recipe.summary)
+        assert optimizers.get(recipe.dspy_name) is recipe
