@@ -168,7 +168,9 @@ def plan_line(turn_plan: str) -> str:
     open_steps = [(step, status) for step, status in steps if not step_done(status)]
     line = f"{done}/{len(steps)} done"
     if open_steps:
-        current = next((step for step, status in open_steps if status == "in_progress"), open_steps[0][0])
+        # Codex's app server spells it `inProgress` (read lower-cased), older plans `in_progress`
+        current = next((step for step, status in open_steps if status in ("in_progress", "inprogress")),
+                       open_steps[0][0])
         line += f"; current: {clip_text(current, STEP_CLIP)}"
     return line
 
@@ -182,9 +184,13 @@ def diff_line(diff_summary: str) -> str:
     """A diff as counts plus file names: `+12 -3 in 2 files: a.py, b.py` (`none` when empty).
 
     Reads `git diff --stat` text (its totals line when present, else each file's count split by its
-    +/- bar) and unified diffs; anything else is kept, clipped.
+    +/- bar) and unified diffs, also the unified diff inside the app server's `turn/diff/updated`
+    params (`{"threadId", "turnId", "diff"}`, as the original logs them); anything else is kept, clipped.
     """
     text = (diff_summary or "").strip()
+    snapshot = _json_or_none(text) if text.startswith("{") else None
+    if isinstance(snapshot, Mapping) and isinstance(snapshot.get("diff"), str):
+        text = snapshot["diff"].strip()
     if not text:
         return "none"
     files: list[str] = []
