@@ -35,13 +35,13 @@ from guidebench.data.registry import SimulatorSpec, register_simulator
 
 @dataclass
 class WorkspaceCounts:
-    """What a workspace write produced (`runs` counts run ids; a session holds one or more)."""
+    """What a workspace write produced: `runs` simulated sessions (one thread each) holding `run_ids` runs."""
 
     runs: int = 0
     decisions: int = 0
     events: int = 0
     labels: int = 0
-    sessions: int = 0
+    run_ids: int = 0
     orphans: int = 0
 
 
@@ -85,8 +85,8 @@ def write_workspace(out: str | Path, runs: Iterable[SimRun], with_labels: bool =
             if with_labels:
                 labels.writelines(json.dumps(item.as_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
                                   for item in run.labels)
-            counts.sessions += 1
-            counts.runs += len(run.run_files())
+            counts.runs += 1
+            counts.run_ids += len(run.run_files())
             counts.decisions += len(run.decisions)
             counts.orphans += sum(line.run_id == ORPHAN_RUN for line in run.decisions)
             counts.labels += len(run.labels) if with_labels else 0
@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     output = claim_output(root, "data simulate fullauto", force=args.force)
     with output.writing() as staging:
         counts = simulate_workspace(staging, args.runs, args.seed, with_labels=not args.no_labels)
-    print(f"wrote {counts.sessions} sessions ({counts.runs} runs), {counts.decisions} decisions, {counts.events} "
+    print(f"wrote {counts.runs} sessions ({counts.run_ids} runs), {counts.decisions} decisions, {counts.events} "
           f"events to {root} (seed {args.seed})")
     print(f"import them with: guidebench data import {root} --kind fullauto --out DATASET_DIR")
     return 0

@@ -106,7 +106,7 @@ def test_runs_end_at_the_first_decision_that_is_not_continue(workspace) -> None:
     for line in decisions:
         runs.setdefault(line["run_id"], []).append(line)
     orphans = runs.pop("unknown", [])
-    assert len(runs) == counts.runs and counts.runs > counts.sessions
+    assert len(runs) == counts.run_ids and counts.run_ids > counts.runs  # sessions hold one or more runs
     threads = Counter(lines[0]["thread_id"] for lines in runs.values())
     assert max(threads.values()) > 1  # resumed as new runs on the same thread
     for run_id, lines in runs.items():
