@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --help` stays light
     from dspy.lm15 import Message, Request, Response
 
-from guidebench.lm.grammar import conforms, output_grammar
+from guidebench.lm.grammar import OutputField, conforms, declared_outputs, output_grammar
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ DEFAULT_SEED = 0
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
 CONSTRAIN_MODES: tuple[str, ...] = ("fallback", "always", "off")
+DECODE_MODES: tuple[str, ...] = ("fieldwise", "free")
+# Where a field's value ends in field-wise decoding: a blank line (or a new section) follows it.
+_VALUE_STOPS: tuple[str, ...] = ("\n\n", "\n[[")
 _HASH_BLOCK = 1 << 20
 
 # Stops for text the base model might go on to write after its answer: the end marker, a new
@@ -52,6 +56,7 @@ _BASE_STOPS: tuple[str, ...] = (
     "\nThis is an example of the task",
     "\nRespond with the corresponding output fields",
 )
+_CLOSING = "Respond with the corresponding output fields"
 _FIRST_MARKER = re.compile(r"starting with the field `(\[\[ ## \w+ ## \]\])`")
 _LINE_MARKER = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.M)
 
@@ -178,13 +183,36 @@ _grammars: dict[str, Any] = {}
 _grammars_lock = threading.Lock()
 
 
+def _busy_cores(window_s: float = 0.2) -> Optional[float]:
+    """How many cores other processes keep busy now, from /proc/stat over a short window (None if unknown).
+
+    The load average is a minute-long mean: right after another job ends it still reads as busy.
+    """
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as handle:
+            values = [int(x) for x in handle.readline().split()[1:]]
+        idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+        return sum(values), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window_s)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total1 - total0
+    if elapsed <= 0:
+        return None
+    return (os.cpu_count() or 1) * (1.0 - (idle1 - idle0) / elapsed)
+
+
 def _default_threads() -> int:
-    """`$GUIDEBENCH_LLAMA_THREADS`, else one per core the load average leaves free (at least 1).
+    """`$GUIDEBENCH_LLAMA_THREADS`, else one per core other processes leave free (at least 1).
 
     llama.cpp threads spin while they wait: on an oversubscribed machine two threads on two busy
     cores measured 3-5x slower than one, while on an idle machine two threads evaluate prompts
-    1.6x faster than one (294 against 185 tokens/s on 2 cores). So the count follows the load when
-    the model is loaded. Test processes under pytest-xdist share the cores: one thread each.
+    1.6x faster than one (294 against 185 tokens/s on 2 cores). So the count follows how busy the
+    cores are when the engine is made. Test processes under pytest-xdist share the cores: one each.
     """
     configured = os.environ.get("GUIDEBENCH_LLAMA_THREADS", "").strip()
     if configured.isdigit() and int(configured) > 0:
@@ -192,11 +220,13 @@ def _default_threads() -> int:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return 1
     cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # no load average on this platform: assume a busy machine
-        return max(1, cores // 2)
-    return max(1, min(cores, int(cores - load + 0.5)))
+    busy = _busy_cores()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:  # neither is known: assume a busy machine
+            return max(1, cores // 2)
+    return max(1, min(cores, int(cores - busy + 0.5)))
 
 
 def _model_identity(path: Path) -> str:
@@ -278,11 +308,22 @@ class RenderedPrompt:
 
 
 def render_prompt(request: Request, *, prefill: bool = True) -> RenderedPrompt:
-    """Flatten system + demos + query into one completion prompt, ending with the first output marker."""
+    """Flatten system + demos + query into one completion prompt, ending with the first output marker.
+
+    The adapter's closing instruction ("Respond with the corresponding output fields, ...") is the
+    same for every record but stands after the record's inputs; it moves to the end of the system
+    block, so the whole constant part is one reusable prefix and the record ends the prompt the way
+    every demonstration's inputs end (up to 259 tokens a call fewer to evaluate for the planner).
+    """
     system = _system_text(request)
-    blocks = [system.strip()] if system.strip() else []
-    blocks += [message_text(message).strip() for message in request.messages if message_text(message).strip()]
     last_user = next((message_text(m) for m in reversed(request.messages) if m.role == "user"), "")
+    messages = [message_text(message).strip() for message in request.messages if message_text(message).strip()]
+    instruction = ""
+    if messages and _CLOSING in messages[-1]:
+        record, _, rest = messages[-1].partition(_CLOSING)
+        messages[-1], instruction = record.strip(), (_CLOSING + rest).strip()
+    blocks = ["\n\n".join(part for part in (system.strip(), instruction) if part)] if system.strip() or instruction else []
+    blocks += [message for message in messages if message]
     marker = first_output_marker(last_user)
     head = marker + "\n" if marker and prefill else ""
     # A new input section after the answer means the model began inventing the next example.
@@ -305,14 +346,98 @@ def grammar_compiles(llama: Any, text: str) -> bool:
     return True
 
 
+@dataclass
+class _Decoded:
+    """An answer and what it cost: prompt tokens (with the markers the engine wrote), evaluated, generated."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    evaluated_tokens: int
+    completion_tokens: int
+    id: Optional[str] = None
+
+    def after(self, earlier: "_Decoded") -> "_Decoded":
+        """This answer, with the cost of an earlier attempt added."""
+        return _Decoded(self.text, self.finish_reason, self.prompt_tokens, self.evaluated_tokens + earlier.evaluated_tokens,
+                        self.completion_tokens + earlier.completion_tokens, self.id)
+
+
+def _cached_tokens(llama: Any, tokens: list[int]) -> int:
+    """Prompt tokens llama.cpp will not evaluate: the common prefix with its context (it re-reads at least one)."""
+    input_ids = getattr(llama, "input_ids", None)
+    if input_ids is None:
+        return 0
+    return min(common_prefix(input_ids[: llama.n_tokens].tolist(), tokens), len(tokens) - 1)
+
+
+def _generate(llama: Any, prompt: str, sampling: dict[str, Any], **overrides: Any) -> tuple[dict[str, Any], int, int]:
+    """One completion; with the prompt's length and how many of its tokens were evaluated."""
+    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+    evaluated = len(tokens) - _cached_tokens(llama, tokens)
+    return llama.create_completion(prompt, **{**sampling, **overrides}), len(tokens), evaluated
+
+
+def _completion_tokens(output: dict[str, Any]) -> int:
+    return int((output.get("usage") or {}).get("completion_tokens", 0))
+
+
+def _decode_free(llama: Any, rendered: RenderedPrompt, sampling: dict[str, Any], grammar: Any) -> _Decoded:
+    """The model writes the whole answer after the prefilled first marker."""
+    output, n_prompt, evaluated = _generate(llama, rendered.prompt, sampling, grammar=grammar)
+    choice = output["choices"][0]
+    return _Decoded(rendered.prefill + (choice.get("text") or ""),
+                    "length" if choice.get("finish_reason") == "length" else "stop",
+                    n_prompt, evaluated, _completion_tokens(output), output.get("id"))
+
+
+def _decode_fieldwise(llama: Any, rendered: RenderedPrompt, fields: list[OutputField],
+                      sampling: dict[str, Any]) -> _Decoded:
+    """The engine writes every output marker, the model only the values, one completion per field.
+
+    Generating a marker such as `[[ ## confidence ## ]]` costs ~8 tokens at the generation rate
+    (35-54 tokens/s here); written by the engine it is read at the prompt rate (185-294 tokens/s),
+    from the KV cache the previous field left. The answer has the adapter's format by construction.
+    """
+    base = rendered.prompt[: len(rendered.prompt) - len(rendered.prefill)]
+    answer, budget = rendered.prefill, int(sampling["max_tokens"])
+    prompt_tokens = evaluated = generated = 0
+    finish, output_id, previous = "stop", None, 0
+    for index, field in enumerate(fields):
+        if index:
+            answer += f"\n\n[[ ## {field.name} ## ]]\n"
+        output, n_prompt, n_evaluated = _generate(llama, base + answer, sampling, max_tokens=budget,
+                                                  stop=[*_VALUE_STOPS, *sampling["stop"]])
+        # the prompt grows by what was generated and the marker written: count the marker as prompt
+        prompt_tokens += n_prompt if not index else max(0, n_prompt - previous)
+        previous = n_prompt + _completion_tokens(output)
+        evaluated += n_evaluated
+        generated += _completion_tokens(output)
+        budget -= _completion_tokens(output)
+        choice = output["choices"][0]
+        answer += (choice.get("text") or "").strip()
+        output_id = output_id or output.get("id")
+        if choice.get("finish_reason") == "length" or budget <= 0:
+            finish = "length"
+            break
+    # no `[[ ## completed ## ]]`: a free answer stops before it too (it is a stop string)
+    return _Decoded(answer + "\n\n", finish, prompt_tokens, evaluated, generated, output_id)
+
+
 class LocalGGUFEngine:
     """DSPy custom engine running a GGUF model in-process with llama-cpp-python (plain completion)."""
 
     def __init__(self, model_path: Optional[str] = None, *, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: Optional[int] = None, seed: int = DEFAULT_SEED, prefill: bool = True,
-                 constrain: str = "fallback", sha256: Optional[str] = None, prefix_cache: bool = True) -> None:
+                 constrain: str = "fallback", sha256: Optional[str] = None, prefix_cache: bool = True,
+                 decode: str = "fieldwise") -> None:
         if constrain not in CONSTRAIN_MODES:
             raise ValueError(f"constrain must be one of {CONSTRAIN_MODES}, got {constrain!r}")
+        if decode not in DECODE_MODES:
+            raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
+        # "fieldwise": the engine writes each output marker itself and the model generates only the
+        # values (see `_decode_fieldwise`); "free": the model generates the whole answer, markers included.
+        self.decode = decode
         self.model_path = model_path
         # Grammar-constrained decoding of ChatAdapter answers (see local_grammar): "fallback" decodes
         # freely and re-decodes with the grammar only when the answer misses the format, because
@@ -360,31 +485,40 @@ class LocalGGUFEngine:
                 "seed": self.seed if config.seed is None else int(config.seed),
             }
             prefix = self._prefix_tokens(model, rendered, tokens)
-            reused = self._reuse(model, tokens, prefix)
+            self._restore_prefix(model, tokens, prefix)
             grammar = self._grammar(rendered, model.llama)
-            output = model.llama.create_completion(
-                rendered.prompt, **sampling, grammar=grammar if self.constrain == "always" else None)
-            completion_tokens = int((output.get("usage") or {}).get("completion_tokens", 0))
-            answer = rendered.prefill + (output["choices"][0].get("text") or "")
-            if grammar is not None and self.constrain == "fallback" and not conforms(rendered.system, answer):
+            fields = self._fieldwise_fields(rendered, grammar)
+            if fields:
+                decoded = _decode_fieldwise(model.llama, rendered, fields, sampling)
+            else:
+                decoded = _decode_free(model.llama, rendered, sampling,
+                                       grammar if self.constrain == "always" else None)
+            if grammar is not None and self.constrain == "fallback" and not conforms(rendered.system, decoded.text):
                 # The prompt is still in the KV cache: the second pass costs only the generation.
-                output = model.llama.create_completion(rendered.prompt, **sampling, grammar=grammar)
-                completion_tokens += int((output.get("usage") or {}).get("completion_tokens", 0))
+                decoded = _decode_free(model.llama, rendered, sampling, grammar).after(decoded)
             if prefix and model.prefixes.note(prefix):
                 model.prefixes.store(model.llama, prefix)
-        choice = output["choices"][0]
-        usage = output.get("usage") or {}
-        text = rendered.prefill + (choice.get("text") or "")
         return Response(
-            id=output.get("id"),
+            id=decoded.id,
             model=request.model,
-            message=Message.assistant([TextPart(text)]),
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            message=Message.assistant([TextPart(decoded.text)]),
+            finish_reason=decoded.finish_reason,
             # cache_read_tokens: prompt tokens whose state was reused, not evaluated (DSPy reports
             # them as `prompt_tokens_details.cached_tokens`).
-            usage=Usage(input_tokens=int(usage.get("prompt_tokens", len(tokens))),
-                        output_tokens=completion_tokens, cache_read_tokens=reused),
+            usage=Usage(input_tokens=decoded.prompt_tokens, output_tokens=decoded.completion_tokens,
+                        cache_read_tokens=max(0, decoded.prompt_tokens - decoded.evaluated_tokens)),
         )
+
+    def _fieldwise_fields(self, rendered: RenderedPrompt, grammar: Any) -> list[OutputField]:
+        """The output fields to decode one by one, or [] when the request is decoded freely."""
+        if self.decode != "fieldwise" or not rendered.chat_format or not rendered.prefill:
+            return []
+        if grammar is not None and self.constrain == "always":
+            return []  # the grammar writes the markers: nothing to gain
+        fields = declared_outputs(rendered.system)
+        if not fields or rendered.prefill.strip() != f"[[ ## {fields[0].name} ## ]]":
+            return []
+        return fields
 
     def _prefix_tokens(self, model: _LoadedModel, rendered: RenderedPrompt, tokens: list[int]) -> list[int]:
         """The prompt's tokens up to the end of its constant prefix (empty when not cached)."""
@@ -395,16 +529,10 @@ class LocalGGUFEngine:
         return tokens[:common_prefix(prefix, tokens)]
 
     @staticmethod
-    def _reuse(model: _LoadedModel, tokens: list[int], prefix: list[int]) -> int:
-        """Prompt tokens llama.cpp will not evaluate: the cached common prefix, restored from disk if longer."""
-        input_ids = getattr(model.llama, "input_ids", None)
-        if input_ids is None:
-            return 0
-        cached = common_prefix(input_ids[: model.llama.n_tokens].tolist(), tokens)
-        if prefix and cached < len(prefix):
-            cached = max(cached, model.prefixes.restore(model.llama, prefix))
-        # llama-cpp-python evaluates at least the last prompt token again to get fresh logits.
-        return min(cached, len(tokens) - 1)
+    def _restore_prefix(model: _LoadedModel, tokens: list[int], prefix: list[int]) -> None:
+        """Load the prefix's stored state when the context shares less of the prompt than the prefix."""
+        if prefix and model.prefixes and _cached_tokens(model.llama, tokens) < len(prefix) - 1:
+            model.prefixes.restore(model.llama, prefix)
 
     def _grammar(self, rendered: RenderedPrompt, llama: Any) -> Any:
         if self.constrain == "off" or not rendered.chat_format:
@@ -433,7 +561,7 @@ class LocalGGUFEngine:
         """JSON state to rebuild this engine (no secrets; the model file is found again by hash)."""
         return {"model_path": self.model_path, "n_ctx": self.n_ctx, "n_threads": self.threads_setting,
                 "seed": self.seed, "prefill": self.prefill, "constrain": self.constrain, "sha256": self.sha256,
-                "prefix_cache": self.prefix_cache}
+                "prefix_cache": self.prefix_cache, "decode": self.decode}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LocalGGUFEngine":
@@ -446,4 +574,4 @@ class LocalGGUFEngine:
         return cls(model_path=state.get("model_path"), n_ctx=state.get("n_ctx", DEFAULT_N_CTX),
                    n_threads=state.get("n_threads"), seed=state.get("seed", DEFAULT_SEED),
                    prefill=state.get("prefill", True), constrain=state.get("constrain", "fallback"), sha256=sha256,
-                   prefix_cache=state.get("prefix_cache", True))
+                   prefix_cache=state.get("prefix_cache", True), decode=state.get("decode", "fieldwise"))

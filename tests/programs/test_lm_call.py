@@ -60,4 +60,7 @@ def test_every_constant_part_of_a_prompt_comes_before_the_record(name):
         assert one.messages[:-1] == other.messages[:-1]  # the demos, identical and before the record
         assert one.messages[-1].role == "user" and one.messages[-1] != other.messages[-1]
         demos = "\n\n".join(message_text(m).strip() for m in one.messages[:-1])
-        assert render_prompt(one).prompt.startswith(f"{one.system.strip()}\n\n{demos}".rstrip())
+        rendered = render_prompt(one)
+        # the engine's prompt: system text, the adapter's closing instruction, the demos, then the record
+        assert rendered.prefix == render_prompt(other).prefix and rendered.prompt.startswith(rendered.prefix)
+        assert rendered.prefix.startswith(one.system.strip()) and rendered.prefix.rstrip().endswith(demos)

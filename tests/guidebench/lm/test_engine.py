@@ -149,7 +149,7 @@ FORMATTED = ("continue\n\n[[ ## next_input ## ]]\nRun the tests\n\n[[ ## reason 
 
 def test_engine_completes_with_prefill_usage_and_sampling_settings(monkeypatch):
     stub = _StubLlama(text=FORMATTED)
-    engine = _stub_engine(monkeypatch, stub, n_ctx=4096, seed=7)
+    engine = _stub_engine(monkeypatch, stub, n_ctx=4096, seed=7, decode="free")
     response = engine.complete(adapter_request())
     assert isinstance(response, Response) and response.finish_reason == "stop"
     assert response.text == "[[ ## action ## ]]\n" + FORMATTED
@@ -164,7 +164,7 @@ def test_engine_completes_with_prefill_usage_and_sampling_settings(monkeypatch):
 def test_engine_redecodes_with_the_grammar_when_the_format_is_missed(monkeypatch):
     # The measured failure: every section written, every value empty.
     stub = _StubLlama(text="continue\n\n[[ ## next_input ## ]]\n\n[[ ## reason ## ]]\n\n[[ ## confidence ## ]]\n\n")
-    engine = _stub_engine(monkeypatch, stub)
+    engine = _stub_engine(monkeypatch, stub, decode="free")
     response = engine.complete(adapter_request())
     assert len(stub.calls) == 2 and stub.calls[0][1]["grammar"] is None
     grammar = stub.calls[1][1]["grammar"]
@@ -172,9 +172,49 @@ def test_engine_redecodes_with_the_grammar_when_the_format_is_missed(monkeypatch
     assert response.usage.output_tokens == 14  # both passes are counted
 
 
+class _FieldStub(_StubLlama):
+    """Answers the value of the output field whose marker ends the prompt (field-wise decoding)."""
+
+    VALUES = {"action": "pause", "next_input": "Wait for the approval.", "reason": "A person must approve the command.",
+              "confidence": "0.85"}
+
+    def create_completion(self, prompt: str, **kwargs):
+        super().create_completion(prompt, **kwargs)
+        field = prompt.rstrip("\n").rsplit("[[ ## ", 1)[1].split(" ## ]]")[0]
+        return {"id": "cmpl-f", "choices": [{"text": self.VALUES[field], "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": self.n_prompt, "completion_tokens": 3, "total_tokens": self.n_prompt + 3}}
+
+
+def test_engine_writes_the_markers_and_the_model_only_the_values(monkeypatch):
+    stub = _FieldStub()
+    response = _stub_engine(monkeypatch, stub).complete(adapter_request())
+    names = ["action", "next_input", "reason", "confidence"]  # the signature's output order
+    assert [call[0].rstrip("\n").rsplit("[[ ## ", 1)[1].split(" ## ]]")[0] for call in stub.calls] == names
+    assert all("\n\n" in kwargs["stop"] and kwargs.get("grammar") is None for _, kwargs in stub.calls)
+    assert stub.calls[1][0].endswith("[[ ## action ## ]]\npause\n\n[[ ## next_input ## ]]\n")
+    assert response.text == ("[[ ## action ## ]]\npause\n\n[[ ## next_input ## ]]\nWait for the approval.\n\n"
+                             "[[ ## reason ## ]]\n"
+                             "A person must approve the command.\n\n[[ ## confidence ## ]]\n0.85\n\n")
+    assert response.usage.output_tokens == 12  # every value's tokens, no marker generated
+    assert [call[1]["max_tokens"] for call in stub.calls] == [64, 61, 58, 55]  # one budget for the answer
+    with pytest.raises(ValueError, match="decode"):
+        LocalGGUFEngine(decode="sometimes")
+
+
+def test_the_closing_instruction_joins_the_constant_prefix():
+    rendered = render_prompt(adapter_request(demos=1))
+    closing = rendered.prompt.index("Respond with the corresponding output fields")
+    # right after the system text, before the demos
+    assert closing == len(rendered.system.strip()) + 2
+    assert rendered.prompt.count("Respond with the corresponding output fields") == 1
+    assert rendered.prefix and rendered.prompt.startswith(rendered.prefix) and closing < len(rendered.prefix)
+    record = rendered.prompt[len(rendered.prefix):]
+    assert record.startswith("[[ ## thread_id ## ]]") and record.endswith("\n\n[[ ## action ## ]]\n")
+
+
 def test_engine_constrain_modes(monkeypatch):
     stub = _StubLlama(text="garbage")
-    _stub_engine(monkeypatch, stub, constrain="off").complete(adapter_request())
+    _stub_engine(monkeypatch, stub, constrain="off", decode="free").complete(adapter_request())
     assert len(stub.calls) == 1 and stub.calls[0][1]["grammar"] is None
     _stub_engine(monkeypatch, stub, constrain="always").complete(adapter_request())
     assert len(stub.calls) == 2 and stub.calls[1][1]["grammar"] is not None
@@ -190,7 +230,7 @@ def test_engine_refuses_a_prompt_longer_than_its_context(monkeypatch):
 
 def test_engine_serialises_concurrent_calls(monkeypatch):
     stub = _StubLlama(text=FORMATTED)
-    engine = _stub_engine(monkeypatch, stub)
+    engine = _stub_engine(monkeypatch, stub, decode="free")
     threads = [threading.Thread(target=engine.complete, args=(adapter_request(),)) for _ in range(6)]
     for thread in threads:
         thread.start()
@@ -202,7 +242,7 @@ def test_engine_serialises_concurrent_calls(monkeypatch):
 def test_local_lm_runs_a_program_through_dspy(monkeypatch):
     stub = _StubLlama(text="pause\n\n[[ ## next_input ## ]]\n\n\n[[ ## reason ## ]]\nwaiting\n\n"
                            "[[ ## confidence ## ]]\n0.8\n\n")
-    engine = _stub_engine(monkeypatch, stub)
+    engine = _stub_engine(monkeypatch, stub, decode="free")
     lm = instrument(dspy.LM(LOCAL_MODEL_ID, engine=engine, cache=False, num_retries=0))
     with dspy.context(lm=lm), track_calls() as ledger:
         out = programs.get("full_auto.predict")(**programs.decision_inputs(DECISION_SEEDS[0].summary))
@@ -236,11 +276,19 @@ def test_thread_count_follows_the_free_cores(monkeypatch):
     monkeypatch.delenv("GUIDEBENCH_LLAMA_THREADS", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.setattr(local_lm.os, "cpu_count", lambda: 4)
-    for load, threads in ((0.1, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
-        monkeypatch.setattr(local_lm.os, "getloadavg", lambda load=load: (load, load, load))
-        assert local_lm._default_threads() == threads, load
+    for busy, threads in ((0.1, 4), (1.2, 3), (2.6, 1), (9.0, 1)):
+        monkeypatch.setattr(local_lm, "_busy_cores", lambda busy=busy: busy)
+        assert local_lm._default_threads() == threads, busy
+    monkeypatch.setattr(local_lm, "_busy_cores", lambda: None)  # no /proc/stat: the load average decides
+    monkeypatch.setattr(local_lm.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    assert local_lm._default_threads() == 3
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
-    monkeypatch.setattr(local_lm.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(local_lm, "_busy_cores", lambda: 0.0)
     assert local_lm._default_threads() == 1
     monkeypatch.setenv("GUIDEBENCH_LLAMA_THREADS", "3")
     assert local_lm._default_threads() == 3
+
+
+def test_busy_cores_reads_the_machine_now():
+    busy = local_lm._busy_cores(0.05)
+    assert busy is None or 0.0 <= busy <= (local_lm.os.cpu_count() or 1) + 1e-9
