@@ -44,7 +44,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.bench_lm
 
 clean-venv:
 	rm -rf $(VENV)
