@@ -46,7 +46,7 @@ from typing import Any, Mapping, Optional, Sequence
 from runtime import (AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive,
                      validate_directive_original)
 from runtime.advisor import FAMILIES
-from runtime.pivot import COUNT_FROM_ENTRIES, HARD_PLATEAU, family_of
+from runtime.pivot import HARD_PLATEAU, family_of, packet_pivot_inputs
 from runtime.inputs import tail_entries
 
 from . import sim_kernel
@@ -100,10 +100,8 @@ def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
     whole log) is used when it states one; its constraints name the blocked family.
     """
     entries = tail_entries(packet)
-    stated = packet.plateau_valid_iters_since_best
-    plateau = stated if stated is not None else COUNT_FROM_ENTRIES
     required, reasons = pivot_required(entries, packet.performance_profile, packet.threshold_target,
-                                       tag_best=packet.best_cycles, plateau=plateau)
+                                       **packet_pivot_inputs(packet))
     reasons = list(reasons)
     plateau = packet.plateau_valid_iters_since_best
     if plateau is not None and plateau >= HARD_PLATEAU and not any(r.startswith("hard_plateau") for r in reasons):

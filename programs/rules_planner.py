@@ -14,6 +14,7 @@ from runtime.pivot import (
     family_of,
     invalid_streak,
     near_bound,
+    packet_pivot_inputs,
     pivot_required,
 )
 
@@ -116,8 +117,11 @@ def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[s
     blocked = set(stated.blocked_families) | set(family_constraints(entries).blocked_families)
     allowed = [f for f in stated.families_for_next() if f not in blocked] or stated.families_for_next()
     target = packet.threshold_target if packet.goal == "threshold" else None
-    required, reasons = pivot_required(entries, packet.performance_profile, target)
-    lowering = near_bound(entries, packet.performance_profile, target)
+    # The tail holds the last 20 entries only, and the best may be a best/* tag's: the pivot policy reads
+    # the packet's best and plateau, as the real runner gave them, so the rules agree with the packet.
+    known = packet_pivot_inputs(packet)
+    required, reasons = pivot_required(entries, packet.performance_profile, target, **known)
+    lowering = near_bound(entries, packet.performance_profile, target, **known)
     current, _ = current_streak(entries)
     recovery = invalid_streak(entries) >= INVALID_RECOVERY
     tries = family_tries(entries)

@@ -43,6 +43,7 @@ from .pivot import (
     meaningful_win,
     near_bound,
     overall_best,
+    packet_pivot_inputs,
     pivot_required,
     plateau_valid_iters_since_best,
     tag_best,
@@ -68,7 +69,7 @@ __all__ = [
     "OutcomeLabel", "PerformanceProfile", "PlannerRecord", "RawDecisionLogLine", "RunEvent", "RunFile",
     "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "current_streak", "family_constraints",
     "family_of", "inputs_hash", "invalid_streak", "meaningful_win", "near_bound", "next_progress_count",
-    "overall_best", "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex",
+    "overall_best", "packet_pivot_inputs", "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex",
     "tag_best", "tokens_from_usage",
     "validate_directive", "validate_directive_original",
 ]

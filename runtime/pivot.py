@@ -9,7 +9,8 @@ tags (formats.md §2.3.1). A log holds no tags, but the runner writes `best_befo
 entry from that overall best at record time, so the entry about to be planned carries the tags' best
 (`tag_best(next_entry)`). The best and plateau functions take it as `tag_best`; a best that is not in
 the local log gives a null plateau, as the runner's does. The packet builder
-(`guidebench.data.planner_packets`) and the planner metrics use these same functions.
+(`guidebench.data.planner_packets`), the planner metrics and the rule planner use these same functions;
+the packet's readers call them with `packet_pivot_inputs(packet)`.
 """
 
 from __future__ import annotations
@@ -273,6 +274,24 @@ def near_bound(entries: Sequence[Any], profile: Any = None, threshold_target: Op
         return False
     stall = _plateau(entries, tag_best, plateau)
     return stall is not None and stall >= NEAR_BOUND_STALL
+
+
+def packet_pivot_inputs(packet: Any) -> dict[str, Any]:
+    """The `tag_best` and `plateau` keywords of `pivot_required` and `near_bound` on a packet's log tail.
+
+    The packet's `best_cycles` is the runner's (log and `best/*` tags) and goes in as the tags' best; its
+    `plateau_valid_iters_since_best`, counted on the whole log, is used when it states one, else the
+    plateau is counted on the tail with that best (null when the best is not in the log, as the
+    runner's). Every reader of a packet (the rule planner, the planner metrics) calls the pivot policy
+    with these, so they agree with the packet.
+    """
+    if isinstance(packet, Mapping):
+        best, stated = packet.get("best_cycles"), packet.get("plateau_valid_iters_since_best")
+    else:
+        best, stated = getattr(packet, "best_cycles", None), getattr(packet, "plateau_valid_iters_since_best", None)
+    best = best if isinstance(best, int) and not isinstance(best, bool) else None
+    stated = stated if isinstance(stated, int) and not isinstance(stated, bool) else None
+    return {"tag_best": best, "plateau": COUNT_FROM_ENTRIES if stated is None else stated}
 
 
 def pivot_required(

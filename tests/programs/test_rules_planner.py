@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 import programs
 from program_support import entry
 from programs.seeds import _planner_seed_packets
 from runtime import AdvisorPacket
 from runtime.advisor import FamilyConstraints, PerformanceProfile
-from runtime.pivot import validate_directive
+from runtime.pivot import PIVOT_RULES, pivot_required, validate_directive
+
+# Schedule estimate 1.4% above the tight bound: near it once three valid attempts bring no new best.
+NEAR_BOUND_PROFILE = PerformanceProfile(tight_lb_cycles=1420, schedule_cycles_estimate=1440)
 
 
 def planner_inputs_with(entries: list, **packet) -> dict:
@@ -61,3 +68,30 @@ def test_planner_rules_respects_the_packet_constraints():
     out = programs.get("planner.rules")(**programs.planner_inputs(packet))
     assert out.directive.strategy_family == "family:break_deps"  # lowers the bound, avoiding the blocked one
     assert out.directive.objective == "Reach 1390 cycles"
+
+
+@pytest.mark.parametrize("tags_best", [1440, 1500])
+def test_planner_rules_read_the_packets_best_and_plateau_when_the_best_is_a_tags(tags_best):
+    # Seven valid attempts that never beat the log's first (1500): counted on the log alone, a hard plateau
+    # and, with the profile's 1.4% slack, the bound. With a best/* tag of 1440 (the runner's best_before)
+    # the best is not in the log, so the runner's packet has a null plateau and neither rule is in force.
+    from evals.metrics_planner import pivot_requirement
+    from guidebench.data.planner_packets import PacketBuilder
+
+    families = ["family:reduce_loads", "family:break_deps"] * 3 + ["family:schedule"]
+    log = [entry(i, family, True, 1500 + 3 * (i - 1), tags_best) for i, family in enumerate(families, start=1)]
+    assert pivot_required(log, NEAR_BOUND_PROFILE)[1] == ["hard_plateau", "near_bound"]
+    builder = PacketBuilder()
+    for item in log:
+        builder.add(item, json.dumps(item, sort_keys=True))
+    packet = builder.packet(entry(8, "family:schedule", True, 1510, tags_best), profile=NEAR_BOUND_PROFILE)
+    assert packet.best_cycles == tags_best
+    assert (packet.plateau_valid_iters_since_best is None) == (tags_best < 1500)
+    need = pivot_requirement(packet)
+    out = programs.get("planner.rules")(**programs.planner_inputs(packet))
+    assert [reason for reason in out.rule_reasons if reason in PIVOT_RULES] == list(need.reasons)
+    if tags_best < 1500:  # nothing forces a pivot: the least-tried family, which is also the current one
+        assert need.reasons == () and out.directive.strategy_family == "family:schedule"
+    else:  # the log holds the best: plateau and bound as counted on it, a bound-lowering family
+        assert need.reasons == ("hard_plateau", "near_bound")
+        assert out.directive.strategy_family in ("family:reduce_loads", "family:break_deps")

@@ -278,6 +278,20 @@ def test_a_tags_best_below_the_log_is_the_runners_best_with_no_plateau():
     assert pivot_required(valid_run(6), plateau=None) == (False, [])
 
 
+def test_a_packets_best_and_plateau_are_the_pivot_inputs_of_its_tail():
+    from runtime import AdvisorPacket, packet_pivot_inputs
+    from runtime.pivot import COUNT_FROM_ENTRIES
+
+    stated = AdvisorPacket(best_cycles=1440, plateau_valid_iters_since_best=6)
+    assert packet_pivot_inputs(stated) == {"tag_best": 1440, "plateau": 6}
+    # no plateau stated (a tags' best, or no best yet): counted on the tail, with the packet's best
+    tagged = {"best_cycles": 1000, "plateau_valid_iters_since_best": None}
+    assert packet_pivot_inputs(tagged) == {"tag_best": 1000, "plateau": COUNT_FROM_ENTRIES}
+    assert pivot_required(valid_run(6), **packet_pivot_inputs(tagged)) == (False, [])
+    assert pivot_required(valid_run(0), **packet_pivot_inputs(stated)) == (True, ["hard_plateau"])
+    assert packet_pivot_inputs({"best_cycles": True}) == {"tag_best": None, "plateau": COUNT_FROM_ENTRIES}
+
+
 def test_pivot_functions_reject_non_dict_entries():
     with pytest.raises(TypeError):
         family_constraints(["not a dict"])
