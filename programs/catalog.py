@@ -19,6 +19,12 @@ register("full_auto.cot", "programs.full_auto:FullAutoChainOfThought", kind="ful
 register("full_auto.compact", "programs.full_auto:FullAutoCompact", kind="full_auto", uses_lm=True,
          description="full_auto.predict's decision from a compact rendering (no ids, counts, one line per fact) "
                      "with a short answer.")
+register("full_auto.compact_state", "programs.full_auto:FullAutoCompactState", kind="full_auto", uses_lm=True,
+         description="full_auto.compact plus the turn counters and the agent's last message (clipped), which "
+                     "neither signature sees.")
+register("full_auto.compact_cot", "programs.full_auto:FullAutoCompactChainOfThought", kind="full_auto", uses_lm=True,
+         description="Chain of thought over the compact signature: one short sentence of reasoning, then the "
+                     "compact answer.")
 register("full_auto.stack", "programs.stack:FullAutoStack", kind="full_auto", uses_lm=True,
          description="Module stack: summarize the turn -> select the action -> verify it (3 LM calls).")
 register("full_auto.rules", "programs.rules_full_auto:FullAutoRules", kind="full_auto", uses_lm=False, aliases=("rule",),

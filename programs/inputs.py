@@ -10,16 +10,17 @@ from pydantic import ValidationError
 
 from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_SUMMARY_NAMES, clip_text, packet_inputs, summary_inputs,
-                            tail_entries)
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, clip_text, packet_inputs,
+                            summary_inputs, tail_entries)
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
 # Inputs the original signature does not see but a better program (and the rule policies) may use,
-# and the compact rendering of the same summary (`full_auto.compact`).
-DECISION_EXTRA_FIELDS: tuple[str, ...] = (
+# and the compact renderings of the same summary (`full_auto.compact`, `full_auto.compact_state`).
+DECISION_EXTRA_FIELDS: tuple[str, ...] = tuple(dict.fromkeys((
     "turn_count", "no_progress_count", "last_agent_message", "last_guidance_directive", *COMPACT_SUMMARY_NAMES,
-)
+    *COMPACT_STATE_NAMES,
+)))
 # Present only when the inputs come from a DecisionRecord: what the deployed loop decided.
 LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_reason", "logged_next_input")
 # The whole packet, and the compact rendering of it (`planner.compact`; `goal` is shared).

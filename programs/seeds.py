@@ -18,9 +18,9 @@ import dspy
 
 from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints, PerformanceProfile
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import compact_packet_inputs, compact_summary_inputs, summary_inputs
-from signatures import (COMPACT_DECISION_INPUT_FIELDS, COMPACT_PLANNER_INPUT_FIELDS, FULL_AUTO_INPUT_FIELDS,
-                        PLANNER_INPUT_FIELDS)
+from runtime.inputs import compact_packet_inputs, compact_state_inputs, compact_summary_inputs, summary_inputs
+from signatures import (COMPACT_DECISION_INPUT_FIELDS, COMPACT_PLANNER_INPUT_FIELDS, COMPACT_STATE_INPUT_FIELDS,
+                        FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS)
 
 from .inputs import planner_inputs
 
@@ -158,6 +158,63 @@ def compact_decision_demos() -> list[dspy.Example]:
     for seed, (reason, next_input) in zip(DECISION_SEEDS, COMPACT_ANSWERS, strict=True):
         rendered = compact_summary_inputs(seed.summary)
         inputs = {name: rendered[name] for name in COMPACT_DECISION_INPUT_FIELDS}
+        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.2f}", reason=reason,
+                                  next_input=next_input).with_inputs(*inputs))
+    return demos
+
+
+# The compact program's chain of thought: one short sentence of reasoning per DECISION_SEEDS entry, before
+# the same budgeted answer (COMPACT_ANSWERS).
+COMPACT_REASONING: tuple[str, ...] = (
+    "The turn changed code, nothing waits for a person and plan steps remain.",
+    "A command waits for approval, so the loop cannot go on by itself.",
+    "Every plan step is done and the last turn changed nothing.",
+)
+
+
+def compact_cot_demos() -> list[dspy.Example]:
+    """Seed demos for chain of thought over FullAutoCompactSignature: the compact demos with one short sentence of reasoning."""
+    return [dspy.Example(**demo.inputs(), reasoning=reasoning, **demo.labels()).with_inputs(*demo.inputs().keys())
+            for demo, reasoning in zip(compact_decision_demos(), COMPACT_REASONING, strict=True)]
+
+
+# A turn only the compact state rendering tells apart: the plan and diff have not changed for two turns
+# (no_progress_count) and the agent says it is stuck. The seeds above all progress (no_progress_count 0).
+STALLED_SEED = DecisionSeed(
+    summary=FullAutoTurnSummary(
+        thread_id="thr-seed-d", turn_id="turn-9", last_turn_status="completed",
+        turn_plan=_plan(("Find why test_sync_retries is flaky", "in_progress"),
+                        ("Fix the race in sync_worker", "pending")),
+        diff_summary="",
+        token_usage=json.dumps({"totalTokens": 70318, "inputTokens": 66120, "outputTokens": 4198}),
+        pending_approvals="0", pending_tool_inputs="0", compaction_events="0",
+        recent_actions=_recent(("turn-7", "continue", "Look for the race.", 0.7),
+                               ("turn-8", "continue", "Try to reproduce the failure.", 0.65)),
+        last_agent_message="I re-ran test_sync_retries 20 times and could not reproduce the failure; "
+                           "I am not sure where the race is.",
+        turn_count=9, no_progress_count=2,
+    ),
+    action="pause",
+    next_input="",
+    reason="Two turns changed nothing and the agent is stuck; a person should redirect it.",
+    confidence=0.7,
+    reasoning="The plan and the diff have not changed for two turns and the agent cannot reproduce the "
+              "failure, so a person should redirect it before the no-progress limit stops the loop.",
+    state_summary="The agent cannot reproduce the flaky test; the plan and diff have not changed for two turns.",
+    progress="stalled",
+)
+# The compact state program's seeds and answers: DECISION_SEEDS with COMPACT_ANSWERS, then the stalled turn.
+COMPACT_STATE_SEEDS: tuple[DecisionSeed, ...] = (*DECISION_SEEDS, STALLED_SEED)
+COMPACT_STATE_ANSWERS: tuple[tuple[str, str], ...] = (*COMPACT_ANSWERS, ("No progress for two turns; the agent is stuck.", ""))
+
+
+def compact_state_demos() -> list[dspy.Example]:
+    """Seed demos for FullAutoCompactStateSignature: the compact demos' seeds and a stalled turn, with the turn
+    counters and the clipped last message, answers within the output budget."""
+    demos = []
+    for seed, (reason, next_input) in zip(COMPACT_STATE_SEEDS, COMPACT_STATE_ANSWERS, strict=True):
+        rendered = {**compact_summary_inputs(seed.summary), **compact_state_inputs(seed.summary)}
+        inputs = {name: rendered[name] for name in COMPACT_STATE_INPUT_FIELDS}
         demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.2f}", reason=reason,
                                   next_input=next_input).with_inputs(*inputs))
     return demos

@@ -8,8 +8,10 @@ same input strings in production as in its demos and its training.
 Two renderings of the same facts: the original's (every summary field as the loop logged it; the
 planner's packet parts as compact JSON) and a compact one for `full_auto.compact` / `planner.compact`
 (`compact_summary_inputs`, `compact_packet_inputs`: no ids, numbers instead of JSON blobs, one line
-per fact). Both are always rendered, under different field names, so a labeled example, a demo and
-the runtime carry whatever any signature asks for, and each signature picks its own fields.
+per fact); `full_auto.compact_state` also reads the turn counters and the agent's last message,
+clipped (`compact_state_inputs`). All are always rendered, under different field names, so a labeled
+example, a demo and the runtime carry whatever any signature asks for, and each signature picks its
+own fields.
 
 Pure functions of the record shapes in `runtime.fullauto` and `runtime.advisor`; no dspy needed.
 """
@@ -38,8 +40,13 @@ COMPACT_SUMMARY_NAMES: tuple[str, ...] = (
     "status", "plan", "diff", "tokens", "approvals", "tool_inputs", "recent", "compactions",
 )
 COMPACT_PACKET_NAMES: tuple[str, ...] = ("plateau", "families", "best", "bound", "attempts")
-# What `summary_inputs` returns: every turn-summary field, then the compact rendering's fields.
-SUMMARY_INPUT_NAMES: tuple[str, ...] = (*FullAutoTurnSummary.model_fields, *COMPACT_SUMMARY_NAMES)
+# What the compact state rendering adds for `full_auto.compact_state` (`compact_state_inputs`): the turn
+# counters, one number each as the summary gives them (so under the summary's own names), and the agent's
+# last message on one clipped line (`message`).
+COMPACT_STATE_NAMES: tuple[str, ...] = ("turn_count", "no_progress_count", "message")
+# What `summary_inputs` returns: every turn-summary field, then the compact renderings' fields.
+SUMMARY_INPUT_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    (*FullAutoTurnSummary.model_fields, *COMPACT_SUMMARY_NAMES, *COMPACT_STATE_NAMES)))
 PACKET_INPUT_NAMES: tuple[str, ...] = (
     "goal", "plateau_valid_iters_since_best", "strategy_family_constraints", "experiment_summary",
     "experiment_log_tail", "performance_profile", "packet", *COMPACT_PACKET_NAMES,
@@ -52,6 +59,7 @@ PENDING_NAMES = 2
 STEP_CLIP = 60
 ERROR_CLIP = 100
 FALLBACK_CLIP = 80
+MESSAGE_CLIP = 200
 _STEP_DONE = {"completed", "complete", "done", "finished"}
 _STAT_LINE = re.compile(r"^\s*(\S.*?)\s+\|\s+(\d+)\s*(\+*)(-*)\s*$")
 _STAT_BINARY = re.compile(r"^\s*(\S.*?)\s+\|\s+Bin\b")
@@ -86,9 +94,9 @@ def clip_text(text: Any, limit: int = TEXT_CLIP) -> str:
 
 def summary_inputs(summary: FullAutoTurnSummary) -> dict[str, str]:
     """Every turn-summary field as text (the signature's inputs plus the extras programs may use), and
-    the compact rendering's fields (`compact_summary_inputs`)."""
+    the compact renderings' fields (`compact_summary_inputs`, `compact_state_inputs`)."""
     text = {name: input_text(value) for name, value in summary.model_dump(mode="json").items()}
-    return {**text, **compact_summary_inputs(summary)}
+    return {**text, **compact_summary_inputs(summary), **compact_state_inputs(summary)}
 
 
 # ----- the compact rendering of a turn summary ------------------------------------------------------
@@ -282,14 +290,35 @@ def compact_summary_inputs(summary: FullAutoTurnSummary) -> dict[str, str]:
     }
 
 
-def compact_decision_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
-    """The compact fields of decision inputs: as given when present, else rendered from the summary fields.
+def message_line(message: str) -> str:
+    """The agent's last message on one line (`none` when empty); a long one keeps its start and its end
+    (where a report usually concludes: "... 2 tests still fail"), MESSAGE_CLIP characters in all."""
+    text = " ".join((message or "").split())
+    if len(text) <= MESSAGE_CLIP:
+        return text or "none"
+    half = (MESSAGE_CLIP - 5) // 2
+    return f"{text[:half].rstrip()} ... {text[-(MESSAGE_CLIP - 5 - half):].lstrip()}"
 
-    Inputs from `summary_inputs` carry both renderings; a mapping of summary fields alone (e.g. built by
+
+def compact_state_inputs(summary: FullAutoTurnSummary) -> dict[str, str]:
+    """What the compact state rendering adds (`COMPACT_STATE_NAMES`): the turn counters and the clipped last message."""
+    return {
+        "turn_count": str(summary.turn_count),
+        "no_progress_count": str(summary.no_progress_count),
+        "message": message_line(summary.last_agent_message),
+    }
+
+
+def compact_decision_inputs(inputs: Mapping[str, Any],
+                            names: tuple[str, ...] = COMPACT_SUMMARY_NAMES) -> dict[str, str]:
+    """The compact fields of decision inputs (`names`: COMPACT_SUMMARY_NAMES, optionally with COMPACT_STATE_NAMES):
+    as given when present, else rendered from the summary fields.
+
+    Inputs from `summary_inputs` carry every rendering; a mapping of summary fields alone (e.g. built by
     hand) is rendered here, so a compact program answers the same either way.
     """
-    if all(name in inputs for name in COMPACT_SUMMARY_NAMES):
-        return {name: input_text(inputs[name]) for name in COMPACT_SUMMARY_NAMES}
+    if all(name in inputs for name in names):
+        return {name: input_text(inputs[name]) for name in names}
     fields = {name: inputs[name] for name in FullAutoTurnSummary.model_fields if inputs.get(name) is not None}
     fields.setdefault("thread_id", "")
     fields.setdefault("turn_id", "")
@@ -301,9 +330,10 @@ def compact_decision_inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
     except ValidationError:
         summary = FullAutoTurnSummary(thread_id="", turn_id="", **{
             name: input_text(fields.get(name)) for name in (
-                "last_turn_status", "turn_error", "turn_plan", "diff_summary", "token_usage", "pending_approvals",
-                "pending_tool_inputs", "compaction_events", "recent_actions") if name in fields})
-    return compact_summary_inputs(summary)
+                "last_turn_status", "turn_error", "last_agent_message", "turn_plan", "diff_summary", "token_usage",
+                "pending_approvals", "pending_tool_inputs", "compaction_events", "recent_actions") if name in fields})
+    rendered = {**compact_summary_inputs(summary), **compact_state_inputs(summary)}
+    return {name: rendered[name] for name in names}
 
 
 def log_line(entry: Mapping[str, Any] | str) -> str:
@@ -478,9 +508,10 @@ def packet_inputs(packet: AdvisorPacket) -> dict[str, str]:
 
 
 __all__ = [
-    "COMPACT_PACKET_NAMES", "COMPACT_SUMMARY_NAMES", "LOG_TAIL_LINES", "PACKET_INPUT_NAMES", "SUMMARY_INPUT_NAMES",
-    "attempt_line", "best_line", "bound_line", "clip_text", "compact_decision_inputs", "compact_json",
-    "compact_packet_inputs", "compact_planner_inputs", "compact_summary_inputs", "count_of", "diff_line",
-    "families_line", "goal_text", "input_text", "log_line", "packet_inputs", "pending_line", "plan_line",
+    "COMPACT_PACKET_NAMES", "COMPACT_STATE_NAMES", "COMPACT_SUMMARY_NAMES", "LOG_TAIL_LINES", "PACKET_INPUT_NAMES",
+    "SUMMARY_INPUT_NAMES", "attempt_line", "best_line", "bound_line", "clip_text", "compact_decision_inputs",
+    "compact_json", "compact_packet_inputs", "compact_planner_inputs", "compact_state_inputs",
+    "compact_summary_inputs", "count_of", "diff_line", "families_line", "goal_text", "input_text", "log_line",
+    "message_line", "packet_inputs", "pending_line", "plan_line",
     "plan_steps", "recent_line", "status_line", "step_done", "summary_inputs", "tail_entries", "tokens_line",
 ]

@@ -3,7 +3,9 @@
 from .compact import (
     COMPACT_DECISION_INPUT_FIELDS,
     COMPACT_PLANNER_INPUT_FIELDS,
+    COMPACT_STATE_INPUT_FIELDS,
     FullAutoCompactSignature,
+    FullAutoCompactStateSignature,
     PlannerCompactSignature,
 )
 from .full_auto import (
@@ -18,8 +20,9 @@ from .planner import DIRECTIVE_FIELDS, PLANNER_INPUT_FIELDS, OptimizationDirecti
 from .stack import Progress, SelectNextAction, SummarizeTurnState, Verdict, VerifyDecision
 
 __all__ = [
-    "COMPACT_DECISION_INPUT_FIELDS", "COMPACT_PLANNER_INPUT_FIELDS", "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS",
-    "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS", "FullAutoCompactSignature", "FullAutoDecisionClearSignature",
+    "COMPACT_DECISION_INPUT_FIELDS", "COMPACT_PLANNER_INPUT_FIELDS", "COMPACT_STATE_INPUT_FIELDS",
+    "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS", "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS",
+    "FullAutoCompactSignature", "FullAutoCompactStateSignature", "FullAutoDecisionClearSignature",
     "FullAutoDecisionSignature", "GuidanceDecisionClearSignature",
     "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "PlannerCompactSignature", "Progress",
     "SelectNextAction", "SummarizeTurnState", "Verdict", "VerifyDecision",

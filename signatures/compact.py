@@ -2,10 +2,13 @@
 
 The inputs are `runtime.inputs.compact_summary_inputs` / `compact_packet_inputs` (no ids, numbers
 instead of JSON blobs, one short line per fact), so the prompt spends its tokens on what decides the
-answer. The outputs carry a budget in their descriptions: the decision answers in the order
-action, confidence, reason, next_input (a cut-off answer loses the optional part, not the action);
-the directive keeps every list short. The output names and types are the original signatures', so
-the same parsing, guardrails and directive checks apply.
+answer. `FullAutoCompactStateSignature` reads the same lines plus what the compact and the original
+signatures never see, the facts the rule policy decides on: the turn counters and the agent's last
+message, clipped (`runtime.inputs.compact_state_inputs`). The outputs carry a budget in their
+descriptions: the decision answers in the order action, confidence, reason, next_input (a cut-off
+answer loses the optional part, not the action); the directive keeps every list short. The output
+names and types are the original signatures', so the same parsing, guardrails and directive checks
+apply.
 """
 
 from __future__ import annotations
@@ -27,6 +30,26 @@ class FullAutoCompactSignature(dspy.Signature):
     tool_inputs: str = dspy.InputField(desc="tool inputs waiting for a person")
     recent: str = dspy.InputField(desc="the last decisions, oldest first")
     compactions: str = dspy.InputField(desc="context compactions so far")
+    action: Action = dspy.OutputField()
+    confidence: float = dspy.OutputField(desc="0.00 to 1.00, two decimals")
+    reason: str = dspy.OutputField(desc="one short sentence")
+    next_input: str = dspy.OutputField(desc="the next instruction when continuing, else empty")
+
+
+class FullAutoCompactStateSignature(dspy.Signature):
+    """Decide what an autonomous coding loop does after a turn: continue with a next input, pause for a person, stop, or ask for a review."""
+
+    status: str = dspy.InputField(desc="turn status, with the error when it failed")
+    plan: str = dspy.InputField(desc="plan steps done out of all, and the current step")
+    diff: str = dspy.InputField(desc="lines added and removed, and the files changed")
+    tokens: str = dspy.InputField(desc="tokens used so far")
+    approvals: str = dspy.InputField(desc="approvals waiting for a person")
+    tool_inputs: str = dspy.InputField(desc="tool inputs waiting for a person")
+    recent: str = dspy.InputField(desc="the last decisions, oldest first")
+    compactions: str = dspy.InputField(desc="context compactions so far")
+    turn_count: str = dspy.InputField(desc="turns so far")
+    no_progress_count: str = dspy.InputField(desc="turns in a row whose plan and diff did not change")
+    message: str = dspy.InputField(desc="the agent's last message, clipped")
     action: Action = dspy.OutputField()
     confidence: float = dspy.OutputField(desc="0.00 to 1.00, two decimals")
     reason: str = dspy.OutputField(desc="one short sentence")
@@ -56,4 +79,5 @@ class PlannerCompactSignature(dspy.Signature):
 
 
 COMPACT_DECISION_INPUT_FIELDS: tuple[str, ...] = tuple(FullAutoCompactSignature.input_fields)
+COMPACT_STATE_INPUT_FIELDS: tuple[str, ...] = tuple(FullAutoCompactStateSignature.input_fields)
 COMPACT_PLANNER_INPUT_FIELDS: tuple[str, ...] = tuple(PlannerCompactSignature.input_fields)

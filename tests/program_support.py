@@ -16,7 +16,8 @@ from runtime import DecisionRecord, FullAutoTurnSummary, GuardrailConfig, Logged
 
 REQUIRED = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.rules", "full_auto.always_continue",
             "planner.predict", "planner.cot", "planner.rules")
-LM_FULL_AUTO = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.zeroshot")
+LM_FULL_AUTO = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.zeroshot", "full_auto.compact_state",
+                "full_auto.compact_cot")
 LM_PLANNER = ("planner.predict", "planner.cot")
 
 

@@ -10,7 +10,8 @@ import programs
 from program_support import REQUIRED
 
 
-@pytest.mark.parametrize("name", REQUIRED + ("full_auto.zeroshot", "full_auto.compact", "planner.compact"))
+@pytest.mark.parametrize("name", REQUIRED + ("full_auto.zeroshot", "full_auto.compact", "planner.compact",
+                                             "full_auto.compact_state", "full_auto.compact_cot"))
 def test_program_state_round_trips_as_json(tmp_path, name):
     program = programs.get(name)
     path = tmp_path / "program.json"

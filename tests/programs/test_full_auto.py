@@ -1,6 +1,8 @@
 """programs.full_auto: the LM programs of the Full Auto decision return validated decisions (fake LM); the
 compact program decides as full_auto.predict parses and guardrails, from a shorter prompt and a capped
-answer; the original Predict and the compact program answer in format on the embedded model (slow)."""
+answer; the compact state program also sends the turn counters and the clipped last message; the compact
+chain of thought reasons in one sentence first, under its own cap; the original Predict and the compact
+program answer in format on the embedded model (slow)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ import programs
 from evals.usage import track_calls
 from guidebench.lm.engine import message_text, render_prompt
 from program_support import LM_FULL_AUTO, UNSEEN, record, recorded_requests
-from programs.full_auto import COMPACT_DECISION_MAX_TOKENS
-from programs.seeds import DECISION_SEEDS
+from programs.full_auto import COMPACT_COT_MAX_TOKENS, COMPACT_DECISION_MAX_TOKENS
+from programs.seeds import DECISION_SEEDS, STALLED_SEED
 from runtime import ACTIONS, GuardrailConfig, GuardrailContext, GuidanceDecision, apply_guardrails
-from runtime.inputs import COMPACT_SUMMARY_NAMES
+from runtime.inputs import COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES
 
 
 @pytest.mark.parametrize("name", LM_FULL_AUTO)
@@ -86,6 +88,64 @@ def test_compact_prompt_is_shorter_than_full_auto_predicts(given):
                        len(message_text(request.messages[-1])))
     # fake LM tokens (words), characters of the whole prompt, characters of the per-record part
     assert all(c < p for c, p in zip(sizes["full_auto.compact"], sizes["full_auto.predict"])), sizes
+
+
+# ----------------------------------------------------------------------------- full_auto.compact_state, compact_cot
+
+COMPACT_VARIANTS = ("full_auto.compact_state", "full_auto.compact_cot")
+
+
+def _as_variant(name: str, raw: str) -> str:
+    """A compact answer as the variant gives it: the chain of thought writes its reasoning first."""
+    return f"[[ ## reasoning ## ]]\nSteps remain.\n\n{raw}" if name.endswith("_cot") and "[[" in raw else raw
+
+
+@pytest.mark.parametrize("name", COMPACT_VARIANTS)
+@pytest.mark.parametrize("raw", ANSWERS)
+def test_compact_variants_decide_as_the_compact_program_parses(scripted_lm, name, raw):
+    scripted_lm([raw, _as_variant(name, raw)])
+    inputs = programs.decision_inputs(record())
+    compact = programs.get("full_auto.compact")(**inputs)
+    variant = programs.get(name)(**inputs)
+    fields = ("action", "confidence", "reason", "next_input")
+    assert [getattr(variant.decision, f) for f in fields] == [getattr(compact.decision, f) for f in fields]
+    assert bool(variant.parse_errors) == bool(compact.parse_errors)
+    if name.endswith("_cot") and "[[" in raw:
+        assert variant.reasoning == "Steps remain."
+
+
+def test_compact_state_sends_the_counters_and_the_clipped_message_and_caps_its_answer(fake_lm):
+    inputs = programs.decision_inputs(UNSEEN.model_copy(update={"no_progress_count": 1,
+                                                                "last_agent_message": "word " * 100}))
+    [request] = recorded_requests("full_auto.compact_state", inputs)
+    assert request.config.max_tokens == COMPACT_DECISION_MAX_TOKENS
+    record_text = message_text(request.messages[-1])
+    for name in (*COMPACT_SUMMARY_NAMES, *COMPACT_STATE_NAMES):
+        assert f"[[ ## {name} ## ]]\n{inputs[name]}\n" in record_text
+    assert "[[ ## no_progress_count ## ]]\n1\n" in record_text and inputs["last_agent_message"] not in record_text
+    assert UNSEEN.thread_id not in record_text
+    summary_only = {name: value for name, value in inputs.items() if name not in (*COMPACT_SUMMARY_NAMES, "message")}
+    [again] = recorded_requests("full_auto.compact_state", summary_only)
+    assert render_prompt(again).prompt == render_prompt(request).prompt
+
+
+def test_only_the_compact_state_program_tells_a_stalled_turn(fake_lm):
+    # The fake LM reads the counters it is shown like the rule policy: the compact prompt has none.
+    inputs = programs.decision_inputs(STALLED_SEED.summary)
+    assert programs.get("full_auto.compact")(**inputs).action == "continue"
+    assert programs.get("full_auto.compact_state")(**inputs).action == "pause"
+
+
+def test_compact_cot_reasons_first_and_caps_its_answer(fake_lm):
+    inputs = programs.decision_inputs(UNSEEN)
+    [request] = recorded_requests("full_auto.compact_cot", inputs)
+    assert request.config.max_tokens == COMPACT_COT_MAX_TOKENS > COMPACT_DECISION_MAX_TOKENS
+    assert request.system.index("`reasoning`") < request.system.index("`action`")
+    assert "one short sentence" in request.system
+    for name in COMPACT_SUMMARY_NAMES:
+        assert f"[[ ## {name} ## ]]\n{inputs[name]}\n" in message_text(request.messages[-1])
+    out = programs.get("full_auto.compact_cot")(**inputs)
+    assert out.reasoning and out.parse_errors == [] and out.action in ACTIONS
 
 
 # ----------------------------------------------------------------------------- the real embedded model

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 
-from programs.seeds import (COMPACT_DIRECTIVES, DECISION_SEEDS, _planner_seed_packets, compact_decision_demos,
-                            compact_planner_demos, planner_demos)
-from runtime.inputs import compact_packet_inputs, compact_summary_inputs
+import programs
+from programs.seeds import (COMPACT_DIRECTIVES, COMPACT_STATE_SEEDS, DECISION_SEEDS, STALLED_SEED,
+                            _planner_seed_packets, compact_cot_demos, compact_decision_demos, compact_planner_demos,
+                            compact_state_demos, planner_demos)
+from runtime.inputs import compact_packet_inputs, compact_state_inputs, compact_summary_inputs
 from runtime.pivot import validate_directive
-from signatures import FullAutoCompactSignature, OptimizationDirectiveSignature, PlannerCompactSignature
+from runtime.rules import rule_decision
+from signatures import (FullAutoCompactSignature, FullAutoCompactStateSignature, OptimizationDirectiveSignature,
+                        PlannerCompactSignature)
 
 
 def test_compact_decision_demos_render_the_seeds_compactly_within_the_output_budget():
@@ -23,6 +27,32 @@ def test_compact_decision_demos_render_the_seeds_compactly_within_the_output_bud
         assert re.fullmatch(r"[01]\.\d\d", demo.confidence) and float(demo.confidence) == seed.confidence
         assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 12
         assert bool(demo.next_input) == (seed.action == "continue")
+
+
+def test_compact_state_demos_add_a_stalled_turn_and_show_the_counters_and_the_message():
+    demos = compact_state_demos()
+    assert len(demos) == len(COMPACT_STATE_SEEDS) == len(DECISION_SEEDS) + 1
+    for demo, seed in zip(demos, COMPACT_STATE_SEEDS):
+        assert set(demo.inputs().keys()) == set(FullAutoCompactStateSignature.input_fields)
+        rendered = {**compact_summary_inputs(seed.summary), **compact_state_inputs(seed.summary)}
+        assert {name: demo[name] for name in demo.inputs().keys()} == {name: rendered[name] for name in demo.inputs()}
+        assert demo.action == seed.action and float(demo.confidence) == seed.confidence
+        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 12
+        assert bool(demo.next_input) == (seed.action == "continue")
+    # The compact demos' answers for the shared seeds; the stalled turn is one only the counters tell apart.
+    assert [d.labels().toDict() for d in demos[:3]] == [d.labels().toDict() for d in compact_decision_demos()]
+    stalled = demos[-1]
+    assert (stalled.no_progress_count, stalled.action) == ("2", "pause") and stalled.message != "none"
+    assert {d.no_progress_count for d in demos[:3]} == {"0"}
+    # It is a stall for the rule policy too (the hybrid leaves such turns to its LM by default).
+    assert rule_decision(programs.decision_inputs(STALLED_SEED.summary))[1] == "stalled"
+
+
+def test_compact_cot_demos_reason_in_one_short_sentence_before_the_compact_answer():
+    for demo, compact in zip(compact_cot_demos(), compact_decision_demos(), strict=True):
+        assert demo.inputs().toDict() == compact.inputs().toDict()
+        assert {k: v for k, v in demo.labels().items() if k != "reasoning"} == compact.labels().toDict()
+        assert demo.reasoning.count(".") == 1 and len(demo.reasoning.split()) <= 15
 
 
 def test_compact_planner_demos_keep_the_seed_decisions_with_short_lists():

@@ -26,9 +26,10 @@ from runtime import (
     load_frozen,
 )
 from runtime.advisor import ExperimentLogEntry, FamilyConstraints, PerformanceProfile
-from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_SUMMARY_NAMES, PACKET_INPUT_NAMES, compact_decision_inputs,
-                            compact_packet_inputs, compact_planner_inputs, compact_summary_inputs, packet_inputs,
-                            summary_inputs)
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, MESSAGE_CLIP,
+                            PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES, compact_decision_inputs, compact_packet_inputs,
+                            compact_planner_inputs, compact_state_inputs, compact_summary_inputs, message_line,
+                            packet_inputs, summary_inputs)
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
 DIRECTIVE = {"objective": "Beat 1500", "primary_hypothesis": "fewer loads", "strategy_family": "family:reduce_loads",
@@ -262,6 +263,26 @@ def test_compact_packet_rendering_keeps_only_what_the_planner_acts_on():
     assert compact_planner_inputs({"packet": packet.model_dump_json()}) == rendered
 
 
+def test_compact_state_rendering_adds_the_turn_counters_and_the_clipped_last_message():
+    long = "Started on the parser. " + "Read the grammar and tried a fix. " * 20 + "Now 2 tests still fail."
+    turn = summary(turn_count=7, no_progress_count=2, last_agent_message=long)
+    state = compact_state_inputs(turn)
+    assert tuple(state) == COMPACT_STATE_NAMES
+    assert (state["turn_count"], state["no_progress_count"]) == ("7", "2")
+    # A long message keeps its start and its end (where a report concludes), within the clip.
+    assert len(state["message"]) <= MESSAGE_CLIP and " ... " in state["message"]
+    assert state["message"].startswith("Started on the parser.") and state["message"].endswith("2 tests still fail.")
+    assert message_line("  short\n  note ") == "short note" and message_line("") == "none"
+    rendered = summary_inputs(turn)
+    assert set(rendered) == set(SUMMARY_INPUT_NAMES) and {name: rendered[name] for name in state} == state
+    assert rendered["last_agent_message"] == long  # the original field keeps the whole message
+    # From the original fields alone (inputs built by hand), the compact state fields come out the same.
+    names = (*COMPACT_SUMMARY_NAMES, *COMPACT_STATE_NAMES)
+    original = {name: value for name, value in rendered.items() if name not in (*COMPACT_SUMMARY_NAMES, "message")}
+    assert compact_decision_inputs(original, names) == {name: rendered[name] for name in names}
+    assert compact_decision_inputs(rendered, names) == {name: rendered[name] for name in names}
+
+
 def _compact_compile(name: str, kind: str) -> dspy.Module:
     """The compact program compiled with labeled_fewshot (fake LM) on a few labeled records."""
     import optimizers
@@ -280,14 +301,16 @@ def _compact_compile(name: str, kind: str) -> dspy.Module:
     return result.program
 
 
-@pytest.mark.parametrize("name, kind", [("full_auto.compact", "full_auto"), ("planner.compact", "planner")])
+@pytest.mark.parametrize("name, kind", [("full_auto.compact", "full_auto"), ("planner.compact", "planner"),
+                                        ("full_auto.compact_state", "full_auto"), ("full_auto.compact_cot", "full_auto")])
 def test_a_compiled_compact_program_exports_loads_and_sends_the_training_prompt(tmp_path, fake_lm, name, kind):
     trained = _compact_compile(name, kind)
     assert all(len(p.demos) == 3 for p in trained.predictors())
     folder = _export(trained, name, kind, tmp_path / "export")
     if kind == "full_auto":
-        given = summary(turn_count=4, pending_approvals="1", recent_actions='[{"action": "continue"}]')
-        answer = DECISION
+        given = summary(turn_count=4, no_progress_count=1, pending_approvals="1",
+                        recent_actions='[{"action": "continue"}]', last_agent_message="Waiting for approval.")
+        answer = {"reasoning": "Steps remain.", **DECISION} if name.endswith("_cot") else DECISION
         train_inputs = programs.decision_inputs(given)
     else:
         given, answer = rich_packet(), DIRECTIVE

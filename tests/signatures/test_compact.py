@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.inputs import COMPACT_PACKET_NAMES, COMPACT_SUMMARY_NAMES, SUMMARY_INPUT_NAMES, PACKET_INPUT_NAMES
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, PACKET_INPUT_NAMES,
+                            SUMMARY_INPUT_NAMES)
 from runtime.signature_spec import build_signature, spec_of
-from signatures import (DECISION_OUTPUT_FIELDS, FullAutoCompactSignature, FullAutoDecisionClearSignature,
-                        OptimizationDirectiveSignature, PlannerCompactSignature)
+from signatures import (DECISION_OUTPUT_FIELDS, FULL_AUTO_INPUT_FIELDS, FullAutoCompactSignature,
+                        FullAutoCompactStateSignature, FullAutoDecisionClearSignature, OptimizationDirectiveSignature,
+                        PlannerCompactSignature)
 
 
 def test_compact_decision_signature_reads_the_compact_fields_and_answers_action_first():
@@ -24,6 +26,16 @@ def test_compact_decision_signature_reads_the_compact_fields_and_answers_action_
     assert "empty" in FullAutoCompactSignature.output_fields["next_input"].json_schema_extra["desc"]
 
 
+def test_compact_state_signature_adds_what_no_other_decision_signature_sees():
+    assert tuple(FullAutoCompactStateSignature.input_fields) == (*COMPACT_SUMMARY_NAMES, *COMPACT_STATE_NAMES)
+    assert not {"turn_count", "no_progress_count", "message"} & set(FULL_AUTO_INPUT_FIELDS)
+    assert FullAutoCompactStateSignature.instructions == FullAutoCompactSignature.instructions
+    for name, field in FullAutoCompactSignature.fields.items():  # the compact lines and the answer, unchanged
+        assert FullAutoCompactStateSignature.fields[name].annotation == field.annotation
+        assert FullAutoCompactStateSignature.fields[name].json_schema_extra == field.json_schema_extra
+    assert list(FullAutoCompactStateSignature.output_fields) == list(FullAutoCompactSignature.output_fields)
+
+
 def test_compact_planner_signature_reads_only_the_packet_facts_and_keeps_the_directive_types():
     assert tuple(PlannerCompactSignature.input_fields) == ("goal", *COMPACT_PACKET_NAMES)
     assert list(PlannerCompactSignature.output_fields) == list(OptimizationDirectiveSignature.output_fields)
@@ -32,6 +44,7 @@ def test_compact_planner_signature_reads_only_the_packet_facts_and_keeps_the_dir
 
 
 @pytest.mark.parametrize("signature, rendered", [(FullAutoCompactSignature, SUMMARY_INPUT_NAMES),
+                                                 (FullAutoCompactStateSignature, SUMMARY_INPUT_NAMES),
                                                  (PlannerCompactSignature, PACKET_INPUT_NAMES)])
 def test_compact_signatures_are_plain_one_line_declarations_the_runtime_can_fill(signature, rendered):
     from runtime.frozen.loader import RUNTIME_TYPES
