@@ -237,6 +237,8 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
         "overridden": bool(outcome.overridden),
         "audit": audit.model_dump_json(),
         "guardrail_source": guardrail_source,
+        # which path decided, for a program that says so (full_auto.hybrid: a rule's name or "lm")
+        "decided_by": _decided_by(pred),
         "replay_enforced_action": replay_enforced,
         "logged_action": logged_action,
         "logged_model_action": record.logged.model_action if record.logged else None,
@@ -248,6 +250,11 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
         "latency_s": latency,
         "error": error,
     }
+
+
+def _decided_by(pred: Any) -> Optional[str]:
+    value = getattr(pred, "decided_by", None) if pred is not None else None
+    return value if isinstance(value, str) else None
 
 
 def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[str, Any]:
@@ -350,6 +357,9 @@ def _summary(kind: str, rows: Sequence[Mapping[str, Any]], wall_s: float, thread
             if row["overridden"]:
                 rule = row["guardrail_rule"] or "unknown"
                 summary["overrides_by_rule"][rule] = summary["overrides_by_rule"].get(rule, 0) + 1
+        decided = [row["decided_by"] for row in rows if row.get("decided_by")]
+        if decided:  # a program that routes turns (full_auto.hybrid): how many each rule and the LM decided
+            summary["decided_by"] = {path: decided.count(path) for path in sorted(set(decided))}
         summary["logged_enforcement_mismatches"] = sum(
             1 for row in rows if row["guardrail_source"] == "log" and row["replay_enforced_action"] != row["enforced_action"])
     return summary

@@ -12,7 +12,9 @@ A recipe is a DSPy optimizer plus its documented settings. Subclasses declare:
 - optionally `_salvage(ctx)`: the best program the optimizer holds when the budget stops it.
 
 `Recipe.compile` wraps `_optimize` with the budget guard, the candidate tracker and the compile's
-disk cache, catches `BudgetExceeded` at the compile boundary and returns a `CompileResult`.
+disk cache, catches `BudgetExceeded` at the compile boundary and returns a `CompileResult`. A program
+that decides some inputs without its LM offers `lm_examples(trainset)` (`full_auto.hybrid`): the
+optimizer then learns from the examples its LM decides; the valset still scores the whole program.
 
 Transient LM failures (rate limits, timeouts, server errors, lost connections): each LM call first
 gets the LM's own retries (DSPy's `num_retries`, exponential backoff honouring `retry_after`). A
@@ -247,6 +249,11 @@ class Recipe:
         """
         if not trainset:
             raise RecipeError(f"{self.name}: the training set is empty")
+        narrow = getattr(program, "lm_examples", None)
+        if callable(narrow):
+            # A program that decides some inputs without its LM (full_auto.hybrid's rule gate) trains its LM on
+            # the rest: demos of turns the rules take would only crowd the prompt. Selection still scores it all.
+            trainset = narrow(list(trainset))
         if self.needs_feedback and feedback_metric is None:
             feedback_metric = feedback_from_scalar(metric)
         retries = COMPILE_RETRIES if retries is None else max(0, retries)

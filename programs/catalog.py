@@ -25,6 +25,9 @@ register("full_auto.compact_state", "programs.full_auto:FullAutoCompactState", k
 register("full_auto.compact_cot", "programs.full_auto:FullAutoCompactChainOfThought", kind="full_auto", uses_lm=True,
          description="Chain of thought over the compact signature: one short sentence of reasoning, then the "
                      "compact answer.")
+register("full_auto.hybrid", "programs.hybrid:FullAutoHybrid", kind="full_auto", uses_lm=True,
+         description="Rules decide the unambiguous turns (failed, interrupted, pending input, done; the set is "
+                     "a parameter), full_auto.compact_state the rest.")
 register("full_auto.stack", "programs.stack:FullAutoStack", kind="full_auto", uses_lm=True,
          description="Module stack: summarize the turn -> select the action -> verify it (3 LM calls).")
 register("full_auto.rules", "programs.rules_full_auto:FullAutoRules", kind="full_auto", uses_lm=False, aliases=("rule",),

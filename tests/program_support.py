@@ -17,8 +17,21 @@ from runtime import DecisionRecord, FullAutoTurnSummary, GuardrailConfig, Logged
 REQUIRED = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.rules", "full_auto.always_continue",
             "planner.predict", "planner.cot", "planner.rules")
 LM_FULL_AUTO = ("full_auto.predict", "full_auto.cot", "full_auto.stack", "full_auto.zeroshot", "full_auto.compact_state",
-                "full_auto.compact_cot")
+                "full_auto.compact_cot", "full_auto.hybrid")
 LM_PLANNER = ("planner.predict", "planner.cot")
+
+
+# One turn per rule of the rule policy (`runtime.rules.RULE_NAMES` order): the summary fields that make it decide.
+RULE_TURNS: dict[str, dict[str, object]] = {
+    "turn_failed": {"last_turn_status": "failed", "turn_error": "sandbox crashed"},
+    "interrupted": {"last_turn_status": "interrupted"},
+    "pending_input": {"pending_approvals": "1"},
+    "done": {"turn_plan": json.dumps([{"step": "a", "status": "completed"}]), "last_agent_message": "All tests pass."},
+    "stalled": {"turn_plan": "- [x] write code\n- [ ] add tests", "no_progress_count": 2},
+    "fix_failures": {"last_agent_message": "2 failed, 10 passed"},
+    "open_steps": {"turn_plan": "- [x] write code\n- [ ] add tests"},
+    "default_continue": {},
+}
 
 
 def summary(**fields: object) -> FullAutoTurnSummary:

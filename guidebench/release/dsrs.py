@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.frozen.manifest import DemoSelection, FrozenManifest, MetricInterval, PromotionState
+from runtime.frozen.manifest import DemoSelection, FrozenManifest, MetricInterval, PromotionState, RuleGateSpec
 from runtime.records import canonical_json, sha256_hex
 
 OMITTED_WHEN_ABSENT: tuple[str, ...] = ("compiled_id", "trainset_id", "instruction")
@@ -170,15 +170,22 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
                                       "optimizer": optimizer, "signature_name": signature_name}))
 
 
-def carry_notes(selection: Optional[DemoSelection]) -> list[str]:
+def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None) -> list[str]:
     """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
-    if selection is None:
-        return []
-    return [f"demos chosen per input are not carried: this {selection.method} module picks, for each input, the "
-            f"{selection.k} nearest of {selection.pool_size} pool examples ({selection.vectorizer} similarity over "
-            f"{', '.join(selection.fields)}; {selection.file}), and the original's CompiledModuleManifest carries "
-            "fixed demos only; dsrs/ carries its signature, optimizer, instruction and scorecard with no demos "
-            "(demo_count 0), so the original runtime would run it zero-shot; run it with runtime.load_frozen"]
+    notes = []
+    if selection is not None:
+        notes.append(f"demos chosen per input are not carried: this {selection.method} module picks, for each input, "
+                     f"the {selection.k} nearest of {selection.pool_size} pool examples ({selection.vectorizer} "
+                     f"similarity over {', '.join(selection.fields)}; {selection.file}), and the original's "
+                     "CompiledModuleManifest carries fixed demos only; dsrs/ carries its signature, optimizer, "
+                     "instruction and scorecard with no demos (demo_count 0), so the original runtime would run it "
+                     "zero-shot; run it with runtime.load_frozen")
+    if rule_gate is not None:
+        notes.append(f"the rule gate is not carried: this module decides the turns rules {', '.join(rule_gate.rules)} "
+                     f"take with {rule_gate.policy} before asking its LM, and the original's CompiledModuleManifest "
+                     "has no rules; the original runtime would ask the LM about every turn; run it with "
+                     "runtime.load_frozen")
+    return notes
 
 
 def _finite_values(scorecard: dict[str, MetricInterval]) -> dict[str, float]:

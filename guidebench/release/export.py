@@ -20,12 +20,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
+from pydantic import ValidationError
+
 from runtime.checksums import write_checksums
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     valid_name, valid_version)
+                                     RuleGateSpec, valid_name, valid_version)
+from runtime.rules import RULE_GATE_KEY
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 
 from guidebench import __version__
@@ -246,8 +249,8 @@ def program_state(program: Any) -> dict[str, Any]:
         state = json.loads(json.dumps(program.dump_state()))
     except (TypeError, ValueError) as exc:
         raise GuidebenchError(f"program state is not JSON-serialisable: {exc}") from exc
-    for entry in state.values():
-        if isinstance(entry, dict):
+    for name, entry in state.items():
+        if isinstance(entry, dict) and name != RULE_GATE_KEY:
             # LM state can hold an endpoint or a key; the runtime brings its own LM.
             entry["lm"] = None
     state["metadata"] = {"dependency_versions": get_dependency_versions()}
@@ -286,8 +289,10 @@ def _fsync_tree(root: Path) -> None:
 
 def build_manifest(source: ExportSource, *, name: str, version: str, predictors: list[PredictorSpec],
                    created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = (),
-                   demo_selection: Optional[DemoSelection] = None) -> FrozenManifest:
-    """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does)."""
+                   demo_selection: Optional[DemoSelection] = None,
+                   rule_gate: Optional[RuleGateSpec] = None) -> FrozenManifest:
+    """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does; `rule_gate`:
+    the rules that decide before its LM, if any)."""
     from guidebench.tracking.runs import git_commit
 
     main = main_signature(predictors, source.kind)
@@ -302,7 +307,7 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
-        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection),
+        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection, rule_gate), rule_gate=rule_gate,
     )
 
 
@@ -356,10 +361,11 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
             if isinstance(entry, dict) and "demos" in entry:
                 entry["demos"] = []  # never used: every call gets the demos chosen for its input
     installed = {n for n, _ in source.installed.named_predictors()}
-    exported = {k for k in state if k != "metadata"}
+    exported = {k for k in state if k not in ("metadata", RULE_GATE_KEY)}
     if installed != exported:
         raise GuidebenchError(f"program {source.entry}: state holds predictors {sorted(exported)}, "
                               f"the installed program has {sorted(installed)}")
+    rule_gate = _rule_gate(source.entry, state.get(RULE_GATE_KEY))
     predictors = describe_predictors(source.installed, source.kind, state)
     created_at, created_unix = _now()
     if source.lm_model:
@@ -368,7 +374,8 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               tags=[redactor.text(t) for t in tags], evals=[redactor.text(e) for e in evals],
                               demo_selection=None if selection is None else DemoSelection(
                                   k=selection.k, vectorizer=selection.vectorizer.name, fields=selection.fields,
-                                  nearest_last=selection.nearest_last, pool_size=len(selection.pool)))
+                                  nearest_last=selection.nearest_last, pool_size=len(selection.pool)),
+                              rule_gate=rule_gate)
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
     try:
@@ -383,6 +390,17 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
         raise GuidebenchError(f"export of {source.entry} failed its own verification: {exc.reason}") from exc
     return ExportResult(path=out, manifest=manifest, hub=hub, redactions=redactor.scrubbed_values,
                         dropped_keys=list(redactor.dropped_keys))
+
+
+def _rule_gate(entry: str, gate: Any) -> Optional[RuleGateSpec]:
+    """The manifest's summary of the state's rule gate (None without one); a gate the runtime cannot apply is refused."""
+    if gate is None:
+        return None
+    try:
+        return RuleGateSpec(rules=gate.get("rules") if isinstance(gate, dict) else gate)
+    except ValidationError as exc:
+        raise GuidebenchError(f"program {entry}: its {RULE_GATE_KEY} {gate!r} is not a list of the rule policy's "
+                              f"rules: {exc.errors()[0]['msg']}") from None
 
 
 def _demo_selection(source: ExportSource) -> tuple[Any, Optional[DemoSelector]]:

@@ -12,7 +12,13 @@
      and no LM state (endpoints and keys are never exported), and the demos the manifest counts;
   6. a module that picks its demos per input (`demo_selection`) has a `knn.json` whose k, fields,
      vectorizer and pool size are the manifest's and whose vectorizer state loads; a module without
-     one has no `knn.json`.
+     one has no `knn.json`;
+  7. a module whose rules decide some turns before the LM (`rule_gate`, `full_auto.hybrid`) holds the
+     same rules in program.json's `rule_gate` entry; a module without one has no such entry.
+
+A module with a rule gate applies `runtime.rules.rule_decision` first: a turn whose deciding rule is
+gated gets the rule's decision without an LM call (standalone, `FrozenDecisionProgram` does it; an
+installed program loads the gate from program.json and must hold one).
 
 A `knn_fewshot` module runs its program through `runtime.frozen.modules.NearestDemosProgram`: for
 each input, the k nearest pool examples (`runtime.frozen.knn`, the code the workbench selected with)
@@ -48,6 +54,7 @@ from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PR
                                      FrozenManifest, FrozenModuleError, dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
+from runtime.rules import RULE_GATE_KEY
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
 
 __all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "read_demo_selection",
@@ -88,6 +95,13 @@ def _manifest(root: Path) -> FrozenManifest:
     if manifest.format_version < 2 and manifest.demo_selection is not None:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
                                 "demo_selection (version 2 added it)")
+    if manifest.rule_gate is not None:
+        if manifest.format_version < 3:
+            raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
+                                    "rule_gate (version 3 added it)")
+        if manifest.kind != "full_auto":
+            raise FrozenModuleError(f"{MANIFEST_FILE} declares a rule_gate for a {manifest.kind} module; "
+                                    "only full_auto modules have one")
     return manifest
 
 
@@ -113,14 +127,17 @@ def _check_signature_hashes(manifest: FrozenManifest) -> None:
 
 
 def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
-    """program.json as {predictor: state}, checked against the manifest's predictors."""
+    """program.json as {predictor: state} (and its `rule_gate` entry, if any), checked against the manifest's
+    predictors and rule gate."""
     state = _read_json(root, PROGRAM_FILE)
     if not isinstance(state, dict):
         raise FrozenModuleError(f"{PROGRAM_FILE} must be a JSON object")
     state = {k: v for k, v in state.items() if k != "metadata"}
+    _check_rule_gate(state.get(RULE_GATE_KEY), manifest)
     expected = sorted(p.name for p in manifest.predictors)
-    if sorted(state) != expected:
-        raise FrozenModuleError(f"{PROGRAM_FILE} holds predictors {sorted(state)}, the manifest lists {expected}")
+    found = sorted(k for k in state if k != RULE_GATE_KEY)
+    if found != expected:
+        raise FrozenModuleError(f"{PROGRAM_FILE} holds predictors {found}, the manifest lists {expected}")
     demos = 0
     for predictor in manifest.predictors:
         entry = state[predictor.name]
@@ -138,6 +155,21 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
     if demos != manifest.demo_count:
         raise FrozenModuleError(f"{PROGRAM_FILE} holds {demos} demos, the manifest counts {manifest.demo_count}")
     return state
+
+
+def _check_rule_gate(gate: Any, manifest: FrozenManifest) -> None:
+    declared = manifest.rule_gate
+    if declared is None:
+        if gate is not None:
+            raise FrozenModuleError(f"{PROGRAM_FILE} holds a {RULE_GATE_KEY} but {MANIFEST_FILE} declares none")
+        return
+    if gate is None:
+        raise FrozenModuleError(f"{PROGRAM_FILE} has no {RULE_GATE_KEY}, {MANIFEST_FILE} declares rules "
+                                f"{declared.rules!r}")
+    rules = gate.get("rules") if isinstance(gate, dict) else None
+    if rules != declared.rules:
+        raise FrozenModuleError(f"{PROGRAM_FILE} {RULE_GATE_KEY} holds rules {rules!r}, {MANIFEST_FILE} declares "
+                                f"{declared.rules!r}")
 
 
 def read_demo_selection(root: Path, manifest: FrozenManifest) -> Optional[DemoSelector]:
@@ -196,6 +228,11 @@ def _installed_program(program: Any, manifest: FrozenManifest, state: dict[str, 
                 "(field names, types or instructions changed)")
     if signature is not None:
         _check_installed_signature(signature, manifest)
+    gate = dict(instance.named_parameters()).get(RULE_GATE_KEY)
+    if manifest.rule_gate is not None and gate is None:
+        # dspy's load_state skips entries the program has no parameter for: the rules would be dropped silently.
+        raise FrozenModuleError(f"installed program {manifest.entry} has no {RULE_GATE_KEY}; the module was exported "
+                                f"with rules {'+'.join(manifest.rule_gate.rules)} deciding before its LM")
     try:
         instance.load_state(state)
     except Exception as exc:  # dspy's own refusal, reported as the module's
@@ -246,8 +283,10 @@ def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signatu
     except Exception as exc:  # dspy's own refusal, reported as the module's
         raise FrozenModuleError(f"{PROGRAM_FILE} does not load: {type(exc).__name__}: "
                                 f"{' '.join(str(exc).split())[:200]}") from None
-    program_cls = FrozenDecisionProgram if manifest.kind == "full_auto" else FrozenPlannerProgram
-    return program_cls(predictor_spec.name, predictor, spec)
+    if manifest.kind == "full_auto":
+        rules = manifest.rule_gate.rules if manifest.rule_gate is not None else None
+        return FrozenDecisionProgram(predictor_spec.name, predictor, spec, rules=rules)
+    return FrozenPlannerProgram(predictor_spec.name, predictor, spec)
 
 
 def load_frozen(path: Union[str, Path], *, program: Any = None, signature: Any = None,

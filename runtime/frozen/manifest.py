@@ -10,8 +10,10 @@ A frozen module is a folder:
                         that manifest plus the demos, where the original's hub stores a module
     checksums.sha256    SHA-256 of every other file, `sha256sum` format
 
-Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`. The
-runtime reads both (a version 1 module is a version 2 module without demo selection).
+Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
+`rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
+`full_auto.hybrid` runs them). The runtime reads all three (a version 1 module is a version 2 module
+without demo selection, a version 2 module a version 3 module without a rule gate).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 2
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2)
+FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -86,6 +89,23 @@ class DemoSelection(BaseModel):
     pool_size: int = Field(ge=0)
 
 
+class RuleGateSpec(BaseModel):
+    """Turns the rule policy decides before the LM: program.json's `rule_gate`, summarised (the loader checks both agree)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: Literal["runtime.rules.rule_decision"] = "runtime.rules.rule_decision"
+    rules: list[str]
+
+    @field_validator("rules")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        rules = check_rules(value)
+        if rules != list(value):
+            raise ValueError(f"rules must be listed once each, in the policy's order: {rules}")
+        return rules
+
+
 class FrozenManifest(BaseModel):
     """`manifest.json` of a frozen module."""
 
@@ -123,6 +143,8 @@ class FrozenManifest(BaseModel):
     # original runtime's manifest under dsrs/ cannot carry for this module (its structs have no such field).
     demo_selection: Optional[DemoSelection] = None
     dsrs_notes: list[str] = Field(default_factory=list)
+    # Format version 3: the rules that decide a turn before the LM is asked (None: the program decides every turn).
+    rule_gate: Optional[RuleGateSpec] = None
 
     @field_validator("version")
     @classmethod

@@ -16,6 +16,10 @@ Without an `inputs=` mapping, a loaded module renders its inputs with `runtime.i
 Those functions render both the original and the compact inputs (`full_auto.compact`,
 `planner.compact`) under different field names; the exported signature's input names pick the
 rendering, so a frozen compact module sends the compact prompt its training sent.
+
+A module exported with a rule gate (`full_auto.hybrid`) decides the turns its gated rules take with
+`runtime.rules.rule_decision`, the function the workbench's rule policy runs, and asks the LM about the
+rest; the prediction's `decided_by` names the rule or says "lm".
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import dspy
 
@@ -38,6 +42,7 @@ from runtime.guardrails import apply_guardrails, parse_decision
 from runtime.inputs import input_text, packet_inputs, summary_inputs
 from runtime.pivot import validate_directive
 from runtime.records import DecisionRecord, LMUsage, LoggedDecision
+from runtime.rules import gated_decision
 from runtime.signature_spec import SignatureSpec
 
 InputsFn = Callable[[Any], dict[str, Any]]
@@ -99,13 +104,23 @@ def _predict(predictor: dspy.Predict, inputs: dict[str, Any]) -> Any:
         return predictor(**inputs)
 
 
-class FrozenDecisionProgram(dspy.Module):
-    """One exported predictor run as a Full Auto program (the contract of `programs`)."""
+def _prediction(decision: GuidanceDecision, **extra: Any) -> dspy.Prediction:
+    return dspy.Prediction(action=decision.action, next_input=decision.next_input, reason=decision.reason,
+                           confidence=decision.confidence, decision=decision,
+                           parse_errors=list(decision.parse_errors), **extra)
 
-    def __init__(self, predictor_name: str, predictor: dspy.Predict, spec: SignatureSpec):
+
+class FrozenDecisionProgram(dspy.Module):
+    """One exported predictor run as a Full Auto program (the contract of `programs`), after the rule gate if any."""
+
+    def __init__(self, predictor_name: str, predictor: dspy.Predict, spec: SignatureSpec,
+                 rules: Optional[Sequence[str]] = None):
         super().__init__()
         self._predictor_name = predictor_name
         self._spec = spec
+        # The gated rules (None: no gate, the predictor decides every turn); a plain tuple, not a dspy parameter:
+        # the loader already checked them against program.json.
+        self._rules = tuple(rules) if rules is not None else None
         _attach(self, predictor_name, predictor)
 
     @property
@@ -113,10 +128,21 @@ class FrozenDecisionProgram(dspy.Module):
         """The rebuilt predictor."""
         return _find(self, self._predictor_name)
 
+    @property
+    def rules(self) -> Optional[tuple[str, ...]]:
+        """The rules that decide before the predictor (None: no rule gate)."""
+        return self._rules
+
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        """Predict, then parse into a validated decision (safe `pause` on any error)."""
+        """The gated rule's decision when one takes the turn; else predict, then parse into a validated decision
+        (safe `pause` on any error)."""
         from dspy.utils.exceptions import AdapterParseError
 
+        if self._rules is not None:
+            gated = gated_decision(inputs, self._rules)
+            if gated is not None:
+                decision, rule = gated
+                return _prediction(decision, rule=rule, decided_by=rule)
         raw: Any = None
         try:
             raw = _predict(self.predictor, _signature_inputs(self._spec, inputs))
@@ -129,9 +155,7 @@ class FrozenDecisionProgram(dspy.Module):
                 decision = decision.model_copy(update={"parse_errors": [_error_text(exc), *decision.parse_errors]})
         except Exception as exc:  # LM and other errors end in the safe default
             decision = GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)])
-        return dspy.Prediction(action=decision.action, next_input=decision.next_input, reason=decision.reason,
-                               confidence=decision.confidence, decision=decision,
-                               parse_errors=list(decision.parse_errors), raw=raw)
+        return _prediction(decision, raw=raw, **({} if self._rules is None else {"decided_by": "lm"}))
 
 
 class NearestDemosProgram(dspy.Module):
@@ -274,6 +298,9 @@ def _raw_of(prediction: Any) -> Any:
         if isinstance(data, dict):
             # The parsed decision is logged on its own line already; keep the model's fields.
             data = {k: v for k, v in data.items() if k not in ("decision", "raw")}
+            decided_by = getattr(prediction, "decided_by", None)
+            if decided_by is not None:  # a rule-gated module: which path decided is part of the record
+                data.setdefault("decided_by", decided_by)
         return json.loads(json.dumps(data, default=input_text))
     except Exception:  # the raw output is diagnostic only
         return str(source)

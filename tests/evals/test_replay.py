@@ -145,3 +145,21 @@ def test_logged_program_is_registered_and_answers_from_the_log(lines):
     assert record.run_id == RUN_A and record.logged.action == "pause"
     with pytest.raises(ValueError):
         program(**{k: v for k, v in programs.decision_inputs(record).items() if not k.startswith("logged_")})
+
+
+def test_a_routing_program_says_which_path_decided_each_record(lines):
+    from guidebench.lm.factory import make_lm
+    from runtime.rules import gated_decision
+
+    records = records_of(lines)
+    with dspy.context(lm=make_lm("fake", cache=False)):
+        result = replay("full_auto.hybrid", records, progress=False)
+    hybrid = programs.get("full_auto.hybrid")
+    expected = [(gated_decision(programs.decision_inputs(r), hybrid.rules) or (None, "lm"))[1] for r in records]
+    assert [row["decided_by"] for row in result.rows] == expected
+    assert result.summary["decided_by"] == {path: expected.count(path) for path in set(expected)}
+    assert set(expected) - {"lm"} and "lm" in expected  # the hand-made decisions take both paths
+    # each record the LM decides costs one call, a rule's none
+    assert [row["usage"]["lm_calls"] for row in result.rows] == [int(path == "lm") for path in expected]
+    plain = replay("full_auto.rules", records, progress=False)
+    assert "decided_by" not in plain.summary and {row["decided_by"] for row in plain.rows} == {None}

@@ -56,6 +56,26 @@ def test_every_recipe_compiles_with_a_fake_lm(fake, name):
         assert sum(len(p.demos) for p in result.program.predictors()) > 0
 
 
+@pytest.mark.parametrize("name", optimizers.names())
+def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(fake, name):
+    from runtime.rules import gated_decision
+
+    student = programs.get("full_auto.hybrid")
+    student.set_rules(["turn_failed", "pending_input"])
+    result = _small(name).compile(student, TRAIN, DEV, metrics_fullauto.metric, seed=3,
+                                  feedback_metric=metrics_fullauto.gepa_metric)
+    compiled = getattr(result.program, "program", result.program)  # knn_fewshot wraps it
+    assert compiled.rules == ["turn_failed", "pending_input"]
+    # The optimizer learned from the turns the LM decides (`lm_examples`): no demo, no KNN pool entry, of a gated one.
+    learned = [*(demo for p in result.program.predictors() for demo in p.demos), *getattr(result.program, "_pool", [])]
+    assert all(gated_decision(dict(ex.items()), compiled.rules) is None for ex in learned
+               if "last_turn_status" in ex), learned
+    state = json.loads(json.dumps(result.program.dump_state()))
+    reloaded = optimizers.load_compiled(programs.get("full_auto.hybrid"), state)
+    assert getattr(reloaded, "program", reloaded).rules == compiled.rules
+    assert [reloaded(**ex.inputs()).decided_by for ex in DEV[:2]] == ["turn_failed", "pending_input"]
+
+
 def test_budget_stop_keeps_the_best_candidate_so_far(fake):
     recipe = optimizers.get("bootstrap_random_search")().with_overrides(num_candidate_programs=4, stop_at_score=1.0)
     # Each candidate costs len(DEV) calls to score and up to 3 to bootstrap: 10 calls stop the search

@@ -11,7 +11,7 @@ from program_support import REQUIRED
 
 
 @pytest.mark.parametrize("name", REQUIRED + ("full_auto.zeroshot", "full_auto.compact", "planner.compact",
-                                             "full_auto.compact_state", "full_auto.compact_cot"))
+                                             "full_auto.compact_state", "full_auto.compact_cot", "full_auto.hybrid"))
 def test_program_state_round_trips_as_json(tmp_path, name):
     program = programs.get(name)
     path = tmp_path / "program.json"

@@ -8,7 +8,8 @@ import pytest
 import programs
 from guidebench.lm.engine import message_text, render_prompt
 from program_support import recorded_requests
-from programs.seeds import DECISION_SEEDS, _planner_seed_packets
+from programs.hybrid import rule_gate_of
+from programs.seeds import DECISION_SEEDS, STALLED_SEED, _planner_seed_packets
 
 
 def test_unparseable_output_is_a_safe_pause_after_one_call(scripted_lm):
@@ -50,7 +51,9 @@ def test_every_constant_part_of_a_prompt_comes_before_the_record(name):
     record; only the last user message holds the record. Every call of a multi-call program (the stack, a
     chain of thought) is checked: nothing per-record comes before the demos, so the prefix can be reused."""
     if programs.spec(name).kind == "full_auto":
-        first, second = (programs.decision_inputs(seed.summary) for seed in DECISION_SEEDS[:2])
+        # two turns the program asks its LM about: a rule-gated one (full_auto.hybrid) takes the pending approval itself
+        seeds = (DECISION_SEEDS[0], STALLED_SEED) if rule_gate_of(programs.get(name)) else DECISION_SEEDS[:2]
+        first, second = (programs.decision_inputs(seed.summary) for seed in seeds)
     else:
         first, second = (programs.planner_inputs(packet) for packet, _ in _planner_seed_packets())
     a, b = recorded_requests(name, first), recorded_requests(name, second)

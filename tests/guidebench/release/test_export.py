@@ -95,6 +95,37 @@ def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path)
         json.loads((pristine / "dsrs/manifest.json").read_text())["compiled_id"]
 
 
+def test_a_knn_compiled_hybrid_exports_its_rule_gate_and_runs_it(tmp_path: Path):
+    import optimizers
+    from evals import metrics_fullauto
+    from guidebench.lm.factory import make_lm
+    from optimizer_support import decision_examples, decision_records
+
+    student = programs.get("full_auto.hybrid")
+    student.set_rules(["turn_failed", "pending_input"])
+    with dspy.context(lm=make_lm("fake", cache=False)):
+        compiled = optimizers.get("knn_fewshot")().compile(student, decision_examples(12), decision_examples(4, 100),
+                                                           metrics_fullauto.metric).program
+        (tmp_path / "state.json").write_text(json.dumps(compiled.dump_state()), encoding="utf-8")
+        result = export_program("full_auto.hybrid", tmp_path / "mod", state=tmp_path / "state.json")
+        state = json.loads((result.path / "program.json").read_text())
+        assert state["rule_gate"] == {"rules": ["turn_failed", "pending_input"]}  # the gate is no LM state
+        assert result.manifest.rule_gate.rules == ["turn_failed", "pending_input"]
+        assert result.manifest.demo_selection is not None  # the pool holds the turns the LM decides
+        assert json.loads((result.path / "knn.json").read_text())["pool"] and not any(
+            demo["data"]["last_turn_status"] == "failed" for demo in json.loads(
+                (result.path / "knn.json").read_text())["pool"])
+        # The original runtime's manifest has no rules: ours says so.
+        assert any(note.startswith("the rule gate is not carried") for note in result.manifest.dsrs_notes)
+        workbench = optimizers.load_compiled(programs.get("full_auto.hybrid"), json.loads(
+            (tmp_path / "state.json").read_text()))
+        for module in (load_frozen(result.path), load_exported(result.path)):
+            for record in decision_records(4, 300):
+                decision, raw, _ = module.decide(record.summary)
+                expected = workbench(**programs.decision_inputs(record))
+                assert decision == expected.decision and raw["decided_by"] == expected.decided_by
+
+
 # ----- tampering -----------------------------------------------------------------------------------
 
 def files_of(folder: Path) -> list[str]:

@@ -190,3 +190,76 @@ def test_every_registered_program_exports_and_loads(entry: str, tmp_path: Path):
         assert [n for n, _ in standalone.program.named_predictors()] == [manifest.predictors[0].name]
     else:
         assert "load it with program=" in refusal(folder)
+
+
+# ----- a rule gate (full_auto.hybrid) -----------------------------------------------------------------
+
+GATED = ["turn_failed", "stalled"]
+
+
+@pytest.fixture(scope="module")
+def hybrid_dir(tmp_path_factory) -> Path:
+    """An export of full_auto.hybrid whose gate is not the default (as a compile or the search leaves it)."""
+    import json
+
+    root = tmp_path_factory.mktemp("hybrid")
+    hybrid = programs.get("full_auto.hybrid")
+    hybrid.set_rules(GATED)
+    (root / "state.json").write_text(json.dumps(hybrid.dump_state()), encoding="utf-8")
+    return export_program("full_auto.hybrid", root / "X", state=root / "state.json").path
+
+
+def test_a_rule_gated_module_applies_its_rules_standalone_and_installed(hybrid_dir: Path):
+    manifest = verify_frozen(hybrid_dir)
+    assert manifest.format_version == 3 and manifest.rule_gate.rules == GATED
+    assert [p.name for p in manifest.predictors] == ["lm_program.decide"]
+    standalone = load_frozen(hybrid_dir)
+    installed = load_frozen(hybrid_dir, program=programs.spec("full_auto.hybrid").factory,
+                            inputs=programs.decision_inputs)
+    assert standalone.program.rules == tuple(GATED) and installed.program.rules == GATED
+    for module in (standalone, installed):
+        lm = _answer(action="continue", next_input="go on", reason="steps remain", confidence="0.8")
+        with dspy.context(lm=lm):
+            # a gated rule: the rule policy's decision, no LM call
+            stalled, _, record = module(summary(no_progress_count=2))
+            assert (stalled.action, record.raw_prediction["decided_by"], lm.history) == ("pause", "stalled", [])
+            # not gated (the default gate would take it): the LM decides
+            pending, _, record = module(summary(pending_approvals="1"))
+            assert record.logged.model_action == "continue" and record.raw_prediction["decided_by"] == "lm"
+            assert len(lm.history) == 1
+
+
+def _lm_program_only() -> dspy.Module:
+    """A program with the hybrid's predictor but no rule gate."""
+    from programs.full_auto import FullAutoCompactState
+
+    program = dspy.Module()
+    program.lm_program = FullAutoCompactState()
+    return program
+
+
+@pytest.mark.parametrize("case, change, reason", [
+    ("rules differ", lambda f: edit_json(f, "program.json", lambda d: d["rule_gate"].update(rules=["turn_failed"])),
+     "program.json rule_gate holds rules ['turn_failed'], manifest.json declares ['turn_failed', 'stalled']"),
+    ("gate missing", lambda f: edit_json(f, "program.json", lambda d: d.pop("rule_gate")),
+     "program.json has no rule_gate, manifest.json declares rules ['turn_failed', 'stalled']"),
+    ("not declared", lambda f: edit_json(f, "manifest.json", lambda d: d.update(rule_gate=None)),
+     "program.json holds a rule_gate but manifest.json declares none"),
+    ("unknown rule", lambda f: edit_json(f, "manifest.json", lambda d: d["rule_gate"].update(rules=["finished"])),
+     "manifest.json is invalid: rule_gate.rules: Value error, unknown rule 'finished'"),
+    ("format 2", lambda f: edit_json(f, "manifest.json", lambda d: d.update(format_version=2)),
+     "manifest.json has format version 2, which has no rule_gate (version 3 added it)"),
+    ("planner", lambda f: edit_json(f, "manifest.json", lambda d: d.update(kind="planner")),
+     "manifest.json declares a rule_gate for a planner module; only full_auto modules have one"),
+])
+def test_a_rule_gate_the_files_disagree_on_is_refused(hybrid_dir: Path, tmp_path: Path, case, change, reason):
+    folder = tmp_path / "X"
+    shutil.copytree(hybrid_dir, folder)
+    change(folder)
+    assert refusal(folder).startswith(reason)
+
+
+def test_an_installed_program_without_a_rule_gate_is_refused(hybrid_dir: Path):
+    assert refusal(hybrid_dir, program=_lm_program_only) == (
+        "installed program full_auto.hybrid has no rule_gate; the module was exported with rules "
+        "turn_failed+stalled deciding before its LM")
