@@ -4,7 +4,8 @@
     result = run_search(SearchConfig(study_name="fa", trials=12), space, trainset, devset, metric)
 
 - Dimensions: program variant, optimizer recipe, demos per prompt, LM temperature at inference,
-  and candidates (only for recipes that search over candidates).
+  candidates (only for recipes that search over candidates), and the rule gate (only for a program
+  that has one, `full_auto.hybrid`: which rules decide before its LM, one of `rule_sets`).
 - Sampler: TPE, seeded; pruning: each trial's program is scored on the dev set in minibatches and
   reports the running mean after each one, so a trial clearly below the median stops early.
 - Storage: SQLite by default (a killed search resumes: `trials` is the total number of finished
@@ -36,6 +37,8 @@ from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
+from programs.hybrid import RULE_SET_CHOICES, parse_rule_set, rule_gate_of
+
 from .base import Metric, RecipeError
 from .budget import Budget
 from .candidates import program_state
@@ -60,6 +63,8 @@ class SearchSpace:
     demos: tuple[int, int] = (1, 6)
     temperature: tuple[float, float] = (0.0, 1.0)
     candidates: tuple[int, int] = (2, 5)
+    # The rule gates a rule-gated program chooses from, each "rule+rule" (programs.hybrid.RULE_SET_CHOICES).
+    rule_sets: tuple[str, ...] = RULE_SET_CHOICES
 
     def __post_init__(self) -> None:
         if not self.programs:
@@ -68,6 +73,8 @@ class SearchSpace:
             raise ValueError("the search space needs at least one optimizer")
         for name in self.optimizers:
             get_recipe(name)
+        for choice in self.rule_sets:
+            parse_rule_set(choice)
         for dim in ("demos", "temperature", "candidates"):
             low, high = getattr(self, dim)
             if low > high:
@@ -276,6 +283,16 @@ def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
     return params
 
 
+def suggest_rule_gate(trial: optuna.Trial, space: SearchSpace, student: dspy.Module) -> dict[str, Any]:
+    """For a rule-gated student (`full_auto.hybrid`), draw its rule gate and set it; {} for any other program."""
+    gate = rule_gate_of(student)
+    if gate is None or not space.rule_sets:
+        return {}
+    choice = trial.suggest_categorical("rules", list(space.rule_sets))
+    gate.rules = parse_rule_set(choice)
+    return {"rules": choice}
+
+
 def score_in_minibatches(program: dspy.Module, devset: Sequence[dspy.Example], metric: Metric, *,
                          minibatch_size: int, report: Callable[[float, int], bool],
                          means: Optional[list[float]] = None, progress: bool = True) -> float:
@@ -328,6 +345,9 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
     def objective(trial: optuna.Trial) -> float:
         trial.set_user_attr(OWNER_ATTR, owner_token())
         params = suggest(trial, space)
+        # The student is built before the trial is observed: a rule-gated program draws its gate as a parameter too.
+        student = program_factory(params["program"])
+        params.update(suggest_rule_gate(trial, space, student))
         observed = observer.trial(trial.number, params) if observer else contextlib.nullcontext()
         with observed as handle:
             # An observer that tracks the trial (an MLflow run) is named on the trial: the Optuna dashboard
@@ -342,7 +362,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
                 recipe = recipe_cls(recipe_cls.search_overrides(params["demos"], params.get("candidates", 0)),
                                     source=f"search trial {trial.number}")
                 with _temperature(base_lm, params["temperature"]):
-                    result = recipe.compile(program_factory(params["program"]), trainset, ordered, metric,
+                    result = recipe.compile(student, trainset, ordered, metric,
                                             config.budget, seed=config.seed + trial.number,
                                             feedback_metric=feedback_metric)
                     program = result.program

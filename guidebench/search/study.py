@@ -244,4 +244,7 @@ def summary_lines(result: SearchResult, out: Path) -> Sequence[str]:
         lines.append(f"best: trial {result.best_trial}, dev objective {result.best_value:.4f}: {best}")
         lines.append(f"compile it: guidebench compile --program {best['program']} --optimizer {best['optimizer']} "
                      f"--recipe {out / 'recipe.toml'} --data DIR  (inference temperature {best.get('temperature')})")
+        if "rules" in best:  # a rule-gated program: compile starts from the program's default gate
+            lines.append(f"its rule gate {best['rules']} is in {out / 'program.json'}: `guidebench export --program "
+                         f"{best['program']} --state` keeps it; a new compile starts from the default gate")
     return lines

@@ -97,3 +97,24 @@ def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fa
                         progress=False)
     states = [t.state for t in result.trials]
     assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1 and result.ran_now == 2
+
+
+def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_path, fake):
+    from programs.hybrid import RULE_SET_CHOICES, parse_rule_set
+
+    space = SearchSpace(programs=("full_auto.hybrid", "full_auto.compact_state"), optimizers=("labeled_fewshot",),
+                        demos=(1, 2))
+    result = run_search(_config(tmp_path, 6), space, TRAIN, DEV, metrics_fullauto.metric,
+                        program_factory=programs.get, progress=False)
+    study = optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    programs_drawn = {t.params["program"] for t in result.trials}
+    assert programs_drawn == {"full_auto.hybrid", "full_auto.compact_state"}, "the seeded draws cover both"
+    for trial, stored in zip(result.trials, study.trials):
+        state = json.loads(stored.user_attrs["program_state"])
+        if trial.params["program"] == "full_auto.hybrid":
+            assert trial.params["rules"] in RULE_SET_CHOICES
+            assert state["rule_gate"] == {"rules": parse_rule_set(trial.params["rules"])}
+        else:
+            assert "rules" not in trial.params and "rule_gate" not in state
+    with pytest.raises(ValueError, match="unknown rule 'finished'"):
+        SearchSpace(programs=("full_auto.hybrid",), rule_sets=("turn_failed+finished",))
