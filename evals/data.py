@@ -5,7 +5,7 @@ DIR/dataset.json       {"kind", "format_version", "dataset_id", "splits": {name:
                         "sources", "created_at", "guidebench_version", ...}
 DIR/dataset_dict.json  DIR/train/ DIR/dev/ DIR/test/   (`datasets.DatasetDict.save_to_disk`)
 ```
-Columns (format version 2): `record_id`, `group_id` (run or episode), then every other field of the
+Columns (format version 2): `record_id`, `group_id` (thread or episode), then every other field of the
 record as a typed Arrow column (nested structs and lists; free-form JSON as text), declared once
 from the pydantic models of `runtime.records` by `evals.columns`, which stay the single source of
 truth: reading a row validates it back into the same model. Format version 1 (one JSON `record`
@@ -80,9 +80,12 @@ def record_json(record: BaseModel) -> str:
 
 
 def group_of(record: BaseModel) -> str:
-    """The split group of a record: its run (Full Auto) or episode (planner)."""
+    """The split group of a record: its thread, else its run (Full Auto), or its episode (planner)."""
     if isinstance(record, DecisionRecord):
-        return record.run_id
+        # A pause or stop ends a run and the next run of the same thread resumes it (formats.md §1.4.1);
+        # the labels read across a thread's runs, so a thread never spans two splits. Orphan decisions
+        # (run "unknown") go with their thread too.
+        return record.thread_id or record.run_id
     if isinstance(record, PlannerRecord):
         return record.episode_id
     raise TypeError(f"not a dataset record: {type(record).__name__}")
@@ -196,7 +199,7 @@ def split_by_group(
     seed: int = 0,
     fractions: Optional[Mapping[str, float]] = None,
 ) -> dict[str, list[Record]]:
-    """Seeded split of records by group (run or episode): no group spans two splits; order is kept."""
+    """Seeded split of records by group (thread or episode): no group spans two splits; order is kept."""
     key = (lambda record: str(getattr(record, group_key))) if isinstance(group_key, str) else group_key
     items = list(records)
     assignment = assign_splits((key(record) for record in items), seed, fractions)

@@ -49,6 +49,7 @@ from runtime import (
 )
 
 from . import metrics_fullauto, metrics_planner
+from .data import group_of
 from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
@@ -222,7 +223,7 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
     scores["logged_agreement"] = float(enforced.action == logged_action) if logged_action else math.nan
     return {
         "record_id": record.record_id,
-        "group_id": record.run_id,
+        "group_id": group_of(record),  # the dataset's split group (the thread)
         "turn_id": record.turn_id,
         "model_action": model.action,
         "model_confidence": float(model.confidence),

@@ -41,6 +41,7 @@ PLANNER_BASELINES: tuple[str, ...] = ("planner.rules",)
 OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot")
 PACKAGE_NAME = "fullauto-demo"
 PACKAGE_VERSION = "1.0.0"
+ORPHAN_RUN = "unknown"  # the writer's run id of decisions made after their run state was dropped
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Plan:
     """How much data and LM work each step of the demo gets."""
 
     name: str
-    fullauto_runs: int  # runs copied from the sample; their import seed is chosen for the split sizes below
+    fullauto_threads: int  # whole threads copied from the sample; their import seed gives the split sizes below
     dev_records: tuple[int, int]  # Full Auto dev split: every search trial replays all of it
     test_records: tuple[int, int]  # Full Auto test split: compiles, leaderboard and promotion replay it
     episodes: int  # experiment episodes copied from the sample
@@ -72,11 +73,11 @@ class Plan:
 
 # Quick: a planner prompt grows by ~55 tokens per line of the packet's log tail (up to 20 lines), so
 # early iterations cost about half of late ones; the quick plan keeps the first 6 of each episode.
-QUICK = Plan(name="quick", fullauto_runs=9, dev_records=(1, 2), test_records=(3, 3), episodes=8,
+QUICK = Plan(name="quick", fullauto_threads=10, dev_records=(1, 2), test_records=(3, 3), episodes=8,
              episode_iterations=6, planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
              planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
              loop_runs=1, loop_max_turns=2, estimated_minutes=5.0)
-FULL = Plan(name="full", fullauto_runs=16, dev_records=(4, 6), test_records=(10, 12), episodes=24,
+FULL = Plan(name="full", fullauto_threads=12, dev_records=(4, 6), test_records=(10, 12), episodes=24,
             episode_iterations=None, planner_eval_limit=2, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
             planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
             loop_runs=2, loop_max_turns=5, estimated_minutes=20.0)
@@ -103,56 +104,86 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class FullAutoSubset:
-    """Which sample runs the demo imports, and the split seed that gives its dev/test sizes."""
+    """Which sample threads the demo imports (with their runs), and the split seed that gives its sizes."""
 
-    runs: list[str]
+    threads: list[str]
+    runs: list[str]  # every run of those threads (orphan decisions of run "unknown" come with their thread)
     seed: int
     expected: dict[str, int]  # records per split, as the import will assign them
 
 
+def _label_key(line: dict[str, Any]) -> tuple[Any, Any, Any]:
+    # (run, sequence, turn): orphan decisions all have run "unknown" and sequence 0, their turns differ
+    return line.get("run_id"), line.get("sequence_id"), line.get("turn_id")
+
+
 def choose_fullauto_subset(sample: Path, plan: Plan) -> FullAutoSubset:
-    """Runs and import seed whose dev/test splits have the plan's sizes (test with at least two labels)."""
+    """Whole threads and an import seed whose dev/test splits have the plan's sizes (test with at least two labels).
+
+    The import splits by thread (a thread's runs and its labels belong together, `evals.data.group_of`), so
+    the demo copies whole threads, the shortest first: small threads make small dev and test splits.
+    """
     from evals.data import SPLITS, assign_splits
 
     counts: Counter = Counter()
-    labels: dict[str, set[str]] = {}
+    runs: dict[str, set[str]] = {}
+    thread_of: dict[tuple[Any, Any, Any], str] = {}
     for line in _jsonl(sample / "fullauto" / "fullauto-decisions.jsonl"):
-        counts[line["run_id"]] += 1
+        thread = line.get("thread_id") or line["run_id"]  # the import's group
+        counts[thread] += 1
+        runs.setdefault(thread, set()).add(line["run_id"])
+        thread_of[_label_key(line)] = thread
+    labels: dict[str, set[str]] = {}
     labels_file = sample / "fullauto" / "labels.jsonl"
     if labels_file.is_file():
         for line in _jsonl(labels_file):
-            labels.setdefault(line["run_id"], set()).add(str((line.get("label") or {}).get("action")))
-    runs = sorted(counts)
-    size = min(plan.fullauto_runs, len(runs))
-    # Deterministic search: windows of the sorted run ids, then import seeds; the first fit wins.
-    for offset in range(len(runs)):
-        subset = [runs[(offset + i) % len(runs)] for i in range(size)]
+            thread = thread_of.get(_label_key(line))
+            if thread is not None:
+                labels.setdefault(thread, set()).add(str((line.get("label") or {}).get("action")))
+    threads = sorted(counts, key=lambda thread: (counts[thread], thread))
+    size = min(plan.fullauto_threads, len(threads))
+    # Deterministic search: windows of the threads by size, then import seeds; the first fit wins.
+    for offset in range(len(threads) - size + 1):
+        subset = threads[offset:offset + size]
         for seed in range(64):
             assignment = assign_splits(subset, seed)
-            per_split = {name: sum(counts[r] for r in subset if assignment[r] == name) for name in SPLITS}
-            test_labels = set().union(*(labels.get(r, set()) for r in subset if assignment[r] == "test"))
+            per_split = {name: sum(counts[t] for t in subset if assignment[t] == name) for name in SPLITS}
+            test_labels = set().union(*(labels.get(t, set()) for t in subset if assignment[t] == "test"))
             if (plan.dev_records[0] <= per_split["dev"] <= plan.dev_records[1]
                     and plan.test_records[0] <= per_split["test"] <= plan.test_records[1]
                     and (not labels or len(test_labels) >= 2)):
-                return FullAutoSubset(runs=subset, seed=seed, expected=per_split)
-    raise GuidebenchError(f"no subset of {size} sample runs gives a dev split of {plan.dev_records} and a test "
-                          f"split of {plan.test_records} records; the sample logs changed?")
+                return FullAutoSubset(threads=sorted(subset), runs=sorted(set().union(*(runs[t] for t in subset))),
+                                      seed=seed, expected=per_split)
+    raise GuidebenchError(f"no {size} sample threads give a dev split of {plan.dev_records} and a test split of "
+                          f"{plan.test_records} records; the sample logs changed?")
 
 
 def write_fullauto_subset(sample: Path, subset: FullAutoSubset, out: Path) -> int:
-    """Copy the chosen runs of the sample workspace log (same layout); returns the decisions copied."""
+    """Copy the chosen threads of the sample workspace log (same layout); returns the decisions copied."""
     source = sample / "fullauto"
-    keep = set(subset.runs)
+    threads = set(subset.threads)
     (out / "runs").mkdir(parents=True, exist_ok=True)
+    kept: set[tuple[Any, Any, Any]] = set()
     copied = 0
-    for name in ("fullauto-decisions.jsonl", "fullauto-decisions-raw.jsonl", "labels.jsonl"):
+    with (source / "fullauto-decisions.jsonl").open(encoding="utf-8") as src, \
+            (out / "fullauto-decisions.jsonl").open("w", encoding="utf-8") as dst:
+        for line in src:
+            item = json.loads(line) if line.strip() else None
+            if item is not None and (item.get("thread_id") or item.get("run_id")) in threads:
+                dst.write(line)
+                kept.add(_label_key(item))
+                copied += 1
+    # Raw lines and labels of a run go with it (unmatched ones too, as in the sample); the orphan run
+    # "unknown" holds decisions of every thread, so its lines go with their decision only.
+    whole_runs = set(subset.runs) - {ORPHAN_RUN}
+    for name in ("fullauto-decisions-raw.jsonl", "labels.jsonl"):
         if not (source / name).is_file():
             continue
         with (source / name).open(encoding="utf-8") as src, (out / name).open("w", encoding="utf-8") as dst:
             for line in src:
-                if line.strip() and json.loads(line).get("run_id") in keep:
+                item = json.loads(line) if line.strip() else None
+                if item is not None and (item.get("run_id") in whole_runs or _label_key(item) in kept):
                     dst.write(line)
-                    copied += name == "fullauto-decisions.jsonl"
     for run_id in subset.runs:
         for suffix in (".json", "_events.jsonl"):
             path = source / "runs" / f"{run_id}{suffix}"
@@ -577,11 +608,13 @@ class Demo:
         episodes = write_experiment_subset(sample, self.plan.episodes, self.path("logs", "sample", "experiments"),
                                            self.plan.episode_iterations)
         self.fullauto_seed = subset.seed
-        self.summary["sample"] = {"source": str(sample), "fullauto_runs": len(subset.runs),
+        self.summary["sample"] = {"source": str(sample), "fullauto_threads": len(subset.threads),
+                                  "fullauto_runs": len(subset.runs),
                                   "fullauto_decisions": decisions, "fullauto_split_seed": subset.seed,
                                   "expected_fullauto_splits": subset.expected, "episodes": episodes,
                                   "episode_iterations": self.plan.episode_iterations}
-        self.echo(f"copied {len(subset.runs)} runs ({decisions} decisions) and {episodes} episodes of {sample} "
+        self.echo(f"copied {len(subset.threads)} threads ({len(subset.runs)} runs, {decisions} decisions) and "
+                  f"{episodes} episodes of {sample} "
                   f"to {self.path('logs', 'sample')}")
 
     def _import(self, kind: str, source: Path, target: Path, seed: int) -> dict[str, Any]:
@@ -593,12 +626,12 @@ class Demo:
         return {"dir": str(target), "dataset_id": info["dataset_id"], "splits": splits}
 
     def step_import_fullauto(self) -> None:
-        """Import the Full Auto runs (the seed that gives the plan's split sizes)."""
+        """Import the Full Auto threads (the seed that gives the plan's split sizes)."""
         info = self._import("fullauto", self.path("logs", "sample", "fullauto"), self.path("data", "fullauto"),
                             self.fullauto_seed)
         expected = self.summary["sample"]["expected_fullauto_splits"]
         if info["splits"] != expected:  # sizes were planned from the sample; the import is the truth
-            self.echo(f"note: the import split the runs as {info['splits']}, the plan expected {expected}")
+            self.echo(f"note: the import split the threads as {info['splits']}, the plan expected {expected}")
         self.summary.setdefault("datasets", {})["fullauto"] = info
         self.fullauto_data = Path(info["dir"])
         self.test_records = info["splits"]["test"]

@@ -61,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--kind", required=True, help="fullauto | experiments")
     imp.add_argument("--out", required=True, help="dataset folder to write (new or empty; see --force)")
     imp.add_argument("--force", action="store_true", help="replace --out when it holds an earlier import")
-    imp.add_argument("--seed", type=int, default=0, help="seed of the train/dev/test split by run (default 0)")
+    imp.add_argument("--seed", type=int, default=0,
+                     help="seed of the train/dev/test split of whole threads (fullauto) or episodes (default 0)")
     imp.add_argument("--label-rules", metavar="JSON", help="labeling-rule config (fullauto; see "
                                                            "guidebench.data.labels.LabelRuleConfig)")
     imp.add_argument("--ignore-side-labels", action="store_true",

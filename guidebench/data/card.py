@@ -83,7 +83,7 @@ def render_card(directory: Path, report: ImportReport) -> str:
         f"- format version: {info.get('format_version', DATASET_FORMAT_VERSION)}",
         f"- created: {info.get('created_at')} by guidebench {info.get('guidebench_version')}",
         "",
-        "## Splits (by group: no run or episode spans two splits)",
+        f"## Splits (by group: no {'thread' if info['kind'] == 'fullauto' else 'episode'} spans two splits)",
         "",
         "| split | records | hash |",
         "|---|---:|---|",
@@ -115,7 +115,7 @@ def render_card(directory: Path, report: ImportReport) -> str:
         "",
         "## Columns",
         "",
-        f"`record_id`, `group_id` (the {'run' if info['kind'] == 'fullauto' else 'episode'} that decides the split),"
+        f"`record_id`, `group_id` (the {'thread' if info['kind'] == 'fullauto' else 'episode'} that decides the split),"
         f" then every other field of `{record}` as a typed column, declared from the pydantic model"
         " (`evals.columns`): nested structs and lists for the turn summary, the guardrail config, the logged"
         " decision and its audit, the label with its source; free-form JSON (raw predictions, diagnostics,"

@@ -10,7 +10,8 @@ unreadable, counted in `runs_missing_config`), deduplicated by inputs hash (summ
 and spooled to disk grouped by run. Decisions of run id "unknown" (made after the writer had
 dropped their run) are their own orphan group, counted in `orphan_decisions`, not in `runs`.
 Pass 2 takes one run at a time: joins the raw lines by (run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
-and emits the records. Only the primary decisions file counts in `read`; unusable lines of
+and emits the records, which the dataset splits by thread (`evals.data.group_of`: a thread's runs and
+its orphan decisions stay together). Only the primary decisions file counts in `read`; unusable lines of
 side files go to `quarantine-side.jsonl` with their own counts.
 """
 

@@ -118,13 +118,20 @@ def test_subset_gives_the_planned_split_sizes(plan: demo.Plan, tmp_path: Path):
 
     sample = demo.sample_dir()
     subset = demo.choose_fullauto_subset(sample, plan)
-    assert len(subset.runs) == plan.fullauto_runs
+    assert len(subset.threads) == plan.fullauto_threads
     assert plan.dev_records[0] <= subset.expected["dev"] <= plan.dev_records[1]
     assert plan.test_records[0] <= subset.expected["test"] <= plan.test_records[1]
     copied = demo.write_fullauto_subset(sample, subset, tmp_path / "logs")
     assert copied == sum(subset.expected.values())
     report = import_logs(tmp_path / "logs", "fullauto", tmp_path / "data", seed=subset.seed, progress=False)
     assert report.splits == subset.expected and report.quarantined == 0
+    # whole threads were copied, each in one split (the import groups by thread)
+    from evals.data import SPLITS, load_records
+
+    threads = {name: {r.thread_id for r in load_records(tmp_path / "data", name)} for name in SPLITS}
+    assert set().union(*threads.values()) == set(subset.threads)
+    assert sum(len(found) for found in threads.values()) == len(subset.threads)
+    assert report.model_dump()["labeled"] == copied
 
 
 def test_gates_and_recipes_written_by_the_demo_load(tmp_path: Path):

@@ -265,6 +265,13 @@ def test_committed_sample_imports_cleanly_with_simulator_labels(tmp_path: Path) 
     assert report.runs_missing_config == 0 and report.raw_joined == report.imported
     assert report.distributions["label_sources"] == {"simulator": report.imported}
     assert all(report.splits[name] > 0 for name in ("train", "dev", "test"))
+    # a pause or stop ends a run and the thread resumes in a new one: the splits hold whole threads
+    records = {name: load_records(tmp_path / "out", name) for name in ("train", "dev", "test")}
+    threads = {name: {r.thread_id for r in items} for name, items in records.items()}
+    assert sum(len(found) for found in threads.values()) == len(set().union(*threads.values()))
+    runs_per_thread = Counter(thread for thread, _ in {(r.thread_id, r.run_id) for items in records.values()
+                                                       for r in items})
+    assert max(runs_per_thread.values()) > 1  # the sample has threads of several runs, so this is a real check
 
 
 # -- labeling rules ----------------------------------------------------------------------------------------------

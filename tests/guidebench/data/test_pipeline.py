@@ -83,7 +83,7 @@ def test_folder_is_a_plain_hugging_face_dataset_dict(tmp_path: Path) -> None:
     assert loaded["train"].column_names == ["record_id", "group_id", *fields]
     row = loaded["test"][0]
     record = next(r for r in splits["test"] if r.record_id == row["record_id"])
-    assert row["group_id"] == record.run_id
+    assert row["group_id"] == record.thread_id  # the split group of a decision is its thread
     assert row["summary"]["turn_count"] == record.summary.turn_count
     assert row["label"] == record.label.model_dump()
     assert dataset_info(tmp_path)["format_version"] == DATASET_FORMAT_VERSION
