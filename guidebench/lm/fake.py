@@ -86,7 +86,8 @@ def _from_compact(inputs: dict[str, str]) -> dict[str, str]:
         return match.group(0) if match else "0"
 
     return {"last_turn_status": status.strip(), "turn_error": error.strip(), "turn_plan": json.dumps(steps),
-            "pending_approvals": count("approvals"), "pending_tool_inputs": count("tool_inputs")}
+            "pending_approvals": count("approvals"), "pending_tool_inputs": count("tool_inputs"),
+            "last_agent_message": inputs.get("message", "")}  # full_auto.compact_state's clipped message
 
 
 def _decision_values(inputs: dict[str, str]) -> dict[str, Any]:
