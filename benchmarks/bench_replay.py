@@ -89,13 +89,14 @@ def simulated_records(n: int, seed: int = 0) -> list[DecisionRecord]:
         run = simulator.play(index)
         index += 1
         config = run.run_file.guardrail_config()
-        labels = {label.sequence_id: label.label for label in run.labels}
+        # a session's runs each count sequence ids from 1 (orphans use 0): a label is its run's and turn's
+        labels = {(label.run_id, label.sequence_id, label.turn_id): label.label for label in run.labels}
         for line in run.decisions:
             records.append(DecisionRecord.build(
                 line.summary, config, run_id=line.run_id, sequence_id=line.sequence_id, guardrail=line.guardrail,
                 logged=LoggedDecision(action=line.action, confidence=line.confidence, model_action=line.model_action(),
                                       model_confidence=line.model_confidence()),
-                label=labels.get(line.sequence_id)))
+                label=labels.get((line.run_id, line.sequence_id, line.summary.turn_id))))
     return records[:n]
 
 
