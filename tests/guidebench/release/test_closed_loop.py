@@ -131,8 +131,9 @@ def test_real_embedded_model_end_to_end(tmp_path: Path, capsys):
     """Export the original program, drive a simulated run with the local Gemma model, import the logs."""
     module = export_program("full_auto.predict", tmp_path / "gemma", name="gemma").path
     logs = tmp_path / "logs"
-    # One turn per run keeps this to a single model call (each prompt is ~2.3k tokens with the seed demos).
-    code, out, err = run_cli(capsys, "run-loop", "--module", str(module), "--runs", "1", "--seed", "5",
+    # One turn per run keeps this to a single model call (each prompt is ~2.3k tokens with the seed demos);
+    # a stop ends the run, and in seed 3's session the user does not resume it (others resume up to 5 times).
+    code, out, err = run_cli(capsys, "run-loop", "--module", str(module), "--runs", "1", "--seed", "3",
                              "--out", str(logs), "--lm", "local", "--max-turns", "1")
     assert code == 0, err
     decisions = check_logs(logs, "gemma@0.1.0")
