@@ -36,24 +36,13 @@ class FullAutoCompactSignature(dspy.Signature):
     next_input: str = dspy.OutputField(desc="the next instruction when continuing, else empty")
 
 
-class FullAutoCompactStateSignature(dspy.Signature):
+class FullAutoCompactStateSignature(FullAutoCompactSignature):
     """Decide what an autonomous coding loop does after a turn: continue with a next input, pause for a person, stop, or ask for a review."""
 
-    status: str = dspy.InputField(desc="turn status, with the error when it failed")
-    plan: str = dspy.InputField(desc="plan steps done out of all, and the current step")
-    diff: str = dspy.InputField(desc="lines added and removed, and the files changed")
-    tokens: str = dspy.InputField(desc="tokens used so far")
-    approvals: str = dspy.InputField(desc="approvals waiting for a person")
-    tool_inputs: str = dspy.InputField(desc="tool inputs waiting for a person")
-    recent: str = dspy.InputField(desc="the last decisions, oldest first")
-    compactions: str = dspy.InputField(desc="context compactions so far")
+    # The compact inputs and outputs are inherited (the prompt lists these three inputs after them).
     turn_count: str = dspy.InputField(desc="turns so far")
     no_progress_count: str = dspy.InputField(desc="turns in a row whose plan and diff did not change")
     message: str = dspy.InputField(desc="the agent's last message, clipped")
-    action: Action = dspy.OutputField()
-    confidence: float = dspy.OutputField(desc="0.00 to 1.00, two decimals")
-    reason: str = dspy.OutputField(desc="one short sentence")
-    next_input: str = dspy.OutputField(desc="the next instruction when continuing, else empty")
 
 
 class PlannerCompactSignature(dspy.Signature):
