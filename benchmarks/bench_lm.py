@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from benchmarks.bench_replay import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "reports" / "bench.md"
 JSON_OUT = ROOT / "reports" / "bench_lm.json"
@@ -205,19 +207,6 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str, path: Path = REPORT, marker: str = MARKER) -> None:
-    """Replace this benchmark's section of reports/bench.md (between its markers), keeping the rest."""
-    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
-    block = f"{start}\n{text.rstrip()}\n{end}"
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if start in current and end in current:
-        head, rest = current.split(start, 1)
-        current = head + block + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip() + "\n\n" + block + "\n"
-    path.write_text(current, encoding="utf-8")
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the benchmark (or, with --worker, one program in this process)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
@@ -256,7 +245,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     meta["cli_help_s"] = cli_start_seconds()
     meta["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    write_section(render(results, meta), args.report)
+    write_section(render(results, meta), args.report, MARKER)
     print(f"wrote {args.json} and the {MARKER} section of {args.report}")
     return 0
 
