@@ -77,7 +77,7 @@ QUICK = Plan(name="quick", fullauto_threads=10, dev_records=(1, 2), test_records
              episode_iterations=6, planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
              planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
              loop_runs=1, loop_max_turns=2, estimated_minutes=5.0)
-FULL = Plan(name="full", fullauto_threads=12, dev_records=(4, 6), test_records=(10, 12), episodes=24,
+FULL = Plan(name="full", fullauto_threads=20, dev_records=(4, 6), test_records=(10, 12), episodes=24,
             episode_iterations=None, planner_eval_limit=2, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
             planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
             loop_runs=2, loop_max_turns=5, estimated_minutes=20.0)
