@@ -60,6 +60,7 @@ class CompileRequest:
     baseline: Optional[str] = None  # default: the program itself, uncompiled
     threads: int = 1
     eval_limit: Optional[int] = None  # evaluate dev/test on a seeded subset of this many records
+    dev_limit: Optional[int] = None  # evaluate dev on a seeded subset of this many records (wins over eval_limit)
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
 
@@ -71,14 +72,15 @@ class CompileRequest:
         """The program the compiled one is compared with."""
         return self.baseline or self.program
 
-    def eval_records(self, records: list[Any]) -> list[Any]:
-        """The records a split is evaluated on: all, or a seeded subset of `eval_limit` (kept in stored order)."""
-        if not self.eval_limit or len(records) <= self.eval_limit:
+    def eval_records(self, records: list[Any], split: str = "test") -> list[Any]:
+        """The records a split is evaluated on: all, or a seeded subset of its limit (kept in stored order)."""
+        limit = self.dev_limit if split == "dev" and self.dev_limit else self.eval_limit
+        if not limit or len(records) <= limit:
             return list(records)
         import random
 
         # A fixed seed, not the compile's: every compile with the same limit is scored on the same records.
-        keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(records)), self.eval_limit))
+        keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(records)), limit))
         return [record for index, record in enumerate(records) if index in keep]
 
 
@@ -184,7 +186,7 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     # Evaluations after the compile run the compiled program once per record (per predictor).
     predictors = max(1, len(program.predictors()))
     demos = _demos_after(recipe)
-    n_dev = len(request.eval_records(data.splits["dev"].records))
+    n_dev = len(request.eval_records(data.splits["dev"].records, "dev"))
     n_test = len(request.eval_records(data.splits["test"].records))
     evals = [Stage("evaluate dev", n_dev * predictors, demos=demos),
              Stage("evaluate test", n_test * predictors, demos=demos),
@@ -279,7 +281,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()},
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
         n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
-        eval_limit=request.eval_limit or "none",
+        eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
             "guidebench.optimizer": recipe.name}
@@ -375,12 +377,13 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
-            records = request.eval_records(split_data.records)
+            records = request.eval_records(split_data.records, split)
             result = replay(program, records, threads=request.threads, progress=progress,
                             seed=request.seed, name=f"{request.program}+{recipe.name}")
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
-                "eval_limit": request.eval_limit, "evaluated_records": [r.record_id for r in records]})
+                "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
+                "evaluated_records": [r.record_id for r in records]})
             evals[split] = (result, split_files, omitted)
             print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
     if checkpoint is not None:

@@ -69,6 +69,18 @@ class RecipeError(ValueError):
     """A recipe file or setting that cannot be used (names the file and the field)."""
 
 
+def train_cap(default: int) -> Any:
+    """The `max_train_examples` field with a recipe's default."""
+    return Field(default, ge=0, description="Training examples the optimizer sees (a seeded sample; 0: all). "
+                                            "Caps bootstrapping and reflection on a slow LM.")
+
+
+def val_cap(default: int) -> Any:
+    """The `max_val_examples` field with a recipe's default."""
+    return Field(default, ge=0, description="Dev examples the optimizer selects on (a seeded sample; 0: all). "
+                                            "Every candidate is scored on each of them.")
+
+
 class RecipeSettings(BaseModel):
     """Settings every recipe has."""
 
@@ -76,6 +88,18 @@ class RecipeSettings(BaseModel):
 
     num_threads: int = Field(1, ge=1, description="Parallel LM calls while compiling (the embedded model "
                                                    "serialises calls anyway; raise it for a remote LM).")
+    max_train_examples: int = train_cap(0)
+    max_val_examples: int = val_cap(0)
+
+    def subsets(self, trainset: Sequence[Any], valset: Sequence[Any], seed: int) -> tuple[list[Any], list[Any]]:
+        """The seeded training and dev samples the optimizer works on (all of a split when its cap is 0)."""
+        return _sample(trainset, self.max_train_examples, seed), _sample(valset, self.max_val_examples, seed)
+
+
+def _sample(examples: Sequence[Any], cap: int, seed: int) -> list[Any]:
+    if not cap or len(examples) <= cap:
+        return list(examples)
+    return random.Random(seed).sample(list(examples), cap)
 
 
 @dataclass
@@ -254,6 +278,7 @@ class Recipe:
             # A program that decides some inputs without its LM (full_auto.hybrid's rule gate) trains its LM on
             # the rest: demos of turns the rules take would only crowd the prompt. Selection still scores it all.
             trainset = narrow(list(trainset))
+        trainset, valset = self.settings.subsets(trainset, valset, seed)
         if self.needs_feedback and feedback_metric is None:
             feedback_metric = feedback_from_scalar(metric)
         retries = COMPILE_RETRIES if retries is None else max(0, retries)
@@ -343,6 +368,7 @@ class Recipe:
         completion_tokens_per_s: float = 0.0,
     ) -> CostEstimate:
         """Estimate LM calls and tokens of `compile` from the settings and measured prompt sizes; no LM call."""
+        trainset, valset = self.settings.subsets(trainset, valset, 0)
         if sizes is None:
             sizes = measure_prompts(program, list(trainset), count_tokens=count_tokens)
         stages = self._plan(len(trainset), len(valset), max(1, len(program.predictors())))

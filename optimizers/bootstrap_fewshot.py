@@ -9,12 +9,13 @@ from typing import Optional
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric
+from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap
 from .estimate import Stage
 
 
 class BootstrapFewShotSettings(RecipeSettings):
     """Settings of BootstrapFewShot."""
+    max_train_examples: int = train_cap(40)
 
     max_bootstrapped_demos: int = Field(3, ge=0, description="Bootstrapped (traced, metric-approved) demos per predictor.")
     max_labeled_demos: int = Field(3, ge=0, description="Demos in total per predictor (labeled ones fill what "

@@ -6,15 +6,16 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric
+from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, val_cap
 from .bootstrap_fewshot import BootstrapFewShotSettings
 from .estimate import Stage
 
 
 class RandomSearchSettings(BootstrapFewShotSettings):
     """Settings of BootstrapFewShotWithRandomSearch (bootstrap settings plus the search)."""
+    max_val_examples: int = val_cap(24)
 
-    num_candidate_programs: int = Field(3, ge=0, description="Shuffled bootstrap candidates, on top of the "
+    num_candidate_programs: int = Field(2, ge=0, description="Shuffled bootstrap candidates, on top of the "
                                                              "labeled-only and unshuffled ones.")
     include_zero_shot: bool = Field(False, description="Also score the program without demos. Off by default: "
                                                        "the embedded base model cannot answer zero-shot, so that "

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, val_cap, with_labeled_demos
 from .estimate import Stage
 
 
 class COPROSettings(RecipeSettings):
     """Settings of COPRO."""
+    max_val_examples: int = val_cap(24)
 
     breadth: int = Field(3, ge=2, description="Instruction candidates per round (the current one included).")
     depth: int = Field(2, ge=1, description="Rounds of proposing new instructions from the scored ones.")

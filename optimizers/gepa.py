@@ -7,12 +7,14 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, train_cap, val_cap, with_labeled_demos
 from .estimate import Stage
 
 
 class GEPASettings(RecipeSettings):
     """Settings of GEPA."""
+    max_train_examples: int = train_cap(40)
+    max_val_examples: int = val_cap(16)
 
     max_metric_calls: int = Field(60, ge=1, description="Budget in program runs scored by the metric (each "
                                                         "run is one task-LM call per predictor).")

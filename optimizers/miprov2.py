@@ -8,12 +8,14 @@ import math
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric
+from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap, val_cap
 from .estimate import Stage
 
 
 class MIPROv2Settings(RecipeSettings):
     """Settings of MIPROv2 (small by default: the embedded model takes 1-2 s per call)."""
+    max_train_examples: int = train_cap(40)
+    max_val_examples: int = val_cap(24)
 
     auto: str = Field("off", description="DSPy's preset budget: off, light, medium or heavy. 'off' uses "
                                          "num_candidates and num_trials below.")

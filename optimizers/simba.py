@@ -3,12 +3,11 @@ from its better trajectories, and candidates are kept when they score higher."""
 
 from __future__ import annotations
 
-import random
 
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap, with_labeled_demos
 from .candidates import Candidate, count_demos, instructions_hash, program_state
 from .estimate import Stage
 
@@ -26,9 +25,7 @@ class SIMBASettings(RecipeSettings):
                                                                      "programs for trajectory sampling.")
     temperature_for_candidates: float = Field(0.2, ge=0.0, description="Softmax temperature when picking "
                                                                        "the source program of new candidates.")
-    max_train_examples: int = Field(32, ge=0, description="Training examples SIMBA sees (a seeded sample; 0: all). "
-                                                          "It scores its finalists on every one of them, so this "
-                                                          "caps the final selection at (num_candidates + 1) x N runs.")
+    max_train_examples: int = train_cap(32)  # SIMBA scores its finalists on every training example
     prompt_lm: str = Field("", description="LM spec for writing rules; empty means the task LM.")
 
 
@@ -45,8 +42,6 @@ class SIMBARecipe(Recipe):
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:
         s: SIMBASettings = ctx.settings  # type: ignore[assignment]
-        if s.max_train_examples and len(trainset) > s.max_train_examples:
-            trainset = random.Random(ctx.seed).sample(trainset, s.max_train_examples)
         student = with_labeled_demos(program, trainset, s.base_demos, ctx.seed)
         optimizer = dspy.SIMBA(metric=scalar_metric(ctx.metric), bsize=min(s.bsize, len(trainset)),
                                num_candidates=s.num_candidates, max_steps=s.max_steps, max_demos=s.max_demos,
@@ -71,7 +66,6 @@ class SIMBARecipe(Recipe):
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         s: SIMBASettings = self.settings  # type: ignore[assignment]
-        n_train = min(n_train, s.max_train_examples) if s.max_train_examples else n_train
         bsize = min(s.bsize, n_train)
         demos = min(s.max_demos, s.base_demos + s.max_steps)
         return [

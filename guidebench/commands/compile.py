@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eval-limit", type=int, default=None, metavar="N",
                         help="evaluate dev and test on a seeded subset of N records each (for a slow LM; the "
                              "subset's record ids are saved with the results)")
+    parser.add_argument("--dev-limit", type=int, default=None, metavar="N",
+                        help="evaluate dev on a seeded subset of N records (test stays whole unless --eval-limit); "
+                             "the optimizer's own selection set is its recipe's max_val_examples")
     parser.add_argument("--tracking-uri", default=None, metavar="URI",
                         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -109,16 +112,17 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
             raise GuidebenchError(f"{flag} {value}: must be 0 or more")
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
-    if args.eval_limit is not None and args.eval_limit < 1:
-        raise GuidebenchError(f"--eval-limit {args.eval_limit}: must be at least 1")
+    for flag, value in (("--eval-limit", args.eval_limit), ("--dev-limit", args.dev_limit)):
+        if value is not None and value < 1:
+            raise GuidebenchError(f"{flag} {value}: must be at least 1")
     if args.recipe is not None and not Path(args.recipe).is_file():
         raise GuidebenchError(f"--recipe {args.recipe}: no such file")
     return CompileRequest(program=args.program, optimizer=args.optimizer, data=str(Path(args.data).resolve()),
                           recipe=str(Path(args.recipe).resolve()) if args.recipe else None,
                           lm=args.lm or "local", seed=args.seed if args.seed is not None else 0,
                           max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, baseline=args.baseline,
-                          threads=args.threads, eval_limit=args.eval_limit, tracking_uri=args.tracking_uri,
-                          out=str(Path(args.out).resolve()) if args.out else None)
+                          threads=args.threads, eval_limit=args.eval_limit, dev_limit=args.dev_limit,
+                          tracking_uri=args.tracking_uri, out=str(Path(args.out).resolve()) if args.out else None)
 
 
 def run(args: argparse.Namespace) -> int:

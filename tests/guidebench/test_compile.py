@@ -49,3 +49,15 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
     assert outcome.summary["compile"]["usage"]["cache_hits"] >= 1
     ledger("faults", scenario="compile, outage beyond retries, then --resume", injected=dict(engine.faults),
            run_marked_failed=1, resumed_to_finished=1, repeated_lm_calls=len(set(before) & set(resumed)))
+
+
+def test_dev_limit_samples_dev_only_and_wins_over_eval_limit_there():
+    from guidebench.compile import CompileRequest
+
+    records = list(range(50))
+    request = CompileRequest(program="full_auto.predict", optimizer="labeled_fewshot", data=".", dev_limit=7)
+    dev = request.eval_records(records, "dev")
+    assert len(dev) == 7 and dev == sorted(dev) and request.eval_records(records, "test") == records
+    request.eval_limit = 20
+    assert request.eval_records(records, "dev") == dev  # the same seeded subset
+    assert len(request.eval_records(records, "test")) == 20

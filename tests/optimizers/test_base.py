@@ -76,6 +76,34 @@ def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(
     assert [reloaded(**ex.inputs()).decided_by for ex in DEV[:2]] == ["turn_failed", "pending_input"]
 
 
+def test_recipes_cap_the_train_and_dev_examples_with_a_seeded_sample(fake, monkeypatch):
+    recipe = optimizers.get("labeled_fewshot")().with_overrides(max_train_examples=5, max_val_examples=3)
+    seen: list[tuple[list, list]] = []
+    original = recipe._optimize
+    monkeypatch.setattr(recipe, "_optimize", lambda program, train, val, ctx: seen.append((train, val))
+                        or original(program, train, val, ctx))
+    for _ in range(2):
+        recipe.compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric, seed=3)
+    (train, val), again = seen
+    assert len(train) == 5 and len(val) == 3 and all(ex in TRAIN for ex in train) and all(ex in DEV for ex in val)
+    assert again == (train, val)  # seeded: the same sample every time
+    # The dry run plans on the same capped sets: COPRO scores depth x breadth candidates on each dev example.
+    copro = optimizers.get("copro")().with_overrides(max_val_examples=3, breadth=2, depth=1)
+    stages = {stage.name: stage.calls for stage in copro.estimate(programs.get("full_auto.predict"), TRAIN, DEV,
+                                                                    count_tokens=len).stages}
+    assert stages["score candidates"] == 2 * 3
+    uncapped = optimizers.get("labeled_fewshot")()
+    assert uncapped.settings.subsets(TRAIN, DEV, 3) == (list(TRAIN), list(DEV))
+
+
+def test_the_sized_recipes_keep_selection_on_a_small_dev_sample():
+    """Every recipe that scores candidates selects on a capped dev sample by default (sized for 2 cores)."""
+    for name in ("bootstrap_random_search", "miprov2", "copro", "gepa"):
+        assert 0 < optimizers.get(name)().settings.max_val_examples <= 24, name
+    for name in ("bootstrap_fewshot", "miprov2", "simba", "gepa"):
+        assert 0 < optimizers.get(name)().settings.max_train_examples <= 40, name
+
+
 def test_budget_stop_keeps_the_best_candidate_so_far(fake):
     recipe = optimizers.get("bootstrap_random_search")().with_overrides(num_candidate_programs=4, stop_at_score=1.0)
     # Each candidate costs len(DEV) calls to score and up to 3 to bootstrap: 10 calls stop the search

@@ -68,7 +68,7 @@ def test_compile_run_has_params_metrics_and_artifacts(workspace, compiled):
     assert compiled.info.status == "FINISHED"
     assert REQUIRED_PARAMS <= set(params), REQUIRED_PARAMS - set(params)
     assert params["seed"] == "4" and params["optimizer_class"] == "BootstrapFewShotWithRandomSearch"
-    assert json.loads(params["recipe"])["num_candidate_programs"] == 3
+    assert json.loads(params["recipe"])["num_candidate_programs"] == 2
     for split in ("dev", "test"):
         for name in ("objective", "action_accuracy", "parse_failure_rate", "brier", "ece"):
             assert {f"{split}.{name}", f"{split}.{name}_ci_low", f"{split}.{name}_ci_high"} <= set(metrics)
