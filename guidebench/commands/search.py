@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="candidates for the optimizers that search (default 2:5)")
     parser.add_argument("--minibatch-size", type=int, default=8, metavar="N",
                         help="dev examples per pruning step (default 8)")
+    parser.add_argument("--dev-limit", type=int, default=None, metavar="N",
+                        help="score trials on a seeded subset of N labeled dev records (default: all)")
+    parser.add_argument("--no-test", action="store_true",
+                        help="do not re-score the best trial on the test split (it never selects on test)")
     parser.add_argument("--max-lm-calls-per-trial", type=int, default=None, metavar="N",
                         help="compile budget of each trial")
     parser.add_argument("--tracking-uri", default=None, metavar="URI", help="MLflow tracking URI")
@@ -64,12 +68,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.minibatch_size < 1:
         raise GuidebenchError(f"--minibatch-size {args.minibatch_size}: must be at least 1")
+    if args.dev_limit is not None and args.dev_limit < 1:
+        raise GuidebenchError(f"--dev-limit {args.dev_limit}: must be at least 1")
     split = lambda text: [part.strip() for part in text.split(",") if part.strip()] if text else None  # noqa: E731
     request = SearchRequest(family=args.family, data=str(Path(args.data).resolve()), trials=args.trials,
                             storage=args.storage, study=args.study, lm=args.lm, seed=args.seed,
                             programs=split(args.programs), optimizers=split(args.optimizers), demos=args.demos,
                             temperature=args.temperature, candidates=args.candidates,
                             minibatch_size=args.minibatch_size, max_lm_calls_per_trial=args.max_lm_calls_per_trial,
+                            dev_limit=args.dev_limit, rescore_test=not args.no_test,
                             tracking_uri=args.tracking_uri, out=str(args.out) if args.out else None)
     result, out = run_search_command(request, progress=not args.no_progress)
     print("\n".join(summary_lines(result, out)))

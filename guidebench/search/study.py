@@ -5,7 +5,9 @@ The study lives in SQLite under the workbench home by default (`--storage` takes
 URL); running the same command again resumes it (finished trials are kept, `--trials` is the
 total) and reopens the same MLflow search run. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
-`program.json` and `recipe.toml` (ready for `guidebench compile --recipe`).
+`program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
+dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
+`guidebench eval --out`, so `guidebench leaderboard --results OUT/test` ranks it); nothing is selected on test.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class SearchRequest:
     candidates: tuple[int, int] = (2, 5)
     minibatch_size: int = 8
     max_lm_calls_per_trial: Optional[int] = None
+    dev_limit: Optional[int] = None  # score trials on a seeded subset of this many labeled dev records
+    rescore_test: bool = True  # replay the best trial on the test split after the search
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
 
@@ -137,6 +141,11 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     data = load_compile_data(Path(request.data), request.family)
     if not data.valset:
         raise GuidebenchError(f"--data {request.data}: the dev split has no labeled record to score trials on")
+    if request.dev_limit and len(data.valset) > request.dev_limit:
+        import random
+
+        keep = sorted(random.Random(request.seed).sample(range(len(data.valset)), request.dev_limit))
+        data.valset = [data.valset[index] for index in keep]
     study_name = request.study or f"{request.family}-{data.dataset_id[:12]}"
     home = guidebench_home()
     storage = request.storage or f"sqlite:///{home / 'optuna.db'}"
@@ -157,7 +166,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         split_hash=data.split_hashes()["dev"], lm=request.lm, seed=request.seed, kind=request.family,
         run_type="search", study=study_name, storage=_safe_url(storage), trials=request.trials,
         space=json.dumps(asdict(space)), minibatch_size=request.minibatch_size, lm_info=lm_info(lm),
-        max_lm_calls_per_trial=request.max_lm_calls_per_trial or "none",
+        max_lm_calls_per_trial=request.max_lm_calls_per_trial or "none", dev_limit=request.dev_limit or "none",
         **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()})
     parent = _existing_search_run(data.dataset_id, request.family, study_name, request.tracking_uri)
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=request.family, run_name=f"search {study_name}",
@@ -177,7 +186,37 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
                                       "trials.failed": sum(t.state == "FAIL" for t in result.trials)})
         for path in files.values():
             mlflow.log_artifact(str(path))
+        if request.rescore_test and result.best_value is not None and result.best_state() is not None:
+            rescore_best_on_test(result, data, out / "test", lm=lm, seed=request.seed, progress=progress)
     return result, out
+
+
+def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,
+                         progress: bool = True) -> Any:
+    """Replay the best trial (chosen on dev) on the whole test split at its temperature; write and log it."""
+    import mlflow
+
+    import programs
+    from evals.replay import replay
+    from guidebench.evaluation import summary_table, write_outputs
+    from guidebench.tracking import compile as tracking_compile
+
+    best = result.best_params
+    program = optimizers.load_compiled(programs.get(best["program"]), result.best_state())
+    split = data.splits["test"]
+    name = f"search best (trial {result.best_trial})"
+    with dspy.context(lm=lm.copy(temperature=float(best.get("temperature", 0.0)))):
+        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name)
+    _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
+                                    "split_hash": split.split_hash, "program": best["program"],
+                                    "program_source": f"search {result.study_name}, trial {result.best_trial}",
+                                    "optimizer": best["optimizer"], "best_params": best})
+    tracking_compile.log_split_metrics(evaluation.metrics, "best.test")
+    tracking_compile.log_numbers(evaluation.summary.get("usage", {}), prefix="best.test.usage.")
+    mlflow.log_artifacts(str(out), artifact_path="best_test")
+    print(f"\nbest trial {result.best_trial} re-scored on test ({len(split.records)} records, selected on dev)\n"
+          f"{summary_table(evaluation, omitted)}")
+    return evaluation
 
 
 def _metrics(family: str) -> tuple[Any, Any]:

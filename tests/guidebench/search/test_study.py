@@ -39,6 +39,36 @@ def test_search_cli_logs_a_nested_mlflow_run_per_trial_and_resumes(tmp_path, mon
     for name in ("trials.json", "trials.png", "program.json", "recipe.toml"):
         assert (tmp_path / "out" / name).is_file(), name
     assert 'optimizer = "' in (tmp_path / "out" / "recipe.toml").read_text()
+    # The best trial (selected on dev) was re-scored on the whole test split, in `guidebench eval`'s files.
+    import json
+
+    summary = json.loads((tmp_path / "out" / "test" / "summary.json").read_text())
+    assert summary["split"] == "test" and summary["n_records"] == 2, summary
+    assert "best.test.objective" in parent.data.metrics or "best.test.objective" in mlflow.get_run(
+        parent.info.run_id).data.metrics
+
+
+def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_rescore_ranks(tmp_path, monkeypatch,
+                                                                                        capsys):
+    import json
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=8, dev=6, test=3)
+    uri = tracking_uri(tmp_path)
+    assert main(["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
+                 "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:2",
+                 "--trials", "1", "--dev-limit", "2", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
+    mlflow.set_tracking_uri(uri)
+    trial = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                               filter_string="tags.`guidebench.run_type` = 'search_trial'")[0]
+    assert trial.data.params  # the trial ran; its dev score came from 2 records
+    trials = json.loads((tmp_path / "out" / "trials.json").read_text())
+    assert trials["best_trial"] == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--data", str(data), "--programs", "rule", "--results", str(tmp_path / "out" / "test"),
+                 "--lm", "fake", "--no-track", "--out", str(tmp_path / "board")]) == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    assert len(board["rows"]) == 2 and all(row["n"] == 3 for row in board["rows"]), board["rows"]
 
 
 @pytest.mark.slow
