@@ -371,10 +371,10 @@ def from_mlflow_run(run_id: str, tracking_uri: Optional[str] = None, cache_dir: 
 
 def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optional[Variant]:
     entry = _run_entry(run)
-    # A leaderboard's own runs re-score variants, and an optimizer's candidates are steps of a compile:
-    # neither is a variant of its own.
+    # A leaderboard's own runs re-score variants, and an optimizer's candidates and a search's trials are steps
+    # of a compile or a search: none is a variant of its own (a search's best is ranked from its test re-score).
     run_type = run.data.tags.get("guidebench.run_type", "")
-    if not entry or run_type.startswith("leaderboard") or run_type == "candidate":
+    if not entry or run_type.startswith(("leaderboard", "search")) or run_type == "candidate":
         return None
     artifact, result_artifacts = _run_artifacts(client, run.info.run_id)
     if artifact is None:

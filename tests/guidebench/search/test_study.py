@@ -61,7 +61,12 @@ def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_resc
     mlflow.set_tracking_uri(uri)
     trial = mlflow.search_runs(search_all_experiments=True, output_format="list",
                                filter_string="tags.`guidebench.run_type` = 'search_trial'")[0]
-    assert trial.data.params  # the trial ran; its dev score came from 2 records
+    assert trial.data.params["trial.optimizer"] == "labeled_fewshot"
+    from guidebench.errors import GuidebenchError
+    from guidebench.release.packages import from_mlflow_experiment
+
+    with pytest.raises(GuidebenchError, match="no finished run"):  # trials and the search are not board variants
+        from_mlflow_experiment(trial.info.experiment_id, uri)
     trials = json.loads((tmp_path / "out" / "trials.json").read_text())
     assert trials["best_trial"] == 0
     capsys.readouterr()
