@@ -31,12 +31,13 @@ LM_PATH = "lm"
 # stops. Stalls and open plans (continue, pause for a person, ask for a review) are the LM's.
 DEFAULT_RULES: tuple[str, ...] = ("turn_failed", "interrupted", "pending_input", "done")
 # The gates the search chooses from (`optimizers.search`), each written as its rules joined by "+": nested,
-# from the hard facts alone to the default plus the stall rule. The full rule set is left out: it makes
-# no LM call, which is `full_auto.rules`.
+# from the hard facts alone to every rule but the two that read the plan (open steps, default continue),
+# so the LM always decides something. The full rule set makes no LM call: that is `full_auto.rules`.
 RULE_SET_CHOICES: tuple[str, ...] = (
     "turn_failed+interrupted+pending_input",
     "+".join(DEFAULT_RULES),
     "+".join((*DEFAULT_RULES, "stalled")),
+    "+".join((*DEFAULT_RULES, "stalled", "fix_failures")),
 )
 
 

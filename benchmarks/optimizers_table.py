@@ -1,0 +1,96 @@
+"""The measured table of reports/optimizers.md: one row per compile, read from each compile's compile.json.
+
+    python -m benchmarks.optimizers_table .guidebench/compiles/opt-*      # rewrite the table's section
+
+Every number comes from a compile's own output folder (`guidebench compile --out DIR`): the test objective
+with its interval on the records the compile evaluated, the paired difference with the uncompiled program
+on the same records (test and interval named), McNemar's test on action accuracy, the compile's LM calls
+and tokens, and the wall time of compile plus evaluations. Nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from benchmarks.bench_replay import write_section
+from evals.stats import describe_interval, describe_test
+
+REPORT = Path(__file__).resolve().parents[1] / "reports" / "optimizers.md"
+MARKER = "optimizers-table"
+
+
+def _fmt(value: Optional[float], sign: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.3f}" if sign else f"{value:.3f}"
+
+
+def _interval(metric: dict[str, Any], sign: bool = False) -> str:
+    return f"{_fmt(metric.get('value', metric.get('diff')), sign)} [{_fmt(metric.get('ci_low'), sign)}, " \
+           f"{_fmt(metric.get('ci_high'), sign)}]"
+
+
+def _p(value: Optional[float]) -> str:
+    return "n/a" if value is None else (f"{value:.3f}" if value >= 0.001 else f"{value:.1e}")
+
+
+def row(folder: Path) -> dict[str, Any]:
+    """The table's facts about one compile folder."""
+    summary = json.loads((folder / "compile.json").read_text(encoding="utf-8"))
+    objective = summary["test"]["objective"]
+    paired = summary["test_vs_baseline"]["objective"]
+    usage = summary["compile"].get("usage", {})
+    return {
+        "optimizer": summary["recipe"], "program": summary["request"]["program"],
+        "test": _interval(objective), "n": objective.get("n"),
+        "baseline": _interval(summary["baseline"]["test"]["objective"]),
+        "diff": _interval(paired, sign=True), "p": _p(paired.get("p_value")),
+        "test_name": describe_test(paired.get("method"), paired.get("n_permutations")),
+        "ci_name": describe_interval(paired.get("ci_method"), paired.get("n_resamples")),
+        "accuracy": _interval(summary["test"].get("action_accuracy", {})),
+        "mcnemar_p": _p(summary.get("mcnemar", {}).get("p_value")),
+        "lm_calls": usage.get("lm_calls", 0),
+        "tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
+        "demos": summary["compile"].get("demo_count"), "kept": summary["compile"].get("kept"),
+        "compile_min": (summary["compile"].get("wall_s") or 0) / 60, "total_min": (summary.get("wall_s") or 0) / 60,
+        "run": summary.get("mlflow_run_id") or "", "diff_value": paired.get("diff"),
+        "p_value": paired.get("p_value"),
+    }
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    """The markdown table, with the methods named once under it."""
+    lines = ["| optimizer | test objective [95% CI] | uncompiled | paired difference [95% CI] | p | action accuracy "
+             "| McNemar p | demos | compile LM calls | compile tokens | compile min | total min | MLflow run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['optimizer']} | {r['test']} | {r['baseline']} | {r['diff']} | {r['p']} | {r['accuracy']} "
+                     f"| {r['mcnemar_p']} | {r['demos']} | {r['lm_calls']:,} | {r['tokens']:,} | "
+                     f"{r['compile_min']:.1f} | {r['total_min']:.1f} | `{r['run'][:8]}` |")
+    if rows:
+        methods = sorted({(r["test_name"], r["ci_name"]) for r in rows})
+        lines.append("")
+        lines.append(f"n = {rows[0]['n']} test records in every row (the whole test split). Program: "
+                     f"`{rows[0]['program']}`. p: " + "; ".join(f"{t}, 95% CI: {c}" for t, c in methods) + ".")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Rewrite the table section of reports/optimizers.md from compile folders."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="`guidebench compile --out` folders")
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args(argv)
+    rows = [row(folder) for folder in args.folders if (folder / "compile.json").is_file()]
+    missing = [str(folder) for folder in args.folders if not (folder / "compile.json").is_file()]
+    text = render(rows) + ("\n\nNot finished: " + ", ".join(missing) if missing else "")
+    write_section(text, args.report, MARKER)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
