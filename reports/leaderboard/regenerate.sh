@@ -1,51 +1,44 @@
 #!/usr/bin/env bash
-# Regenerates reports/leaderboard/ (the leaderboard of the committed sample data) and its browser
-# screenshot reports/leaderboard.png. Run from anywhere; uses the repository's .venv.
+# Regenerates the two committed boards of the sample data on their whole test splits:
+#   reports/leaderboard/           Full Auto, champion full_auto.predict (221 test decisions)
+#   reports/leaderboard/planner/   planner, champion planner.predict (141 test iterations)
+# and the browser screenshot reports/leaderboard.png. Run from anywhere; uses the repository's .venv.
 #
-#   reports/leaderboard/regenerate.sh     # the committed board: baselines, full_auto.predict (replayed live on
-#                                         # the embedded model) and every compile run of the sample data's
-#                                         # MLflow experiment (their logged test results, no LM call), all on
-#                                         # the seeded 10-record subset of the test split
-#   EVAL_LIMIT= FROM_MLFLOW= reports/leaderboard/regenerate.sh   # whole test split, no MLflow rows
-#
-# The compiled rows need the sample-data compiles in the local MLflow store first (README.md lists
-# the commands; `--eval-limit` there must equal EVAL_LIMIT here, or their results are refused).
-# Extra arguments go to `guidebench leaderboard` as they are.
-# The sample logs are imported (seeded, so always the same dataset id and splits) into
-# .guidebench/data/sample-fullauto; every variant is ranked on its test split (the seeded
-# EVAL_LIMIT-record subset when EVAL_LIMIT is set). Package folders under reports/leaderboard/packages/,
-# if any, are added and replayed (README.md: how they are made; the committed board has none).
+# No row is replayed with the LM here: the LM rows are the whole-test-split results that
+#   - `guidebench eval --split test` wrote (uncompiled programs: .guidebench/evals/test-<program>),
+#   - every compile of the dataset's MLflow experiment logged (its test split, never selected on),
+#   - the search re-scored for its best trial (.guidebench/searches/opt-full_auto/test),
+# made by the commands of reports/optimizers.md ("Reproduce"). The board refuses a result scored on other
+# records. Rows without an LM (logged, rule, always_continue, planner.rules) are replayed.
+# Extra arguments go to both `guidebench leaderboard` calls as they are.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 BIN="${BIN:-.venv/bin}"
-DATA="${DATA:-.guidebench/data/sample-fullauto}"
-PROGRAMS="${PROGRAMS:-logged,rule,full_auto.always_continue,full_auto.predict}"
-LM="${LM:-local}"
-EVAL_LIMIT="${EVAL_LIMIT-10}"
-FROM_MLFLOW="${FROM_MLFLOW-guidebench-full_auto-bb868ab4d838}"
-THREADS="${THREADS:-1}"
+EVALS="${EVALS:-.guidebench/evals}"
+FULLAUTO="${FULLAUTO:-.guidebench/data/opt-fullauto}"
+EXPERIMENTS="${EXPERIMENTS:-.guidebench/data/opt-experiments}"
+SEARCH="${SEARCH:-.guidebench/searches/opt-full_auto/test}"
 
-if [ ! -f "$DATA/dataset.json" ]; then
-  "$BIN/guidebench" data import datasets/sample/fullauto --kind fullauto --out "$DATA"
-fi
+[ -f "$FULLAUTO/dataset.json" ] || "$BIN/guidebench" data import datasets/sample/fullauto --kind fullauto --out "$FULLAUTO"
+[ -f "$EXPERIMENTS/dataset.json" ] || "$BIN/guidebench" data import datasets/sample/experiments --kind experiments --out "$EXPERIMENTS"
+dataset_id() { "$BIN/python" -c "import json,sys; print(json.load(open(sys.argv[1]))['dataset_id'][:12])" "$1/dataset.json"; }
 
-PACKAGES=()
-if compgen -G "reports/leaderboard/packages/*/package.json" >/dev/null; then
-  PACKAGES=(--packages reports/leaderboard/packages)
-fi
+results=()
+for program in full_auto.predict full_auto.compact full_auto.hybrid; do
+  [ -f "$EVALS/test-$program/summary.json" ] && results+=("$EVALS/test-$program")
+done
+[ -f "$SEARCH/summary.json" ] && results+=("$SEARCH")
+"$BIN/guidebench" leaderboard --data "$FULLAUTO" --split test --programs logged,rule,full_auto.always_continue \
+  --results "${results[@]}" --from-mlflow "guidebench-full_auto-$(dataset_id "$FULLAUTO")" \
+  --champion full_auto.predict --out reports/leaderboard --force "$@"
 
-EXTRA=()
-if [ -n "$EVAL_LIMIT" ]; then
-  EXTRA+=(--eval-limit "$EVAL_LIMIT")
-fi
-if [ -n "$FROM_MLFLOW" ]; then
-  EXTRA+=(--from-mlflow "$FROM_MLFLOW")
-fi
+results=()
+for program in planner.predict planner.compact; do
+  [ -f "$EVALS/test-$program/summary.json" ] && results+=("$EVALS/test-$program")
+done
+"$BIN/guidebench" leaderboard --data "$EXPERIMENTS" --split test --programs planner.rules --results "${results[@]}" \
+  --champion planner.predict --out reports/leaderboard/planner --force "$@"
 
-# --no-cache: the cost columns of replayed rows are those of live LM calls, not of DSPy cache hits.
-"$BIN/guidebench" leaderboard --data "$DATA" --split test --programs "$PROGRAMS" "${PACKAGES[@]}" \
-  "${EXTRA[@]}" --lm "$LM" --no-cache --threads "$THREADS" --out reports/leaderboard "$@"
-
-# Renders the page in headless Chromium and saves reports/leaderboard.png.
-"$BIN/python" -m pytest -q tests/guidebench/leaderboard/test_render.py -k sample_data
+# Renders the Full Auto page in headless Chromium and saves reports/leaderboard.png.
+"$BIN/python" -m pytest -q -p no:xdist tests/guidebench/leaderboard/test_render.py -k sample_data
