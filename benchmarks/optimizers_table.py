@@ -33,8 +33,12 @@ def _interval(metric: dict[str, Any], sign: bool = False) -> str:
            f"{_fmt(metric.get('ci_high'), sign)}]"
 
 
-def _p(value: Optional[float]) -> str:
-    return "n/a" if value is None else (f"{value:.3f}" if value >= 0.001 else f"{value:.1e}")
+def _p(value: Optional[float], permutations: Optional[int] = None) -> str:
+    if value is None:
+        return "n/a"
+    if permutations and value <= 1 / (permutations + 1) + 1e-12:
+        return f"≤ {value:.4f} (floor)"  # no random assignment reached the observed difference
+    return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
 
 
 def row(folder: Path) -> dict[str, Any]:
@@ -47,11 +51,11 @@ def row(folder: Path) -> dict[str, Any]:
         "optimizer": summary["recipe"], "program": summary["request"]["program"],
         "test": _interval(objective), "n": objective.get("n"),
         "baseline": _interval(summary["baseline"]["test"]["objective"]),
-        "diff": _interval(paired, sign=True), "p": _p(paired.get("p_value")),
+        "diff": _interval(paired, sign=True), "p": _p(paired.get("p_value"), paired.get("n_permutations")),
         "test_name": describe_test(paired.get("method"), paired.get("n_permutations")),
         "ci_name": describe_interval(paired.get("ci_method"), paired.get("n_resamples")),
         "accuracy": _interval(summary["test"].get("action_accuracy", {})),
-        "mcnemar_p": _p(summary.get("mcnemar", {}).get("p_value")),
+        "mcnemar_p": _p(summary.get("mcnemar", {}).get("p_exact")),
         "lm_calls": usage.get("lm_calls", 0),
         "tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
         "demos": summary["compile"].get("demo_count"), "kept": summary["compile"].get("kept"),

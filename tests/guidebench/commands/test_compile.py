@@ -208,3 +208,21 @@ def test_compile_with_the_embedded_model_end_to_end(tmp_path, monkeypatch, capsy
     assert "gemma-3-270m" in run.data.params["lm_params"] and "LocalGGUFEngine" in run.data.params["lm_info"]
     assert 0 < run.data.metrics["compile.lm_calls"] <= 2
     assert run.data.metrics["test.usage.lm_calls"] >= 2 and "test.objective" in run.data.metrics
+
+
+def test_dev_limit_scores_dev_on_a_subset_and_the_optimizers_table_reads_the_compile(workspace, tmp_path):
+    from benchmarks import optimizers_table
+
+    out = tmp_path / "compile"
+    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--dev-limit", "2", "--out", str(out)) == 0
+    assert json.loads((out / "dev" / "summary.json").read_text())["n_records"] == 2
+    assert json.loads((out / "test" / "summary.json").read_text())["n_records"] == 4
+    report = tmp_path / "optimizers.md"
+    report.write_text("# Optimizers\n\nintro kept\n", encoding="utf-8")
+    assert optimizers_table.main([str(out), str(tmp_path / "missing"), "--report", str(report)]) == 0
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# Optimizers\n\nintro kept\n") and "<!-- optimizers-table -->" in text
+    row = next(line for line in text.splitlines() if line.startswith("| labeled_fewshot |"))
+    summary = json.loads((out / "compile.json").read_text())
+    assert f"`{summary['mlflow_run_id'][:8]}`" in row and "n = 4 test records" in text
+    assert f"Not finished: {tmp_path / 'missing'}" in text
