@@ -31,7 +31,7 @@ from leaderboard_support import make_dataset, register_test_programs
 
 ROOT = Path(__file__).resolve().parents[3]
 ENSURE_CHROMIUM = ROOT / "tests" / "setup" / "ensure_chromium.sh"
-SAMPLE_BOARD = ROOT / "reports" / "leaderboard" / HTML_FILE
+SAMPLE_BOARD = ROOT / "reports" / "leaderboard" / "fullauto" / HTML_FILE
 SAMPLE_SCREENSHOT = ROOT / "reports" / "leaderboard.png"
 # Reads back, into the DOM, whether each embedded image decoded: --dump-dom then shows it.
 _PROBE = ("<script>window.addEventListener('load',()=>{document.body.setAttribute('data-images',"
