@@ -54,20 +54,21 @@ def row(folder: Path) -> dict[str, Any]:
         "diff": _interval(paired, sign=True), "p": _p(paired.get("p_value"), paired.get("n_permutations")),
         "test_name": describe_test(paired.get("method"), paired.get("n_permutations")),
         "ci_name": describe_interval(paired.get("ci_method"), paired.get("n_resamples")),
-        "accuracy": _interval(summary["test"].get("action_accuracy", {})),
+        "accuracy": _interval(summary["test"].get("action_accuracy") or summary["test"].get("schema_validity", {})),
         "mcnemar_p": _p(summary.get("mcnemar", {}).get("p_exact")),
         "lm_calls": usage.get("lm_calls", 0),
         "tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
         "demos": summary["compile"].get("demo_count"), "kept": summary["compile"].get("kept"),
         "compile_min": (summary["compile"].get("wall_s") or 0) / 60, "total_min": (summary.get("wall_s") or 0) / 60,
         "run": summary.get("mlflow_run_id") or "", "diff_value": paired.get("diff"),
-        "p_value": paired.get("p_value"),
+        "p_value": paired.get("p_value"), "baseline_program": summary["baseline"]["program"],
+        "whole": not summary["request"].get("eval_limit"),
     }
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     """The markdown table, with the methods named once under it."""
-    lines = ["| optimizer | test objective [95% CI] | uncompiled | paired difference [95% CI] | p | action accuracy "
+    lines = ["| optimizer | test objective [95% CI] | baseline | paired difference [95% CI] | p | action accuracy (planner: schema validity) "
              "| McNemar p | demos | compile LM calls | compile tokens | compile min | total min | MLflow run |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -77,8 +78,11 @@ def render(rows: list[dict[str, Any]]) -> str:
     if rows:
         methods = sorted({(r["test_name"], r["ci_name"]) for r in rows})
         lines.append("")
-        lines.append(f"n = {rows[0]['n']} test records in every row (the whole test split). Program: "
-                     f"`{rows[0]['program']}`. p: " + "; ".join(f"{t}, 95% CI: {c}" for t, c in methods) + ".")
+        scope = "the whole test split" if rows[0]["whole"] else "a seeded subset of the test split, `--eval-limit`"
+        baselines = ", ".join(sorted({f"`{r['baseline_program']}`" for r in rows}))
+        lines.append(f"n = {rows[0]['n']} test records in every row ({scope}). Program: `{rows[0]['program']}`; "
+                     f"baseline: {baselines}, uncompiled, on the same records. p: "
+                     + "; ".join(f"{t}, 95% CI: {c}" for t, c in methods) + ".")
     return "\n".join(lines)
 
 
@@ -87,11 +91,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="`guidebench compile --out` folders")
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument("--marker", default=MARKER, help="the report section to rewrite (e.g. planner-table)")
     args = parser.parse_args(argv)
     rows = [row(folder) for folder in args.folders if (folder / "compile.json").is_file()]
     missing = [str(folder) for folder in args.folders if not (folder / "compile.json").is_file()]
     text = render(rows) + ("\n\nNot finished: " + ", ".join(missing) if missing else "")
-    write_section(text, args.report, MARKER)
+    write_section(text, args.report, args.marker)
     print(text)
     return 0
 
