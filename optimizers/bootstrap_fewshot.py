@@ -15,6 +15,7 @@ from .estimate import Stage
 
 class BootstrapFewShotSettings(RecipeSettings):
     """Settings of BootstrapFewShot."""
+
     max_train_examples: int = train_cap(40)
 
     max_bootstrapped_demos: int = Field(3, ge=0, description="Bootstrapped (traced, metric-approved) demos per predictor.")

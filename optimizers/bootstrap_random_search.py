@@ -13,6 +13,7 @@ from .estimate import Stage
 
 class RandomSearchSettings(BootstrapFewShotSettings):
     """Settings of BootstrapFewShotWithRandomSearch (bootstrap settings plus the search)."""
+
     max_val_examples: int = val_cap(24)
 
     num_candidate_programs: int = Field(2, ge=0, description="Shuffled bootstrap candidates, on top of the "

@@ -12,6 +12,7 @@ from .estimate import Stage
 
 class COPROSettings(RecipeSettings):
     """Settings of COPRO."""
+
     max_val_examples: int = val_cap(24)
 
     breadth: int = Field(3, ge=2, description="Instruction candidates per round (the current one included).")

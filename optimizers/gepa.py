@@ -13,6 +13,7 @@ from .estimate import Stage
 
 class GEPASettings(RecipeSettings):
     """Settings of GEPA."""
+
     max_train_examples: int = train_cap(40)
     max_val_examples: int = val_cap(16)
 

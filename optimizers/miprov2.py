@@ -14,6 +14,7 @@ from .estimate import Stage
 
 class MIPROv2Settings(RecipeSettings):
     """Settings of MIPROv2 (small by default: the embedded model takes 1-2 s per call)."""
+
     max_train_examples: int = train_cap(40)
     max_val_examples: int = val_cap(24)
 
