@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 import dspy
 import pytest
+from llama_cpp import Llama
 
 import programs
 from guidebench.cli import main
@@ -37,16 +39,49 @@ def lm_service(home):
         lm_server.stop(port)
 
 
-def test_the_server_engine_sends_the_in_process_prompt(home, lm_service):
+def test_the_server_engine_sends_the_in_process_prompt(home, lm_service, monkeypatch):
+    """The server gets exactly the in-process prompt, stops, sampler settings and seed, and both answers parse.
+
+    The generated texts are not compared: two llama.cpp evaluation paths (a prefix state reused in-process,
+    the whole prompt on the server, other batch splits) are not bit-identical on every CPU.
+    """
+    from guidebench.lm import engine as lm_engine
+
     record = decision_records(1, offset=300)[0]
-    answers = []
+    in_process, served = [], []
+    generate = lm_engine._generate
+    post = lm_server.LlamaServerEngine._post
+
+    def spy_generate(llama, prompt, sampling, **overrides):
+        in_process.append((prompt, dict(sampling)))
+        return generate(llama, prompt, sampling, **overrides)
+
+    def spy_post(self, path, body):
+        served.append(dict(body))
+        return post(self, path, body)
+
+    monkeypatch.setattr(lm_engine, "_generate", spy_generate)
+    monkeypatch.setattr(lm_server.LlamaServerEngine, "_post", spy_post)
+    predictions = []
     for lm in (make_lm("local", cache=False), make_lm(lm_service.lm_spec, api_base=lm_service.api_base, cache=False)):
+        assert lm_service.lm_spec != "local"
         with dspy.context(lm=lm):
-            programs.get("full_auto.predict")(**programs.decision_inputs(record))
-        answers.append(lm.history[-1]["outputs"])
+            predictions.append(programs.get("full_auto.predict")(**programs.decision_inputs(record)))
     assert isinstance(make_lm(lm_service.lm_spec, api_base=lm_service.api_base).engine, lm_server.LlamaServerEngine)
-    # Same prompt, stops, sampler and seed: the server answers exactly what the in-process model does.
-    assert answers[0] == answers[1]
+    prompt, sampling = in_process[0]
+    body = served[0]
+    # The in-process engine's first completion reads the whole prompt up to the prefilled first marker.
+    assert body["prompt"] == prompt and prompt.rstrip().endswith("[[ ## action ## ]]")
+    assert body["stop"] == sampling["stop"] and body["seed"] == sampling["seed"]
+    for key in ("max_tokens", "temperature", "top_p", "top_k"):
+        assert body[key] == sampling[key], key
+    # The server's sampler settings the in-process call leaves at llama-cpp-python's defaults.
+    defaults = inspect.signature(Llama.create_completion).parameters
+    assert body["min_p"] == defaults["min_p"].default and body["repeat_penalty"] == defaults["repeat_penalty"].default
+    for prediction in predictions:  # the adapter read every field (an unknown action word is the runtime's pause)
+        assert not prediction.adapter_errors and prediction.raw_output is None, prediction
+        assert prediction.action in {"continue", "pause", "stop", "review"}
+        assert all("confidence" not in error for error in prediction.parse_errors), prediction.parse_errors
 
 
 def test_eval_against_the_lm_server_with_two_threads(home, data, lm_service, mlflow_server, tmp_path, capsys):
