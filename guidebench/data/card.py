@@ -25,6 +25,16 @@ _TITLES = {
     "model_actions": "Model actions (before guardrails)",
     "guardrail_rules": "Guardrail rules seen",
     "config_sources": "Guardrail config source",
+    "goal_sources": "Goal and threshold source (per record)",
+}
+_EXPLAINED = {
+    "goal_sources": "How the goal and threshold target of each packet were found: `proven` by the record's own"
+                    " log line (\"(above target N)\", or a valid attempt with `threshold_met: false` and no"
+                    " target: the goal `best`); `target_inferred`: the line met a threshold the log does not"
+                    " state, its value is inferred; `nearest_line`: the line carries no evidence (an invalid"
+                    " attempt, an older line), the nearest line's is taken; `runner_default`: no line carries"
+                    " evidence, the runner's defaults (`threshold`, 1363); `side_file`: from the simulator's"
+                    " side file (`side_file_missing`: it has no line for the iteration). See docs/import.md.",
 }
 
 
@@ -103,6 +113,7 @@ def render_card(directory: Path, report: ImportReport) -> str:
         if name.startswith("labels_") or not distribution:
             continue
         lines += ["", f"## {_TITLES.get(name, name.replace('_', ' ').capitalize())}", ""]
+        lines += [_EXPLAINED[name], ""] if name in _EXPLAINED else []
         lines += _table(distribution, name.rstrip("s") if name != "labels" else "label")
     label_names = sorted({key for name in SPLITS for key in report.distributions.get(f"labels_{name}", {})})
     if label_names:

@@ -18,6 +18,9 @@ would have informed are built without it.
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
 performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
+Without a side file the goal and threshold come from the log (`planner_packets.GoalEvidence`, a first
+pass over its lines); `distributions.goal_sources` counts how each packet's goal was found, and a note
+names the lines whose threshold target is inferred.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.ingest import validation_error_text
-from guidebench.data.planner_packets import GoalEvidence, PacketBuilder
+from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, strict_int
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
@@ -59,6 +62,25 @@ class EpisodeSide:
 
     episode_id: Optional[str] = None
     iterations: dict[int, IterationSide] = field(default_factory=dict)
+
+
+@dataclass
+class InferredTargets:
+    """The records of one episode whose threshold target is inferred: their count and first lines."""
+
+    count: int = 0
+    lines: list[int] = field(default_factory=list)
+    SHOWN = 10
+
+    def add(self, line: int) -> None:
+        """Count one more record, at file line `line`."""
+        self.count += 1
+        if len(self.lines) < self.SHOWN:
+            self.lines.append(line)
+
+    def shown(self) -> str:
+        """The lines for a note: the first few, "..." for the rest."""
+        return ", ".join(map(str, self.lines)) + (", ..." if self.count > len(self.lines) else "")
 
 
 def is_side_file(file: Path) -> bool:
@@ -87,17 +109,13 @@ def side_file_of(log: Path) -> Path:
     return log.with_name(log.stem + SIDE_FILE_SUFFIX)
 
 
-def _int_or_none(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _iteration_side(item: dict[str, Any]) -> tuple[Optional[int], IterationSide, Optional[str]]:
     """(iteration id, side facts, error) of one iteration line; never raises."""
-    iteration_id = _int_or_none(item.get("iteration_id"))
+    iteration_id = strict_int(item.get("iteration_id"))
     if iteration_id is None:
         return None, IterationSide(), "iteration_id: missing or not an integer"
     goal = "threshold" if item.get("goal") == "threshold" else "best"
-    target = _int_or_none(item.get("threshold_target")) if goal == "threshold" else None
+    target = strict_int(item.get("threshold_target")) if goal == "threshold" else None
     profile = None
     if item.get("performance_profile") is not None:
         try:
@@ -146,12 +164,12 @@ def _tail_line(text: str) -> str:
 def goal_evidence(log: Path) -> GoalEvidence:
     """What the log says about the runner's goal and threshold (a cheap first pass over its lines)."""
     evidence = GoalEvidence()
-    with log.open("r", encoding="utf-8", errors="replace") as handle:
-        for index, text in enumerate(handle, start=1):
-            if "result_summary" not in text and "threshold_met" not in text and '"valid"' not in text:
+    with log.open("rb") as handle:  # lines numbered by "\n", as the import pass numbers them
+        for index, raw in enumerate(handle, start=1):
+            if b"result_summary" not in raw and b"threshold_met" not in raw:
                 continue
             try:
-                obj = json.loads(text)
+                obj = json.loads(raw.decode("utf-8", errors="replace"))
             except (ValueError, RecursionError):  # the import pass quarantines such a line
                 continue
             if isinstance(obj, dict):
@@ -167,6 +185,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
     imported = 0
+    inferred = InferredTargets()
     report.add("files")
     with log.open("rb") as lines:  # numbered as the importer numbers them: by "\n"
         raw_lines = enumerate(lines, start=1)
@@ -176,13 +195,17 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
                 if number == line.number:
                     break
                 builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
-            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id)
+            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred)
     if imported:
         report.add("episodes")
+    if inferred.count:
+        report.note(f"{ctx.display(log)}: threshold target inferred for {inferred.count} record(s), lines "
+                    f"{inferred.shown()}: the line met a threshold the log does not state (docs/import.md)")
 
 
 def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
-                  side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str) -> int:
+                  side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str,
+                  inferred: InferredTargets) -> int:
     """One object line: a planner record (1), or quarantined (0); the builder sees it either way."""
     report = ctx.report
     raw = _tail_line(line.text or "")
@@ -197,8 +220,10 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     digest = _digest(obj)
     if side is not None:
         facts = side.iterations.get(entry.iteration_id, IterationSide())
+        source = "side_file" if entry.iteration_id in side.iterations else "side_file_missing"
     else:
-        facts = IterationSide(*evidence.goal_at(line.number))
+        goal = evidence.goal_at(line.number)
+        facts, source = IterationSide(goal.goal, goal.threshold_target), goal.source
     try:
         packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
                                 profile=facts.profile)
@@ -218,6 +243,9 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     report.add("profiles", int(packet.performance_profile is not None))
     report.tally("outcome_validity", "valid" if entry.valid else "invalid")
     report.tally("goals", facts.goal)
+    report.tally("goal_sources", source)
+    if source == "target_inferred":
+        inferred.add(line.number)
     return 1
 
 

@@ -15,7 +15,7 @@ Restated from `tools/loop_runner.py` (`_build_iteration_packet`, `_compute_exper
   `invalid_counts` {total, correctness, scope, tests} (an attempt counts once per reason).
 - `strategy_family_constraints` with the runner's `policy` and `reason`.
 - goal and threshold: the episode's side information when simulated; otherwise recovered from the
-  log (see `GoalEvidence`).
+  log, line by line (see `line_evidence` and `GoalEvidence`).
 - Entries are what the runner reads with `_read_jsonl`: every line that is a JSON object, also one
   that fails the workbench's validation (the importer feeds those too, without making a record).
 
@@ -27,14 +27,17 @@ its results equal `runtime.pivot` evaluated on the whole prefix with the same ta
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from enum import IntEnum
 from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
 
 from runtime import pivot
-from runtime.advisor import AdvisorPacket, ExperimentSummary, PerformanceProfile
+from runtime.advisor import THRESHOLDS, AdvisorPacket, ExperimentSummary, PerformanceProfile
 
 TAIL_LINES = 20
 RECENT_ATTEMPTS = 8
@@ -92,40 +95,124 @@ def _profile(value: Any) -> Optional[PerformanceProfile]:
         return None
 
 
-@dataclass
-class GoalEvidence:
-    """What a log says about the runner's goal: `threshold_met` and "(above target N)" in `result_summary`.
+class Evidence(IntEnum):
+    """What one log line says about the goal of the plan that produced it (`line_evidence`)."""
 
-    With the goal `threshold` and target T, the runner writes "(above target T)" for a valid attempt
-    above T and `threshold_met: true` at or below it; with the goal `best` it writes neither. So:
-    an entry's own evidence first, else the episode's (the nearest entry with a target); a log with
-    valid cycles and no evidence at all ran for `best`; one with no valid cycles gives no evidence,
-    and the runner's defaults (`threshold`, 1363) are assumed.
+    STATED = 1  # goal threshold, target stated
+    BEST = 2  # goal best
+    MET = 3  # goal threshold, met; its value not written
+
+
+_INT64 = range(-2**63, 2**63)  # what the evidence arrays (and the dataset's columns) hold
+
+
+def strict_int(value: Any) -> Optional[int]:
+    """A JSON integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def line_evidence(entry: Mapping[str, Any]) -> Optional[tuple[Evidence, Optional[int]]]:
+    """(kind, value) of the goal evidence the entry itself carries, or None when it carries none.
+
+    The runner's `record` writes "(above target T)" for a valid attempt above the threshold T and
+    `threshold_met: true` at or below it; with the goal `best` it writes neither, and `threshold_met:
+    false` on every line. So: "(above target T)" is (STATED, T); `threshold_met: true` is (MET, cycles);
+    a valid attempt with cycles, `threshold_met: false` and no target is (BEST, None). Invalid attempts,
+    and older lines without `threshold_met` (unless they state a target), carry none.
+    """
+    match = _ABOVE_TARGET.search(str(entry.get("result_summary") or ""))
+    if match:  # a target longer than any integer column (and than int() takes): no runner writes it
+        return (Evidence.STATED, int(match.group(1))) if len(match.group(1)) <= 18 else None
+    cycles = strict_int(entry.get("cycles"))
+    if entry.get("threshold_met") is True:
+        return Evidence.MET, cycles
+    if entry.get("threshold_met") is False and entry.get("valid") is True and cycles is not None:
+        return Evidence.BEST, None
+    return None
+
+
+@dataclass(frozen=True)
+class GoalFacts:
+    """The goal and threshold of the plan before one entry, and how the log shows them (`source`).
+
+    `proven`: the entry's own line proves both; `target_inferred`: the line proves a threshold goal was
+    met, not its value; `nearest_line`: the line carries no evidence, the nearest line's is taken;
+    `runner_default`: no line of the log carries evidence, the runner's defaults are assumed.
     """
 
-    targets: dict[int, int] = field(default_factory=dict)  # line index -> target
-    met: set[int] = field(default_factory=set)
-    any_valid: bool = False
+    goal: str
+    threshold_target: Optional[int]
+    source: str
+
+
+class GoalEvidence:
+    """Every line of one log that carries goal evidence (`line_evidence`), to answer `goal_at` any line.
+
+    The runner takes `--goal`/`--threshold` anew at every plan, so a log can hold several sessions with
+    different goals: evidence holds for its own line only. A line without evidence takes the nearest
+    line's (ties: the earlier one, the session it continues). A met threshold's value is the nearest
+    stated target when the cycles meet it, else the tightest published threshold they meet (the runner's
+    default 1363 is the tightest), else the cycles themselves. Kept in flat arrays: a few bytes per line.
+    """
+
+    def __init__(self) -> None:
+        self._lines = array("q")  # line numbers with evidence, ascending
+        self._kinds = array("b")
+        self._values = array("q")  # the stated target, or the met cycles (-1: none)
+        self._stated_lines = array("q")  # the lines stating a target, and their targets
+        self._stated = array("q")
 
     def see(self, index: int, entry: Mapping[str, Any]) -> None:
-        """Account for the entry at line `index`."""
-        match = _ABOVE_TARGET.search(str(entry.get("result_summary") or ""))
-        if match:
-            self.targets[index] = int(match.group(1))
-        if entry.get("threshold_met") is True:
-            self.met.add(index)
-        self.any_valid = self.any_valid or valid_cycles(entry) is not None
+        """Account for the entry at line `index` (lines come in ascending order)."""
+        evidence = line_evidence(entry)
+        if evidence is None or (self._lines and index <= self._lines[-1]):
+            return
+        kind, value = evidence
+        if value is not None and value not in _INT64:  # no runner writes it; the dataset refuses the line
+            return
+        self._lines.append(index)
+        self._kinds.append(kind)
+        self._values.append(-1 if value is None else value)
+        if kind == Evidence.STATED:
+            self._stated_lines.append(index)
+            self._stated.append(value)
 
-    def goal_at(self, index: int) -> tuple[str, Optional[int]]:
-        """(goal, threshold_target) of the plan that produced the entry at line `index`."""
-        if index in self.targets:
-            return "threshold", self.targets[index]
-        if self.targets:
-            nearest = min(self.targets, key=lambda other: (abs(other - index), other > index))
-            return "threshold", self.targets[nearest]
-        if self.met:
-            return "threshold", DEFAULT_THRESHOLD
-        return ("best", None) if self.any_valid else ("threshold", DEFAULT_THRESHOLD)
+    def goal_at(self, index: int) -> GoalFacts:
+        """The goal and threshold of the plan that produced the entry at line `index`."""
+        if not self._lines:
+            return GoalFacts("threshold", DEFAULT_THRESHOLD, "runner_default")
+        pos = bisect_left(self._lines, index)
+        if pos < len(self._lines) and self._lines[pos] == index:
+            return self._facts(pos)
+        near = _nearest(self._lines, pos, index)
+        return replace(self._facts(near), source="nearest_line")
+
+    def _facts(self, pos: int) -> GoalFacts:
+        kind, value = self._kinds[pos], self._values[pos]
+        if kind == Evidence.BEST:
+            return GoalFacts("best", None, "proven")
+        if kind == Evidence.STATED:
+            return GoalFacts("threshold", value, "proven")
+        cycles = value if value >= 0 else None
+        return GoalFacts("threshold", self._met_target(self._lines[pos], cycles), "target_inferred")
+
+    def _met_target(self, index: int, cycles: Optional[int]) -> int:
+        if self._stated_lines:
+            stated = self._stated[_nearest(self._stated_lines, bisect_left(self._stated_lines, index), index)]
+            if cycles is None or cycles <= stated:
+                return stated
+        if cycles is None:
+            return DEFAULT_THRESHOLD
+        return min((target for target in THRESHOLDS if target >= cycles), default=cycles)
+
+
+def _nearest(lines: array, pos: int, index: int) -> int:
+    """Of the sorted `lines`, the position nearest `index` (its insertion point `pos`); ties: the earlier."""
+    if pos == 0:
+        return 0
+    if pos == len(lines) or index - lines[pos - 1] <= lines[pos] - index:
+        return pos - 1
+    return pos
 
 
 class PacketBuilder:
