@@ -69,8 +69,13 @@ class CompileRequest:
         return Budget(max_lm_calls=self.max_lm_calls, max_tokens=self.max_tokens)
 
     def baseline_program(self) -> str:
-        """The program the compiled one is compared with."""
-        return self.baseline or self.program
+        """The program the compiled one is compared with: `--baseline`, else the program uncompiled, else (a trained
+        program, which has no uncompiled form) the deployed policy as logged."""
+        if self.baseline:
+            return self.baseline
+        import programs
+
+        return "logged" if programs.spec(self.program).trained else self.program
 
     def eval_records(self, records: list[Any], split: str = "test") -> list[Any]:
         """The records a split is evaluated on: all, or a seeded subset of its limit (kept in stored order)."""
@@ -128,17 +133,32 @@ def load_recipe(request: CompileRequest) -> optimizers.Recipe:
     return recipe
 
 
-def program_spec(name: str) -> Any:
-    """The registry spec of a program that uses an LM (only those can be compiled)."""
+def program_spec(name: str, option: str = "--program") -> Any:
+    """The registry spec of a program that compiling changes (it calls an LM or fits a model on data)."""
+    spec = _registered(name, option)
+    if not spec.compilable:
+        raise GuidebenchError(f"{option} {name!r} is a rule policy without an LM: there is nothing to compile")
+    return spec
+
+
+def baseline_spec(name: str, kind: str) -> Any:
+    """The registry spec of the baseline: any program of the kind that runs as it is (a trained one needs fitting)."""
+    spec = _registered(name, "--baseline")
+    if spec.kind != kind:
+        raise GuidebenchError(f"--baseline {name!r} is a {spec.kind} program; the compiled program is a {kind} one")
+    if spec.trained:
+        raise GuidebenchError(f"--baseline {name!r} must be fitted before it can run; compare with its compile "
+                              "on the leaderboard instead (`guidebench leaderboard --results ...`)")
+    return spec
+
+
+def _registered(name: str, option: str) -> Any:
     import programs
 
     try:
-        spec = programs.spec(name)
+        return programs.spec(name)
     except LookupError as exc:
-        raise GuidebenchError(f"--program {name!r}: {exc}") from None
-    if not spec.uses_lm:
-        raise GuidebenchError(f"--program {name!r} is a rule policy without an LM: there is nothing to compile")
-    return spec
+        raise GuidebenchError(f"{option} {name!r}: {exc}") from None
 
 
 def load_compile_data(data_dir: Path, kind: str) -> CompileData:
@@ -259,13 +279,15 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
     replace = force or resume_run_id is not None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
         if request.out else None
     try:
-        lm = configure_lm(request.lm)
+        # A trained program compared with a rule policy calls no LM: none is set up (nor loaded).
+        lm = configure_lm(request.lm) if spec.uses_lm or baseline.uses_lm else None
         role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}
     except GuidebenchError:
         raise
@@ -275,12 +297,14 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     params = tracking.run_params(
         program=request.program, dataset_id=data.dataset_id, split="train+dev", split_hash=data.split_hashes()["train"],
-        lm=request.lm, seed=request.seed, kind=spec.kind, run_type="compile", optimizer=recipe.name,
+        lm=request.lm if lm is not None else "none", seed=request.seed, kind=spec.kind, run_type="compile",
+        optimizer=recipe.name,
         optimizer_class=recipe.dspy_name, recipe_source=request.recipe or "defaults",
         recipe=json.dumps(recipe.settings.model_dump(), sort_keys=True), baseline=request.baseline_program(),
         **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()},
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
-        n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
+        n_test=len(data.splits["test"].records), threads=request.threads,
+        lm_info=lm_info(lm) if lm is not None else "none",
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
@@ -391,7 +415,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(program_spec(baseline_name).build(), request.eval_records(data.splits["test"].records),
+    baseline = replay(baseline_spec(baseline_name, spec.kind).build(), request.eval_records(data.splits["test"].records),
                       threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})

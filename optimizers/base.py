@@ -138,6 +138,7 @@ class CompileResult:
     wall_s: float
     retries: int = 0  # optimizer runs repeated after transient LM failures
     transient_lm_errors: int = 0  # LM calls that still failed after their own retries (all attempts)
+    details: dict[str, Any] = field(default_factory=dict)  # what a recipe reports of its choices (the fit's grid)
 
     @property
     def best_candidate(self) -> Optional[Candidate]:
@@ -153,7 +154,7 @@ class CompileResult:
             "stopped_by_budget": self.stopped_by_budget, "stop_reason": self.stop_reason, "kept": self.kept,
             "n_candidates": len(self.candidates), "demo_count": count_demos(self.program),
             "usage": self.usage, "wall_s": round(self.wall_s, 3), "retries": self.retries,
-            "transient_lm_errors": self.transient_lm_errors,
+            "transient_lm_errors": self.transient_lm_errors, **({"details": self.details} if self.details else {}),
         }
 
 
@@ -170,6 +171,9 @@ class Recipe:
     needs_feedback: ClassVar[bool] = False
     # True when the search's "candidates" dimension means something for this recipe.
     uses_candidates: ClassVar[bool] = False
+    # False for a recipe that fits a trained model instead of compiling LM predictors (`fit`): it sees every
+    # training example, and a program's trained part is not fitted beforehand.
+    compiles_lm: ClassVar[bool] = True
 
     def __init__(self, settings: RecipeSettings | Mapping[str, Any] | None = None, *, source: str = "defaults") -> None:
         self.source = source
@@ -273,11 +277,14 @@ class Recipe:
         """
         if not trainset:
             raise RecipeError(f"{self.name}: the training set is empty")
-        narrow = getattr(program, "lm_examples", None)
-        if callable(narrow):
-            # A program that decides some inputs without its LM (full_auto.hybrid's rule gate) trains its LM on
-            # the rest: demos of turns the rules take would only crowd the prompt. Selection still scores it all.
-            trainset = narrow(list(trainset))
+        if self.compiles_lm:
+            program = _fitted_first(program, trainset, valset, metric, seed)
+            narrow = getattr(program, "lm_examples", None)
+            if callable(narrow):
+                # A program that decides some inputs without its LM (full_auto.hybrid's rule gate, a cascade's sure
+                # model) trains its LM on the rest: demos of turns decided elsewhere would only crowd the prompt.
+                # Selection still scores it all.
+                trainset = narrow(list(trainset))
         trainset, valset = self.settings.subsets(trainset, valset, seed)
         if self.needs_feedback and feedback_metric is None:
             feedback_metric = feedback_from_scalar(metric)
@@ -328,7 +335,7 @@ class Recipe:
             program=compiled, recipe=self.name, optimizer=self.dspy_name, settings=self.settings.model_dump(),
             seed=seed, stopped_by_budget=stop_reason is not None, stop_reason=stop_reason, kept=kept,
             candidates=list(tracker.candidates), usage=guard.usage(), wall_s=time.perf_counter() - started,
-            retries=attempt, transient_lm_errors=transient_total,
+            retries=attempt, transient_lm_errors=transient_total, details=dict(ctx.state.get("details") or {}),
         )
 
     def _keep_best(self, program: dspy.Module, ctx: CompileContext) -> tuple[dspy.Module, str]:
@@ -375,6 +382,28 @@ class Recipe:
         return CostEstimate.from_stages(self.name, stages, sizes, seconds_per_call=seconds_per_call,
                                         prompt_tokens_per_s=prompt_tokens_per_s,
                                         completion_tokens_per_s=completion_tokens_per_s)
+
+
+def _fitted_first(program: dspy.Module, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
+                  metric: Metric, seed: int) -> dspy.Module:
+    """The program, with its trained part fitted first (the `fit` recipe's defaults) when it has an unfitted one.
+
+    A cascade's LM program learns from the turns its model hands over, so the model must exist before
+    an LM optimizer narrows the training set.
+    """
+    from programs.learned import needs_fitting
+
+    if not needs_fitting(program):
+        return program
+    from .fitting import FitError, fit_program
+
+    fitted = program.deepcopy()
+    try:
+        fit_program(fitted, trainset, valset, metric, seed=seed)
+    except FitError as exc:
+        raise RecipeError(f"fitting the trained model first: {exc}") from None
+    logger.info("fitted the program's trained model with the fit recipe's defaults before compiling its LM")
+    return fitted
 
 
 # -- helpers shared by recipes -------------------------------------------------------------------------

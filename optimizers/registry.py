@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # Cheapest first: the order `guidebench optimizers` lists them in.
 _RECIPES: dict[str, str] = {
+    "fit": "optimizers.fit:FitRecipe",
     "labeled_fewshot": "optimizers.labeled_fewshot:LabeledFewShotRecipe",
     "knn_fewshot": "optimizers.knn_fewshot:KNNFewShotRecipe",
     "bootstrap_fewshot": "optimizers.bootstrap_fewshot:BootstrapFewShotRecipe",

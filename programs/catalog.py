@@ -28,6 +28,12 @@ register("full_auto.compact_cot", "programs.full_auto:FullAutoCompactChainOfThou
 register("full_auto.hybrid", "programs.hybrid:FullAutoHybrid", kind="full_auto", uses_lm=True,
          description="Rules decide the unambiguous turns (failed, interrupted, pending input, done; the set is "
                      "a parameter), full_auto.compact_state the rest.")
+register("full_auto.learned", "programs.learned:FullAutoLearned", kind="full_auto", uses_lm=False, trained=True,
+         description="A linear decision model fit on the logs (the fit recipe): the action of least expected cost, "
+                     "no LM call.")
+register("full_auto.cascade", "programs.learned:FullAutoCascade", kind="full_auto", uses_lm=True, trained=True,
+         description="full_auto.learned answers when its probability reaches the threshold, an LM program "
+                     "(full_auto.compact_state by default) the rest.")
 register("full_auto.stack", "programs.stack:FullAutoStack", kind="full_auto", uses_lm=True,
          description="Module stack: summarize the turn -> select the action -> verify it (3 LM calls).")
 register("full_auto.rules", "programs.rules_full_auto:FullAutoRules", kind="full_auto", uses_lm=False, aliases=("rule",),

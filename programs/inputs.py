@@ -13,6 +13,7 @@ from runtime.fullauto import FullAutoTurnSummary
 from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, clip_text, packet_inputs,
                             summary_inputs, tail_entries)
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
+from runtime.trained import config_inputs
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
 # Inputs the original signature does not see but a better program (and the rule policies) may use,
@@ -53,11 +54,14 @@ def _summary_of(value: Any) -> tuple[FullAutoTurnSummary, Optional[DecisionRecor
 
 
 def decision_inputs(record_or_summary: Any) -> dict[str, str]:
-    """Signature inputs plus extras (turn counts, agent message, logged decision) as strings."""
+    """Signature inputs plus extras (turn counts, agent message, the record's guardrail config, logged decision)
+    as strings."""
     summary, record = _summary_of(record_or_summary)
     # The rendering a frozen guidance module uses in production (`runtime.inputs.summary_inputs`).
     text = summary_inputs(summary)
     inputs = {name: text[name] for name in (*FULL_AUTO_INPUT_FIELDS, *DECISION_EXTRA_FIELDS)}
+    if record is not None:  # the run's guardrail config (a trained model weighs the confidence they demand)
+        inputs.update(config_inputs(record.config))
     if record is not None and record.logged is not None:
         inputs.update({
             "logged_action": record.logged.model_action,

@@ -52,6 +52,12 @@ class ProgramSpec:
     description: str
     factory: Callable[[], Any] = field(repr=False, compare=False)
     aliases: tuple[str, ...] = ()
+    trained: bool = False  # has a part fit on a dataset (the `fit` recipe), so it is compiled even without an LM
+
+    @property
+    def compilable(self) -> bool:
+        """True when compiling changes the program: it calls an LM or fits a model on data."""
+        return self.uses_lm or self.trained
 
     def build(self) -> Any:
         """A fresh instance of the program."""
@@ -73,6 +79,7 @@ def register(
     description: str,
     aliases: tuple[str, ...] | list[str] = (),
     replace: bool = False,
+    trained: bool = False,
 ) -> ProgramSpec:
     """Register a program factory (a callable, or its `"module:attribute"` path, imported on first use) under a
     stable name (and optional aliases); returns its spec."""
@@ -85,7 +92,7 @@ def register(
     if not callable(factory):
         raise TypeError(f"factory of program {name!r} is not callable")
     spec = ProgramSpec(name=name, kind=kind, uses_lm=uses_lm, description=description,
-                       factory=factory, aliases=tuple(aliases))
+                       factory=factory, aliases=tuple(aliases), trained=trained)
     with _lock:
         if not replace:
             if name in _specs:

@@ -23,7 +23,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.frozen.manifest import DemoSelection, FrozenManifest, MetricInterval, PromotionState, RuleGateSpec
+from runtime.frozen.manifest import (DemoSelection, FrozenManifest, MetricInterval, PromotionState, RuleGateSpec,
+                                     TrainedModelSpec)
 from runtime.records import canonical_json, sha256_hex
 
 OMITTED_WHEN_ABSENT: tuple[str, ...] = ("compiled_id", "trainset_id", "instruction")
@@ -170,7 +171,8 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
                                       "optimizer": optimizer, "signature_name": signature_name}))
 
 
-def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None) -> list[str]:
+def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
+                trained_model: Optional[TrainedModelSpec] = None) -> list[str]:
     """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
     notes = []
     if selection is not None:
@@ -185,6 +187,14 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"take with {rule_gate.policy} before asking its LM, and the original's CompiledModuleManifest "
                      "has no rules; the original runtime would ask the LM about every turn; run it with "
                      "runtime.load_frozen")
+    if trained_model is not None:
+        decides = ("every turn" if trained_model.threshold is None else
+                   f"the turns where its answer's probability is at least {trained_model.threshold} (its LM program "
+                   f"{trained_model.lm_program} answers the rest)")
+        notes.append(f"the trained decision model is not carried: this module answers {decides} with a "
+                     f"{trained_model.kind} model fit on the logs ({trained_model.scorer}, {trained_model.n_features} "
+                     "features; program.json's trained_model), and the original runtime has no such model: it can "
+                     "only prompt an LM; run it with runtime.load_frozen")
     return notes
 
 

@@ -27,8 +27,10 @@ from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_fr
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     RuleGateSpec, valid_name, valid_version)
+                                     RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
 from runtime.rules import RULE_GATE_KEY
+from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
+                             TrainedModelError)
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 
 from guidebench import __version__
@@ -249,9 +251,9 @@ def program_state(program: Any) -> dict[str, Any]:
         state = json.loads(json.dumps(program.dump_state()))
     except (TypeError, ValueError) as exc:
         raise GuidebenchError(f"program state is not JSON-serialisable: {exc}") from exc
-    for name, entry in state.items():
-        if isinstance(entry, dict) and name != RULE_GATE_KEY:
-            # LM state can hold an endpoint or a key; the runtime brings its own LM.
+    for entry in state.values():
+        if isinstance(entry, dict) and "demos" in entry:
+            # A predictor's LM state can hold an endpoint or a key; the runtime brings its own LM.
             entry["lm"] = None
     state["metadata"] = {"dependency_versions": get_dependency_versions()}
     return state
@@ -290,7 +292,8 @@ def _fsync_tree(root: Path) -> None:
 def build_manifest(source: ExportSource, *, name: str, version: str, predictors: list[PredictorSpec],
                    created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = (),
                    demo_selection: Optional[DemoSelection] = None,
-                   rule_gate: Optional[RuleGateSpec] = None) -> FrozenManifest:
+                   rule_gate: Optional[RuleGateSpec] = None,
+                   trained_model: Optional[TrainedModelSpec] = None) -> FrozenManifest:
     """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does; `rule_gate`:
     the rules that decide before its LM, if any)."""
     from guidebench.tracking.runs import git_commit
@@ -307,7 +310,8 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
-        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection, rule_gate), rule_gate=rule_gate,
+        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection, rule_gate, trained_model),
+        rule_gate=rule_gate, trained_model=trained_model,
     )
 
 
@@ -361,11 +365,12 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
             if isinstance(entry, dict) and "demos" in entry:
                 entry["demos"] = []  # never used: every call gets the demos chosen for its input
     installed = {n for n, _ in source.installed.named_predictors()}
-    exported = {k for k in state if k not in ("metadata", RULE_GATE_KEY)}
+    exported = {k for k in state if k not in ("metadata", RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY)}
     if installed != exported:
         raise GuidebenchError(f"program {source.entry}: state holds predictors {sorted(exported)}, "
                               f"the installed program has {sorted(installed)}")
     rule_gate = _rule_gate(source.entry, state.get(RULE_GATE_KEY))
+    trained_model = _trained_model(source.entry, state)
     predictors = describe_predictors(source.installed, source.kind, state)
     created_at, created_unix = _now()
     if source.lm_model:
@@ -375,7 +380,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               demo_selection=None if selection is None else DemoSelection(
                                   k=selection.k, vectorizer=selection.vectorizer.name, fields=selection.fields,
                                   nearest_last=selection.nearest_last, pool_size=len(selection.pool)),
-                              rule_gate=rule_gate)
+                              rule_gate=rule_gate, trained_model=trained_model)
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
     try:
@@ -401,6 +406,21 @@ def _rule_gate(entry: str, gate: Any) -> Optional[RuleGateSpec]:
     except ValidationError as exc:
         raise GuidebenchError(f"program {entry}: its {RULE_GATE_KEY} {gate!r} is not a list of the rule policy's "
                               f"rules: {exc.errors()[0]['msg']}") from None
+
+
+def _trained_model(entry: str, state: Mapping[str, Any]) -> Optional[TrainedModelSpec]:
+    """The manifest's summary of the state's trained model (None without one); an unfitted one is refused."""
+    if TRAINED_MODEL_KEY not in state:
+        return None
+    try:
+        model = TrainedDecisionModel.from_state((state[TRAINED_MODEL_KEY] or {}).get("model"))
+    except TrainedModelError as exc:
+        raise GuidebenchError(f"program {entry} has no usable trained model ({exc}); fit it first: `guidebench "
+                              f"compile --program {entry} --optimizer fit --data DATASET`") from None
+    cascade = state.get(CASCADE_KEY) or {}
+    return TrainedModelSpec(features_version=FEATURES_VERSION, classes=model.classes,
+                            n_features=int(model.coef.shape[1]), threshold=cascade.get("threshold"),
+                            lm_program=cascade.get("lm_program"))
 
 
 def _demo_selection(source: ExportSource) -> tuple[Any, Optional[DemoSelector]]:

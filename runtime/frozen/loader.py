@@ -14,7 +14,11 @@
      vectorizer and pool size are the manifest's and whose vectorizer state loads; a module without
      one has no `knn.json`;
   7. a module whose rules decide some turns before the LM (`rule_gate`, `full_auto.hybrid`) holds the
-     same rules in program.json's `rule_gate` entry; a module without one has no such entry.
+     same rules in program.json's `rule_gate` entry; a module without one has no such entry;
+  8. a module with a decision model fit on the logs (`trained_model`: `full_auto.learned`, `full_auto.cascade`)
+     holds a model state in program.json's `trained_model` entry that the runtime scorer accepts (every array
+     of the declared shape, finite numbers) with the manifest's classes and feature count, and a cascade's
+     `cascade` entry names the manifest's threshold and LM program; a module without one has neither entry.
 
 A module with a rule gate applies `runtime.rules.rule_decision` first: a turn whose deciding rule is
 gated gets the rule's decision without an LM call (standalone, `FrozenDecisionProgram` does it; an
@@ -55,6 +59,8 @@ from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PR
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.rules import RULE_GATE_KEY
+from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
+                             TrainedModelError)
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_signature, spec_of
 
 __all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "read_demo_selection",
@@ -95,6 +101,13 @@ def _manifest(root: Path) -> FrozenManifest:
     if manifest.format_version < 2 and manifest.demo_selection is not None:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
                                 "demo_selection (version 2 added it)")
+    if manifest.trained_model is not None:
+        if manifest.format_version < 4:
+            raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
+                                    "trained_model (version 4 added it)")
+        if manifest.kind != "full_auto":
+            raise FrozenModuleError(f"{MANIFEST_FILE} declares a trained_model for a {manifest.kind} module; "
+                                    "only full_auto modules have one")
     if manifest.rule_gate is not None:
         if manifest.format_version < 3:
             raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
@@ -134,8 +147,9 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
         raise FrozenModuleError(f"{PROGRAM_FILE} must be a JSON object")
     state = {k: v for k, v in state.items() if k != "metadata"}
     _check_rule_gate(state.get(RULE_GATE_KEY), manifest)
+    read_trained_model(state, manifest)
     expected = sorted(p.name for p in manifest.predictors)
-    found = sorted(k for k in state if k != RULE_GATE_KEY)
+    found = sorted(k for k in state if k not in (RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY))
     if found != expected:
         raise FrozenModuleError(f"{PROGRAM_FILE} holds predictors {found}, the manifest lists {expected}")
     demos = 0
@@ -170,6 +184,35 @@ def _check_rule_gate(gate: Any, manifest: FrozenManifest) -> None:
     if rules != declared.rules:
         raise FrozenModuleError(f"{PROGRAM_FILE} {RULE_GATE_KEY} holds rules {rules!r}, {MANIFEST_FILE} declares "
                                 f"{declared.rules!r}")
+
+
+def read_trained_model(state: dict[str, Any], manifest: FrozenManifest) -> Optional[TrainedDecisionModel]:
+    """program.json's trained model (None without one), checked against the manifest's `trained_model`."""
+    declared, entry, cascade = manifest.trained_model, state.get(TRAINED_MODEL_KEY), state.get(CASCADE_KEY)
+    if declared is None:
+        if entry is not None or cascade is not None:
+            raise FrozenModuleError(f"{PROGRAM_FILE} holds a {TRAINED_MODEL_KEY if entry is not None else CASCADE_KEY}"
+                                    f" but {MANIFEST_FILE} declares no trained_model")
+        return None
+    try:
+        model = TrainedDecisionModel.from_state(entry.get("model") if isinstance(entry, dict) else None)
+    except TrainedModelError as exc:
+        raise FrozenModuleError(f"{PROGRAM_FILE} {TRAINED_MODEL_KEY} is invalid: {exc}") from None
+    found = {"kind": "linear", "features_version": FEATURES_VERSION, "classes": model.classes,
+             "n_features": int(model.coef.shape[1])}
+    for key, value in found.items():
+        if getattr(declared, key) != value:
+            raise FrozenModuleError(f"{PROGRAM_FILE} {TRAINED_MODEL_KEY} has {key} {value!r}, {MANIFEST_FILE} "
+                                    f"declares {getattr(declared, key)!r}")
+    settings = cascade if isinstance(cascade, dict) else {}
+    if (cascade is None) != (declared.threshold is None) or settings.get("threshold") != declared.threshold \
+            or settings.get("lm_program") != declared.lm_program:
+        raise FrozenModuleError(f"{PROGRAM_FILE} {CASCADE_KEY} is {cascade!r}, {MANIFEST_FILE} declares threshold "
+                                f"{declared.threshold!r} and lm_program {declared.lm_program!r}")
+    if declared.threshold is not None and len(manifest.predictors) != 1:
+        raise FrozenModuleError(f"a cascade hands unsure turns to one LM predictor; {MANIFEST_FILE} lists "
+                                f"{len(manifest.predictors)}")
+    return model
 
 
 def read_demo_selection(root: Path, manifest: FrozenManifest) -> Optional[DemoSelector]:
@@ -228,7 +271,11 @@ def _installed_program(program: Any, manifest: FrozenManifest, state: dict[str, 
                 "(field names, types or instructions changed)")
     if signature is not None:
         _check_installed_signature(signature, manifest)
-    gate = dict(instance.named_parameters()).get(RULE_GATE_KEY)
+    parameters = dict(instance.named_parameters())
+    if manifest.trained_model is not None and TRAINED_MODEL_KEY not in parameters:
+        raise FrozenModuleError(f"installed program {manifest.entry} has no {TRAINED_MODEL_KEY}; the module was "
+                                "exported with a decision model fit on the logs")
+    gate = parameters.get(RULE_GATE_KEY)
     if manifest.rule_gate is not None and gate is None:
         # dspy's load_state skips entries the program has no parameter for: the rules would be dropped silently.
         raise FrozenModuleError(f"installed program {manifest.entry} has no {RULE_GATE_KEY}; the module was exported "
@@ -252,6 +299,9 @@ def _check_installed_signature(signature: Any, manifest: FrozenManifest) -> None
 def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signature: Any) -> Any:
     from runtime.frozen.modules import FrozenDecisionProgram, FrozenPlannerProgram, missing_inputs
 
+    model = read_trained_model(state, manifest)
+    if model is not None and not manifest.predictors:  # full_auto.learned: the model decides every turn
+        return FrozenDecisionProgram(None, None, None, model=model)
     if not manifest.uses_lm or len(manifest.predictors) != 1:
         raise FrozenModuleError(
             f"entry {manifest.entry} has {len(manifest.predictors)} predictors and its logic is code: "
@@ -285,7 +335,9 @@ def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signatu
                                 f"{' '.join(str(exc).split())[:200]}") from None
     if manifest.kind == "full_auto":
         rules = manifest.rule_gate.rules if manifest.rule_gate is not None else None
-        return FrozenDecisionProgram(predictor_spec.name, predictor, spec, rules=rules)
+        threshold = manifest.trained_model.threshold if manifest.trained_model is not None else None
+        return FrozenDecisionProgram(predictor_spec.name, predictor, spec, rules=rules, model=model,
+                                     threshold=threshold)
     return FrozenPlannerProgram(predictor_spec.name, predictor, spec)
 
 

@@ -12,8 +12,10 @@ A frozen module is a folder:
 
 Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
 `rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
-`full_auto.hybrid` runs them). The runtime reads all three (a version 1 module is a version 2 module
-without demo selection, a version 2 module a version 3 module without a rule gate).
+`full_auto.hybrid` runs them); 4 adds `trained_model` (with program.json's `trained_model` entry: a decision
+model fit on the logs, `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at
+which the model answers and the LM program that answers the rest). The runtime reads all four (each version
+is the next one without what the next one added).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -106,6 +108,22 @@ class RuleGateSpec(BaseModel):
         return rules
 
 
+class TrainedModelSpec(BaseModel):
+    """A decision model fit on the logs: program.json's `trained_model` (and `cascade`), summarised (the loader
+    checks both agree)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scorer: Literal["runtime.trained.TrainedDecisionModel"] = "runtime.trained.TrainedDecisionModel"
+    kind: Literal["linear"] = "linear"
+    features_version: int
+    classes: list[str] = Field(min_length=2)
+    n_features: int = Field(ge=1)
+    # A cascade: the model answers when its answer's probability reaches the threshold; `lm_program` answers the rest.
+    threshold: Optional[float] = Field(None, ge=0.0, le=1.0)
+    lm_program: Optional[str] = None
+
+
 class FrozenManifest(BaseModel):
     """`manifest.json` of a frozen module."""
 
@@ -145,6 +163,8 @@ class FrozenManifest(BaseModel):
     dsrs_notes: list[str] = Field(default_factory=list)
     # Format version 3: the rules that decide a turn before the LM is asked (None: the program decides every turn).
     rule_gate: Optional[RuleGateSpec] = None
+    # Format version 4: the decision model fit on the logs (None: the program has none).
+    trained_model: Optional[TrainedModelSpec] = None
 
     @field_validator("version")
     @classmethod

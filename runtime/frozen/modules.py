@@ -19,7 +19,9 @@ rendering, so a frozen compact module sends the compact prompt its training sent
 
 A module exported with a rule gate (`full_auto.hybrid`) decides the turns its gated rules take with
 `runtime.rules.rule_decision`, the function the workbench's rule policy runs, and asks the LM about the
-rest; the prediction's `decided_by` names the rule or says "lm".
+rest; the prediction's `decided_by` names the rule or says "lm". A module with a trained model
+(`runtime.trained`) lets it decide every turn (`full_auto.learned`, no LM) or, for a cascade, the turns where
+the probability of its answer reaches the threshold (`decided_by` "model"); the LM answers the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from runtime.pivot import validate_directive
 from runtime.records import DecisionRecord, LMUsage, LoggedDecision
 from runtime.rules import gated_decision
 from runtime.signature_spec import SignatureSpec
+from runtime.trained import TrainedDecisionModel, config_inputs
 
 InputsFn = Callable[[Any], dict[str, Any]]
 PREVIEW_CHARS = 140
@@ -111,31 +114,42 @@ def _prediction(decision: GuidanceDecision, **extra: Any) -> dspy.Prediction:
 
 
 class FrozenDecisionProgram(dspy.Module):
-    """One exported predictor run as a Full Auto program (the contract of `programs`), after the rule gate if any."""
+    """The exported decision program run standalone (the contract of `programs`): the rule gate if any, then the
+    trained model if any (all turns, or a cascade's sure ones), then the one exported predictor."""
 
-    def __init__(self, predictor_name: str, predictor: dspy.Predict, spec: SignatureSpec,
-                 rules: Optional[Sequence[str]] = None):
+    def __init__(self, predictor_name: Optional[str], predictor: Optional[dspy.Predict], spec: Optional[SignatureSpec],
+                 rules: Optional[Sequence[str]] = None, model: Optional[TrainedDecisionModel] = None,
+                 threshold: Optional[float] = None):
         super().__init__()
         self._predictor_name = predictor_name
         self._spec = spec
         # The gated rules (None: no gate, the predictor decides every turn); a plain tuple, not a dspy parameter:
         # the loader already checked them against program.json.
         self._rules = tuple(rules) if rules is not None else None
-        _attach(self, predictor_name, predictor)
+        # The trained model (None: none) and, for a cascade, the probability at which it answers (None: always).
+        self._model = model
+        self._threshold = threshold
+        if predictor is not None and predictor_name is not None:
+            _attach(self, predictor_name, predictor)
 
     @property
-    def predictor(self) -> dspy.Predict:
-        """The rebuilt predictor."""
-        return _find(self, self._predictor_name)
+    def predictor(self) -> Optional[dspy.Predict]:
+        """The rebuilt predictor (None for a trained model that decides every turn)."""
+        return _find(self, self._predictor_name) if self._predictor_name else None
 
     @property
     def rules(self) -> Optional[tuple[str, ...]]:
         """The rules that decide before the predictor (None: no rule gate)."""
         return self._rules
 
+    @property
+    def model(self) -> Optional[TrainedDecisionModel]:
+        """The decision model fit on the logs (None: none)."""
+        return self._model
+
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        """The gated rule's decision when one takes the turn; else predict, then parse into a validated decision
-        (safe `pause` on any error)."""
+        """The gated rule's decision when one takes the turn; else the trained model's when it is sure; else
+        predict, then parse into a validated decision (safe `pause` on any error)."""
         from dspy.utils.exceptions import AdapterParseError
 
         if self._rules is not None:
@@ -143,6 +157,10 @@ class FrozenDecisionProgram(dspy.Module):
             if gated is not None:
                 decision, rule = gated
                 return _prediction(decision, rule=rule, decided_by=rule)
+        if self._model is not None:
+            decision = self._model.decide(inputs)
+            if self._threshold is None or decision.confidence >= self._threshold:
+                return _prediction(decision, decided_by="model")
         raw: Any = None
         try:
             raw = _predict(self.predictor, _signature_inputs(self._spec, inputs))
@@ -155,7 +173,8 @@ class FrozenDecisionProgram(dspy.Module):
                 decision = decision.model_copy(update={"parse_errors": [_error_text(exc), *decision.parse_errors]})
         except Exception as exc:  # LM and other errors end in the safe default
             decision = GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)])
-        return _prediction(decision, raw=raw, **({} if self._rules is None else {"decided_by": "lm"}))
+        routed = self._rules is not None or self._model is not None
+        return _prediction(decision, raw=raw, **({"decided_by": "lm"} if routed else {}))
 
 
 class NearestDemosProgram(dspy.Module):
@@ -320,12 +339,15 @@ class FrozenGuidanceModule:
     def __repr__(self) -> str:
         return f"FrozenGuidanceModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
 
-    def decide(self, summary: FullAutoTurnSummary | Mapping[str, Any]) -> tuple[GuidanceDecision, Any, Any]:
-        """The model's own decision for a summary (before guardrails), with raw output and usage."""
+    def decide(self, summary: FullAutoTurnSummary | Mapping[str, Any],
+               config: Optional[GuardrailConfig] = None) -> tuple[GuidanceDecision, Any, Any]:
+        """The model's own decision for a summary (before guardrails), with raw output and usage; the guardrail
+        config is an input too (a trained model weighs the confidence the guardrails demand)."""
         summary = _summary(summary)
         prediction: Any = None
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
+            inputs = {**config_inputs(config), **inputs}
             with _lm_scope(self.lm), dspy.context(track_usage=True):
                 prediction = self.program(**inputs)
             decision = getattr(prediction, "decision", None)
@@ -341,7 +363,7 @@ class FrozenGuidanceModule:
         """Decide, enforce the guardrails and return (enforced decision, audit, decision record)."""
         started = time.time()
         summary = _summary(summary)
-        decision, raw, usage = self.decide(summary)
+        decision, raw, usage = self.decide(summary, config)
         return self.enforce(summary, decision, config, raw=raw, usage=usage, run_id=run_id,
                             sequence_id=sequence_id, workspace_id=workspace_id, started=started)
 

@@ -23,6 +23,8 @@ TRAIN = decision_examples(12)
 DEV = decision_examples(6, offset=100)
 # Recipes that make no LM call while compiling.
 NO_CALL = {"labeled_fewshot", "knn_fewshot"}
+# Recipes of DSPy optimizers (`fit` fits a trained model instead: tests/optimizers/test_fit.py).
+LM_RECIPES = [name for name in optimizers.names() if optimizers.get(name).compiles_lm]
 
 
 def _small(name: str) -> optimizers.Recipe:
@@ -34,7 +36,7 @@ def _small(name: str) -> optimizers.Recipe:
     return recipe
 
 
-@pytest.mark.parametrize("name", optimizers.names())
+@pytest.mark.parametrize("name", LM_RECIPES)
 def test_every_recipe_compiles_with_a_fake_lm(fake, name):
     result = _small(name).compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric,
                                   seed=3, feedback_metric=metrics_fullauto.gepa_metric)
@@ -56,7 +58,7 @@ def test_every_recipe_compiles_with_a_fake_lm(fake, name):
         assert sum(len(p.demos) for p in result.program.predictors()) > 0
 
 
-@pytest.mark.parametrize("name", optimizers.names())
+@pytest.mark.parametrize("name", LM_RECIPES)
 def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(fake, name):
     from runtime.rules import gated_decision
 

@@ -1,0 +1,68 @@
+"""Fit: a linear decision model on the train split, its settings chosen on dev (no LM call)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import Field
+
+from runtime.trained import TRAINED_MODEL_KEY, TrainedDecisionModel
+
+from .base import CompileContext, Recipe, RecipeError, RecipeSettings
+from .candidates import Candidate
+from .estimate import Stage
+from .fitting import FitError, FitSettings, fit_program
+
+
+class FitRecipeSettings(RecipeSettings):
+    """Settings of the fit."""
+
+    C: list[float] = Field([0.5, 2.0, 8.0, 32.0], min_length=1, description=(
+        "Inverse regularization strengths tried (larger: a looser fit); each is fit on train and scored on dev."))
+    class_weight: list[Literal["none", "balanced"]] = Field(["none", "balanced"], min_length=1, description=(
+        "Class weightings tried: 'none', or 'balanced' (rare actions weigh as much as frequent ones)."))
+    ngram_max: int = Field(2, ge=1, le=3, description="Longest word n-gram of the text features (1: words only).")
+    max_features: int = Field(20_000, ge=100, description="Text features kept: the most frequent n-grams of train.")
+    max_iter: int = Field(3_000, ge=100, description="Solver iterations (lbfgs; deterministic).")
+    refit_on_dev: bool = Field(True, description=(
+        "Fit the chosen settings once more on train + dev (more data; test stays unseen) and keep the "
+        "temperature fit on dev."))
+
+    def fit_settings(self) -> FitSettings:
+        """The settings as the fitting code takes them."""
+        return FitSettings(C=tuple(self.C), class_weight=tuple(self.class_weight), ngram_max=self.ngram_max,
+                           max_features=self.max_features, max_iter=self.max_iter, refit_on_dev=self.refit_on_dev)
+
+
+class FitRecipe(Recipe):
+    """A linear model on features of what a turn shows, calibrated, answering the action of least expected cost."""
+
+    name = "fit"
+    dspy_name = "Fit"
+    summary = "a trained decision model fit on train, chosen on dev (no LM call)"
+    Settings = FitRecipeSettings
+    compiles_lm = False
+
+    def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
+                  ctx: CompileContext) -> dspy.Module:
+        settings: FitRecipeSettings = ctx.settings  # type: ignore[assignment]
+        def candidate(model: TrainedDecisionModel, score: float) -> None:
+            note = f"C={model.fit_info.get('C')} class_weight={model.fit_info.get('class_weight')}"
+            ctx.tracker.add(Candidate(index=-1, score=score, n_examples=len(valset), n_demos=0,
+                                      instructions_hash="", state={TRAINED_MODEL_KEY: {"model": model.to_state()}},
+                                      note=note))
+
+        try:
+            outcome = fit_program(program, trainset, valset, ctx.metric, settings.fit_settings(), seed=ctx.seed,
+                                  on_candidate=candidate)
+        except FitError as exc:
+            raise RecipeError(f"fit: {exc}") from None
+        if outcome is None:
+            raise RecipeError(f"fit: program {type(program).__name__} has no trained model to fit; fit "
+                              "full_auto.learned or full_auto.cascade")
+        ctx.state["details"] = {"fit": outcome.chosen, "fit_grid": outcome.grid}
+        return program
+
+    def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
+        return [Stage("fit and select on dev", 0, note="no LM call")]

@@ -1,0 +1,216 @@
+"""Fit the trained decision model of a program (`full_auto.learned`, `full_auto.cascade`) on labeled examples.
+
+scikit-learn fits, the runtime scores: features come from `runtime.trained` (the very functions a frozen
+module runs), a multinomial `LogisticRegression` is fit on the train split for every point of the grid
+(regularization x class weights), each fitted model's temperature is fit on dev (calibration: one number
+that minimises the dev log loss), and the grid point whose model scores best on dev by the compile's
+metric (the objective, guardrails applied) wins; ties go to the lower dev log loss. The winner is then
+fit once more on train + dev when `refit_on_dev` (more data; test stays unseen) and keeps its temperature.
+Everything is seeded and deterministic (lbfgs), and no LM is called: selection scores the model alone,
+also for a cascade, straight through the runtime scorer and the metric (no DSPy call per example).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import dspy
+import numpy as np
+from scipy import sparse
+from scipy.optimize import minimize_scalar
+
+from evals.metrics_fullauto import COST
+from programs.learned import trained_parameters
+from programs.results import decision_prediction
+from runtime.fullauto import ACTIONS
+from runtime.frozen.knn import TfidfVectorizer
+from runtime.trained import FEATURES_VERSION, NUMBER_NAMES, TrainedDecisionModel, turn_features
+
+Metric = Callable[..., Any]
+
+
+class FitError(ValueError):
+    """Data the model cannot be fit on; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """What the fit searches and how (the `fit` recipe's settings)."""
+
+    C: tuple[float, ...] = (0.5, 2.0, 8.0, 32.0)
+    class_weight: tuple[str, ...] = ("none", "balanced")
+    ngram_max: int = 2
+    max_features: int = 20_000
+    max_iter: int = 3_000
+    refit_on_dev: bool = True
+
+
+@dataclass
+class FitOutcome:
+    """The fitted model and what the fit chose."""
+
+    model: TrainedDecisionModel
+    chosen: dict[str, Any]
+    grid: list[dict[str, Any]]
+
+
+class _Features:
+    """The train split's feature space: its TF-IDF vocabulary and the numbers' mean and spread."""
+
+    def __init__(self, inputs: Sequence[dict[str, Any]], settings: FitSettings) -> None:
+        features = [turn_features(x) for x in inputs]
+        self.vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max))
+        self.vectorizer.fit([text for text, _ in features])
+        numbers = np.asarray([numbers for _, numbers in features], dtype=np.float64)
+        self.mean = numbers.mean(axis=0)
+        spread = numbers.std(axis=0)
+        self.scale = np.where(spread > 1e-12, spread, 1.0)
+
+    def matrix(self, inputs: Sequence[dict[str, Any]]) -> sparse.csr_matrix:
+        """Rows of TF-IDF text features followed by the standardised numbers."""
+        features = [turn_features(x) for x in inputs]
+        rows, cols, values = [], [], []
+        for i, (text, _) in enumerate(features):
+            for j, v in self.vectorizer.transform_one(text).items():
+                rows.append(i)
+                cols.append(j)
+                values.append(v)
+        text = sparse.csr_matrix((values, (rows, cols)), shape=(len(inputs), len(self.vectorizer.idf)))
+        numbers = (np.asarray([n for _, n in features], dtype=np.float64) - self.mean) / self.scale
+        return sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr")
+
+
+def _labels(examples: Sequence[dspy.Example]) -> list[str]:
+    labels = [str(getattr(ex, "action", "") or "").strip().lower() for ex in examples]
+    unknown = sorted({label for label in labels if label not in ACTIONS})
+    if unknown:
+        raise FitError(f"labels {unknown} are not actions of {list(ACTIONS)}")
+    return labels
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    z = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def _log_loss(scores: np.ndarray, classes: list[str], labels: Sequence[str], temperature: float) -> float:
+    known = [(i, classes.index(label)) for i, label in enumerate(labels) if label in classes]
+    if not known:
+        return math.inf
+    probabilities = _softmax(scores / temperature)
+    return float(-np.mean([math.log(max(probabilities[i, k], 1e-12)) for i, k in known]))
+
+
+def _temperature(scores: np.ndarray, classes: list[str], labels: Sequence[str]) -> float:
+    """The temperature that minimises the dev log loss (1.0 when dev has no label the model knows)."""
+    if not any(label in classes for label in labels):
+        return 1.0
+    found = minimize_scalar(lambda log_t: _log_loss(scores, classes, labels, math.exp(log_t)),
+                            bounds=(-3.0, 3.0), method="bounded", options={"xatol": 1e-4})
+    return float(round(math.exp(found.x), 6))
+
+
+def _state(classifier: Any, features: _Features, temperature: float, fit: dict[str, Any]) -> dict[str, Any]:
+    coef, intercept = np.asarray(classifier.coef_), np.asarray(classifier.intercept_)
+    if len(classifier.classes_) == 2:  # scikit-learn keeps one row for two classes: its logit of the second
+        coef = np.vstack([np.zeros_like(coef[0]), coef[0]])
+        intercept = np.asarray([0.0, intercept[0]])
+    return {"kind": "linear", "features_version": FEATURES_VERSION, "classes": [str(c) for c in classifier.classes_],
+            "vectorizer": features.vectorizer.to_state(), "numbers": list(NUMBER_NAMES),
+            "mean": features.mean.tolist(), "scale": features.scale.tolist(), "coef": coef.tolist(),
+            "intercept": intercept.tolist(), "temperature": temperature,
+            "cost": {right: {answer: COST[right][answer] for answer in COST} for right in COST}, "fit": fit}
+
+
+def _classifier(C: float, class_weight: str, settings: FitSettings, seed: int) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, class_weight=None if class_weight == "none" else class_weight,
+                              max_iter=settings.max_iter, random_state=seed)
+
+
+def dev_scorer(valset: Sequence[dspy.Example], metric: Metric) -> Callable[[TrainedDecisionModel], float]:
+    """Scores a model alone (never a cascade's LM) on dev with the compile's metric: its mean over the examples."""
+    def score(model: TrainedDecisionModel) -> float:
+        values = [float(metric(ex, decision_prediction(model.decide(ex.inputs().toDict())))) for ex in valset]
+        return sum(values) / len(values)
+    return score
+
+
+def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric,
+              settings: FitSettings = FitSettings(), *, seed: int = 0,
+              on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]] = None) -> FitOutcome:
+    """Fit the grid on train, select on dev, refit the winner; FitError when the data cannot teach a model.
+
+    `on_candidate(model, dev score)` sees every grid point's model (the compile's candidate history).
+    """
+    if not trainset:
+        raise FitError("the train split has no labeled example to fit on")
+    if not valset:
+        raise FitError("the dev split has no labeled example: the fit chooses its settings on dev; "
+                       "import the logs with a dev split")
+    train_x, dev_x = [ex.inputs().toDict() for ex in trainset], [ex.inputs().toDict() for ex in valset]
+    train_y, dev_y = _labels(trainset), _labels(valset)
+    if len(set(train_y)) < 2:
+        raise FitError(f"every labeled train example is {train_y[0]!r}: a decision model needs two or more "
+                       "label classes (label more of the logs, or use a rule policy)")
+    features = _Features(train_x, settings)
+    X_train, X_dev = features.matrix(train_x), features.matrix(dev_x)
+    grid, best, score_on_dev = [], None, dev_scorer(valset, metric)
+    for C in settings.C:
+        for weight in settings.class_weight:
+            classifier = _classifier(C, weight, settings, seed).fit(X_train, train_y)
+            classes = [str(c) for c in classifier.classes_]
+            dev_scores = _dev_scores(classifier, X_dev)
+            temperature = _temperature(dev_scores, classes, dev_y)
+            point = {"C": C, "class_weight": weight}
+            model = TrainedDecisionModel(_state(classifier, features, temperature, {**point, "refit": "train"}))
+            score = score_on_dev(model)
+            if on_candidate is not None:
+                on_candidate(model, score)
+            loss = _log_loss(dev_scores, classes, dev_y, temperature)
+            grid.append({**point, "temperature": temperature, "dev_objective": round(score, 6),
+                         "dev_log_loss": round(loss, 6)})
+            if best is None or (score, -loss) > (best[0], -best[1]):
+                best = (score, loss, point, temperature, model)
+    assert best is not None
+    score, loss, point, temperature, model = best
+    chosen = {**point, "temperature": temperature, "dev_objective": round(score, 6), "dev_log_loss": round(loss, 6),
+              "ngram_max": settings.ngram_max, "max_features": settings.max_features, "n_train": len(trainset),
+              "n_dev": len(valset), "refit": "train"}
+    if settings.refit_on_dev:
+        both_x, both_y = train_x + dev_x, train_y + dev_y
+        features = _Features(both_x, settings)
+        classifier = _classifier(point["C"], point["class_weight"], settings, seed).fit(features.matrix(both_x), both_y)
+        chosen["refit"] = "train+dev"
+        model = TrainedDecisionModel(_state(classifier, features, temperature, chosen))
+    else:
+        model = TrainedDecisionModel({**model.to_state(), "fit": chosen})
+    chosen["vocabulary"] = len(model.vectorizer.idf)
+    model.fit_info = dict(chosen)
+    return FitOutcome(model=model, chosen=chosen, grid=grid)
+
+
+def _dev_scores(classifier: Any, X: sparse.csr_matrix) -> np.ndarray:
+    scores = np.asarray(classifier.decision_function(X), dtype=np.float64)
+    if scores.ndim == 1:  # two classes: the logit of the second against the first
+        scores = np.column_stack([np.zeros_like(scores), scores])
+    return scores
+
+
+def fit_program(program: dspy.Module, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
+                metric: Metric, settings: FitSettings = FitSettings(), *, seed: int = 0,
+                on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]] = None) -> Optional[FitOutcome]:
+    """Fit every trained-model parameter of the program in place (one fit serves them all); None if it has none."""
+    parameters = trained_parameters(program)
+    if not parameters:
+        return None
+    outcome = fit_model(trainset, valset, metric, settings, seed=seed, on_candidate=on_candidate)
+    for _, parameter in parameters:
+        parameter.set_model(TrainedDecisionModel(outcome.model.to_state()))
+    return outcome
+
+
+__all__ = ["FitError", "FitOutcome", "FitSettings", "fit_model", "fit_program"]
