@@ -123,8 +123,12 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
             raise GuidebenchError(f"{label or state_file}: does not load into program {spec.name}: "
                                   f"{type(exc).__name__}: {exc}") from exc
     lm = dspy.settings.lm
+    installed = spec.build()
+    lm_program = getattr(getattr(program, "cascade", None), "lm_program", None)
+    if lm_program is not None:  # a cascade's predictors are those of the LM program it was compiled with
+        installed.configure(lm_program=lm_program)
     return ExportSource(entry=spec.name, kind=spec.kind, uses_lm=spec.uses_lm, program=program,
-                        installed=spec.build(), optimizer="none" if state_file is None else "unknown",
+                        installed=installed, optimizer="none" if state_file is None else "unknown",
                         lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None)
 
 

@@ -257,6 +257,9 @@ def _installed_program(program: Any, manifest: FrozenManifest, state: dict[str, 
     instance = program() if isinstance(program, type) or not hasattr(program, "named_predictors") else program
     if not hasattr(instance, "named_predictors") or not hasattr(instance, "load_state"):
         raise FrozenModuleError(f"program= must be a dspy.Module or a factory of one, got {type(instance).__name__}")
+    if manifest.trained_model is not None and manifest.trained_model.lm_program and hasattr(instance, "configure"):
+        # A cascade's predictors are its LM program's: build that one before comparing signatures.
+        instance.configure(lm_program=manifest.trained_model.lm_program)
     installed = dict(instance.named_predictors())
     expected = {p.name: p for p in manifest.predictors}
     if sorted(installed) != sorted(expected):

@@ -226,3 +226,37 @@ def test_dev_limit_scores_dev_on_a_subset_and_the_optimizers_table_reads_the_com
     summary = json.loads((out / "compile.json").read_text())
     assert f"`{summary['mlflow_run_id'][:8]}`" in row and "n = 4 test records" in text
     assert f"Not finished: {tmp_path / 'missing'}" in text
+
+
+def test_a_trained_program_compiles_with_fit_against_the_logged_policy_without_an_lm(workspace, tmp_path, monkeypatch,
+                                                                                     capsys):
+    from evals.data import save_dataset
+    from frozen_support import decision_records
+    from guidebench.lm import factory
+
+    records = decision_records(96, seed=5, logged_wrong=0.4)
+    data = tmp_path / "logged-data"
+    save_dataset(data, "fullauto", {"train": records[:48], "dev": records[48:72], "test": records[72:]})
+    monkeypatch.setattr(factory, "configure_lm", lambda *a, **k: pytest.fail("no LM is needed to fit or replay"))
+    out = tmp_path / "learned"
+    assert main(["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--data", str(data),
+                 "--baseline", "logged", "--tracking-uri", workspace["uri"], "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads((out / "compile.json").read_text())
+    assert summary["baseline"]["program"] == "logged" and summary["compile"]["usage"]["lm_calls"] == 0
+    assert summary["compile"]["details"]["fit"]["refit"] == "train+dev"
+    assert summary["test"]["objective"]["value"] > summary["baseline"]["test"]["objective"]["value"]
+    assert "trained_model" in json.loads((out / "program.json").read_text())
+    run = mlflow.MlflowClient(tracking_uri=workspace["uri"]).get_run(summary["mlflow_run_id"])
+    assert run.data.params["lm"] == "none" and run.data.params["baseline"] == "logged"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--program", "full_auto.rules", "--optimizer", "fit"], "is a rule policy without an LM: there is nothing to compile"),
+    (["--program", "full_auto.learned", "--optimizer", "fit", "--baseline", "full_auto.cascade"],
+     "must be fitted before it can run"),
+    (["--program", "full_auto.learned", "--optimizer", "fit", "--baseline", "planner.rules"], "is a planner program"),
+])
+def test_what_cannot_be_compiled_or_compared_is_one_line(workspace, args, message, capsys):
+    assert main(["compile", *args, "--data", str(workspace["data"]), "--tracking-uri", workspace["uri"],
+                 "--no-progress"]) == 2
+    assert message in capsys.readouterr().err

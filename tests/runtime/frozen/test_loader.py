@@ -263,3 +263,130 @@ def test_an_installed_program_without_a_rule_gate_is_refused(hybrid_dir: Path):
     assert refusal(hybrid_dir, program=_lm_program_only) == (
         "installed program full_auto.hybrid has no rule_gate; the module was exported with rules "
         "turn_failed+stalled deciding before its LM")
+
+
+# ----- a trained model (full_auto.learned, full_auto.cascade) ------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained_state(tmp_path_factory) -> Path:
+    """program.json of a fitted full_auto.learned (strongly regularized: right, never fully sure)."""
+    import json
+
+    from evals import metrics_fullauto
+    from optimizer_support import decision_examples
+    from optimizers.fitting import FitSettings, fit_model
+
+    fitted = fit_model(decision_examples(16), decision_examples(8, offset=100), metrics_fullauto.metric,
+                       FitSettings(C=(0.05,), class_weight=("none",)))
+    learned = programs.get("full_auto.learned")
+    learned.trained_model.set_model(fitted.model)
+    path = tmp_path_factory.mktemp("learned") / "state.json"
+    path.write_text(json.dumps(learned.dump_state()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def learned_dir(trained_state: Path, tmp_path_factory) -> Path:
+    return export_program("full_auto.learned", tmp_path_factory.mktemp("learned-export") / "X", state=trained_state).path
+
+
+def test_a_trained_module_decides_standalone_as_the_workbench_program(learned_dir: Path, trained_state: Path):
+    import json
+
+    from optimizer_support import decision_records
+
+    manifest = verify_frozen(learned_dir)
+    assert manifest.format_version == FORMAT_VERSION and not manifest.uses_lm and manifest.predictors == []
+    assert manifest.trained_model.classes == ["continue", "pause", "stop"] and manifest.trained_model.threshold is None
+    assert "the trained decision model is not carried" in manifest.dsrs_notes[0]
+    workbench = programs.get("full_auto.learned")
+    workbench.load_state(json.loads(trained_state.read_text()))
+    standalone, installed = load_frozen(learned_dir), load_frozen(learned_dir, program=programs.get("full_auto.learned"))
+    for record in decision_records(8, offset=300):
+        expected = workbench(**programs.decision_inputs(record))
+        decision, audit, logged = standalone(record.summary, record.config)
+        assert standalone.decide(record.summary, record.config)[0] == expected.decision
+        assert installed.decide(record.summary, record.config)[0] == expected.decision
+        assert logged.model == "program:full_auto.learned" and logged.raw_prediction["decided_by"] == "model"
+
+
+def test_an_unfitted_trained_program_is_not_exported(tmp_path: Path):
+    from guidebench.errors import GuidebenchError
+
+    with pytest.raises(GuidebenchError, match="has no usable trained model .* fit it first"):
+        export_program("full_auto.learned", tmp_path / "X")
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda s: s["trained_model"]["model"].update(coef=s["trained_model"]["model"]["coef"][:2]),
+     "trained_model is invalid: `coef` has shape"),
+    (lambda s: s["trained_model"]["model"].update(temperature=-1), "`temperature` must be a positive number"),
+    (lambda s: s["trained_model"]["model"]["intercept"].__setitem__(0, "x"), "`intercept` must be a list of numbers"),
+    (lambda s: s.update(cascade={"threshold": 0.5, "lm_program": "full_auto.compact"}),
+     "cascade is {'threshold': 0.5"),
+    (lambda s: s.pop("trained_model"), "trained_model is invalid"),
+])
+def test_a_trained_model_state_edited_after_export_is_refused(learned_dir: Path, tmp_path: Path, change, reason):
+    copy = tmp_path / "X"
+    shutil.copytree(learned_dir, copy)
+    edit_json(copy, "program.json", change)
+    assert reason in refusal(copy)
+    assert reason in refusal(copy, program=programs.get("full_auto.learned"))
+
+
+def test_a_manifest_that_disagrees_with_the_model_is_refused(learned_dir: Path, tmp_path: Path):
+    copy = tmp_path / "X"
+    shutil.copytree(learned_dir, copy)
+    edit_json(copy, "manifest.json", lambda m: m["trained_model"].update(classes=["continue", "stop"]))
+    assert "has classes ['continue', 'pause', 'stop'], manifest.json declares ['continue', 'stop']" in refusal(copy)
+
+
+def test_an_installed_program_without_a_trained_model_is_refused(learned_dir: Path):
+    assert "has no trained_model" in refusal(learned_dir, program=programs.get("full_auto.rules"))
+
+
+def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_imported(learned_dir: Path):
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
+        "            raise ImportError('scikit-learn is not importable here')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from runtime import load_frozen\n"
+        "module = load_frozen(sys.argv[1])\n"
+        "decision, audit, record = module({'thread_id': 't', 'turn_id': 'u', 'last_turn_status': 'failed',\n"
+        "                                  'turn_error': 'build failed'})\n"
+        "assert not any(name.startswith('sklearn') for name in sys.modules)\n"
+        "print(decision.action, record.raw_prediction['decided_by'])\n")
+    done = subprocess.run([sys.executable, "-c", script, str(learned_dir)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["stop", "model"]
+
+
+def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_of(trained_state: Path, tmp_path: Path,
+                                                                                   fake_lm):
+    import json
+
+    from optimizer_support import decision_records
+
+    cascade = programs.get("full_auto.cascade")
+    cascade.configure(threshold=0.9, lm_program="full_auto.compact")
+    cascade.trained_model.load_state(json.loads(trained_state.read_text())["trained_model"])
+    state = tmp_path / "cascade.json"
+    state.write_text(json.dumps(cascade.dump_state()), encoding="utf-8")
+    folder = export_program("full_auto.cascade", tmp_path / "X", state=state).path
+    manifest = verify_frozen(folder)
+    assert manifest.uses_lm and [p.name for p in manifest.predictors] == ["lm_program.decide"]
+    assert (manifest.trained_model.threshold, manifest.trained_model.lm_program) == (0.9, "full_auto.compact")
+    module = load_frozen(folder, lm=fake_lm)
+    paths = []
+    for record in decision_records(8, offset=300):
+        decision, _, logged = module(record.summary, record.config)
+        sure = cascade.model_decision(programs.decision_inputs(record)) is not None
+        paths.append(logged.raw_prediction["decided_by"])
+        assert paths[-1] == ("model" if sure else "lm")
+    assert "model" in paths and "lm" in paths and len(fake_lm.history) == paths.count("lm")
