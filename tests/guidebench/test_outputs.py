@@ -16,8 +16,8 @@ import pytest
 
 from guidebench.cli import main
 from guidebench.errors import GuidebenchError
-from guidebench.outputs import (MARKER_FILE, claim_output, check_input, interrupted, read_marker,
-                                recover_interrupted, written_by)
+from guidebench.outputs import (MARKER_FILE, check_input, claim_file, claim_output, foreign_files, interrupted,
+                                read_marker, recorded, recover_interrupted, written_by)
 
 DRIVER = Path(__file__).resolve().parents[1] / "crash_driver.py"
 
@@ -71,15 +71,147 @@ def test_an_earlier_output_is_replaced_only_with_force_and_other_folders_never(t
     assert (empty / "leaderboard.json").read_text() == "3"
 
 
-def test_folders_written_before_the_marker_are_known_by_their_files(tmp_path: Path):
+def test_force_replaces_only_what_the_marker_lists_and_names_anything_else(tmp_path: Path):
+    out = tmp_path / "eval"
+    with claim_output(out, "eval").writing() as staging:
+        (staging / "metrics.json").write_text("{}")
+        (staging / "plots").mkdir()
+        (staging / "plots" / "a.png").write_text("png")
+    assert read_marker(out)["files"] == ["metrics.json", "plots/", "plots/a.png"]
+    (out / "chapter3.tex").write_text("my thesis")
+    (out / "plots" / "mine.png").write_text("my plot")
+    (out / "drafts").mkdir()
+    (out / "drafts" / "one.md").write_text("draft")
+    assert foreign_files(out) == ["chapter3.tex", "drafts/", "plots/mine.png"]  # a foreign folder once, whole
+    for force in (False, True):  # --force would not help: it is never offered
+        with pytest.raises(GuidebenchError) as refused:
+            claim_output(out, "eval", force=force)
+        assert str(refused.value) == (f"--out {out}: holds chapter3.tex, drafts/, plots/mine.png, which `guidebench "
+                                      "eval` did not write; --force replaces only what it wrote: move them out of "
+                                      "the folder, or choose a new or empty folder")
+    for planted in ("chapter3.tex", "plots/mine.png", "drafts/one.md"):
+        (out / planted).unlink()
+    with pytest.raises(GuidebenchError, match=r"holds drafts/, which"):  # an empty folder of yours is yours too
+        claim_output(out, "eval", force=True)
+    (out / "drafts").rmdir()
+    with claim_output(out, "eval", force=True).writing() as staging:
+        (staging / "metrics.json").write_text("2")
+    assert read_marker(out)["files"] == ["metrics.json"] and not (out / "plots").exists()
+
+
+def test_no_file_name_makes_a_folder_ours(tmp_path: Path):
+    """The files a command writes, without its record, are a user's: --force never replaces them."""
     old = tmp_path / "old-eval"
     old.mkdir()
     for name in ("metrics.json", "summary.json", "results.parquet"):
         (old / name).write_text("x")
-    assert written_by(old) == "eval"
-    claim_output(old, "eval", force=True)  # replaceable with --force, as the same command's
-    with pytest.raises(GuidebenchError, match="pass --force"):
-        claim_output(old, "eval")
+    board = tmp_path / "board"
+    board.mkdir()
+    (board / "leaderboard.json").write_text("{}")
+    (board / "chapter3.tex").write_text("my thesis")
+    web = tmp_path / "web"  # a web project: a manifest.json that is no frozen module's, a sha256sum list
+    (web / "src").mkdir(parents=True)
+    (web / "manifest.json").write_text(json.dumps({"name": "app", "icons": []}))
+    (web / "src" / "app.js").write_text("js")
+    (web / "checksums.sha256").write_text(f"{'0' * 64}  manifest.json\n{'1' * 64}  src/app.js\n")
+    for folder, command in ((old, "eval"), (board, "leaderboard"), (web, "export")):
+        assert written_by(folder) is None and recorded(folder) is None
+        with pytest.raises(GuidebenchError, match="holds other files and is not .*refusing to replace it"):
+            claim_output(folder, command, force=True)
+    assert (board / "chapter3.tex").read_text() == "my thesis" and (web / "src" / "app.js").read_text() == "js"
+
+
+def test_a_marker_that_lists_nothing_is_never_replaced(tmp_path: Path):
+    out = tmp_path / "ds"  # written before markers listed files: what is the import's cannot be told
+    out.mkdir()
+    (out / MARKER_FILE).write_text(json.dumps({"command": "data import", "state": "complete"}))
+    (out / "dataset.json").write_text("{}")
+    assert written_by(out) == "data import" and recorded(out) is None and foreign_files(out) is None
+    with pytest.raises(GuidebenchError, match=r"`guidebench data import` recorded no list of the files it wrote "
+                                              r"there .* refusing to replace it"):
+        claim_output(out, "data import", force=True)
+    assert (out / "dataset.json").exists()
+
+
+def test_a_file_put_in_the_folder_while_the_command_works_stops_the_replacement(tmp_path: Path, monkeypatch):
+    from guidebench import outputs
+
+    out = tmp_path / "board"
+    with claim_output(out, "leaderboard").writing() as staging:
+        (staging / "leaderboard.json").write_text("1")
+    output = claim_output(out, "leaderboard", force=True)
+    with pytest.raises(GuidebenchError, match="holds notes.txt, which `guidebench leaderboard` did not write"):
+        with output.writing() as staging:
+            (staging / "leaderboard.json").write_text("2")
+            (out / "notes.txt").write_text("mine")  # while the board was being scored
+    assert (out / "notes.txt").read_text() == "mine" and (out / "leaderboard.json").read_text() == "1"
+    assert _siblings(out) == []
+    # and between the last check and the swap: the folder set aside is checked again and put back
+    monkeypatch.setattr(outputs.OutputFolder, "check", lambda self: None)
+    with pytest.raises(GuidebenchError, match="holds notes.txt"):
+        with output.writing() as staging:
+            (staging / "leaderboard.json").write_text("3")
+    assert (out / "notes.txt").read_text() == "mine" and (out / "leaderboard.json").read_text() == "1"
+    assert _siblings(out) == []
+
+
+def test_a_search_resumes_its_own_study_and_replaces_another_only_with_force(tmp_path: Path):
+    out = tmp_path / "search"
+    with claim_output(out, "search", resume={"study": "a"}).writing() as staging:
+        (staging / "trials.json").write_text("1")
+    assert read_marker(out)["study"] == "a"
+    with claim_output(out, "search", resume={"study": "a"}).writing() as staging:  # the same study: resumed
+        (staging / "trials.json").write_text("2")
+    with pytest.raises(GuidebenchError, match=r"earlier `guidebench search` \(study a\) already exists; pass --force"):
+        claim_output(out, "search", resume={"study": "b"})
+    claim_output(out, "search", force=True, resume={"study": "b"})
+
+
+def test_a_demo_lists_its_files_when_it_fails_and_a_killed_one_is_left_to_the_user(tmp_path: Path):
+    out = tmp_path / "demo"
+    with pytest.raises(KeyboardInterrupt):
+        with claim_output(out, "demo").in_place() as folder:
+            (folder / "home").mkdir()
+            (folder / "home" / "mlflow.db").write_text("db")
+            raise KeyboardInterrupt
+    marker = read_marker(out)
+    assert marker["state"] == "failed" and marker["files"] == ["home/", "home/mlflow.db"]
+    with claim_output(out, "demo", force=True).in_place() as folder:
+        assert list(folder.iterdir()) == [folder / MARKER_FILE]
+    killed = tmp_path / "killed"  # SIGKILL while writing in place: no list
+    killed.mkdir()
+    (killed / MARKER_FILE).write_text(json.dumps({"command": "demo", "state": "writing",
+                                                  "owner": f"h:{_dead_pid()}:-"}))
+    (killed / "step.json").write_text("{}")
+    assert "which recorded no list of its files; remove the folder and run `guidebench demo` again" in \
+        interrupted(killed)
+    with pytest.raises(GuidebenchError, match="recorded no list"):
+        claim_output(killed, "demo", force=True)
+    assert (killed / "step.json").exists()
+
+
+def test_a_report_file_is_written_new_replaced_with_force_when_ours_and_never_otherwise(tmp_path: Path):
+    report = tmp_path / "reports" / "baselines.md"
+    assert claim_file(report, "baselines").write("# Baselines\n") == report
+    text = report.read_text()
+    assert text.splitlines()[0].startswith("<!-- written by `guidebench baselines`") and \
+        text.endswith("\n# Baselines\n")
+    with pytest.raises(GuidebenchError, match="earlier `guidebench baselines` already exists; pass --force"):
+        claim_file(report, "baselines")
+    claim_file(report, "baselines", force=True).write("# Again\n")
+    assert report.read_text().endswith("\n# Again\n") and sorted(p.name for p in report.parent.iterdir()) == \
+        ["baselines.md"]
+    mine = tmp_path / "chapter3.md"
+    mine.write_text("# My chapter\n")
+    with pytest.raises(GuidebenchError, match="was not written by `guidebench baselines`; refusing to overwrite it"):
+        claim_file(mine, "baselines", force=True)
+    with pytest.raises(GuidebenchError, match="is a folder"):
+        claim_file(tmp_path, "baselines", force=True)
+    output = claim_file(tmp_path / "late.md", "baselines")
+    (tmp_path / "late.md").write_text("written by the user meanwhile\n")
+    with pytest.raises(GuidebenchError, match="was not written by"):
+        output.write("# Baselines\n")
+    assert (tmp_path / "late.md").read_text() == "written by the user meanwhile\n"
 
 
 @pytest.mark.parametrize("where, message", [
