@@ -79,6 +79,7 @@ WRITERS: dict[str, Writer] = {writer.command: writer for writer in (
     Writer("export", "export", "an exported module", marker=False),
     Writer("demo", "demo", "a demo folder"),
     Writer("run-loop", "run-loop", "a run-loop log folder"),
+    Writer("search", "search", "a search folder"),
 )}
 _BY_ROLE = {writer.role: writer for writer in WRITERS.values()}
 
