@@ -1,6 +1,7 @@
 """Output folders (`guidebench.outputs`): the rule, atomic writes, what interrupted writes leave and how
-readers name them; and real commands killed with SIGKILL while writing (import, export, leaderboard), after
-which no command takes what they left for finished output."""
+readers name them; every command that writes an output, with a file of the user's planted in it (a table:
+`--force` never deletes it); and real commands killed with SIGKILL while writing (import, export,
+leaderboard), after which no command takes what they left for finished output."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -272,6 +275,147 @@ def test_readers_name_the_interrupted_command(tmp_path: Path):
         check_input(tmp_path / "ds", "--data", (None,), "a dataset")
     with pytest.raises(GuidebenchError, match="no such file or folder"):
         check_input(tmp_path / "nowhere", "--data", (None,), "a dataset")
+
+
+# ----- every command that writes an output, with a file of yours planted in it -----------------------------
+
+@dataclass(frozen=True)
+class Writes:
+    """A command of the table: its arguments (OUT, the world's paths), the exit code of a run that writes its
+    output, where a planted file goes (None: OUT itself), and the file names its output holds."""
+
+    command: str
+    argv: tuple[str, ...]
+    names: tuple[str, ...]
+    code: int = 0
+    plant_in: Optional[str] = None  # under GUIDEBENCH_HOME, for the working folders of `baselines`
+    file: bool = False  # OUT is a file (the report of `baselines`)
+
+
+_FAKE_COMPILE = ("--lm", "fake", "--eval-limit", "2", "--tracking-uri", "{uri}", "--no-progress")
+TABLE = (
+    Writes("data import", ("data", "import", "{logs}", "--kind", "fullauto", "--no-progress", "--out", "{out}"),
+           ("import_report.json", "dataset.json")),
+    Writes("data simulate fullauto", ("data", "simulate", "fullauto", "--runs", "1", "--out", "{out}"),
+           ("fullauto-decisions.jsonl",)),
+    Writes("data simulate experiments", ("data", "simulate", "experiments", "--episodes", "1", "--out", "{out}"),
+           ("episode-0000/",)),
+    Writes("eval", ("eval", "--program", "full_auto.rules", "--data", "{data}", "--no-track", "--no-progress",
+                    "--out", "{out}"), ("metrics.json", "summary.json", "results.parquet")),
+    Writes("compile", ("compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data",
+                       "{data}", *_FAKE_COMPILE, "--out", "{out}"), ("compile.json", "program.json")),
+    Writes("leaderboard", ("leaderboard", "--data", "{data}", "--programs", "rule", "--no-track", "--out", "{out}"),
+           ("leaderboard.json",)),
+    Writes("export", ("export", "--program", "full_auto.rules", "--name", "x", "--version", "0.1.0", "--out",
+                      "{out}"), ("manifest.json", "checksums.sha256")),
+    Writes("run-loop", ("run-loop", "--module", "{module}", "--runs", "1", "--out", "{out}"),
+           ("fullauto-decisions.jsonl",)),
+    Writes("search", ("search", "--program-family", "full_auto", "--data", "{data}", "--trials", "1", "--lm", "fake",
+                      "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:1",
+                      "--no-test", "--tracking-uri", "{uri}", "--no-progress", "--out", "{out}"),
+           ("trials.json", "program.json")),
+    # The demo is stopped at its first step (see `world`): the folder it owns then is the one --force replaces.
+    Writes("demo", ("demo", "--quick", "--lm", "fake", "--no-progress", "--out", "{out}"),
+           ("demo_summary.json", "home/"), code=2),
+    Writes("baselines", ("baselines", "--fullauto", "{data}", "--fullauto-programs", "rule", "--planner-programs", "",
+                         "--split", "all", "--no-track", "--no-progress", "--out", "{out}"),
+           (), plant_in="baselines/runs/full_auto/rule", file=True),
+)
+THESIS = "chapter3.tex"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict:
+    """The inputs of the table's commands: simulated logs, a small labeled dataset, an export, an MLflow store."""
+    from optimizer_support import make_dataset, tracking_uri
+
+    root = tmp_path_factory.mktemp("table")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GUIDEBENCH_HOME", str(root / "home"))
+        assert main(["data", "simulate", "fullauto", "--runs", "3", "--seed", "2", "--out", str(root / "logs")]) == 0
+        assert main(["export", "--program", "full_auto.rules", "--name", "m", "--version", "0.1.0",
+                     "--out", str(root / "module")]) == 0
+    return {"logs": root / "logs", "data": make_dataset(root / "data", train=6, dev=3, test=2),
+            "module": root / "module", "uri": tracking_uri(root / "mlflow")}
+
+
+@pytest.fixture
+def command_env(tmp_path: Path, monkeypatch, restore_lm) -> Path:
+    """A workbench home of the test's own; a demo stops at its first step."""
+    from guidebench import demo
+
+    def stop(*_args, **_kwargs):
+        raise GuidebenchError("stopped by the test")
+
+    monkeypatch.setattr(demo, "choose_fullauto_subset", stop)
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path / "home"
+
+
+def _argv(row: Writes, world: dict, out: Path) -> list[str]:
+    return [part.format(out=out, **world) for part in row.argv]
+
+
+def _tree(*folders: Path) -> dict[str, bytes]:
+    """Every file's bytes under the folders (markers included: a refused command rewrites nothing)."""
+    return {str(p): p.read_bytes() for folder in folders for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _run(argv: list[str], capsys) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = main(argv)
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_the_table_covers_every_command_that_writes_an_output():
+    from guidebench.outputs import WRITERS
+
+    assert {row.command for row in TABLE} == {*WRITERS, "baselines"}
+
+
+@pytest.mark.parametrize("row", TABLE, ids=[row.command for row in TABLE])
+def test_force_never_deletes_a_file_planted_in_a_commands_output(row: Writes, world: dict, tmp_path: Path,
+                                                                  command_env: Path, capsys):
+    out = tmp_path / ("report.md" if row.file else "out")
+    argv = _argv(row, world, out)
+    code, err = _run(argv, capsys)
+    assert code == row.code, err
+    folder = command_env / row.plant_in if row.plant_in else out
+    planted = folder / THESIS
+    planted.write_text("the user's own chapter")
+    before = _tree(tmp_path)
+    code, err = _run([*argv, "--force"], capsys)
+    assert code == 2 and len(err) == 1 and THESIS in err[0] and "did not write" in err[0], err
+    assert _tree(tmp_path) == before  # refused before any work: nothing deleted, nothing rewritten
+    planted.unlink()
+    code, err = _run([*argv, "--force"], capsys)  # with only its own files there, --force replaces them
+    assert code == row.code, err
+    if row.file:
+        assert out.read_text().startswith("<!-- written by `guidebench baselines`")
+    else:
+        assert written_by(out) == row.command and foreign_files(out) == []
+
+
+@pytest.mark.parametrize("row", TABLE, ids=[row.command for row in TABLE])
+def test_force_never_takes_a_folder_for_a_commands_by_its_file_names(row: Writes, world: dict, tmp_path: Path,
+                                                                     command_env: Path, capsys):
+    out = tmp_path / ("report.md" if row.file else "out")
+    if row.file:  # the path of a file of yours
+        out.write_text("# My notes\n")
+    else:  # the names the command's output holds, beside a file of yours, and no record of the command's
+        out.mkdir()
+        for name in row.names:
+            if name.endswith("/"):
+                (out / name).mkdir()
+            else:
+                (out / name).write_text("{}")
+        (out / THESIS).write_text("the user's own chapter")
+    before = _tree(tmp_path)
+    code, err = _run([*_argv(row, world, out), "--force"], capsys)
+    assert code == 2 and len(err) == 1, err
+    assert "refusing to replace it" in err[0] or "refusing to overwrite it" in err[0], err
+    assert _tree(tmp_path) == before
 
 
 # ----- commands killed while writing -----------------------------------------------------------------
