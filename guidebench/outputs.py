@@ -202,9 +202,10 @@ def _unrecorded(name: str, command: Optional[str], foreign: Optional[Sequence[st
     """The one-line refusal for a folder `command` wrote that holds files it did not record (None: any file)."""
     who = f"`guidebench {command}`" if command else "the command that wrote it"
     if foreign is None:
-        return (f"{name}: {who} recorded no list of the files it wrote there (an older guidebench, or a write "
-                "that was killed), so they cannot be told from yours: refusing to replace it; move out what you "
-                "keep and remove the folder, or choose a new or empty folder")
+        return (f"{name}: {who} left no readable list of the files it wrote there (written by an older guidebench, "
+                "killed while writing in place, or an export whose checksums.sha256 does not parse), so they cannot "
+                "be told from yours: refusing to replace it; move out what you keep and remove the folder, or choose "
+                "a new or empty folder")
     return (f"{name}: holds {_named(foreign)}, which {who} did not write; --force replaces only what it wrote: "
             "move them out of the folder, or choose a new or empty folder")
 

@@ -130,10 +130,24 @@ def test_a_marker_that_lists_nothing_is_never_replaced(tmp_path: Path):
     (out / MARKER_FILE).write_text(json.dumps({"command": "data import", "state": "complete"}))
     (out / "dataset.json").write_text("{}")
     assert written_by(out) == "data import" and recorded(out) is None and foreign_files(out) is None
-    with pytest.raises(GuidebenchError, match=r"`guidebench data import` recorded no list of the files it wrote "
-                                              r"there .* refusing to replace it"):
+    with pytest.raises(GuidebenchError, match=r"`guidebench data import` left no readable list of the files it "
+                                              r"wrote there .* refusing to replace it"):
         claim_output(out, "data import", force=True)
     assert (out / "dataset.json").exists()
+
+
+def test_an_export_records_its_files_in_its_checksums(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    module = tmp_path / "module"
+    assert main(["export", "--program", "full_auto.rules", "--name", "m", "--version", "0.1.0",
+                 "--out", str(module)]) == 0
+    assert not (module / MARKER_FILE).exists() and written_by(module) == "export"
+    assert {"manifest.json", "program.json", "checksums.sha256", "dsrs/"} <= recorded(module)
+    assert foreign_files(module) == []
+    (module / "checksums.sha256").write_text((module / "checksums.sha256").read_text() + "edited\n")
+    with pytest.raises(GuidebenchError, match="left no readable list of the files it wrote there"):
+        claim_output(module, "export", force=True)  # its record unreadable: nothing in it is replaced
+    assert (module / "program.json").is_file()
 
 
 def test_a_file_put_in_the_folder_while_the_command_works_stops_the_replacement(tmp_path: Path, monkeypatch):
@@ -188,7 +202,7 @@ def test_a_demo_lists_its_files_when_it_fails_and_a_killed_one_is_left_to_the_us
     (killed / "step.json").write_text("{}")
     assert "which recorded no list of its files; remove the folder and run `guidebench demo` again" in \
         interrupted(killed)
-    with pytest.raises(GuidebenchError, match="recorded no list"):
+    with pytest.raises(GuidebenchError, match="left no readable list"):
         claim_output(killed, "demo", force=True)
     assert (killed / "step.json").exists()
 
