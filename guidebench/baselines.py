@@ -5,6 +5,11 @@ uncompiled `full_auto.predict` on the embedded model; planner: `planner.rules` a
 `planner.predict`. Each program is scored by `guidebench.evaluation.evaluate` on the same split,
 tracked in MLflow (run ids in the report), and compared with the first program of its kind by the
 paired permutation test (and McNemar's test).
+
+The report follows `guidebench.outputs.claim_file`: a new path is written, a report `baselines` wrote
+before is replaced only with `--force`, any other file never. The evaluation folders and the imported
+sample under `GUIDEBENCH_HOME/baselines` are the command's own working folders, replaced on every run
+(as `--force` replaces: only what they recorded writing), so the command runs again in the same home.
 """
 
 from __future__ import annotations
@@ -60,14 +65,11 @@ def dataset_for(path: Path, kind: str, cache: Path, seed: int = 0) -> Path:
     from guidebench.data import import_logs
 
     target = cache / f"{kind}-seed{seed}"
-    stamp = target / ".source-mtime"
+    stamp = cache / f"{kind}-seed{seed}.source"  # beside the dataset: a file in it is not the import's
     latest = f"{path.resolve()}\n" + str(max((p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()),
                                               default=0))
     if not (target / "dataset.json").is_file() or not stamp.is_file() or stamp.read_text() != latest:
-        import shutil
-
-        shutil.rmtree(target, ignore_errors=True)
-        import_logs(path, kind, target, seed, progress=False)
+        import_logs(path, kind, target, seed, progress=False, force=True)
         stamp.write_text(latest)
     return target
 
@@ -176,27 +178,30 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
                   track: bool = True, out: Path = DEFAULT_REPORT, fullauto_programs: Sequence[str] = FULLAUTO_PROGRAMS,
                   planner_programs: Sequence[str] = PLANNER_PROGRAMS, fullauto_max_records: Optional[int] = None,
                   planner_max_records: Optional[int] = DEFAULT_PLANNER_MAX_RECORDS, progress: bool = True,
-                  command: str = "guidebench baselines", cache: bool = True) -> Path:
+                  command: str = "guidebench baselines", cache: bool = True, force: bool = False) -> Path:
     """Evaluate every baseline on the sample data and write the report; returns its path.
 
     A record limit applies to every program of its kind, so they are still compared on the same
-    records; the split is then named `<split>[:N]` in the report and in MLflow.
+    records; the split is then named `<split>[:N]` in the report and in MLflow. The report is
+    written only to a new path or, with `force`, over a report `baselines` wrote.
     """
     from guidebench.evaluation import evaluate
+    from guidebench.outputs import claim_file, claim_output
 
+    report = claim_file(Path(out), "baselines", force=force)
     work = guidebench_home() / "baselines"
+    kinds = [(kind, source, names, columns, limit) for kind, source, names, columns, limit in (
+        ("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS, fullauto_max_records),
+        ("planner", experiments, planner_programs, PLANNER_COLUMNS, planner_max_records)) if names]
+    for kind, _, names, _, _ in kinds:  # before any work: a working folder holding a file of yours stops it here
+        for name in names:
+            claim_output(work / "runs" / kind / name, "eval", force=True, label="working folder")
     sections = []
-    for kind, source, names, columns, limit in (
-            ("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS, fullauto_max_records),
-            ("planner", experiments, planner_programs, PLANNER_COLUMNS, planner_max_records)):
-        if not names:
-            continue
+    for kind, source, names, columns, limit in kinds:
         data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work)
         outputs = [evaluate(name, data, split=split, lm=lm, threads=threads, out_dir=work / "runs" / kind / name,
                             tracking_uri=tracking_uri, track=track, progress=progress, max_records=limit,
-                            run_name=f"baseline {name} {split}", cache=cache)
+                            run_name=f"baseline {name} {split}", cache=cache, force=True)
                    for name in names]
         sections.append(Section(kind=kind, data=Path(source), outputs=outputs, columns=columns))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(sections, command, lm), encoding="utf-8")
-    return out
+    return report.write(render(sections, command, lm))

@@ -50,7 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tracking-uri", default=None, metavar="URI")
     parser.add_argument("--no-track", action="store_true", help="do not log the runs to MLflow")
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--out", type=Path, default=DEFAULT_REPORT, help="report path (default: reports/baselines.md)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_REPORT,
+                        help="report path (default: reports/baselines.md): a new file, or see --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out when it is a report an earlier `guidebench baselines` wrote (never "
+                             "another file)")
     parser.set_defaults(func=run)
 
 
@@ -71,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
                          fullauto_programs=args.fullauto_programs, planner_programs=args.planner_programs,
                          fullauto_max_records=args.fullauto_max_records,
                          planner_max_records=args.planner_max_records, progress=not args.no_progress,
-                         command=command, cache=not args.no_cache)
+                         command=command, cache=not args.no_cache, force=args.force)
     print(f"wrote {path}")
     return 0

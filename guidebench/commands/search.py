@@ -57,7 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="compile budget of each trial")
     parser.add_argument("--tracking-uri", default=None, metavar="URI", help="MLflow tracking URI")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="output folder (default GUIDEBENCH_HOME/searches/<study>)")
+                        help="output folder (default GUIDEBENCH_HOME/searches/<study>): new or empty, or the same "
+                             "study's (replaced as the search resumes); see --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out when it holds the output of another study's search")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run)
 
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                             temperature=args.temperature, candidates=args.candidates,
                             minibatch_size=args.minibatch_size, max_lm_calls_per_trial=args.max_lm_calls_per_trial,
                             dev_limit=args.dev_limit, rescore_test=not args.no_test,
-                            tracking_uri=args.tracking_uri, out=str(args.out) if args.out else None)
+                            tracking_uri=args.tracking_uri, out=str(args.out) if args.out else None,
+                            force=args.force)
     result, out = run_search_command(request, progress=not args.no_progress)
     print("\n".join(summary_lines(result, out)))
     print(f"outputs in {out}")

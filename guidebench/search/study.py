@@ -8,6 +8,9 @@ total) and reopens the same MLflow search run. Outputs (`--out`, default
 `program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
 `guidebench eval --out`, so `guidebench leaderboard --results OUT/test` ranks it); nothing is selected on test.
+OUT follows `guidebench.outputs`: checked before the search, written aside and renamed into place at its
+end; the same study's earlier folder is replaced without `--force` (the search resumes it), another
+study's only with `--force`. The study's DSPy cache is kept apart, in `<GUIDEBENCH_HOME>/search-cache/<study>/`.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class SearchRequest:
     rescore_test: bool = True  # replay the best trial on the test split after the search
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
+    force: bool = False  # replace an output folder of another study
 
 
 def family_programs(family: str) -> list[str]:
@@ -133,6 +137,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
 
     from guidebench.tracking import compile as tracking_compile
     from guidebench.lm.factory import configure_lm, lm_info
+    from guidebench.outputs import claim_output
     from guidebench.tracking.runs import guidebench_home
 
     if request.trials < 1:
@@ -150,7 +155,8 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     home = guidebench_home()
     storage = request.storage or f"sqlite:///{home / 'optuna.db'}"
     out = Path(request.out) if request.out else home / "searches" / study_name
-    out.mkdir(parents=True, exist_ok=True)
+    output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
+                          resume={"study": study_name})
     try:
         lm = configure_lm(request.lm)
     except GuidebenchError:
@@ -159,7 +165,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
     metric, feedback = _metrics(request.family)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
-                          minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
+                          minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
                           budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
     params = tracking.run_params(
         program=",".join(space.programs), dataset_id=data.dataset_id, split="train+dev",
@@ -176,7 +182,6 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         print(f"study {study_name} in {_safe_url(storage)}; MLflow run {run.info.run_id}")
         result = run_search(config, space, data.trainset, data.valset, metric, program_factory=programs.get,
                             feedback_metric=feedback, observer=MlflowTrials(out), progress=progress)
-        files = _write_outputs(result, out, data)
         if result.best_value is not None:
             mlflow.log_metric("best.dev.objective", result.best_value)
             # Tags, not params: a resumed study may find a new best, and params cannot change.
@@ -184,10 +189,12 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         tracking_compile.log_numbers({"trials.finished": sum(t.state in ("COMPLETE", "PRUNED") for t in result.trials),
                                       "trials.pruned": sum(t.state == "PRUNED" for t in result.trials),
                                       "trials.failed": sum(t.state == "FAIL" for t in result.trials)})
-        for path in files.values():
-            mlflow.log_artifact(str(path))
-        if request.rescore_test and result.best_value is not None and result.best_state() is not None:
-            rescore_best_on_test(result, data, out / "test", lm=lm, seed=request.seed, progress=progress)
+        with output.writing() as staging:
+            files = _write_outputs(result, staging, data)
+            for path in files.values():
+                mlflow.log_artifact(str(path))
+            if request.rescore_test and result.best_value is not None and result.best_state() is not None:
+                rescore_best_on_test(result, data, staging / "test", lm=lm, seed=request.seed, progress=progress)
     return result, out
 
 

@@ -189,12 +189,19 @@ def test_out_holding_other_files_is_refused(tmp_path: Path, monkeypatch, capsys)
     earlier = tmp_path / "earlier"
     assert main([*argv, str(earlier)]) == 2
     assert read_marker(earlier)["command"] == "demo"
-    (earlier / "old.txt").write_text("from an earlier demo")
+    assert demo.SUMMARY_FILE in read_marker(earlier)["files"]  # what it wrote before it stopped is listed
     capsys.readouterr()
     assert main([*argv, str(earlier)]) == 2  # an earlier demo is replaced only with --force
-    assert "pass --force to replace it" in capsys.readouterr().err and (earlier / "old.txt").exists()
+    assert "pass --force to replace it" in capsys.readouterr().err
+    (earlier / "old.txt").write_text("yours, put in the demo's folder")
+    assert main([*argv, str(earlier), "--force"]) == 2  # and never with a file of yours in it
+    assert "holds old.txt, which `guidebench demo` did not write" in capsys.readouterr().err
+    assert (earlier / "old.txt").exists()
+    (earlier / "old.txt").unlink()
+    first = read_marker(earlier)["at"]
     assert main([*argv, str(earlier), "--force"]) == 2
-    assert not (earlier / "old.txt").exists() and read_marker(earlier)["state"] == "failed"
+    assert read_marker(earlier)["state"] == "failed" and (earlier / demo.SUMMARY_FILE).is_file()
+    assert "stop here" in read_marker(earlier)["error"] and read_marker(earlier)["at"] >= first
 
 
 def test_a_failed_step_ends_the_demo_with_one_line_naming_it(tmp_path: Path, monkeypatch, capsys):

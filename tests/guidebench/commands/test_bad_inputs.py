@@ -222,6 +222,15 @@ CASES: list[tuple[str, list[str], str]] = [
     ("run-loop/foreign folder", ["run-loop", "--module", "{w}/module", "--out", "{w}/notes"], "holds other files"),
     ("run-loop/out inside input", ["run-loop", "--module", "{w}/module", "--out", "{w}/module/logs"],
      "is inside the input"),
+    # search
+    ("search/foreign folder", ["search", "--program-family", "full_auto", "--data", "{w}/data", "--trials", "1",
+                               "--lm", "fake", "--out", "{w}/notes", "--force"], "holds other files"),
+    ("search/out inside input", ["search", "--program-family", "full_auto", "--data", "{w}/data", "--trials", "1",
+                                 "--lm", "fake", "--out", "{w}/data/search"], "is inside the input"),
+    # baselines writes a report file
+    ("baselines/foreign file", ["baselines", "--fullauto", "{w}/data", "--fullauto-programs", "logged",
+                                "--planner-programs", "", "--out", "{w}/notes.txt", "--force"],
+     "--out {w}/notes.txt: exists and was not written by `guidebench baselines`; refusing to overwrite it"),
     # baselines and promote read datasets and exports too
     ("baselines/interrupted", ["baselines", "--fullauto", "{w}/lost-data", "--fullauto-programs", "logged",
                                "--out", "{w}/o.md"], "an interrupted `guidebench data import` never finished writing it"),

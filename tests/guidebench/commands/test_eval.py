@@ -206,6 +206,33 @@ def test_baselines_report_ranks_programs_with_intervals_and_paired_tests(workspa
     assert "0.500 [" in logged_row  # the override rate of the hand-made log, with its interval
 
 
+def test_baselines_run_again_in_one_home_and_replace_their_report_only_with_force(workspace, tmp_path, home, capsys):
+    import os
+    import shutil
+
+    logs = tmp_path / "workspace"
+    shutil.copytree(workspace, logs)
+    report = tmp_path / "baselines.md"
+    argv = ["baselines", "--fullauto", str(logs), "--fullauto-programs", "logged,rule", "--planner-programs", "",
+            "--split", "all", "--no-track", "--no-progress", "--out"]
+    assert main([*argv, str(report)]) == 0
+    assert report.read_text().splitlines()[1] == "# Baselines on the committed sample data"
+    assert main([*argv, str(tmp_path / "second.md")]) == 0  # the home's working folders are replaced
+    capsys.readouterr()
+    assert main([*argv, str(report)]) == 2
+    assert "the report of an earlier `guidebench baselines` already exists; pass --force" in capsys.readouterr().err
+    os.utime(next(logs.glob("*.jsonl")))  # the logs changed: their cached import is replaced too
+    written = report.stat().st_ino
+    assert main([*argv, str(report), "--force"]) == 0
+    assert report.stat().st_ino != written and "| `full_auto.rules` | " in report.read_text()
+    assert sorted(p.name for p in tmp_path.glob("*.md")) == ["baselines.md", "second.md"]  # no staging left
+    mine = tmp_path / "notes.md"
+    mine.write_text("# My notes\n")
+    assert main([*argv, str(mine), "--force"]) == 2
+    assert "was not written by `guidebench baselines`; refusing to overwrite it" in capsys.readouterr().err
+    assert mine.read_text() == "# My notes\n"
+
+
 def test_raw_logs_are_told_apart(workspace, tmp_path):
     import shutil
 
