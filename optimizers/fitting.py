@@ -12,6 +12,7 @@ also for a cascade, straight through the runtime scorer and the metric (no DSPy 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -200,6 +201,27 @@ def _dev_scores(classifier: Any, X: sparse.csr_matrix) -> np.ndarray:
     return scores
 
 
+# The last fits with default settings by their examples: the trials of a search each fit their cascade's model
+# on the same train and dev examples; the fit is deterministic, so a repeat is served from here.
+_FITTED: "dict[tuple[Any, ...], FitOutcome]" = {}
+_FITTED_KEEP = 4
+
+
+def _examples_key(examples: Sequence[dspy.Example]) -> tuple[Any, ...]:
+    return tuple(ex.get("record_id") or json.dumps(ex.toDict(), sort_keys=True, default=str) for ex in examples)
+
+
+def fit_model_once(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric,
+                   settings: FitSettings = FitSettings()) -> FitOutcome:
+    """`fit_model`, served from the last fits when the same examples, metric and settings were fit before."""
+    key = (_examples_key(trainset), _examples_key(valset), getattr(metric, "__name__", id(metric)), settings)
+    if key not in _FITTED:
+        while len(_FITTED) >= _FITTED_KEEP:
+            _FITTED.pop(next(iter(_FITTED)))
+        _FITTED[key] = fit_model(trainset, valset, metric, settings)
+    return _FITTED[key]
+
+
 def fit_program(program: dspy.Module, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
                 metric: Metric, settings: FitSettings = FitSettings(), *, seed: int = 0,
                 on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]] = None) -> Optional[FitOutcome]:
@@ -207,10 +229,11 @@ def fit_program(program: dspy.Module, trainset: Sequence[dspy.Example], valset: 
     parameters = trained_parameters(program)
     if not parameters:
         return None
-    outcome = fit_model(trainset, valset, metric, settings, seed=seed, on_candidate=on_candidate)
+    outcome = fit_model(trainset, valset, metric, settings, seed=seed, on_candidate=on_candidate) \
+        if on_candidate is not None else fit_model_once(trainset, valset, metric, settings)
     for _, parameter in parameters:
         parameter.set_model(TrainedDecisionModel(outcome.model.to_state()))
     return outcome
 
 
-__all__ = ["FitError", "FitOutcome", "FitSettings", "fit_model", "fit_program"]
+__all__ = ["FitError", "FitOutcome", "FitSettings", "fit_model", "fit_model_once", "fit_program"]

@@ -4,8 +4,10 @@
     result = run_search(SearchConfig(study_name="fa", trials=12), space, trainset, devset, metric)
 
 - Dimensions: program variant, optimizer recipe, demos per prompt, LM temperature at inference,
-  candidates (only for recipes that search over candidates), and the rule gate (only for a program
-  that has one, `full_auto.hybrid`: which rules decide before its LM, one of `rule_sets`).
+  candidates (only for recipes that search over candidates), the rule gate (only for a program
+  that has one, `full_auto.hybrid`: which rules decide before its LM, one of `rule_sets`), and for a
+  cascade (`full_auto.cascade`) the probability at which its trained model answers (`threshold`) and
+  the LM program that answers the rest (`lm_program`, one of `lm_programs`).
 - Sampler: TPE, seeded; pruning: each trial's program is scored on the dev set in minibatches and
   reports the running mean after each one, so a trial clearly below the median stops early.
 - Storage: SQLite by default (a killed search resumes: `trials` is the total number of finished
@@ -38,6 +40,7 @@ from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
 from programs.hybrid import RULE_SET_CHOICES, parse_rule_set, rule_gate_of
+from programs.learned import FullAutoCascade, check_lm_program, check_threshold
 
 from .base import Metric, RecipeError
 from .budget import Budget
@@ -47,6 +50,8 @@ from .liveness import owner_alive, owner_token
 from .registry import get as get_recipe
 
 DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
+# The compact LM programs: a cascade asks its LM about few turns, each at the model's token rate.
+CASCADE_SEARCH_LM_PROGRAMS: tuple[str, ...] = ("full_auto.compact_state", "full_auto.compact")
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 HEARTBEAT_S = 30
 GRACE_S = 120
@@ -65,6 +70,9 @@ class SearchSpace:
     candidates: tuple[int, int] = (2, 5)
     # The rule gates a rule-gated program chooses from, each "rule+rule" (programs.hybrid.RULE_SET_CHOICES).
     rule_sets: tuple[str, ...] = RULE_SET_CHOICES
+    # A cascade's threshold range (steps of 0.05) and the LM programs it may hand unsure turns to.
+    thresholds: tuple[float, float] = (0.5, 0.95)
+    lm_programs: tuple[str, ...] = CASCADE_SEARCH_LM_PROGRAMS
 
     def __post_init__(self) -> None:
         if not self.programs:
@@ -75,7 +83,10 @@ class SearchSpace:
             get_recipe(name)
         for choice in self.rule_sets:
             parse_rule_set(choice)
-        for dim in ("demos", "temperature", "candidates"):
+        for name in self.lm_programs:
+            check_lm_program(name)
+        check_threshold(self.thresholds[0]), check_threshold(self.thresholds[1])
+        for dim in ("demos", "temperature", "candidates", "thresholds"):
             low, high = getattr(self, dim)
             if low > high:
                 raise ValueError(f"{dim}: low {low} is above high {high}")
@@ -293,6 +304,17 @@ def suggest_rule_gate(trial: optuna.Trial, space: SearchSpace, student: dspy.Mod
     return {"rules": choice}
 
 
+def suggest_cascade(trial: optuna.Trial, space: SearchSpace, student: dspy.Module) -> dict[str, Any]:
+    """For a cascade student, draw its threshold and LM program and set them; {} for any other program."""
+    if not isinstance(student, FullAutoCascade):
+        return {}
+    low, high = space.thresholds
+    threshold = round(trial.suggest_float("threshold", low, high, step=0.05), 2) if low < high else low
+    lm_program = trial.suggest_categorical("lm_program", list(space.lm_programs))
+    student.configure(threshold=threshold, lm_program=lm_program)
+    return {"threshold": threshold, "lm_program": lm_program}
+
+
 def score_in_minibatches(program: dspy.Module, devset: Sequence[dspy.Example], metric: Metric, *,
                          minibatch_size: int, report: Callable[[float, int], bool],
                          means: Optional[list[float]] = None, progress: bool = True) -> float:
@@ -348,6 +370,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
         # The student is built before the trial is observed: a rule-gated program draws its gate as a parameter too.
         student = program_factory(params["program"])
         params.update(suggest_rule_gate(trial, space, student))
+        params.update(suggest_cascade(trial, space, student))
         observed = observer.trial(trial.number, params) if observer else contextlib.nullcontext()
         with observed as handle:
             # An observer that tracks the trial (an MLflow run) is named on the trial: the Optuna dashboard

@@ -118,3 +118,28 @@ def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_pat
             assert "rules" not in trial.params and "rule_gate" not in state
     with pytest.raises(ValueError, match="unknown rule 'finished'"):
         SearchSpace(programs=("full_auto.hybrid",), rule_sets=("turn_failed+finished",))
+
+
+def test_a_cascade_draws_its_threshold_and_lm_program_and_the_trial_keeps_them(tmp_path, fake):
+    space = SearchSpace(programs=("full_auto.cascade", "full_auto.predict"), optimizers=("labeled_fewshot",),
+                        demos=(1, 2), thresholds=(0.5, 0.95))
+    result = run_search(_config(tmp_path, 6), space, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,
+                        progress=False)
+    study = optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    cascades = [t for t in study.trials if t.params["program"] == "full_auto.cascade"]
+    assert cascades and all(t.state.name == "COMPLETE" for t in study.trials)
+    for trial in cascades:
+        state = json.loads(trial.user_attrs["program_state"])
+        assert 0.5 <= trial.params["threshold"] <= 0.95 and trial.params["lm_program"] in space.lm_programs
+        assert state["cascade"] == {"threshold": round(trial.params["threshold"], 2),
+                                    "lm_program": trial.params["lm_program"]}
+        assert state["trained_model"]["model"]["kind"] == "linear"  # fitted before its LM program was compiled
+    assert all("threshold" not in t.params for t in study.trials if t.params["program"] != "full_auto.cascade")
+    assert result.best_trial is not None
+
+
+def test_a_cascade_search_space_is_checked():
+    with pytest.raises(ValueError, match="a cascade's LM program is one of"):
+        SearchSpace(programs=("full_auto.cascade",), lm_programs=("full_auto.hybrid",))
+    with pytest.raises(ValueError, match="thresholds: low 0.9 is above high 0.6"):
+        SearchSpace(programs=("full_auto.cascade",), thresholds=(0.9, 0.6))
