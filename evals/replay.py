@@ -24,7 +24,9 @@ Besides the metrics of `evals.metrics_fullauto` / `evals.metrics_planner`, a Ful
 reports `logged_agreement` (share of records whose enforced action equals the logged enforced
 action: how often the program would have done what the deployed loop did) and every replay the
 cost metrics `lm_calls_per_decision`, `tokens_per_decision`, `latency_s_per_decision`,
-`cache_hit_rate`, all with bootstrap intervals.
+`cache_hit_rate` and `lm_share` (the share of decisions that called an LM at all: 1 for an LM program,
+0 for a rule policy or a trained model, between for a rule-gated program or a cascade), all with
+bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from .usage import TOTAL_KEYS, track_calls
 STACK_CHARS = 4000
 MESSAGE_CHARS = 500
 COST_METRICS: tuple[str, ...] = ("lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision",
-                                 "cache_hit_rate")
+                                 "cache_hit_rate", "lm_share")
 
 
 class ReplayStageError(Exception):
@@ -310,7 +312,7 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[
 # ----- aggregates -------------------------------------------------------------------------------
 
 def cost_statistics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Statistic]:
-    """LM cost per decision as resamplable statistics: calls, tokens, seconds, cache-hit rate."""
+    """LM cost per decision as resamplable statistics: calls, tokens, seconds, cache-hit rate, share sent to an LM."""
     usage = [row.get("usage") or {} for row in rows]
     return {
         "lm_calls_per_decision": mean_of([float(u.get("lm_calls", 0)) for u in usage]),
@@ -318,6 +320,7 @@ def cost_statistics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Statistic]:
         "latency_s_per_decision": mean_of([float(row.get("latency_s", math.nan)) for row in rows]),
         "cache_hit_rate": ratio_of([float(u.get("cache_hits", 0)) for u in usage],
                                    [float(u.get("lm_calls", 0)) for u in usage]),
+        "lm_share": mean_of([float(u.get("lm_calls", 0) > 0) for u in usage]),
     }
 
 

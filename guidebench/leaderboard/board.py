@@ -156,7 +156,9 @@ def cost_of(result: ReplayResult) -> Cost:
     scale = COST_PER / n
     usage = result.summary.get("usage") or {}
     latency = sum(float(row.get("latency_s") or 0.0) for row in result.rows)
-    return Cost(lm_calls=usage.get("lm_calls", 0) * scale, prompt_tokens=usage.get("prompt_tokens", 0) * scale,
+    lm_decisions = sum(1 for row in result.rows if (row.get("usage") or {}).get("lm_calls", 0) > 0)
+    return Cost(lm_decisions=lm_decisions * scale, lm_calls=usage.get("lm_calls", 0) * scale,
+                prompt_tokens=usage.get("prompt_tokens", 0) * scale,
                 completion_tokens=usage.get("completion_tokens", 0) * scale,
                 total_tokens=usage.get("total_tokens", 0) * scale, seconds=latency * scale,
                 wall_seconds=float(result.summary.get("wall_s", 0.0)) * scale,

@@ -12,7 +12,7 @@ COST_PER = 1000
 # Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
 LOWER_IS_BETTER: frozenset[str] = frozenset({
     "cost_weighted_error", "guardrail_override_rate", "parse_failure_rate", "error_rate", "brier", "ece",
-    "effect_abs_error", "lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision",
+    "effect_abs_error", "lm_calls_per_decision", "tokens_per_decision", "latency_s_per_decision", "lm_share",
 })
 
 
@@ -23,7 +23,7 @@ def lower_is_better(metric: str) -> bool:
 
 def headline_metric(metric: str) -> bool:
     """True for the quality metrics worth a plot panel (no per-rule breakdowns, no cost-per-decision)."""
-    return "." not in metric and not metric.endswith("_per_decision") and metric != "cache_hit_rate"
+    return "." not in metric and not metric.endswith("_per_decision") and metric not in ("cache_hit_rate", "lm_share")
 
 
 class Cost(BaseModel):
@@ -32,6 +32,8 @@ class Cost(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     per_decisions: int = COST_PER
+    # Decisions (of the 1,000) that called an LM at all: a cascade's or a rule-gated program's share sent to its LM.
+    lm_decisions: float = 0.0
     lm_calls: float = 0.0
     prompt_tokens: float = 0.0
     completion_tokens: float = 0.0

@@ -30,7 +30,7 @@ MARKDOWN_FILE = "leaderboard.md"
 HTML_FILE = "leaderboard.html"
 DIFF_RECORDS_SHOWN = 12
 INPUT_CHARS_SHOWN = 400
-COST_COLUMNS = (("lm_calls", "LM calls"), ("prompt_tokens", "prompt tok"), ("completion_tokens", "completion tok"),
+COST_COLUMNS = (("lm_decisions", "decisions sent to an LM"), ("lm_calls", "LM calls"), ("prompt_tokens", "prompt tok"), ("completion_tokens", "completion tok"),
                 ("total_tokens", "total tok"), ("seconds", "seconds"), ("wall_seconds", "wall s"),
                 ("cache_hits", "cache hits"))
 

@@ -9,6 +9,7 @@ import pytest
 from dspy.utils import DummyLM
 
 import programs
+from evals import metrics_fullauto
 from evals.replay import compare, replay
 from evals.usage import instrument
 from replay_support import (
@@ -163,3 +164,23 @@ def test_a_routing_program_says_which_path_decided_each_record(lines):
     assert [row["usage"]["lm_calls"] for row in result.rows] == [int(path == "lm") for path in expected]
     plain = replay("full_auto.rules", records, progress=False)
     assert "decided_by" not in plain.summary and {row["decided_by"] for row in plain.rows} == {None}
+
+
+def test_lm_share_counts_the_decisions_a_cascade_sends_to_its_lm(fake_lm):
+    from optimizer_support import decision_examples, decision_records
+    from optimizers.fitting import FitSettings, fit_model
+    from programs.learned import FullAutoCascade
+
+    model = fit_model(decision_examples(16), decision_examples(8, offset=100), metrics_fullauto.metric,
+                      FitSettings(C=(0.05,), class_weight=("none",))).model
+    records = decision_records(12, offset=300)
+    shares = []
+    for threshold in (0.0, 0.9, 1.0):
+        cascade = FullAutoCascade(threshold=threshold)
+        cascade.trained_model.set_model(model)
+        result = replay(cascade, records, progress=False)
+        sent = result.summary["decided_by"].get("lm", 0)
+        assert result.metrics["lm_share"].value == pytest.approx(sent / len(records))
+        shares.append(result.metrics["lm_share"].value)
+    assert shares[0] == 0.0 and shares[-1] == 1.0 and 0.0 <= shares[1] <= 1.0
+    assert replay("rule", records, progress=False).metrics["lm_share"].value == 0.0
