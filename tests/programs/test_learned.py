@@ -76,3 +76,18 @@ def test_a_cascade_hands_turns_only_to_a_single_predictor_lm_program(name):
 def test_a_threshold_is_a_probability(value):
     with pytest.raises(ValueError, match="between 0 and 1"):
         check_threshold(value)
+
+
+@pytest.mark.slow
+def test_the_cascade_hands_an_unsure_turn_to_the_embedded_model(model, real_lm):
+    import dspy
+
+    cascade = FullAutoCascade(threshold=1.0, lm_program="full_auto.compact")
+    cascade.trained_model.set_model(model)
+    example = DEV[3]
+    with dspy.context(lm=real_lm):
+        prediction = cascade(**example.inputs())
+    assert prediction.decided_by == "lm" and prediction.adapter_errors == []
+    assert prediction.action in {"continue", "pause", "stop", "review"}
+    sent = real_lm.history[-1]["messages"][-1]["content"]
+    assert "[[ ## plan ## ]]" in sent and "[[ ## turn_plan ## ]]" not in sent  # the compact rendering, not the original
