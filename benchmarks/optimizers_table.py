@@ -41,6 +41,29 @@ def _p(value: Optional[float], permutations: Optional[int] = None) -> str:
     return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
 
 
+def lm_half(folder: Path) -> str:
+    """How the compile's LM half answered the test turns it decided that were labeled pause or review.
+
+    Recall: of the LM-decided turns labeled pause or review, how many it answered pause or review (its own
+    action, before the guardrails); precision: of its pause and review answers, how many were labeled so.
+    A program that routes no turn (every turn is its LM's) counts all of them.
+    """
+    import pandas as pd
+
+    path = folder / "test" / "results.parquet"
+    if not path.is_file():
+        return "n/a"
+    rows = pd.read_parquet(path, columns=["decided_by", "model_action", "label_action"])
+    routed = rows["decided_by"].notna().any()
+    lm = rows[rows["decided_by"] == "lm"] if routed else rows
+    wanted = lm["label_action"].isin(["pause", "review"])
+    answered = lm["model_action"].isin(["pause", "review"])
+    hits = int((wanted & answered).sum())
+    recall = f"{hits}/{int(wanted.sum())}" if wanted.any() else "0/0"
+    precision = f"{hits}/{int(answered.sum())}" if answered.any() else "0/0"
+    return f"recall {recall}, precision {precision} (of {len(lm)} LM turns)"
+
+
 def row(folder: Path) -> dict[str, Any]:
     """The table's facts about one compile folder."""
     summary = json.loads((folder / "compile.json").read_text(encoding="utf-8"))
@@ -62,18 +85,19 @@ def row(folder: Path) -> dict[str, Any]:
         "compile_min": (summary["compile"].get("wall_s") or 0) / 60, "total_min": (summary.get("wall_s") or 0) / 60,
         "run": summary.get("mlflow_run_id") or "", "diff_value": paired.get("diff"),
         "p_value": paired.get("p_value"), "baseline_program": summary["baseline"]["program"],
-        "whole": not summary["request"].get("eval_limit"),
+        "whole": not summary["request"].get("eval_limit"), "lm_half": lm_half(folder),
     }
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     """The markdown table, with the methods named once under it."""
     lines = ["| optimizer | test objective [95% CI] | baseline | paired difference [95% CI] | p | action accuracy (planner: schema validity) "
-             "| McNemar p | demos | compile LM calls | compile tokens | compile min | total min | MLflow run |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| McNemar p | LM half on pause/review turns | demos | compile LM calls | compile tokens | compile min "
+             "| total min | MLflow run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['optimizer']} | {r['test']} | {r['baseline']} | {r['diff']} | {r['p']} | {r['accuracy']} "
-                     f"| {r['mcnemar_p']} | {r['demos']} | {r['lm_calls']:,} | {r['tokens']:,} | "
+                     f"| {r['mcnemar_p']} | {r['lm_half']} | {r['demos']} | {r['lm_calls']:,} | {r['tokens']:,} | "
                      f"{r['compile_min']:.1f} | {r['total_min']:.1f} | `{r['run'][:8]}` |")
     if rows:
         methods = sorted({(r["test_name"], r["ci_name"]) for r in rows})

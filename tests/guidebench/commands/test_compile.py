@@ -226,6 +226,8 @@ def test_dev_limit_scores_dev_on_a_subset_and_the_optimizers_table_reads_the_com
     summary = json.loads((out / "compile.json").read_text())
     assert f"`{summary['mlflow_run_id'][:8]}`" in row and "n = 4 test records" in text
     assert f"Not finished: {tmp_path / 'missing'}" in text
+    # full_auto.predict routes no turn: its LM half is all 4 test turns; one of them is labeled pause
+    assert "| recall " in row and "(of 4 LM turns)" in row and "/1, precision" in row
 
 
 def test_a_trained_program_compiles_with_fit_against_the_logged_policy_without_an_lm(workspace, tmp_path, monkeypatch,
