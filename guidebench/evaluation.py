@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the CLI registers `eval` without importing DSPy and SciPy (`guidebench --help`)
     from evals.replay import ReplayResult
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refuse_unfitted
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
@@ -185,6 +185,7 @@ def load_program(name_or_dir: str) -> LoadedProgram:
         spec = programs.spec(name_or_dir)
     except LookupError as exc:
         raise GuidebenchError(f"--program {name_or_dir!r}: not a folder, and {exc}") from exc
+    refuse_unfitted(spec.name, "--program")
     return LoadedProgram(program=spec.build(), name=spec.name, kind=spec.kind, uses_lm=spec.uses_lm,
                          source="registry")
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refuse_unfitted
 
 PACKAGE_FILE = "package.json"
 DEFAULT_STATE_FILE = "program.json"
@@ -192,6 +192,7 @@ def from_registry(names: Iterable[str]) -> list[Variant]:
         if not name:
             continue
         entry = canonical_entry(name, "--programs")
+        refuse_unfitted(entry, "--programs")
         manifest = PackageManifest(name=name, version=__version__, entry=entry,
                                    compatible_with=contract_for(entry), tags=["registry"])
         variants.append(Variant(label=name, manifest=manifest, origin=f"registry:{name}"))

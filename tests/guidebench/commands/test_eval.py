@@ -263,3 +263,17 @@ def test_no_cache_measures_every_lm_call_afresh(workspace, tmp_path):
                  "--planner-programs", "", "--lm", "fake", "--split", "all", "--no-cache", "--no-track",
                  "--no-progress", "--out", str(report)]) == 0
     assert "10 LM calls (0 from cache)" in report.read_text()
+
+
+@pytest.mark.parametrize("command", [["eval", "--program", "full_auto.learned", "--split", "test", "--out", "OUT"],
+                                     ["leaderboard", "--programs", "logged,full_auto.cascade", "--no-track",
+                                      "--out", "OUT"]])
+def test_a_trained_program_straight_from_the_registry_is_refused_with_how_to_fit_it(command, tmp_path, capsys):
+    from optimizer_support import make_dataset
+
+    data = make_dataset(tmp_path / "data", train=4, dev=2, test=2)
+    args = [str(tmp_path / "out") if part == "OUT" else part for part in command]
+    assert main([*args, "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "a trained program must be fitted first: `guidebench compile --program" in err and "\n" == err[-1:]
+    assert not (tmp_path / "out").exists()
