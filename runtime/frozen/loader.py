@@ -98,22 +98,16 @@ def _manifest(root: Path) -> FrozenManifest:
     if manifest.format_version not in READABLE_FORMAT_VERSIONS:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}; this runtime reads "
                                 f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))} (current {FORMAT_VERSION})")
-    if manifest.format_version < 2 and manifest.demo_selection is not None:
-        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
-                                "demo_selection (version 2 added it)")
-    if manifest.trained_model is not None:
-        if manifest.format_version < 4:
+    # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
+    for field, version, full_auto_only in (("demo_selection", 2, False), ("rule_gate", 3, True),
+                                           ("trained_model", 4, True)):
+        if getattr(manifest, field) is None:
+            continue
+        if manifest.format_version < version:
             raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
-                                    "trained_model (version 4 added it)")
-        if manifest.kind != "full_auto":
-            raise FrozenModuleError(f"{MANIFEST_FILE} declares a trained_model for a {manifest.kind} module; "
-                                    "only full_auto modules have one")
-    if manifest.rule_gate is not None:
-        if manifest.format_version < 3:
-            raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
-                                    "rule_gate (version 3 added it)")
-        if manifest.kind != "full_auto":
-            raise FrozenModuleError(f"{MANIFEST_FILE} declares a rule_gate for a {manifest.kind} module; "
+                                    f"{field} (version {version} added it)")
+        if full_auto_only and manifest.kind != "full_auto":
+            raise FrozenModuleError(f"{MANIFEST_FILE} declares a {field} for a {manifest.kind} module; "
                                     "only full_auto modules have one")
     return manifest
 
