@@ -143,3 +143,16 @@ def test_promotion_evidence_must_come_from_a_held_out_split(world):
     with pytest.raises(GuidebenchError, match="held-out split"):
         promote_module(exports["rules"], data=root / "data", split="train",
                        ledger=PromotionLedger(root / "other-ledger.jsonl"))
+
+
+def test_a_split_swapped_for_another_gives_no_evidence(world, tmp_path: Path, capsys):
+    from dataset_support import swapped_split
+
+    root, exports, _ = world
+    swapped = swapped_split(root / "data", tmp_path / "swap", into="test", source="train")  # 4 records, not 40
+    before = len(PromotionLedger().records())
+    code = main(["promote", str(exports["continue"]), "--data", str(swapped)])
+    printed = capsys.readouterr()
+    assert code == 2 and len(printed.err.strip().splitlines()) == 1 and "evidence" not in printed.out
+    assert f"{swapped}: split 'test' holds 4 records but dataset.json declares 40" in printed.err
+    assert len(PromotionLedger().records()) == before
