@@ -337,13 +337,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _configure_lm(spec: str, cache: bool = True) -> None:
+def _configure_lm(spec: str, cache: bool = True) -> Any:
     try:
         from guidebench.lm.factory import configure_lm
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
-        configure_lm(spec, cache=cache)
+        return configure_lm(spec, cache=cache)
     except GuidebenchError:
         raise
     except Exception as exc:

@@ -24,7 +24,8 @@ import dspy
 import optimizers
 from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
-from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search
+from optimizers.search import (SearchConfig, SearchResult, SearchSpace, StudyLMError, TrialOutcome, open_study,
+                               run_search)
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
@@ -133,6 +134,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
 
     from guidebench.tracking import compile as tracking_compile
     from guidebench.lm.factory import configure_lm, lm_info
+    from guidebench.lm.identity import lm_identity
     from guidebench.tracking.runs import guidebench_home
 
     if request.trials < 1:
@@ -160,7 +162,9 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     metric, feedback = _metrics(request.family)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
-                          budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
+                          budget=Budget(max_lm_calls=request.max_lm_calls_per_trial),
+                          lm=lm_identity(request.lm, lm).model_dump())
+    _claim_study(config)
     params = tracking.run_params(
         program=",".join(space.programs), dataset_id=data.dataset_id, split="train+dev",
         split_hash=data.split_hashes()["dev"], lm=request.lm, seed=request.seed, kind=request.family,
@@ -189,6 +193,15 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         if request.rescore_test and result.best_value is not None and result.best_state() is not None:
             rescore_best_on_test(result, data, out / "test", lm=lm, seed=request.seed, progress=progress)
     return result, out
+
+
+def _claim_study(config: SearchConfig) -> None:
+    """Open the study before any tracking: one made with another LM is refused, a new one records this LM."""
+    try:
+        open_study(config)
+    except StudyLMError as exc:
+        other = f" or search with --lm {exc.recorded['spec']}" if exc.recorded else ""
+        raise GuidebenchError(f"{exc}; name a new study with --study NAME{other}") from None
 
 
 def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,
@@ -254,7 +267,8 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[s
     files = {"trials": out / "trials.json"}
     atomic_write_json(files["trials"], {"study": result.study_name, "best_trial": result.best_trial,
                                         "best_value": result.best_value, "best_params": result.best_params,
-                                        "dataset_id": data.dataset_id, "trials": [asdict(t) for t in result.trials]})
+                                        "dataset_id": data.dataset_id, "lm": result.lm,
+                                        "trials": [asdict(t) for t in result.trials]})
     scored = [{"index": t.number, "score": t.value, "n_examples": len(data.valset)} for t in result.trials
               if t.value is not None]
     if scored:
