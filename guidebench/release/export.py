@@ -27,7 +27,7 @@ from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_fr
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     RuleGateSpec, valid_name, valid_version)
+                                     PromptText, RuleGateSpec, valid_name, valid_version)
 from runtime.rules import RULE_GATE_KEY
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 
@@ -212,8 +212,18 @@ def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> 
         except SignatureSpecError as exc:
             raise GuidebenchError(f"predictor {name!r}: {exc}") from exc
         specs.append(PredictorSpec(name=name, signature_name=signature_name, signature_hash=spec.hash(),
-                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", []))))
+                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", [])),
+                                   prompt=_rewritten_prompt(spec, state.get(name, {}))))
     return specs
+
+
+def _rewritten_prompt(spec: SignatureSpec, entry: Mapping[str, Any]) -> Optional[PromptText]:
+    """The prompt text of a predictor's state when an optimizer rewrote its signature's (None when it did not)."""
+    saved = entry.get("signature")
+    if not isinstance(saved, dict):
+        return None  # no state for it: the loader refuses the module, naming the predictor
+    prompt = PromptText.model_validate(saved)
+    return None if prompt == PromptText.of(spec) else prompt
 
 
 def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:

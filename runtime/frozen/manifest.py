@@ -12,8 +12,11 @@ A frozen module is a folder:
 
 Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
 `rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
-`full_auto.hybrid` runs them). The runtime reads all three (a version 1 module is a version 2 module
-without demo selection, a version 2 module a version 3 module without a rule gate).
+`full_auto.hybrid` runs them); 4 adds a predictor's `prompt`, the instructions and field prefixes and
+descriptions its state runs with when an optimizer rewrote its signature's (COPRO, MIPROv2, GEPA). The
+runtime reads all four (a version 1 module is a version 2 module without demo selection, a version 2
+module a version 3 module without a rule gate, a version 3 module a version 4 module whose predictors run
+their signatures' own text).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -63,6 +66,32 @@ class MetricInterval(BaseModel):
     n: int = 0
 
 
+class PromptField(BaseModel):
+    """One field's prompt text, as DSPy's program state stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str
+    description: str
+
+
+class PromptText(BaseModel):
+    """The prompt text a predictor's state runs with: the `signature` entry of its program.json state
+    (instructions, then each field's prefix and description, inputs then outputs in the signature's order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instructions: str
+    fields: list[PromptField]
+
+    @classmethod
+    def of(cls, signature: SignatureSpec) -> "PromptText":
+        """The signature's own prompt text (what its state holds until an optimizer rewrites it)."""
+        fields = signature.inputs + signature.outputs
+        return cls(instructions=signature.instructions,
+                   fields=[PromptField(prefix=f.prefix, description=f.desc) for f in fields])
+
+
 class PredictorSpec(BaseModel):
     """One predictor of the program: its path in program.json and its installed signature."""
 
@@ -73,6 +102,13 @@ class PredictorSpec(BaseModel):
     signature_hash: str
     signature: SignatureSpec
     demo_count: int = 0
+    # Format version 4: the prompt text its state runs with, when an optimizer rewrote the signature's
+    # (None: the signature's own, `PromptText.of(signature)`).
+    prompt: Optional[PromptText] = None
+
+    def state_prompt(self) -> PromptText:
+        """The prompt text program.json must hold for this predictor."""
+        return self.prompt or PromptText.of(self.signature)
 
 
 class DemoSelection(BaseModel):
