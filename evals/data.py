@@ -15,7 +15,10 @@ Hashes: a split hash is the SHA-256 of the lines `<record_id>\\t<sha256(record J
 by record id, where the record JSON is `model_dump_json()` (fields in model order, no whitespace,
 the same text for the same record), so it does not depend on row order or on the column layout
 and can be computed while streaming; the `dataset_id` is the SHA-256 of the canonical JSON of
-`{split: split hash}` for the three splits.
+`{split: split hash}` for the three splits. Every read checks a split against what `dataset.json`
+declares (record count, streamed hash, split hashes against the dataset id), so no reader scores a
+replaced or edited split under the declared split's name and hash; a damaged Arrow file is one
+`DatasetFormatError` naming the file.
 
 Writing lets `datasets` lay out the folder (`save_to_disk` of empty splits), streams the rows
 with `datasets.arrow_writer.ArrowWriter` straight into each split's shard in a staging folder,

@@ -1,9 +1,9 @@
 """The frozen split a leaderboard is scored on, and the rule that results from any other split never join it.
 
 A split is identified by its dataset id, split name and split hash (`SplitRef`); reading it
-(`evals.data`) recomputes its hash from the stored rows, so a split edited after it was frozen is refused. A
-scored variant carries the `SplitRef` it was scored on, and `check_same_split` admits it only if
-that identity and the exact record ids match the board's.
+(`evals.data`) recomputes its hash from the stored rows, so a split edited after it was frozen is
+refused. A scored variant carries the `SplitRef` it was scored on, and `check_same_split` admits it
+only if that identity and the exact record ids match the board's.
 """
 
 from __future__ import annotations

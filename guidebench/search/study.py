@@ -3,7 +3,8 @@ settings on a dataset, every trial a nested MLflow run under one search run.
 
 The study lives in SQLite under the workbench home by default (`--storage` takes any SQLAlchemy
 URL); running the same command again resumes it (finished trials are kept, `--trials` is the
-total) and reopens the same MLflow search run. Outputs (`--out`, default
+total) and reopens the same MLflow search run. The study, each trial and `trials.json` record the
+task LM (`guidebench.lm.identity`); a study made with another LM is refused, never resumed. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
 `program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
