@@ -119,6 +119,13 @@ def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert "ran 1 trial(s) now" in out and "best: trial 0" in out
     print(out, file=sys.stderr)
+    import json
+
+    from guidebench.lm.engine import LOCAL_MODEL_ID, model_sha256
+
+    (trials,) = [json.loads(path.read_text()) for path in (tmp_path / "home" / "searches").glob("*/trials.json")]
+    local = {"spec": "local", "model": LOCAL_MODEL_ID, "model_sha256": model_sha256()}
+    assert trials["lm"] == local and [trial["lm"] for trial in trials["trials"]] == [local]
 
 
 def _dashboard_get(app, path: str):
