@@ -26,8 +26,9 @@ from runtime.checksums import write_checksums
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
-                                     DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     PromptText, RuleGateSpec, valid_name, valid_version)
+                                     DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval,
+                                     PredictorSpec, PromptText,
+                                     RuleGateSpec, valid_name, valid_version)
 from runtime.rules import RULE_GATE_KEY
 from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 
@@ -212,18 +213,8 @@ def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> 
         except SignatureSpecError as exc:
             raise GuidebenchError(f"predictor {name!r}: {exc}") from exc
         specs.append(PredictorSpec(name=name, signature_name=signature_name, signature_hash=spec.hash(),
-                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", [])),
-                                   prompt=_rewritten_prompt(spec, state.get(name, {}))))
+                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", []))))
     return specs
-
-
-def _rewritten_prompt(spec: SignatureSpec, entry: Mapping[str, Any]) -> Optional[PromptText]:
-    """The prompt text of a predictor's state when an optimizer rewrote its signature's (None when it did not)."""
-    saved = entry.get("signature")
-    if not isinstance(saved, dict):
-        return None  # no state for it: the loader refuses the module, naming the predictor
-    prompt = PromptText.model_validate(saved)
-    return None if prompt == PromptText.of(spec) else prompt
 
 
 def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:
@@ -377,6 +368,8 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               f"the installed program has {sorted(installed)}")
     rule_gate = _rule_gate(source.entry, state.get(RULE_GATE_KEY))
     predictors = describe_predictors(source.installed, source.kind, state)
+    for predictor in predictors:  # a prompt an optimizer rewrote is declared: the loader holds program.json to it
+        predictor.prompt = PromptText.rewritten(predictor.signature, state.get(predictor.name, {}))
     created_at, created_unix = _now()
     if source.lm_model:
         source.lm_model = redactor.text(source.lm_model)

@@ -4,7 +4,7 @@ settings on a dataset, every trial a nested MLflow run under one search run.
 The study lives in SQLite under the workbench home by default (`--storage` takes any SQLAlchemy
 URL); running the same command again resumes it (finished trials are kept, `--trials` is the
 total) and reopens the same MLflow search run. The study, each trial and `trials.json` record the
-task LM (`guidebench.lm.identity`); a study made with another LM is refused, never resumed. Outputs (`--out`, default
+task LM (`guidebench.lm.identity`): a study made with another LM is refused. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
 `program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
@@ -25,11 +25,11 @@ import dspy
 import optimizers
 from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
-from optimizers.search import (SearchConfig, SearchResult, SearchSpace, StudyLMError, TrialOutcome, open_study,
-                               run_search)
+from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
+from guidebench.lm.identity import LMIdentity, lm_identity
 
 FAMILIES: tuple[str, ...] = ("full_auto", "planner")
 
@@ -135,7 +135,6 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
 
     from guidebench.tracking import compile as tracking_compile
     from guidebench.lm.factory import configure_lm, lm_info
-    from guidebench.lm.identity import lm_identity
     from guidebench.tracking.runs import guidebench_home
 
     if request.trials < 1:
@@ -163,9 +162,8 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     metric, feedback = _metrics(request.family)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
-                          budget=Budget(max_lm_calls=request.max_lm_calls_per_trial),
-                          lm=lm_identity(request.lm, lm).model_dump())
-    _claim_study(config)
+                          budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
+    config = claim_study(config, lm_identity(request.lm, lm))
     params = tracking.run_params(
         program=",".join(space.programs), dataset_id=data.dataset_id, split="train+dev",
         split_hash=data.split_hashes()["dev"], lm=request.lm, seed=request.seed, kind=request.family,
@@ -196,13 +194,20 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     return result, out
 
 
-def _claim_study(config: SearchConfig) -> None:
-    """Open the study before any tracking: one made with another LM is refused, a new one records this LM."""
+def claim_study(config: SearchConfig, lm: LMIdentity) -> SearchConfig:
+    """The config with its LM, once the study accepts it (opened before any tracking): a study made with another
+    LM is refused, a new one records this LM."""
+    from dataclasses import replace
+
+    from optimizers.search import StudyLMError, open_study
+
+    config = replace(config, lm=lm.model_dump())
     try:
         open_study(config)
     except StudyLMError as exc:
         other = f" or search with --lm {exc.recorded['spec']}" if exc.recorded else ""
         raise GuidebenchError(f"{exc}; name a new study with --study NAME{other}") from None
+    return config
 
 
 def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,

@@ -22,7 +22,7 @@ their signatures' own text).
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -90,6 +90,16 @@ class PromptText(BaseModel):
         fields = signature.inputs + signature.outputs
         return cls(instructions=signature.instructions,
                    fields=[PromptField(prefix=f.prefix, description=f.desc) for f in fields])
+
+    @classmethod
+    def rewritten(cls, signature: SignatureSpec, state: Mapping[str, Any]) -> Optional["PromptText"]:
+        """The prompt text of a predictor's program.json `state` when it is not the signature's own (None when it is,
+        or when the state has none: the loader then refuses it)."""
+        saved = state.get("signature")
+        if not isinstance(saved, dict):
+            return None
+        prompt = cls.model_validate(saved)
+        return None if prompt == cls.of(signature) else prompt
 
 
 class PredictorSpec(BaseModel):
