@@ -48,34 +48,6 @@ def test_search_cli_logs_a_nested_mlflow_run_per_trial_and_resumes(tmp_path, mon
         parent.info.run_id).data.metrics
 
 
-def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_rescore_ranks(tmp_path, monkeypatch,
-                                                                                        capsys):
-    import json
-
-    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
-    data = make_dataset(tmp_path / "data", train=8, dev=6, test=3)
-    uri = tracking_uri(tmp_path)
-    assert main(["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
-                 "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:2",
-                 "--trials", "1", "--dev-limit", "2", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
-    mlflow.set_tracking_uri(uri)
-    trial = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                               filter_string="tags.`guidebench.run_type` = 'search_trial'")[0]
-    assert trial.data.params["trial.optimizer"] == "labeled_fewshot"
-    from guidebench.errors import GuidebenchError
-    from guidebench.release.packages import from_mlflow_experiment
-
-    with pytest.raises(GuidebenchError, match="no finished run"):  # trials and the search are not board variants
-        from_mlflow_experiment(trial.info.experiment_id, uri)
-    trials = json.loads((tmp_path / "out" / "trials.json").read_text())
-    assert trials["best_trial"] == 0
-    capsys.readouterr()
-    assert main(["leaderboard", "--data", str(data), "--programs", "rule", "--results", str(tmp_path / "out" / "test"),
-                 "--lm", "fake", "--no-track", "--out", str(tmp_path / "board")]) == 0
-    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
-    assert len(board["rows"]) == 2 and all(row["n"] == 3 for row in board["rows"]), board["rows"]
-
-
 def test_a_study_made_with_another_lm_is_refused_not_resumed(tmp_path, monkeypatch, capsys):
     import json
 
@@ -106,6 +78,34 @@ def test_a_study_made_with_another_lm_is_refused_not_resumed(tmp_path, monkeypat
     # Another spec of the same model (the fake's model id) resumes the study.
     assert main([*args, "--trials", "2", "--lm", FAKE_MODEL_ID]) == 0  # the later --trials wins
     assert "ran 1 trial(s) now; 2 in the study" in capsys.readouterr().out
+
+
+def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_rescore_ranks(tmp_path, monkeypatch,
+                                                                                        capsys):
+    import json
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=8, dev=6, test=3)
+    uri = tracking_uri(tmp_path)
+    assert main(["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
+                 "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:2",
+                 "--trials", "1", "--dev-limit", "2", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
+    mlflow.set_tracking_uri(uri)
+    trial = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                               filter_string="tags.`guidebench.run_type` = 'search_trial'")[0]
+    assert trial.data.params["trial.optimizer"] == "labeled_fewshot"
+    from guidebench.errors import GuidebenchError
+    from guidebench.release.packages import from_mlflow_experiment
+
+    with pytest.raises(GuidebenchError, match="no finished run"):  # trials and the search are not board variants
+        from_mlflow_experiment(trial.info.experiment_id, uri)
+    trials = json.loads((tmp_path / "out" / "trials.json").read_text())
+    assert trials["best_trial"] == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--data", str(data), "--programs", "rule", "--results", str(tmp_path / "out" / "test"),
+                 "--lm", "fake", "--no-track", "--out", str(tmp_path / "board")]) == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    assert len(board["rows"]) == 2 and all(row["n"] == 3 for row in board["rows"]), board["rows"]
 
 
 @pytest.mark.slow
