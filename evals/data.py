@@ -15,7 +15,10 @@ Hashes: a split hash is the SHA-256 of the lines `<record_id>\\t<sha256(record J
 by record id, where the record JSON is `model_dump_json()` (fields in model order, no whitespace,
 the same text for the same record), so it does not depend on row order or on the column layout
 and can be computed while streaming; the `dataset_id` is the SHA-256 of the canonical JSON of
-`{split: split hash}` for the three splits.
+`{split: split hash}` for the three splits. Every read checks a split against what `dataset.json`
+declares (record count, streamed hash, split hashes against the dataset id), so no reader scores a
+replaced or edited split under the declared split's name and hash; a damaged Arrow file is one
+`DatasetFormatError` naming the file.
 
 Writing lets `datasets` lay out the folder (`save_to_disk` of empty splits), streams the rows
 with `datasets.arrow_writer.ArrowWriter` straight into each split's shard in a staging folder,
@@ -353,7 +356,7 @@ def dataset_info(directory: str | os.PathLike) -> dict[str, Any]:
     version = info.get("format_version", 1)
     if version != DATASET_FORMAT_VERSION:
         layout = "one JSON `record` column" if version == 1 else "not a format this guidebench knows"
-        hint = REIMPORT_HINT.replace("DIR", f"{directory} --kind {info['kind']} --force")
+        hint = _reimport(Path(directory), info["kind"])
         raise DatasetFormatError(f"{directory}: dataset format version {version} ({layout}) is not read by this "
                                  f"guidebench (it reads version {DATASET_FORMAT_VERSION}: typed columns); "
                                  f"re-import the logs: {hint}")
@@ -368,48 +371,114 @@ def _split_names(split: str) -> tuple[str, ...]:
     return (split,)
 
 
-def _open_split(directory: Path, name: str):
+def _reimport(directory: Path, kind: str) -> str:
+    return REIMPORT_HINT.replace("DIR", f"{directory} --kind {kind} --force")
+
+
+def _declared(directory: Path, info: Mapping[str, Any], name: str, hint: str) -> tuple[int, str]:
+    """(records, hash) that dataset.json declares for a split, checked against its dataset id."""
+    hashes = {part: (info["splits"].get(part) or {}).get("hash") for part in SPLITS}
+    declared = info["splits"].get(name) or {}
+    if not isinstance(declared.get("n"), int) or not isinstance(declared.get("hash"), str):
+        raise DatasetFormatError(f"{directory / DATASET_FILE}: declares no `n` and `hash` for split {name!r}; "
+                                 f"re-import the logs: {hint}")
+    if dataset_id_of(hashes) != info.get("dataset_id"):
+        raise DatasetFormatError(f"{directory / DATASET_FILE}: its split hashes do not give its dataset_id: the file "
+                                 f"was edited; re-import the logs: {hint}")
+    return declared["n"], declared["hash"]
+
+
+def _shard_names(directory: Path, name: str) -> str:
+    """The Arrow file(s) of a split, for error messages (the split folder when its state.json is unreadable)."""
+    try:
+        files = [item["filename"] for item in json.loads((directory / name / "state.json").read_text())["_data_files"]]
+        return ", ".join(str(directory / name / file) for file in files)
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(directory / name)
+
+
+def _open_split(directory: Path, name: str, hint: str) -> Any:
     from datasets import Dataset
 
     try:
         return Dataset.load_from_disk(str(directory / name))
     except (FileNotFoundError, OSError, ValueError) as exc:
-        raise DatasetFormatError(f"{directory}: split {name!r} cannot be loaded: {exc}") from exc
+        raise DatasetFormatError(f"{_shard_names(directory, name)}: split {name!r} cannot be loaded "
+                                 f"({' '.join(str(exc).split())[:200]}); re-import the logs: {hint}") from exc
 
 
-def _iter_validated(directory: Path, split: str, batch_size: int = 1000) -> Iterator[tuple[str, BaseModel]]:
-    """(group id, validated record) of each row of a split, in stored order."""
-    model = KINDS[dataset_info(directory)["kind"]]
-    index = 0
+def _batches(directory: Path, name: str, part: Any, batch_size: int, hint: str) -> Iterator[dict[str, list[Any]]]:
+    """The split's rows in batches; a damaged Arrow file is one error naming the file, not a decoder's traceback."""
+    import pyarrow
+
+    batches = part.iter(batch_size=batch_size)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        # Damaged bytes surface as Arrow errors, or as UnicodeDecodeError (a ValueError) in a text column.
+        except (ValueError, OSError, TypeError, pyarrow.ArrowException) as exc:
+            raise DatasetFormatError(f"{_shard_names(directory, name)}: damaged Arrow file "
+                                     f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); re-import the "
+                                     f"logs: {hint}") from exc
+        yield batch
+
+
+def _validated(directory: Path, name: str, model: type[BaseModel], row: dict[str, Any], index: int) -> BaseModel:
+    try:
+        return model.model_validate(columns.decode(model, row))
+    except (ValidationError, ValueError, KeyError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) + f": {first['msg']}"
+        else:
+            where = f"{type(exc).__name__}: {exc}"
+        raise DatasetFormatError(f"{directory}: split {name!r} row {index} "
+                                 f"(record {row.get('record_id')}): {where}") from exc
+
+
+def _iter_validated(directory: Path, split: str, batch_size: int = 1000) -> Iterator[tuple[str, BaseModel, str]]:
+    """(group id, validated record, record JSON) of each row of a split, in stored order.
+
+    Each split is checked against what dataset.json declares for it: its record count before the first
+    row, its hash (streamed) after the last, so a split replaced or edited after it was written is
+    refused (`load_records` before it returns; a consumer of the stream at its end).
+    """
+    info = dataset_info(directory)
+    model, hint = KINDS[info["kind"]], _reimport(directory, info["kind"])
     for name in _split_names(split):
-        part = _open_split(directory, name)
-        for batch in part.iter(batch_size=batch_size):
+        n, digest = _declared(directory, info, name, hint)
+        part = _open_split(directory, name, hint)
+        if len(part) != n:
+            raise DatasetFormatError(f"{directory}: split {name!r} holds {len(part)} records but {DATASET_FILE} "
+                                     f"declares {n}: the split changed after it was frozen; re-import the logs: {hint}")
+        hasher = SplitHasher()
+        index = 0
+        for batch in _batches(directory, name, part, batch_size, hint):
             names = list(batch)
             for values in zip(*(batch[column] for column in names)):
                 row = dict(zip(names, values))
-                try:
-                    record = model.model_validate(columns.decode(model, row))
-                except (ValidationError, ValueError, KeyError) as exc:
-                    if isinstance(exc, ValidationError):
-                        first = exc.errors()[0]
-                        where = ".".join(str(part) for part in first["loc"]) + f": {first['msg']}"
-                    else:
-                        where = f"{type(exc).__name__}: {exc}"
-                    raise DatasetFormatError(f"{directory}: split {split!r} row {index} "
-                                             f"(record {row.get('record_id')}): {where}") from exc
-                yield row["group_id"], record
+                record = _validated(directory, name, model, row, index)
+                text = record_json(record)
+                hasher.add(record.record_id, text)
+                yield row["group_id"], record, text
                 index += 1
+        if hasher.hexdigest() != digest:
+            raise DatasetFormatError(f"{directory}: split {name!r} hashes to {hasher.hexdigest()[:12]} but "
+                                     f"{DATASET_FILE} declares {digest[:12]}: the split changed after it was "
+                                     f"frozen; re-import the logs: {hint}")
 
 
 def iter_rows(directory: str | os.PathLike, split: str = "test", batch_size: int = 1000) -> Iterator[DatasetRow]:
     """Stream the rows of a split ("train", "dev", "test" or "all") without loading it whole."""
-    for group_id, record in _iter_validated(Path(directory), split, batch_size):
-        yield DatasetRow(record.record_id, group_id, label_of(record), record_json(record))
+    for group_id, record, text in _iter_validated(Path(directory), split, batch_size):
+        yield DatasetRow(record.record_id, group_id, label_of(record), text)
 
 
 def iter_records(directory: str | os.PathLike, split: str = "test") -> Iterator[Record]:
     """Stream the validated records of a split ("train", "dev", "test" or "all")."""
-    for _group_id, record in _iter_validated(Path(directory), split):
+    for _group_id, record, _text in _iter_validated(Path(directory), split):
         yield record  # type: ignore[misc]
 
 

@@ -52,6 +52,13 @@ def _api_base(url: Optional[str]) -> Iterator[None]:
             os.environ["OPENAI_API_BASE"] = before
 
 
+def _check_lm_spec(spec: Optional[str]) -> None:
+    # An empty `--lm` (an unset shell variable) must not fall back to the default model unannounced.
+    if spec is not None and not spec.strip():
+        raise GuidebenchError(f"--lm {spec!r}: empty LM spec; give `local` (the embedded model), `fake` or a "
+                              "LiteLLM model string such as openai/gpt-4o-mini, or leave --lm out for the default")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script."""
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
@@ -62,6 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
+        _check_lm_spec(getattr(args, "lm", None))
         with _api_base(getattr(args, "api_base", None)):
             return int(args.func(args) or 0)
     except GuidebenchError as exc:

@@ -153,7 +153,6 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
         records = load_records(dataset_dir, split)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
-    splits = info.get("splits") or {}
     if max_records is not None and 0 <= max_records < len(records):
         records = records[:max_records]
         split = f"{split}[:{max_records}]"
@@ -161,7 +160,7 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     elif split == "all":
         digest = split_hash(records)
     else:
-        digest = (splits.get(split) or {}).get("hash") or split_hash(records)
+        digest = info["splits"][split]["hash"]  # reading the split checked its rows against this hash
     return EvalData(kind=DATASET_KIND_TO_PROGRAM_KIND[info["kind"]], records=records,
                     dataset_id=str(info.get("dataset_id", "")), split=split, split_hash=digest,
                     source=source, dataset_dir=dataset_dir, notes=notes)
@@ -339,13 +338,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _configure_lm(spec: str, cache: bool = True) -> None:
+def _configure_lm(spec: str, cache: bool = True) -> Any:
     try:
         from guidebench.lm.factory import configure_lm
     except ImportError as exc:
         raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
     try:
-        configure_lm(spec, cache=cache)
+        return configure_lm(spec, cache=cache)
     except GuidebenchError:
         raise
     except Exception as exc:

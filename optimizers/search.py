@@ -17,6 +17,9 @@
   retry as soon as the search starts again (`reap_dead_trials`: each trial records its owner).
 - Each trial stores its compiled program state and compile summary as trial attributes, and an
   optional `TrialObserver` (the application's MLflow nested runs) sees every trial.
+- The task LM's identity (`SearchConfig.lm`) is recorded on the study and on each trial; a study
+  recorded with another model (or model file), or one holding trials but no LM, is refused
+  (`StudyLMError`): its trials were scored with another LM, so resuming would mix their scores.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ HEARTBEAT_S = 30
 GRACE_S = 120
 OWNER_ATTR = "owner"  # trial user attribute: the process running it (`optimizers.liveness.owner_token`)
 TRACKING_RUN_ATTR = "mlflow_run_id"  # trial user attribute: the tracking run of the trial, when one is observed
+LM_ATTR = "lm"  # study and trial user attribute: the task LM's identity (`SearchConfig.lm`)
+LM_IDENTITY_KEYS: tuple[str, ...] = ("model", "model_sha256")  # what must match to resume a study
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,16 @@ class SearchConfig:
     budget: Budget = field(default_factory=Budget)  # per trial compile
     cache_dir: Optional[Path] = None  # DSPy disk cache shared by the study's trials
     threads: int = 1
+    # The task LM's identity ({"spec", "model", "model_sha256"}); None records none and checks none.
+    lm: Optional[dict[str, Any]] = None
+
+
+class StudyLMError(RecipeError):
+    """The study was made with another LM (or records none): its trials' scores do not hold for this one."""
+
+    def __init__(self, message: str, recorded: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.recorded = recorded
 
 
 @dataclass
@@ -117,6 +132,7 @@ class TrialOutcome:
     value: Optional[float]
     minibatch_means: list[float] = field(default_factory=list)
     compile_summary: dict[str, Any] = field(default_factory=dict)
+    lm: Optional[dict[str, Any]] = None  # the task LM it ran with
 
 
 @dataclass
@@ -130,6 +146,7 @@ class SearchResult:
     best_trial: Optional[int]
     trials: list[TrialOutcome]
     ran_now: int
+    lm: Optional[dict[str, Any]] = None  # the study's task LM
 
     def best_state(self, study: Optional[optuna.Study] = None) -> Optional[dict[str, Any]]:
         """The compiled program state of the best trial."""
@@ -170,8 +187,32 @@ def open_study(config: SearchConfig) -> optuna.Study:
         sampler = optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=config.n_startup_trials,
                                              multivariate=True, group=True)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
-    return optuna.create_study(study_name=config.study_name, storage=storage, sampler=sampler, pruner=pruner,
-                               direction="maximize", load_if_exists=True)
+    study = optuna.create_study(study_name=config.study_name, storage=storage, sampler=sampler, pruner=pruner,
+                                direction="maximize", load_if_exists=True)
+    claim_study_lm(study, config.lm)
+    return study
+
+
+def claim_study_lm(study: optuna.Study, lm: Optional[dict[str, Any]]) -> None:
+    """Record the LM on a study without trials; refuse a study recorded with another LM, or with none but trials."""
+    if lm is None:
+        return
+    recorded = study.user_attrs.get(LM_ATTR)
+    if recorded is None:
+        held = len(study.get_trials(deepcopy=False))
+        if held:
+            raise StudyLMError(f"study {study.study_name!r} holds {held} trial(s) but records no LM (it was made "
+                               "before studies recorded one): their scores may come from another LM")
+        study.set_user_attr(LM_ATTR, dict(lm))
+        return
+    if any(recorded.get(key) != lm.get(key) for key in LM_IDENTITY_KEYS):
+        raise StudyLMError(f"study {study.study_name!r} was made with LM {_lm_text(recorded)}, this search uses "
+                           f"{_lm_text(lm)}: its trials were scored with the other LM", recorded)
+
+
+def _lm_text(lm: dict[str, Any]) -> str:
+    digest = lm.get("model_sha256")
+    return f"{lm.get('spec')!r} ({lm.get('model')}{f', model file sha256 {digest[:12]}' if digest else ''})"
 
 
 def reap_dead_trials(study: optuna.Study, grace_s: Optional[float] = None) -> list[int]:
@@ -366,6 +407,8 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
 
     def objective(trial: optuna.Trial) -> float:
         trial.set_user_attr(OWNER_ATTR, owner_token())
+        if config.lm is not None:
+            trial.set_user_attr(LM_ATTR, dict(config.lm))
         params = suggest(trial, space)
         # The student is built before the trial is observed: a rule-gated program draws its gate as a parameter too.
         student = program_factory(params["program"])
@@ -445,13 +488,13 @@ def _result(study: optuna.Study, config: SearchConfig, *, ran_now: int) -> Searc
         summary = json.loads(t.user_attrs["compile"]) if "compile" in t.user_attrs else {}
         means = [t.intermediate_values[k] for k in sorted(t.intermediate_values)]
         trials.append(TrialOutcome(number=t.number, state=t.state.name, params=_clean(t.params), value=t.value,
-                                   minibatch_means=means, compile_summary=summary))
+                                   minibatch_means=means, compile_summary=summary, lm=t.user_attrs.get(LM_ATTR)))
     completed = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     best = max(completed, key=lambda t: (t.value, -t.number)) if completed else None
     storage = config.storage or default_storage(config.cache_dir or Path.cwd())
     return SearchResult(study_name=study.study_name, storage=storage, best_params=_clean(best.params) if best else {},
                         best_value=best.value if best else None, best_trial=best.number if best else None,
-                        trials=trials, ran_now=ran_now)
+                        trials=trials, ran_now=ran_now, lm=study.user_attrs.get(LM_ATTR))
 
 
 def _clean(params: dict[str, Any]) -> dict[str, Any]:

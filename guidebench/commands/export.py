@@ -123,7 +123,7 @@ def run_promote(args: argparse.Namespace) -> int:
     if record.evidence is not None:
         e = record.evidence
         print(f"evidence: {e.n_records} records of split {e.split} (dataset {e.dataset_id[:12]}) "
-              f"against {e.baseline}")
+              f"against {e.baseline}; LM {e.lm.describe() if e.lm else 'none'}")
     for check in record.checks or []:
         print(f"  [{'pass' if check.passed else 'FAIL'}] {check.reason}")
     for reason in record.reasons if not record.checks else []:

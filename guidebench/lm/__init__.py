@@ -10,6 +10,7 @@ from runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from guidebench.lm.factory import make_lm, configure_lm, lm_info, is_local, engine_revision
+    from guidebench.lm.identity import LMIdentity, lm_identity
     from guidebench.lm.engine import LocalGGUFEngine, ModelFileError, render_prompt, ensure_model
     from guidebench.lm.fake import FakeEngine, FAKE_MODEL_ID
     from guidebench.lm.server import LlamaServerEngine, start, stop, running
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 _WHERE: dict[str, str] = {
     "make_lm": "factory", "configure_lm": "factory", "lm_info": "factory", "is_local": "factory", "engine_revision": "factory",
+    "LMIdentity": "identity", "lm_identity": "identity",
     "LocalGGUFEngine": "engine", "ModelFileError": "engine", "render_prompt": "engine", "ensure_model": "engine",
     "FakeEngine": "fake", "FAKE_MODEL_ID": "fake",
     "LlamaServerEngine": "server", "start": "server", "stop": "server", "running": "server",

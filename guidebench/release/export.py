@@ -27,7 +27,7 @@ from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_fr
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
+                                     PromptText, RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -376,6 +376,8 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
     rule_gate = _rule_gate(source.entry, state.get(RULE_GATE_KEY))
     trained_model = _trained_model(source.entry, state)
     predictors = describe_predictors(source.installed, source.kind, state)
+    for predictor in predictors:  # a prompt an optimizer rewrote is declared: the loader holds program.json to it
+        predictor.prompt = PromptText.rewritten(predictor.signature, state.get(predictor.name, {}))
     created_at, created_unix = _now()
     if source.lm_model:
         source.lm_model = redactor.text(source.lm_model)

@@ -34,6 +34,7 @@ from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
 
 from guidebench.errors import GuidebenchError
+from guidebench.lm.identity import LMIdentity, lm_identity
 from guidebench.release.gates import GateCheck, GatesConfig, PairedDiff, evaluate_gates, load_gates
 from guidebench.release.model_registry import CHAMPION, ModuleRegistry, RegisteredModule
 
@@ -67,6 +68,7 @@ class PromotionEvidence(BaseModel):
     split_hash: str
     n_records: int
     baseline: str
+    lm: Optional[LMIdentity] = None  # the LM both programs ran with; None when neither calls one
     candidate_metrics: dict[str, MetricInterval] = Field(default_factory=dict)
     baseline_metrics: dict[str, MetricInterval] = Field(default_factory=dict)
     paired: dict[str, PairedDiff] = Field(default_factory=dict)
@@ -237,8 +239,10 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     other = load_export(champion_dir) if champion_dir is not None else load_program(baseline)
     if other.kind != manifest.kind:
         raise GuidebenchError(f"baseline {other.name} is a {other.kind} program; {manifest.package} is {manifest.kind}")
+    identity = None
     if candidate.uses_lm or other.uses_lm:
-        _configure_lm(lm or "local")
+        spec = lm or "local"
+        identity = lm_identity(spec, _configure_lm(spec))
     options = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
     ours = replay(candidate.program, eval_data.records, name=manifest.package, **options)
     theirs = replay(other.program, eval_data.records, name=other.name, **options)
@@ -246,7 +250,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     label = f"champion {other.name}" if champion_dir is not None else f"baseline program {other.name}"
     evidence = PromotionEvidence(
         dataset_id=eval_data.dataset_id, split=eval_data.split, split_hash=eval_data.split_hash,
-        n_records=len(eval_data.records), baseline=label,
+        n_records=len(eval_data.records), baseline=label, lm=identity,
         candidate_metrics=_metrics(ours.metrics), baseline_metrics=_metrics(theirs.metrics),
         paired=_paired(comparison["metrics"]), mcnemar=comparison.get("mcnemar"))
     moot = None
@@ -268,7 +272,8 @@ def _log_run(registry: ModuleRegistry, record: PromotionRecord, module_dir: Opti
               "gates": json.dumps(record.gates.model_dump() if record.gates else None, sort_keys=True)[:6000]}
     if record.evidence is not None:
         params.update(dataset_id=record.evidence.dataset_id, split=record.evidence.split,
-                      split_hash=record.evidence.split_hash, baseline=record.evidence.baseline)
+                      split_hash=record.evidence.split_hash, baseline=record.evidence.baseline,
+                      lm=record.evidence.lm.describe() if record.evidence.lm else "none")
     tags = {"guidebench.run_type": "promotion", "guidebench.outcome": record.outcome}
     with tempfile.TemporaryDirectory(prefix="guidebench-promotion-") as tmp:
         attempt = Path(tmp) / "promotion_record.json"

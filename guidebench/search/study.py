@@ -3,7 +3,8 @@ settings on a dataset, every trial a nested MLflow run under one search run.
 
 The study lives in SQLite under the workbench home by default (`--storage` takes any SQLAlchemy
 URL); running the same command again resumes it (finished trials are kept, `--trials` is the
-total) and reopens the same MLflow search run. Outputs (`--out`, default
+total) and reopens the same MLflow search run. The study, each trial and `trials.json` record the
+task LM (`guidebench.lm.identity`): a study made with another LM is refused. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
 `program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
@@ -31,6 +32,7 @@ from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutc
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
+from guidebench.lm.identity import LMIdentity, lm_identity
 
 FAMILIES: tuple[str, ...] = ("full_auto", "planner")
 
@@ -167,6 +169,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
                           budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
+    config = claim_study(config, lm_identity(request.lm, lm))
     params = tracking.run_params(
         program=",".join(space.programs), dataset_id=data.dataset_id, split="train+dev",
         split_hash=data.split_hashes()["dev"], lm=request.lm, seed=request.seed, kind=request.family,
@@ -196,6 +199,22 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
             if request.rescore_test and result.best_value is not None and result.best_state() is not None:
                 rescore_best_on_test(result, data, staging / "test", lm=lm, seed=request.seed, progress=progress)
     return result, out
+
+
+def claim_study(config: SearchConfig, lm: LMIdentity) -> SearchConfig:
+    """The config with its LM, once the study accepts it (opened before any tracking): a study made with another
+    LM is refused, a new one records this LM."""
+    from dataclasses import replace
+
+    from optimizers.search import StudyLMError, open_study
+
+    config = replace(config, lm=lm.model_dump())
+    try:
+        open_study(config)
+    except StudyLMError as exc:
+        other = f" or search with --lm {exc.recorded['spec']}" if exc.recorded else ""
+        raise GuidebenchError(f"{exc}; name a new study with --study NAME{other}") from None
+    return config
 
 
 def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,
@@ -261,7 +280,8 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[s
     files = {"trials": out / "trials.json"}
     atomic_write_json(files["trials"], {"study": result.study_name, "best_trial": result.best_trial,
                                         "best_value": result.best_value, "best_params": result.best_params,
-                                        "dataset_id": data.dataset_id, "trials": [asdict(t) for t in result.trials]})
+                                        "dataset_id": data.dataset_id, "lm": result.lm,
+                                        "trials": [asdict(t) for t in result.trials]})
     scored = [{"index": t.number, "score": t.value, "n_examples": len(data.valset)} for t in result.trials
               if t.value is not None]
     if scored:

@@ -8,8 +8,11 @@
      a minor series; the Python version is recorded, not enforced: the state is JSON);
   4. every signature definition in the manifest hashes to its recorded hash, and the installed
      signature matches it (see below);
-  5. `program.json` holds exactly the manifest's predictors, each with the recorded field count
-     and no LM state (endpoints and keys are never exported), and the demos the manifest counts;
+  5. `program.json` holds exactly the manifest's predictors, each with the recorded field count,
+     the prompt text the manifest declares for it (its signature's instructions, field prefixes
+     and descriptions, or the `prompt` an optimizer rewrote them to), state only for the
+     signature's fields, and no LM state (endpoints and keys are never exported), and the demos the
+     manifest counts;
   6. a module that picks its demos per input (`demo_selection`) has a `knn.json` whose k, fields,
      vectorizer and pool size are the manifest's and whose vectorizer state loads; a module without
      one has no `knn.json`;
@@ -55,7 +58,7 @@ from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEn
 from runtime.checksums import verify_folder
 from runtime.frozen.knn import DemoSelector, KnnStateError
 from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE, READABLE_FORMAT_VERSIONS,
-                                     FrozenManifest, FrozenModuleError, dspy_compatible)
+                                     FrozenManifest, FrozenModuleError, PredictorSpec, dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.rules import RULE_GATE_KEY
@@ -98,6 +101,9 @@ def _manifest(root: Path) -> FrozenManifest:
     if manifest.format_version not in READABLE_FORMAT_VERSIONS:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}; this runtime reads "
                                 f"versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))} (current {FORMAT_VERSION})")
+    if manifest.format_version < 4 and any(predictor.prompt is not None for predictor in manifest.predictors):
+        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
+                                "predictor prompt (version 4 added it)")
     # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
     for field, version, full_auto_only in (("demo_selection", 2, False), ("rule_gate", 3, True),
                                            ("trained_model", 4, True)):
@@ -156,6 +162,7 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
         if len(fields) != want:
             raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' has {len(fields)} fields, "
                                     f"its signature {predictor.signature_name} has {want}")
+        _check_prompt(predictor, entry, manifest.format_version)
         if entry.get("lm") is not None:
             raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' carries LM state "
                                     "(an export never holds an LM endpoint or key)")
@@ -163,6 +170,34 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
     if demos != manifest.demo_count:
         raise FrozenModuleError(f"{PROGRAM_FILE} holds {demos} demos, the manifest counts {manifest.demo_count}")
     return state
+
+
+def _check_prompt(predictor: PredictorSpec, entry: dict[str, Any], format_version: int) -> None:
+    """The predictor's state runs the prompt text the manifest declares, and holds state only for its fields."""
+    declared = predictor.state_prompt()
+    whose = "its rewritten prompt" if predictor.prompt is not None else f"its signature {predictor.signature_name}"
+    # Before format 4 a manifest could not declare a prompt an optimizer rewrote: such a module is not
+    # necessarily edited, but what it runs is declared nowhere either.
+    edited = (f"{PROGRAM_FILE} no longer matches the module as exported; re-export it" if format_version >= 4 else
+              f"{PROGRAM_FILE} was edited, or holds a prompt an optimizer rewrote that format version "
+              f"{format_version} cannot declare; re-export the module")
+    saved = entry["signature"]
+    if saved.get("instructions") != declared.instructions:
+        raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' runs other instructions than "
+                                f"{MANIFEST_FILE} declares ({whose}): {edited}")
+    names = predictor.signature.input_names + predictor.signature.output_names
+    if len(declared.fields) != len(names):
+        raise FrozenModuleError(f"{MANIFEST_FILE} predictor '{predictor.name}' prompt has {len(declared.fields)} "
+                                f"fields, its signature {predictor.signature_name} has {len(names)}")
+    for name, field, want in zip(names, saved["fields"], declared.fields):
+        if field != want.model_dump():
+            raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' field '{name}' has another prefix "
+                                    f"or description than {MANIFEST_FILE} declares ({whose}): {edited}")
+    field_state = entry.get("fields") or {}
+    unknown = sorted(set(field_state) - set(names)) if isinstance(field_state, dict) else [field_state]
+    if unknown:
+        raise FrozenModuleError(f"{PROGRAM_FILE} predictor '{predictor.name}' holds state for fields {unknown} that "
+                                f"its signature {predictor.signature_name} does not have: {edited}")
 
 
 def _check_rule_gate(gate: Any, manifest: FrozenManifest) -> None:

@@ -12,16 +12,18 @@ A frozen module is a folder:
 
 Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
 `rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
-`full_auto.hybrid` runs them); 4 adds `trained_model` (with program.json's `trained_model` entry: a decision
-model fit on the logs, `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at
-which the model answers and the LM program that answers the rest). The runtime reads all four (each version
-is the next one without what the next one added).
+`full_auto.hybrid` runs them); 4 adds a predictor's `prompt` (the instructions and field prefixes and
+descriptions its state runs with when an optimizer rewrote its signature's: COPRO, MIPROv2, GEPA) and
+`trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
+`full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at which the model
+answers and the LM program that answers the rest). The runtime reads all four (each version is the next
+one without what the next one added: a version 3 module's predictors run their signatures' own text).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -65,6 +67,42 @@ class MetricInterval(BaseModel):
     n: int = 0
 
 
+class PromptField(BaseModel):
+    """One field's prompt text, as DSPy's program state stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str
+    description: str
+
+
+class PromptText(BaseModel):
+    """The prompt text a predictor's state runs with: the `signature` entry of its program.json state
+    (instructions, then each field's prefix and description, inputs then outputs in the signature's order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instructions: str
+    fields: list[PromptField]
+
+    @classmethod
+    def of(cls, signature: SignatureSpec) -> "PromptText":
+        """The signature's own prompt text (what its state holds until an optimizer rewrites it)."""
+        fields = signature.inputs + signature.outputs
+        return cls(instructions=signature.instructions,
+                   fields=[PromptField(prefix=f.prefix, description=f.desc) for f in fields])
+
+    @classmethod
+    def rewritten(cls, signature: SignatureSpec, state: Mapping[str, Any]) -> Optional["PromptText"]:
+        """The prompt text of a predictor's program.json `state` when it is not the signature's own (None when it is,
+        or when the state has none: the loader then refuses it)."""
+        saved = state.get("signature")
+        if not isinstance(saved, dict):
+            return None
+        prompt = cls.model_validate(saved)
+        return None if prompt == cls.of(signature) else prompt
+
+
 class PredictorSpec(BaseModel):
     """One predictor of the program: its path in program.json and its installed signature."""
 
@@ -75,6 +113,13 @@ class PredictorSpec(BaseModel):
     signature_hash: str
     signature: SignatureSpec
     demo_count: int = 0
+    # Format version 4: the prompt text its state runs with, when an optimizer rewrote the signature's
+    # (None: the signature's own, `PromptText.of(signature)`).
+    prompt: Optional[PromptText] = None
+
+    def state_prompt(self) -> PromptText:
+        """The prompt text program.json must hold for this predictor."""
+        return self.prompt or PromptText.of(self.signature)
 
 
 class DemoSelection(BaseModel):

@@ -28,3 +28,26 @@ def test_help_lists_every_command():
     text = build_parser().format_help()
     for command in ("data", "eval", "compile", "leaderboard", "export", "demo", "search", "lm"):
         assert command in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "--program", "rule", "--data", "DATA", "--out", "OUT"],
+    ["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data", "DATA"],
+    ["search", "--program-family", "full_auto", "--data", "DATA", "--trials", "1"],
+    ["leaderboard", "--data", "DATA", "--programs", "rule", "--out", "OUT"],
+    ["baselines", "--fullauto", "DATA", "--out", "OUT"],
+    ["promote", "MODULE", "--data", "DATA"],
+    ["run-loop", "--module", "MODULE", "--out", "OUT"],
+    ["demo", "--out", "OUT"],
+    ["predict", "--summary", "SUMMARY"],
+], ids=lambda argv: argv[0])
+def test_an_empty_lm_spec_is_an_error_not_the_default_model(argv, tmp_path, monkeypatch, capsys):
+    from guidebench.cli import main
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    argv = [str(tmp_path / arg.lower()) if arg.isupper() else arg for arg in argv]
+    for spec in ("", "  "):
+        assert main([*argv, "--lm", spec]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"guidebench: error: --lm {spec!r}: empty LM spec") and len(err.splitlines()) == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == []  # nothing written, not even the home

@@ -11,7 +11,8 @@ import pytest
 import programs
 from evals import metrics_fullauto
 from optimizer_support import decision_examples
-from optimizers.search import SearchConfig, SearchSpace, open_study, run_search, score_in_minibatches, suggest
+from optimizers.search import (SearchConfig, SearchSpace, StudyLMError, open_study, run_search, score_in_minibatches,
+                               suggest)
 
 TRAIN = decision_examples(8)
 DEV = decision_examples(8, offset=100)
@@ -38,6 +39,33 @@ def test_sqlite_study_resumes_without_repeating_finished_trials(tmp_path, fake):
         assert trial.compile_summary["recipe"] == trial.params["optimizer"]
     state = again.best_state()
     assert state is not None and "decide" in json.dumps(state)
+
+
+def test_the_study_and_its_trials_record_the_lm_and_another_lm_is_refused(tmp_path, fake):
+    lm = {"spec": "fake", "model": "fake/rules", "model_sha256": None}
+    first = run_search(_config(tmp_path, 1, lm=lm), SPACE, TRAIN, DEV, metrics_fullauto.metric,
+                       program_factory=programs.get, progress=False)
+    assert first.lm == lm and [t.lm for t in first.trials] == [lm]
+    other = {"spec": "local", "model": "local/gemma-3-270m-q4_k_m", "model_sha256": "ab" * 32}
+    with pytest.raises(StudyLMError, match=r"study 'unit' was made with LM 'fake' \(fake/rules\), this search uses "
+                                           r"'local' \(local/gemma-3-270m-q4_k_m, model file sha256 abababababab\)"
+                       ) as caught:
+        run_search(_config(tmp_path, 2, lm=other), SPACE, TRAIN, DEV, metrics_fullauto.metric,
+                   program_factory=programs.get, progress=False)
+    assert caught.value.recorded == lm
+    assert len(optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'optuna.db'}").trials) == 1
+    # Another spec of the same model and file resumes it.
+    again = run_search(_config(tmp_path, 2, lm={**lm, "spec": "fake/rules"}), SPACE, TRAIN, DEV,
+                       metrics_fullauto.metric, program_factory=programs.get, progress=False)
+    assert again.ran_now == 1 and again.lm == lm
+
+
+def test_a_study_holding_trials_but_no_lm_is_refused(tmp_path):
+    legacy = open_study(_config(tmp_path, 1))  # what a search wrote before studies recorded their LM
+    legacy.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.5))
+    with pytest.raises(StudyLMError, match=r"holds 1 trial\(s\) but records no LM") as caught:
+        open_study(_config(tmp_path, 2, lm={"spec": "fake", "model": "fake/rules", "model_sha256": None}))
+    assert caught.value.recorded is None
 
 
 def test_seeded_tpe_draws_the_same_configurations():

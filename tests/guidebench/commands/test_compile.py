@@ -182,6 +182,19 @@ def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys):
     assert "no checkpoint" in capsys.readouterr().err
 
 
+def test_a_split_swapped_for_another_is_refused_before_any_run(workspace, tmp_path, capsys):
+    from dataset_support import swapped_split
+
+    swapped = swapped_split(workspace["data"], tmp_path / "swap", into="test", source="dev")  # both hold 4
+    before = len(_runs(workspace))
+    code = main(["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data",
+                 str(swapped), "--lm", "fake", "--tracking-uri", workspace["uri"], "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{swapped}: split 'test' hashes to" in err and "the split changed after it was frozen" in err
+    assert len(_runs(workspace)) == before
+
+
 def test_optimizers_command_lists_every_recipe(capsys):
     import optimizers
 

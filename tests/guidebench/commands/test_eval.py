@@ -173,6 +173,33 @@ def test_an_empty_dataset_split_is_a_clear_error(tmp_path, capsys):
     assert code == 2 and "dataset.json" in capsys.readouterr().err
 
 
+def test_a_split_swapped_for_another_is_refused_not_scored_under_its_hash(workspace, tmp_path, capsys):
+    from dataset_support import swapped_split
+    from guidebench.data import import_logs
+
+    import_logs(workspace, "fullauto", tmp_path / "ds", progress=False)
+    swapped = swapped_split(tmp_path / "ds", tmp_path / "ds-swap", into="test", source="train")
+    code = main(["eval", "--program", "rule", "--data", str(swapped), "--out", str(tmp_path / "out"),
+                 "--no-track", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{swapped}: split 'test' holds" in err and "the split changed after it was frozen" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupted_arrow_file_is_one_line_naming_the_file(workspace, tmp_path, capsys):
+    from dataset_support import SHARD, corrupted_split
+    from guidebench.data import import_logs
+
+    import_logs(workspace, "fullauto", tmp_path / "ds", progress=False)
+    damaged = corrupted_split(tmp_path / "ds", tmp_path / "ds-bad", split="test")
+    code = main(["eval", "--program", "rule", "--data", str(damaged), "--out", str(tmp_path / "out"),
+                 "--no-track", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "traceback" not in err
+    assert f"{damaged / 'test' / SHARD}: damaged Arrow file (UnicodeDecodeError" in err
+
+
 @pytest.mark.slow
 def test_eval_full_auto_predict_on_the_embedded_model(workspace, tmp_path, tracking_uri):
     out = tmp_path / "out"

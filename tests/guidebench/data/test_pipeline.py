@@ -204,3 +204,61 @@ def test_an_old_format_folder_is_refused_with_how_to_reimport(tmp_path: Path) ->
     message = str(caught.value)
     assert "\n" not in message and "format version 1" in message
     assert f"guidebench data import LOGS --out {tmp_path} --kind fullauto --force" in message
+
+
+# ----- a split is checked against dataset.json whenever it is read ---------------------------------
+
+def _two_equal_splits(folder: Path) -> Path:
+    data = records(runs=4)
+    save_dataset(folder, "fullauto", {"train": data[:6], "dev": data[:3], "test": data[6:12]})
+    return folder
+
+
+def test_a_split_file_replaced_by_another_splits_is_refused_by_its_count(tmp_path: Path) -> None:
+    from dataset_support import swapped_split
+
+    folder = swapped_split(_two_equal_splits(tmp_path / "ds"), tmp_path / "swap", into="test", source="dev")
+    with pytest.raises(DatasetFormatError) as caught:
+        load_records(folder, "test")
+    message = str(caught.value)
+    assert "\n" not in message and "split 'test' holds 3 records but dataset.json declares 6" in message
+    assert "re-import" in message
+    with pytest.raises(DatasetFormatError, match="split 'test' holds 3"):
+        load_records(folder, "all")
+    assert len(load_records(folder, "dev")) == 3  # the untouched splits still read
+
+
+def test_a_split_with_the_declared_count_but_other_records_is_refused_by_its_hash(tmp_path: Path) -> None:
+    from dataset_support import swapped_split
+    from evals.data import iter_rows
+
+    folder = swapped_split(_two_equal_splits(tmp_path / "ds"), tmp_path / "swap", into="test", source="train")
+    info = dataset_info(folder)
+    with pytest.raises(DatasetFormatError, match=rf"split 'test' hashes to \w+ but dataset.json declares "
+                                                 rf"{info['splits']['test']['hash'][:12]}: the split changed"):
+        load_records(folder, "test")
+    with pytest.raises(DatasetFormatError, match="split 'test' hashes to"):  # a stream is refused at its end
+        list(iter_rows(folder, "test"))
+
+
+def test_a_dataset_json_whose_hashes_do_not_give_its_id_is_refused(tmp_path: Path) -> None:
+    folder = _two_equal_splits(tmp_path / "ds")
+    info = json.loads((folder / "dataset.json").read_text())
+    info["splits"]["test"]["hash"] = split_hash(load_records(folder, "train"))  # claims the swapped content
+    (folder / "dataset.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetFormatError, match="split hashes do not give its dataset_id"):
+        load_records(folder, "dev")
+
+
+def test_a_corrupted_arrow_file_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    from dataset_support import SHARD, corrupted_split
+
+    folder = corrupted_split(_two_equal_splits(tmp_path / "ds"), tmp_path / "bad", split="test")
+    with pytest.raises(DatasetFormatError) as caught:
+        load_records(folder, "test")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{folder / 'test' / SHARD}: damaged Arrow file")
+    assert "UnicodeDecodeError" in message and "re-import" in message
+    (folder / "test" / SHARD).write_bytes(b"not arrow at all")
+    with pytest.raises(DatasetFormatError, match=rf"^{folder / 'test' / SHARD}: split 'test' cannot be loaded"):
+        load_records(folder, "test")

@@ -71,6 +71,7 @@ def test_candidate_staged_promoted_rejected_and_rolled_back(world, capsys):
     first = promote_module(exports["rules"], data=root / "data", split="test", ledger=ledger)
     assert first.outcome == "promoted" and first.to_state == "promoted"
     assert first.evidence.baseline == "baseline program logged" and first.evidence.n_records == 40
+    assert first.evidence.lm is None  # neither the rule policy nor the logged decisions call an LM
     objective = first.evidence.paired["objective"]
     assert objective.diff > 0 and objective.p_value < 0.05
     assert next(c for c in first.checks if c.gate == "cost").reason.startswith("tokens_per_decision not compared")
@@ -143,3 +144,30 @@ def test_promotion_evidence_must_come_from_a_held_out_split(world):
     with pytest.raises(GuidebenchError, match="held-out split"):
         promote_module(exports["rules"], data=root / "data", split="train",
                        ledger=PromotionLedger(root / "other-ledger.jsonl"))
+
+
+def test_a_split_swapped_for_another_gives_no_evidence(world, tmp_path: Path, capsys):
+    from dataset_support import swapped_split
+
+    root, exports, _ = world
+    swapped = swapped_split(root / "data", tmp_path / "swap", into="test", source="train")  # 4 records, not 40
+    before = len(PromotionLedger().records())
+    code = main(["promote", str(exports["continue"]), "--data", str(swapped)])
+    printed = capsys.readouterr()
+    assert code == 2 and len(printed.err.strip().splitlines()) == 1 and "evidence" not in printed.out
+    assert f"{swapped}: split 'test' holds 4 records but dataset.json declares 40" in printed.err
+    assert len(PromotionLedger().records()) == before
+
+
+def test_the_evidence_and_the_ledger_name_the_lm(world, tmp_path: Path, capsys, restore_lm):
+    from guidebench.lm.fake import FAKE_MODEL_ID
+    from guidebench.lm.identity import LMIdentity
+
+    root, _, _ = world
+    module = export_program("full_auto.predict", tmp_path / "predict", name="lm-pkg", version="1.0.0").path
+    ledger = tmp_path / "ledger.jsonl"
+    main(["promote", str(module), "--data", str(root / "data"), "--lm", "fake", "--stage-only",
+          "--ledger", str(ledger)])
+    assert f"against baseline program logged; LM fake ({FAKE_MODEL_ID})" in capsys.readouterr().out
+    (record,) = PromotionLedger(ledger).records()
+    assert record.evidence.lm == LMIdentity(spec="fake", model=FAKE_MODEL_ID, model_sha256=None)

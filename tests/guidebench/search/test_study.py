@@ -48,6 +48,38 @@ def test_search_cli_logs_a_nested_mlflow_run_per_trial_and_resumes(tmp_path, mon
         parent.info.run_id).data.metrics
 
 
+def test_a_study_made_with_another_lm_is_refused_not_resumed(tmp_path, monkeypatch, capsys):
+    import json
+
+    from guidebench.lm.fake import FAKE_MODEL_ID
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=8, dev=4, test=2)
+    uri = tracking_uri(tmp_path)
+    args = ["search", "--program-family", "full_auto", "--data", str(data), "--no-progress", "--trials", "1",
+            "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:2", "--no-test",
+            "--tracking-uri", uri, "--out", str(tmp_path / "out")]
+    assert main([*args, "--lm", "fake"]) == 0  # the plumbing run
+    trials = json.loads((tmp_path / "out" / "trials.json").read_text())
+    fake = {"spec": "fake", "model": FAKE_MODEL_ID, "model_sha256": None}
+    assert trials["lm"] == fake and [t["lm"] for t in trials["trials"]] == [fake]
+    capsys.readouterr()
+    # Another LM (a LiteLLM model behind a server that is never asked: the study is refused first).
+    code = main([*args, "--lm", "openai/another-model", "--api-base", "http://127.0.0.1:9/v1"])
+    printed = capsys.readouterr()
+    assert code == 2 and len(printed.err.strip().splitlines()) == 1 and "best" not in printed.out
+    assert f"study 'full_auto-" in printed.err and f"was made with LM 'fake' ({FAKE_MODEL_ID})" in printed.err
+    assert "this search uses 'openai/another-model' (openai/another-model)" in printed.err
+    assert "name a new study with --study NAME or search with --lm fake" in printed.err
+    assert json.loads((tmp_path / "out" / "trials.json").read_text()) == trials
+    mlflow.set_tracking_uri(uri)
+    assert len(mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                  filter_string="tags.`guidebench.run_type` = 'search'")) == 1
+    # Another spec of the same model (the fake's model id) resumes the study.
+    assert main([*args, "--trials", "2", "--lm", FAKE_MODEL_ID]) == 0  # the later --trials wins
+    assert "ran 1 trial(s) now; 2 in the study" in capsys.readouterr().out
+
+
 def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_rescore_ranks(tmp_path, monkeypatch,
                                                                                         capsys):
     import json
@@ -87,6 +119,13 @@ def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert "ran 1 trial(s) now" in out and "best: trial 0" in out
     print(out, file=sys.stderr)
+    import json
+
+    from guidebench.lm.engine import LOCAL_MODEL_ID, model_sha256
+
+    (trials,) = [json.loads(path.read_text()) for path in (tmp_path / "home" / "searches").glob("*/trials.json")]
+    local = {"spec": "local", "model": LOCAL_MODEL_ID, "model_sha256": model_sha256()}
+    assert trials["lm"] == local and [trial["lm"] for trial in trials["trials"]] == [local]
 
 
 def _dashboard_get(app, path: str):
