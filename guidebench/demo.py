@@ -441,9 +441,9 @@ def llama_threads() -> dict[str, str]:
 
 def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional[Path]:
     """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
-    from guidebench.lm.engine import guidebench_home
+    from guidebench.home import guidebench_home
 
-    usual = (usual_home or guidebench_home()).absolute() / "models"
+    usual = (usual_home or guidebench_home()) / "models"
     if usual.resolve() == (home / "models").resolve():
         return None
     usual.mkdir(parents=True, exist_ok=True)
