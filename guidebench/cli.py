@@ -10,7 +10,6 @@ import pkgutil
 import sys
 import traceback
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from guidebench import __version__, commands
