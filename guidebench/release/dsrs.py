@@ -170,8 +170,10 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
                                       "optimizer": optimizer, "signature_name": signature_name}))
 
 
-def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None) -> list[str]:
-    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
+def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
+                caps: Optional[dict[str, int]] = None) -> list[str]:
+    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything);
+    `caps`: the answer cap of each predictor that sets one."""
     notes = []
     if selection is not None:
         notes.append(f"demos chosen per input are not carried: this {selection.method} module picks, for each input, "
@@ -185,6 +187,11 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"take with {rule_gate.policy} before asking its LM, and the original's CompiledModuleManifest "
                      "has no rules; the original runtime would ask the LM about every turn; run it with "
                      "runtime.load_frozen")
+    if caps:
+        notes.append("the answer cap is not carried: this module caps its answers at "
+                     f"{', '.join(f'{cap} tokens ({name})' for name, cap in sorted(caps.items()))}, and the original's "
+                     "CompiledModuleManifest has no LM settings (the original runtime calls with max_tokens 512); "
+                     "run it with runtime.load_frozen")
     return notes
 
 

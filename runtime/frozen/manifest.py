@@ -12,8 +12,10 @@ A frozen module is a folder:
 
 Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
 `rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
-`full_auto.hybrid` runs them). The runtime reads all three (a version 1 module is a version 2 module
-without demo selection, a version 2 module a version 3 module without a rule gate).
+`full_auto.hybrid` runs them); 4 adds each predictor's `max_tokens` (the answer cap the program's code
+sets, e.g. 80 tokens for `full_auto.compact`: DSPy's program state does not save it). The runtime reads all
+four (a version 1 module is a version 2 module without demo selection, a version 2 module a version 3
+module without a rule gate, a version 3 module a version 4 module whose predictors set no cap).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -73,6 +75,8 @@ class PredictorSpec(BaseModel):
     signature_hash: str
     signature: SignatureSpec
     demo_count: int = 0
+    # Format version 4: the answer cap of the predictor's calls (None: the LM's own limit).
+    max_tokens: Optional[int] = Field(default=None, ge=1)
 
 
 class DemoSelection(BaseModel):

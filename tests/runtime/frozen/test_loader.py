@@ -211,7 +211,7 @@ def hybrid_dir(tmp_path_factory) -> Path:
 
 def test_a_rule_gated_module_applies_its_rules_standalone_and_installed(hybrid_dir: Path):
     manifest = verify_frozen(hybrid_dir)
-    assert manifest.format_version == 3 and manifest.rule_gate.rules == GATED
+    assert manifest.format_version == 4 and manifest.rule_gate.rules == GATED
     assert [p.name for p in manifest.predictors] == ["lm_program.decide"]
     standalone = load_frozen(hybrid_dir)
     installed = load_frozen(hybrid_dir, program=programs.spec("full_auto.hybrid").factory,
@@ -249,6 +249,9 @@ def _lm_program_only() -> dspy.Module:
      "manifest.json is invalid: rule_gate.rules: Value error, unknown rule 'finished'"),
     ("format 2", lambda f: edit_json(f, "manifest.json", lambda d: d.update(format_version=2)),
      "manifest.json has format version 2, which has no rule_gate (version 3 added it)"),
+    ("format 3 with a cap", lambda f: edit_json(f, "manifest.json", lambda d: d.update(format_version=3)),
+     "manifest.json has format version 3, which has no max_tokens (version 4 added it; predictor "
+     "lm_program.decide sets one)"),
     ("planner", lambda f: edit_json(f, "manifest.json", lambda d: d.update(kind="planner")),
      "manifest.json declares a rule_gate for a planner module; only full_auto modules have one"),
 ])

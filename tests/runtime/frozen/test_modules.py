@@ -41,6 +41,24 @@ def test_standalone_module_decides_enforces_and_records(pristine: Path):
     assert prompt.count("[[ ## action ## ]]") >= 4
 
 
+def test_a_standalone_module_applies_the_programs_answer_cap(tmp_path: Path):
+    # full_auto.compact caps its answer at 80 tokens in code (`dspy.Predict(..., max_tokens=80)`); DSPy's
+    # program state does not save that, so the manifest carries it and the rebuilt predictor applies it.
+    from programs.full_auto import COMPACT_DECISION_MAX_TOKENS
+
+    folder = export_program("full_auto.compact", tmp_path / "compact").path
+    module = load_frozen(folder)
+    assert module.manifest.predictors[0].max_tokens == COMPACT_DECISION_MAX_TOKENS == 80
+    assert any("answer cap is not carried" in note for note in module.manifest.dsrs_notes)
+    lm = _answer(action="continue", next_input="go on", reason="steps remain", confidence="0.8")
+    with dspy.context(lm=lm):
+        decision, _, _ = module(summary(), GuardrailConfig())
+    assert decision.action == "continue" and lm.history[-1]["kwargs"]["max_tokens"] == 80
+    # A program without a cap in code exports none: the LM's own limit applies.
+    assert load_frozen(export_program("full_auto.predict", tmp_path / "predict").path).manifest.predictors[0] \
+        .max_tokens is None
+
+
 def test_guardrails_override_the_model(pristine: Path):
     module = load_frozen(pristine)
     with dspy.context(lm=_answer(action="continue", next_input="go", reason="r", confidence="0.9")):
