@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 
@@ -56,3 +58,66 @@ def test_the_package_map_names_only_what_each_package_exports():
         listed = set(re.findall(r"`(\w+)`", names_cell))
         assert listed, f"{package}: no public names listed"
         assert listed <= exported, f"{package}: the map lists names it does not export: {sorted(listed - exported)}"
+
+
+# ----- the production snippet: from a logged line to a decision ------------------------------------
+
+def _python_blocks(path: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, dedented (the README's sit inside a list item)."""
+    import textwrap
+
+    found = re.findall(r"^([ \t]*)```python\n(.*?)^\1```", path.read_text(encoding="utf-8"), re.M | re.S)
+    return [textwrap.dedent(block) for _indent, block in found]
+
+
+def _production_snippets() -> list[tuple[str, str]]:
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    return [(page.name, block) for page in pages for block in _python_blocks(page) if "load_frozen(" in block]
+
+
+def _run_snippet(name: str, code: str, folder: Path, monkeypatch) -> dict:
+    """Run a snippet where it would run: next to the sample logs and an export at exports/fullauto-guidance."""
+    from frozen_support import export_program
+
+    (folder / "datasets").symlink_to(REPO / "datasets")
+    export_program("full_auto.predict", folder / "exports" / "fullauto-guidance", name="fullauto-guidance")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(folder / "home"))
+    namespace: dict = {"__name__": "__snippet__"}
+    exec(compile(code, f"<{name} production snippet>", "exec"), namespace)  # noqa: S102 (the documented code)
+    return namespace
+
+
+def _check_decision(namespace: dict) -> None:
+    from runtime import ACTIONS, DecisionRecord, GuardrailConfig
+
+    enforced, audit, record, line = (namespace[k] for k in ("enforced", "audit", "record", "line"))
+    assert enforced.action in ACTIONS and audit.enforced_action == enforced.action
+    assert isinstance(record, DecisionRecord) and record.summary.turn_id == line["turn_id"]
+    assert record.config == namespace["run"].guardrail_config() and isinstance(record.config, GuardrailConfig)
+    assert record.usage is not None and record.usage.total_tokens > 0, "the decision came from the LM"
+
+
+def test_the_docs_show_the_production_snippet():
+    assert {name for name, _ in _production_snippets()} >= {"README.md", "workflow.md"}
+
+
+def test_the_production_snippet_runs_from_a_logged_line_to_a_decision(tmp_path, monkeypatch, capsys):
+    # With the fake LM in place of the embedded one (the only change to the documented code).
+    for index, (name, code) in enumerate(_production_snippets()):
+        assert code.count('make_lm("local")') == 1, f"{name}: the snippet names its LM once"
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        namespace = _run_snippet(name, code.replace('make_lm("local")', 'make_lm("fake")'), folder, monkeypatch)
+        _check_decision(namespace)
+        assert not namespace["enforced"].parse_errors, "the fake LM answers in the adapter's format"
+        assert capsys.readouterr().out.split()[0] == namespace["enforced"].action
+
+
+@pytest.mark.slow
+def test_the_production_snippet_runs_as_written_with_the_embedded_model(tmp_path, monkeypatch):
+    from guidebench.demo import share_model_files
+
+    share_model_files(tmp_path / "home")  # the model file assembled once per machine, not once per test
+    name, code = _production_snippets()[0]
+    _check_decision(_run_snippet(name, code, tmp_path, monkeypatch))
