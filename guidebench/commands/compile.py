@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
@@ -148,5 +149,8 @@ def run(args: argparse.Namespace) -> int:
           f"{usage.get('total_tokens', 0)} tokens, {compiled.get('wall_s', 0):.0f} s"
           + (f"; stopped by budget: {compiled.get('stop_reason')}" if compiled.get("stopped_by_budget") else ""))
     if outcome.run_id:
-        print(f"MLflow run {outcome.run_id}")
+        # The run id is what `guidebench export` takes: say so with the command to copy.
+        tracking = f" --tracking-uri {shlex.quote(request.tracking_uri)}" if request.tracking_uri else ""
+        print(f"MLflow run {outcome.run_id}; export it with: guidebench export {outcome.run_id} --name NAME "
+              f"--version 0.1.0 --out DIR{tracking}")
     return 0
