@@ -185,6 +185,8 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
     from guidebench.evaluation import evaluate
 
     work = guidebench_home() / "baselines"
+    announce_baselines(fullauto, experiments, split, lm, work, fullauto_programs, planner_programs,
+                       fullauto_max_records, planner_max_records)
     sections = []
     for kind, source, names, columns, limit in (
             ("full_auto", fullauto, fullauto_programs, FULLAUTO_COLUMNS, fullauto_max_records),
@@ -200,3 +202,32 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(sections, command, lm), encoding="utf-8")
     return out
+
+
+def announce_baselines(fullauto: Path, experiments: Path, split: str, lm: str, work: Path,
+                       fullauto_programs: Sequence[str], planner_programs: Sequence[str],
+                       fullauto_max_records: Optional[int], planner_max_records: Optional[int]) -> str:
+    """Print (and return) the one line saying which LM the LM programs use and what their records will cost."""
+    import programs
+
+    from guidebench.cost import Scoring, announce
+    from guidebench.evaluation import load_eval_data
+
+    scorings = []
+    for kind, source, names, limit in (("full_auto", fullauto, fullauto_programs, fullauto_max_records),
+                                       ("planner", experiments, planner_programs, planner_max_records)):
+        lm_names = [name for name in names if _uses_lm(name)]
+        if lm_names:
+            data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work)
+            records = load_eval_data(data, split, max_records=limit).records
+            scorings += [Scoring(name, programs.get(name), records, kind) for name in lm_names]
+    return announce(lm, scorings)
+
+
+def _uses_lm(name: str) -> bool:
+    import programs
+
+    try:
+        return programs.spec(name).uses_lm
+    except LookupError:  # not a registered program: its evaluation says so
+        return False

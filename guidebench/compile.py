@@ -32,15 +32,11 @@ from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
 
+from guidebench.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
 
 DEFAULT_LM = "local"
-# Speed of the embedded model on an idle 2-core machine, for dry-run minutes: about 360 prompt and
-# 40 answer tokens in 1-2 s (design.md), i.e. a small fixed cost, ~600 prompt tok/s, ~40 answer tok/s.
-# A loaded machine is slower: with 12 busy processes on 2 cores a 2,400-token call took ~100 s.
-LOCAL_SPEED = {"seconds_per_call": 0.3, "prompt_tokens_per_s": 600.0, "completion_tokens_per_s": 40.0}
-REMOTE_SPEED = {"seconds_per_call": 1.0}
 EVAL_SUBSET_SEED = 0
 
 
@@ -173,15 +169,13 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
 
 # ----- dry run ------------------------------------------------------------------------------------
 
-def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
+def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tuple[CostEstimate, CompileData]:
     """Estimated LM calls and tokens of the compile and of its evaluations; makes no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
-    data = load_compile_data(Path(request.data), spec.kind)
+    data = data or load_compile_data(Path(request.data), spec.kind)
     program = spec.build()
-    from guidebench.lm.factory import LOCAL_SPECS
-
-    speed = LOCAL_SPEED if request.lm in LOCAL_SPECS else REMOTE_SPEED
+    speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
     # Evaluations after the compile run the compiled program once per record (per predictor).
     predictors = max(1, len(program.predictors()))
@@ -202,21 +196,12 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     return cost, data
 
 
-def token_counter(lm_spec: str) -> Optional[Any]:
-    """The embedded model's own tokenizer (vocabulary only, no weights) for a local LM; None otherwise."""
-    from guidebench.lm.factory import LOCAL_SPECS
-
-    if lm_spec not in LOCAL_SPECS:
-        return None
-    try:
-        import llama_cpp
-
-        from guidebench.lm.engine import ensure_model
-
-        vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
-    except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
-        return None
-    return lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+def _work_text(request: CompileRequest, data: CompileData, recipe: optimizers.Recipe) -> str:
+    """What the compile's estimate covers, for its up-front line."""
+    n_dev = len(request.eval_records(data.splits["dev"].records, "dev"))
+    n_test = len(request.eval_records(data.splits["test"].records))
+    return (f"compiling {request.program} with {recipe.name} on {len(data.trainset)} train examples, then scoring "
+            f"{n_dev} dev and {n_test} test records (--dry-run lists the stages)")
 
 
 def _demos_after(recipe: optimizers.Recipe) -> float:
@@ -264,6 +249,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
         if request.out else None
+    print(cost_line(request.lm, [estimate(request, data)[0]], _work_text(request, data, recipe)), flush=True)
     try:
         lm = configure_lm(request.lm)
         role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}

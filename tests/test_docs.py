@@ -121,3 +121,61 @@ def test_the_production_snippet_runs_as_written_with_the_embedded_model(tmp_path
     share_model_files(tmp_path / "home")  # the model file assembled once per machine, not once per test
     name, code = _production_snippets()[0]
     _check_decision(_run_snippet(name, code, tmp_path, monkeypatch))
+
+
+# ----- the README's by-hand path ------------------------------------------------------------------
+
+def _tour_commands() -> list[list[str]]:
+    """The `guidebench ...` commands of the README's "A five-minute tour" block, as written."""
+    import shlex
+
+    text = README.read_text(encoding="utf-8")
+    block = text.split("By hand, the same path is:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def _takes_lm(command: str) -> bool:
+    import argparse
+
+    from guidebench.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return any("--lm" in action.option_strings for action in commands.choices[command]._actions)
+
+
+def test_the_readme_path_runs_as_written(tmp_path, monkeypatch, capsys):
+    # Where a fresh clone runs it: the committed sample logs and reports beside it. Each command exactly as
+    # written, with `--lm fake` added where it takes an LM, and RUN_ID the run the compile names.
+    import dspy
+
+    from guidebench.cli import main
+
+    commands = _tour_commands()
+    assert [words[:2] for words in commands] == [["guidebench", "data"], ["guidebench", "baselines"],
+                                                 ["guidebench", "compile"], ["guidebench", "leaderboard"],
+                                                 ["guidebench", "export"], ["guidebench", "promote"]]
+    (tmp_path / "datasets").symlink_to(REPO / "datasets")
+    shutil.copytree(REPO / "reports", tmp_path / "reports")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / ".guidebench"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run_id, previous_lm = None, dspy.settings.lm
+    try:
+        for words in commands:
+            argv = [run_id if word == "RUN_ID" else word for word in words[1:]]
+            if _takes_lm(argv[0]):
+                argv += ["--lm", "fake"]
+            code = main(argv)
+            out = capsys.readouterr().out
+            allowed = (0, 1) if argv[0] == "promote" else (0,)  # promote exits 1 when the gates say no
+            assert code in allowed, f"{' '.join(words)} exited {code}:\n{out[-2000:]}"
+            if _takes_lm(argv[0]) and argv[0] != "leaderboard":  # a board of logged and rule makes no LM call
+                assert out.startswith("LM fake (deterministic"), f"the LM and its cost come first:\n{out[:500]}"
+            if argv[0] == "compile":
+                last = out.strip().splitlines()[-1]
+                run_id = last.split()[2].rstrip(";")
+                assert f"export it with: guidebench export {run_id} " in last, last
+    finally:
+        dspy.configure(lm=previous_lm)
+    assert (tmp_path / "exports" / "fullauto-guidance" / "manifest.json").is_file()
+    assert "\nfullauto-guidance@1.0.0: " in out and "evidence: 221 records of split test" in out, out

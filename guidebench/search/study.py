@@ -158,6 +158,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
     metric, feedback = _metrics(request.family)
+    announce_search(request, space, data)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
                           budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
@@ -269,6 +270,43 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[s
         files["recipe"] = out / "recipe.toml"
         files["recipe"].write_text(recipe.to_toml(), encoding="utf-8")
     return files
+
+
+def announce_search(request: SearchRequest, space: SearchSpace, data: CompileData) -> str:
+    """Print (and return) the one line before the trials: the LM, and what `--trials` trials and the best trial's
+    test re-score cost at most (each trial costed as the dearest program and optimizer at the space's highest
+    demos and candidates)."""
+    import programs
+    from optimizers.estimate import CostEstimate, Stage, measure_prompts
+
+    from guidebench.cost import Totals, cost_line, lm_speed, token_counter
+
+    counter, speed = token_counter(request.lm), lm_speed(request.lm)
+    demos, candidates = space.demos[1], space.candidates[1]
+    trials, tests = [], []
+    for name in space.programs:
+        program = programs.get(name)
+        predictors = max(1, len(program.predictors()))
+        sizes = measure_prompts(program, data.trainset, count_tokens=counter)
+        dev = CostEstimate.from_stages(name, [Stage("score dev", len(data.valset) * predictors, demos=demos)],
+                                       sizes, **speed)
+        tests.append(CostEstimate.from_stages(name, [Stage("best on test", len(data.splits["test"].records)
+                                                           * predictors, demos=demos)], sizes, **speed))
+        for optimizer in space.optimizers:
+            recipe_cls = optimizers.get(optimizer)
+            recipe = recipe_cls(recipe_cls.search_overrides(demos, candidates))
+            trials.append(Totals.of([recipe.estimate(program, data.trainset, data.valset, sizes=sizes, **speed), dev]))
+    dearest = lambda costs: max(costs, key=lambda c: (c.minutes, c.total_tokens))  # noqa: E731
+    total = [Totals.of([dearest(trials)], times=request.trials)]
+    if request.rescore_test:
+        total.append(dearest(tests))
+    line = cost_line(request.lm, total, f"{request.trials} trials of {len(space.programs)} program(s) x "
+                                        f"{len(space.optimizers)} optimizer(s) up to {demos} demos, scored on "
+                                        f"{len(data.valset)} dev examples"
+                                        + (f", the best re-scored on {len(data.splits['test'].records)} test records"
+                                           if request.rescore_test else ""))
+    print(line, flush=True)
+    return line
 
 
 def summary_lines(result: SearchResult, out: Path) -> Sequence[str]:
