@@ -213,12 +213,15 @@ def announce_baselines(fullauto: Path, experiments: Path, split: str, lm: str, w
     from guidebench.cost import Scoring, announce
     from guidebench.evaluation import load_eval_data
 
+    datasets = [(kind, dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work),
+                 names, limit)  # every dataset first: one that cannot be read stops the command before the estimate
+                for kind, source, names, limit in (("full_auto", fullauto, fullauto_programs, fullauto_max_records),
+                                                   ("planner", experiments, planner_programs, planner_max_records))
+                if names]
     scorings = []
-    for kind, source, names, limit in (("full_auto", fullauto, fullauto_programs, fullauto_max_records),
-                                       ("planner", experiments, planner_programs, planner_max_records)):
+    for kind, data, names, limit in datasets:
         lm_names = [name for name in names if _uses_lm(name)]
         if lm_names:
-            data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work)
             records = load_eval_data(data, split, max_records=limit).records
             scorings += [Scoring(name, programs.get(name), records, kind) for name in lm_names]
     return announce(lm, scorings)

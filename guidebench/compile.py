@@ -59,6 +59,8 @@ class CompileRequest:
     dev_limit: Optional[int] = None  # evaluate dev on a seeded subset of this many records (wins over eval_limit)
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
+    rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
+    temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -67,6 +69,26 @@ class CompileRequest:
     def baseline_program(self) -> str:
         """The program the compiled one is compared with."""
         return self.baseline or self.program
+
+    def build(self, name: Optional[str] = None) -> Any:
+        """A fresh instance of the program (or of `name`), with the requested rule gate when it is this program.
+
+        A search draws a rule-gated program's gate as a trial parameter (`rules`); passing it here makes a
+        compile of the best trial's settings start from the program that trial compiled.
+        """
+        name = name or self.program
+        program = program_spec(name).build()
+        if self.rules is not None and name == self.program:
+            from programs.hybrid import parse_rule_set, rule_gate_of
+
+            gate = rule_gate_of(program)
+            if gate is None:
+                raise GuidebenchError(f"--rules {self.rules}: {name} has no rule gate (full_auto.hybrid has one)")
+            try:
+                gate.rules = parse_rule_set(self.rules)
+            except ValueError as exc:
+                raise GuidebenchError(f"--rules {self.rules}: {exc}") from None
+        return program
 
     def eval_records(self, records: list[Any], split: str = "test") -> list[Any]:
         """The records a split is evaluated on: all, or a seeded subset of its limit (kept in stored order)."""
@@ -174,7 +196,7 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     data = data or load_compile_data(Path(request.data), spec.kind)
-    program = spec.build()
+    program = request.build()
     speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
     # Evaluations after the compile run the compiled program once per record (per predictor).
@@ -251,7 +273,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         if request.out else None
     print(cost_line(request.lm, [estimate(request, data)[0]], _work_text(request, data, recipe)), flush=True)
     try:
-        lm = configure_lm(request.lm)
+        lm = configure_lm(request.lm, **({} if request.temperature is None else {"temperature": request.temperature}))
         role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}
     except GuidebenchError:
         raise
@@ -268,6 +290,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
         n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
+        rules=request.rules or "program default", temperature=request.temperature if request.temperature is not None
+        else "lm default",
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
             "guidebench.optimizer": recipe.name}
@@ -333,7 +357,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
     # 1. compile (or take the finished one from the checkpoint)
     stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
     if stored is not None:
-        program = optimizers.load_compiled(spec.build(), stored)
+        program = optimizers.load_compiled(request.build(), stored)
         compile_summary = dict(checkpoint.status().get("compile") or {})
         compile_summary["resumed_after_compile"] = True
         candidates = load_history(checkpoint.history_path)
@@ -343,7 +367,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
             checkpoint.mark("started")
         print(f"compile: {request.program} with {recipe.dspy_name} on {len(data.trainset)} train / "
               f"{len(data.valset)} dev examples (seed {request.seed})")
-        result = recipe.compile(spec.build(), data.trainset, data.valset, metric, request.budget(),
+        result = recipe.compile(request.build(), data.trainset, data.valset, metric, request.budget(),
                                 seed=request.seed, feedback_metric=feedback, role_lms=role_lms,
                                 checkpoint=checkpoint)
         program, candidates = result.program, result.candidates
@@ -377,7 +401,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(program_spec(baseline_name).build(), request.eval_records(data.splits["test"].records),
+    baseline = replay(request.build(baseline_name), request.eval_records(data.splits["test"].records),
                       threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})

@@ -56,8 +56,9 @@ def token_counter(spec: str) -> Optional[Callable[[str], int]]:
     try:
         import llama_cpp
 
-        from guidebench.lm.engine import ensure_model
+        from guidebench.lm.engine import _quiet_llama, ensure_model
 
+        _quiet_llama(llama_cpp)  # llama.cpp's own stderr lines go to logging, as the engine's do
         vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
     except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
         return None

@@ -113,7 +113,7 @@ def test_compiled_state_json_loads_back(workspace, compiled, tmp_path):
 def test_compile_prints_its_run_id_as_the_export_command(workspace, tmp_path, capsys):
     import shlex
 
-    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--eval-limit", "2") == 0
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--eval-limit", "2") == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("MLflow run ") and "; export it with: guidebench export " in last, last
     command = shlex.split(last.split("; export it with: ", 1)[1])
@@ -124,7 +124,7 @@ def test_compile_prints_its_run_id_as_the_export_command(workspace, tmp_path, ca
     filled = {"NAME": "fa", "DIR": str(tmp_path / "fa")}
     assert main([filled.get(arg, arg) for arg in command[1:]]) == 0
     manifest = json.loads((tmp_path / "fa" / "manifest.json").read_text())
-    assert manifest["mlflow_run_id"] == run_id and manifest["optimizer"] == "LabeledFewShot"
+    assert manifest["mlflow_run_id"] == run_id and manifest["optimizer"] == "KNNFewShot"
 
 
 def test_dry_run_answers_without_an_lm_call_or_a_run(workspace, monkeypatch, capsys):
