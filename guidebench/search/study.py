@@ -5,7 +5,10 @@ The study lives in SQLite under the workbench home by default (`--storage` takes
 URL); running the same command again resumes it (finished trials are kept, `--trials` is the
 total) and reopens the same MLflow search run. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
-`program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
+`program.json` (its compiled state, rule gate included) and `recipe.toml` (its optimizer settings, for
+`guidebench compile --recipe`); `trials.json`'s `best_compile` is the `guidebench compile` command that
+compiles that program again from these files (program, `--rules`, recipe, seed, temperature, LM: a trial's
+optimizer selects on the whole labeled dev split, as compile's does). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
 `guidebench eval --out`, so `guidebench leaderboard --results OUT/test` ranks it); nothing is selected on test.
 """

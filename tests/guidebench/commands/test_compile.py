@@ -197,6 +197,14 @@ def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys):
     assert "r.toml" in capsys.readouterr().err
     assert main(["compile", "--resume", "no-such-run"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--rules", "done", "--dry-run") == 2
+    assert capsys.readouterr().err == ("guidebench: error: --rules done: full_auto.predict has no rule gate "
+                                       "(full_auto.hybrid has one)\n")
+    assert main(["compile", "--program", "full_auto.hybrid", "--optimizer", "knn_fewshot", "--data",
+                 str(workspace["data"]), "--rules", "done+finished", "--dry-run"]) == 2
+    assert "--rules done+finished: unknown rule 'finished'" in capsys.readouterr().err
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--temperature", "3", "--dry-run") == 2
+    assert "--temperature 3.0: must be between 0 and 2" in capsys.readouterr().err
 
 
 def test_optimizers_command_lists_every_recipe(capsys):
