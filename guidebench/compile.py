@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare, replay
@@ -93,13 +93,21 @@ class CompileRequest:
     def eval_records(self, records: list[Any], split: str = "test") -> list[Any]:
         """The records a split is evaluated on: all, or a seeded subset of its limit (kept in stored order)."""
         limit = self.dev_limit if split == "dev" and self.dev_limit else self.eval_limit
-        if not limit or len(records) <= limit:
-            return list(records)
-        import random
+        return seeded_subset(records, limit) if limit else list(records)
 
-        # A fixed seed, not the compile's: every compile with the same limit is scored on the same records.
-        keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(records)), limit))
-        return [record for index, record in enumerate(records) if index in keep]
+
+def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
+    """The seeded subset of `limit` items that `--eval-limit` evaluates on (all when fewer), in stored order.
+
+    A fixed seed, not the compile's: every compile with the same limit is scored on the same records, and a
+    leaderboard's `--eval-limit` ranks on them.
+    """
+    if len(items) <= limit:
+        return list(items)
+    import random
+
+    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(items)), limit))
+    return [item for index, item in enumerate(items) if index in keep]
 
 
 @dataclass
@@ -192,7 +200,8 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
 # ----- dry run ------------------------------------------------------------------------------------
 
 def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tuple[CostEstimate, CompileData]:
-    """Estimated LM calls and tokens of the compile and of its evaluations; makes no LM call."""
+    """Estimated LM calls and tokens of the compile and of its evaluations (on `data`, else the request's); makes
+    no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     data = data or load_compile_data(Path(request.data), spec.kind)
@@ -290,8 +299,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
         n_test=len(data.splits["test"].records), threads=request.threads, lm_info=lm_info(lm),
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
-        rules=request.rules or "program default", temperature=request.temperature if request.temperature is not None
-        else "lm default",
+        rules=request.rules or "program default",
+        temperature="lm default" if request.temperature is None else request.temperature,
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
             "guidebench.optimizer": recipe.name}
@@ -299,10 +308,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     if not track:
         if output is None:
-            return _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, None,
+            return _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, None,
                                          progress)
         with output.writing() as staging:
-            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, staging,
+            outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, staging,
                                             progress)
         return _moved(outcome, staging, Path(request.out))
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
@@ -316,7 +325,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         out = Path(request.out) if request.out else checkpoint_root().parent / "compiles" / run_id
         output = output or claim_output(out, "compile", force=replace, inputs=[Path(request.data)])
         with output.writing() as staging:
-            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint,
+            outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, checkpoint,
                                             staging, progress)
             outcome.run_id = run_id
             # Params cannot change on a resumed run: the effective settings of this part are tags.
@@ -346,7 +355,7 @@ def _metrics(kind: str) -> tuple[Any, Any]:
     return module.metric, module.gepa_metric
 
 
-def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, spec: Any, data: CompileData,
+def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
                           out: Optional[Path], progress: bool) -> CompileOutcome:
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))

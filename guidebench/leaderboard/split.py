@@ -105,23 +105,13 @@ def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] 
 
 def _limit_hint(board_ids: Sequence[str], ids: set[str]) -> str:
     """What to pass when a result covers the seeded subset `compile --eval-limit N` scores ("" when it does not)."""
+    from guidebench.compile import seeded_subset
+
     n = len(ids)
     if not 0 < n < len(board_ids) or set(seeded_subset(board_ids, n)) != ids:
         return ""
     return (f": it was scored on the seeded subset of {n} records that `guidebench compile --eval-limit {n}` "
             f"evaluates; add --eval-limit {n} to rank on those records")
-
-
-def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
-    """The seeded subset of `limit` items that `guidebench compile --eval-limit` evaluates on, in stored order."""
-    if len(items) <= limit:
-        return list(items)
-    import random
-
-    from guidebench.compile import EVAL_SUBSET_SEED
-
-    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(items)), limit))
-    return [item for index, item in enumerate(items) if index in keep]
 
 
 def limit_split(split: FrozenSplit, limit: Optional[int]) -> FrozenSplit:
@@ -132,6 +122,8 @@ def limit_split(split: FrozenSplit, limit: Optional[int]) -> FrozenSplit:
     """
     if not limit or len(split.records) <= limit:
         return split
+    from guidebench.compile import seeded_subset
+
     records = seeded_subset(split.records, limit)
     subset = f"{limit} of {len(split.records)} records (the seeded subset of `compile --eval-limit {limit}`)"
     return FrozenSplit(ref=split.ref, kind=split.kind, records=records, data_dir=split.data_dir,
