@@ -163,7 +163,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
     metric, feedback = _metrics(request.family)
-    announce_search(request, space, data)
+    announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "searches" / study_name,
                           budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
@@ -302,10 +302,10 @@ def best_compile_argv(result: SearchResult, data_dir: Path, recipe: str = RECIPE
     return [*argv, "--data", str(data_dir)]
 
 
-def announce_search(request: SearchRequest, space: SearchSpace, data: CompileData) -> str:
+def announce_search(request: SearchRequest, space: SearchSpace, data: CompileData, selection: Sequence[Any]) -> str:
     """Print (and return) the one line before the trials: the LM, and what `--trials` trials and the best trial's
     test re-score cost at most (each trial costed as the dearest program and optimizer at the space's highest
-    demos and candidates)."""
+    demos and candidates, its optimizer selecting on `selection`, its score on `data.valset`)."""
     import programs
     from optimizers.estimate import CostEstimate, Stage, measure_prompts
 
@@ -325,7 +325,7 @@ def announce_search(request: SearchRequest, space: SearchSpace, data: CompileDat
         for optimizer in space.optimizers:
             recipe_cls = optimizers.get(optimizer)
             recipe = recipe_cls(recipe_cls.search_overrides(demos, candidates))
-            trials.append(Totals.of([recipe.estimate(program, data.trainset, data.valset, sizes=sizes, **speed), dev]))
+            trials.append(Totals.of([recipe.estimate(program, data.trainset, selection, sizes=sizes, **speed), dev]))
     dearest = lambda costs: max(costs, key=lambda c: (c.minutes, c.total_tokens))  # noqa: E731
     total = [Totals.of([dearest(trials)], times=request.trials)]
     if request.rescore_test:
