@@ -196,6 +196,8 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
     for kind, _, names, _, _ in kinds:  # before any work: a working folder holding a file of yours stops it here
         for name in names:
             claim_output(work / "runs" / kind / name, "eval", force=True, label="working folder")
+    announce_baselines(fullauto, experiments, split, lm, work, fullauto_programs, planner_programs,
+                       fullauto_max_records, planner_max_records)
     sections = []
     for kind, source, names, columns, limit in kinds:
         data = dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work)
@@ -205,3 +207,35 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
                    for name in names]
         sections.append(Section(kind=kind, data=Path(source), outputs=outputs, columns=columns))
     return report.write(render(sections, command, lm))
+
+
+def announce_baselines(fullauto: Path, experiments: Path, split: str, lm: str, work: Path,
+                       fullauto_programs: Sequence[str], planner_programs: Sequence[str],
+                       fullauto_max_records: Optional[int], planner_max_records: Optional[int]) -> str:
+    """Print (and return) the one line saying which LM the LM programs use and what their records will cost."""
+    import programs
+
+    from guidebench.cost import Scoring, announce
+    from guidebench.evaluation import load_eval_data
+
+    datasets = [(kind, dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work),
+                 names, limit)  # every dataset first: one that cannot be read stops the command before the estimate
+                for kind, source, names, limit in (("full_auto", fullauto, fullauto_programs, fullauto_max_records),
+                                                   ("planner", experiments, planner_programs, planner_max_records))
+                if names]
+    scorings = []
+    for kind, data, names, limit in datasets:
+        lm_names = [name for name in names if _uses_lm(name)]
+        if lm_names:
+            records = load_eval_data(data, split, max_records=limit).records
+            scorings += [Scoring(name, programs.get(name), records, kind) for name in lm_names]
+    return announce(lm, scorings)
+
+
+def _uses_lm(name: str) -> bool:
+    import programs
+
+    try:
+        return programs.spec(name).uses_lm
+    except LookupError:  # not a registered program: its evaluation says so
+        return False

@@ -10,11 +10,11 @@ import pkgutil
 import sys
 import traceback
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from guidebench import __version__, commands
 from guidebench.errors import GuidebenchError
+from guidebench.home import guidebench_home
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,7 +81,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # a clear line for the user, the traceback kept for the bug report
         if args.debug:
             raise
-        log = Path(os.environ.get("GUIDEBENCH_HOME", ".guidebench")) / "last-error.log"
+        log = guidebench_home() / "last-error.log"
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(traceback.format_exc())

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare, replay
@@ -32,15 +32,11 @@ from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
 
+from guidebench.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
 
 DEFAULT_LM = "local"
-# Speed of the embedded model on an idle 2-core machine, for dry-run minutes: about 360 prompt and
-# 40 answer tokens in 1-2 s (design.md), i.e. a small fixed cost, ~600 prompt tok/s, ~40 answer tok/s.
-# A loaded machine is slower: with 12 busy processes on 2 cores a 2,400-token call took ~100 s.
-LOCAL_SPEED = {"seconds_per_call": 0.3, "prompt_tokens_per_s": 600.0, "completion_tokens_per_s": 40.0}
-REMOTE_SPEED = {"seconds_per_call": 1.0}
 EVAL_SUBSET_SEED = 0
 
 
@@ -63,6 +59,8 @@ class CompileRequest:
     dev_limit: Optional[int] = None  # evaluate dev on a seeded subset of this many records (wins over eval_limit)
     tracking_uri: Optional[str] = None
     out: Optional[str] = None
+    rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
+    temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -77,16 +75,44 @@ class CompileRequest:
 
         return "logged" if programs.spec(self.program).trained else self.program
 
+    def build(self, name: Optional[str] = None) -> Any:
+        """A fresh instance of the program (or of `name`), with the requested rule gate when it is this program.
+
+        A search draws a rule-gated program's gate as a trial parameter (`rules`); passing it here makes a
+        compile of the best trial's settings start from the program that trial compiled.
+        """
+        name = name or self.program
+        program = (program_spec(name) if name == self.program else _registered(name, "--baseline")).build()
+        if self.rules is not None and name == self.program:
+            from programs.hybrid import parse_rule_set, rule_gate_of
+
+            gate = rule_gate_of(program)
+            if gate is None:
+                raise GuidebenchError(f"--rules {self.rules}: {name} has no rule gate (full_auto.hybrid has one)")
+            try:
+                gate.rules = parse_rule_set(self.rules)
+            except ValueError as exc:
+                raise GuidebenchError(f"--rules {self.rules}: {exc}") from None
+        return program
+
     def eval_records(self, records: list[Any], split: str = "test") -> list[Any]:
         """The records a split is evaluated on: all, or a seeded subset of its limit (kept in stored order)."""
         limit = self.dev_limit if split == "dev" and self.dev_limit else self.eval_limit
-        if not limit or len(records) <= limit:
-            return list(records)
-        import random
+        return seeded_subset(records, limit) if limit else list(records)
 
-        # A fixed seed, not the compile's: every compile with the same limit is scored on the same records.
-        keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(records)), limit))
-        return [record for index, record in enumerate(records) if index in keep]
+
+def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
+    """The seeded subset of `limit` items that `--eval-limit` evaluates on (all when fewer), in stored order.
+
+    A fixed seed, not the compile's: every compile with the same limit is scored on the same records, and a
+    leaderboard's `--eval-limit` ranks on them.
+    """
+    if len(items) <= limit:
+        return list(items)
+    import random
+
+    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(items)), limit))
+    return [item for index, item in enumerate(items) if index in keep]
 
 
 @dataclass
@@ -193,25 +219,28 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
 
 # ----- dry run ------------------------------------------------------------------------------------
 
-def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
-    """Estimated LM calls and tokens of the compile and of its evaluations; makes no LM call."""
+def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tuple[CostEstimate, CompileData]:
+    """Estimated LM calls and tokens of the compile and of its evaluations (on `data`, else the request's); makes
+    no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
-    data = load_compile_data(Path(request.data), spec.kind)
-    program = spec.build()
-    from guidebench.lm.factory import LOCAL_SPECS
-
-    speed = LOCAL_SPEED if request.lm in LOCAL_SPECS else REMOTE_SPEED
+    data = data or load_compile_data(Path(request.data), spec.kind)
+    program = request.build()
+    speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
-    # Evaluations after the compile run the compiled program once per record (per predictor).
-    predictors = max(1, len(program.predictors()))
+    # Evaluations after the compile run the compiled program once per record (per predictor; at most: a trained
+    # program's model answers without its LM, a rule gate's rules too).
+    predictors = len(program.predictors()) if spec.uses_lm else 0
+    baseline = request.build(request.baseline_program())
+    baseline_predictors = len(baseline.predictors()) if baseline_spec(request.baseline_program(), spec.kind).uses_lm \
+        else 0
     demos = _demos_after(recipe)
     n_dev = len(request.eval_records(data.splits["dev"].records, "dev"))
     n_test = len(request.eval_records(data.splits["test"].records))
     evals = [Stage("evaluate dev", n_dev * predictors, demos=demos),
              Stage("evaluate test", n_test * predictors, demos=demos),
-             Stage("baseline on test", n_test * predictors,
-                   demos=sum(len(p.demos) for p in program.predictors()) / predictors,
+             Stage("baseline on test", n_test * baseline_predictors,
+                   demos=sum(len(p.demos) for p in baseline.predictors()) / max(1, len(baseline.predictors())),
                    note="cached after the first compile on this split")]
     extra = CostEstimate.from_stages(recipe.name, evals, cost.sizes, **speed)
     cost.stages += extra.stages
@@ -222,21 +251,12 @@ def estimate(request: CompileRequest) -> tuple[CostEstimate, CompileData]:
     return cost, data
 
 
-def token_counter(lm_spec: str) -> Optional[Any]:
-    """The embedded model's own tokenizer (vocabulary only, no weights) for a local LM; None otherwise."""
-    from guidebench.lm.factory import LOCAL_SPECS
-
-    if lm_spec not in LOCAL_SPECS:
-        return None
-    try:
-        import llama_cpp
-
-        from guidebench.lm.engine import ensure_model
-
-        vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
-    except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
-        return None
-    return lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+def _work_text(request: CompileRequest, data: CompileData, recipe: optimizers.Recipe) -> str:
+    """What the compile's estimate covers, for its up-front line."""
+    n_dev = len(request.eval_records(data.splits["dev"].records, "dev"))
+    n_test = len(request.eval_records(data.splits["test"].records))
+    return (f"compiling {request.program} with {recipe.name} on {len(data.trainset)} train examples, then scoring "
+            f"{n_dev} dev and {n_test} test records (--dry-run lists the stages)")
 
 
 def _demos_after(recipe: optimizers.Recipe) -> float:
@@ -285,9 +305,11 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
         if request.out else None
+    print(cost_line(request.lm, [estimate(request, data)[0]], _work_text(request, data, recipe)), flush=True)
     try:
         # A trained program compared with a rule policy calls no LM: none is set up (nor loaded).
-        lm = configure_lm(request.lm) if spec.uses_lm or baseline.uses_lm else None
+        lm = configure_lm(request.lm, **({} if request.temperature is None else {"temperature": request.temperature})) \
+            if spec.uses_lm or baseline.uses_lm else None
         role_lms = {role: make_lm(spec_) for role, spec_ in recipe.role_specs().items()}
     except GuidebenchError:
         raise
@@ -306,6 +328,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         n_test=len(data.splits["test"].records), threads=request.threads,
         lm_info=lm_info(lm) if lm is not None else "none",
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
+        rules=request.rules or "program default",
+        temperature="lm default" if request.temperature is None else request.temperature,
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
             "guidebench.optimizer": recipe.name}
@@ -313,10 +337,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     if not track:
         if output is None:
-            return _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, None,
+            return _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, None,
                                          progress)
         with output.writing() as staging:
-            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, None, staging,
+            outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, staging,
                                             progress)
         return _moved(outcome, staging, Path(request.out))
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
@@ -330,7 +354,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         out = Path(request.out) if request.out else checkpoint_root().parent / "compiles" / run_id
         output = output or claim_output(out, "compile", force=replace, inputs=[Path(request.data)])
         with output.writing() as staging:
-            outcome = _compile_and_evaluate(request, recipe, spec, data, metric, feedback, role_lms, checkpoint,
+            outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, checkpoint,
                                             staging, progress)
             outcome.run_id = run_id
             # Params cannot change on a resumed run: the effective settings of this part are tags.
@@ -360,7 +384,7 @@ def _metrics(kind: str) -> tuple[Any, Any]:
     return module.metric, module.gepa_metric
 
 
-def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, spec: Any, data: CompileData,
+def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
                           out: Optional[Path], progress: bool) -> CompileOutcome:
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
@@ -371,7 +395,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
     # 1. compile (or take the finished one from the checkpoint)
     stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
     if stored is not None:
-        program = optimizers.load_compiled(spec.build(), stored)
+        program = optimizers.load_compiled(request.build(), stored)
         compile_summary = dict(checkpoint.status().get("compile") or {})
         compile_summary["resumed_after_compile"] = True
         candidates = load_history(checkpoint.history_path)
@@ -381,7 +405,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
             checkpoint.mark("started")
         print(f"compile: {request.program} with {recipe.dspy_name} on {len(data.trainset)} train / "
               f"{len(data.valset)} dev examples (seed {request.seed})")
-        result = recipe.compile(spec.build(), data.trainset, data.valset, metric, request.budget(),
+        result = recipe.compile(request.build(), data.trainset, data.valset, metric, request.budget(),
                                 seed=request.seed, feedback_metric=feedback, role_lms=role_lms,
                                 checkpoint=checkpoint)
         program, candidates = result.program, result.candidates
@@ -415,7 +439,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, sp
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(baseline_spec(baseline_name, spec.kind).build(), request.eval_records(data.splits["test"].records),
+    baseline = replay(request.build(baseline_name), request.eval_records(data.splits["test"].records),
                       threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})

@@ -61,7 +61,19 @@ class Plan:
     search_demos: tuple[int, int]
     loop_runs: int
     loop_max_turns: int
-    estimated_minutes: float  # measured on 2 idle cores, see README
+    estimated_minutes: float  # measured on 2 idle cores with the embedded model, see docs/demo.md
+
+    def cost_line(self, lm: str) -> str:
+        """The demo's one line on its LM and cost: the plan's calls, their tokens and the measured minutes."""
+        from guidebench.cost import LOCAL_SPEED, describe_lm, lm_speed
+
+        calls = self.lm_calls()
+        speed = lm_speed(lm)
+        minutes, basis = (self.estimated_minutes, "as measured on 2 idle cores") if speed is LOCAL_SPEED else \
+            (calls * speed["seconds_per_call"] / 60, f"{speed['seconds_per_call']:g} s/call")
+        return (f"LM {describe_lm(lm)}: about {calls} calls, ~{calls * DEMO_TOKENS_PER_CALL:,} tokens, ~{minutes:.1f} "
+                f"min ({basis}; cached calls are free) for the {self.name} demo; each step prints "
+                "its own estimate")
 
     def lm_calls(self) -> int:
         """A rough count of the LM calls the plan makes (no cache)."""
@@ -71,12 +83,15 @@ class Plan:
         return fullauto + planner + self.search_trials * dev + test + self.loop_runs * self.loop_max_turns
 
 
+# Tokens of one demo call on the embedded model, prompt and answer: ~3,600 for a KNN-compiled Full Auto decision and
+# for an uncompiled planner directive alike (reports/bench.md, `benchmarks/bench_lm.py`).
+DEMO_TOKENS_PER_CALL = 3_600
 # Quick: a planner prompt grows by ~55 tokens per line of the packet's log tail (up to 20 lines), so
 # early iterations cost about half of late ones; the quick plan keeps the first 6 of each episode.
 QUICK = Plan(name="quick", fullauto_threads=10, dev_records=(1, 2), test_records=(3, 3), episodes=8,
              episode_iterations=6, planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
              planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
-             loop_runs=1, loop_max_turns=2, estimated_minutes=5.0)
+             loop_runs=1, loop_max_turns=2, estimated_minutes=5.7)
 FULL = Plan(name="full", fullauto_threads=20, dev_records=(4, 6), test_records=(10, 12), episodes=24,
             episode_iterations=None, planner_eval_limit=2, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
             planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
@@ -441,9 +456,9 @@ def llama_threads() -> dict[str, str]:
 
 def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional[Path]:
     """Link HOME/models to the usual home's model folder so the 250 MB model is assembled once per machine."""
-    from guidebench.lm.engine import guidebench_home
+    from guidebench.home import guidebench_home
 
-    usual = (usual_home or guidebench_home()).absolute() / "models"
+    usual = (usual_home or guidebench_home()) / "models"
     if usual.resolve() == (home / "models").resolve():
         return None
     usual.mkdir(parents=True, exist_ok=True)
@@ -556,8 +571,8 @@ class Demo:
             ("promote it through the gates", self.step_promote),
             ("load it with the runtime and drive simulated runs", self.step_loop),
         ]
-        self.echo(f"guidebench demo ({plan.name}): {len(steps)} steps, about {plan.lm_calls()} calls of LM "
-                  f"`{self.options.lm}`; everything goes to {self.out}")
+        self.echo(f"guidebench demo ({plan.name}): {len(steps)} steps; everything goes to {self.out}")
+        self.echo(plan.cost_line(self.options.lm))
         self.echo(f"the commands below run with GUIDEBENCH_HOME={self.home}")
         bar = _step_bar(len(steps), self.options.progress)
         try:

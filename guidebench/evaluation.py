@@ -293,6 +293,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
     """
     from evals.replay import replay
 
+    from guidebench.cost import Scoring, announce
     from guidebench.outputs import claim_output
 
     if threads < 1:
@@ -312,6 +313,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         if loaded.uses_lm:
             lm_spec = lm or "local"
             _configure_lm(lm_spec, cache=cache)
+            announce(lm_spec, [Scoring(loaded.name, loaded.program, eval_data.records, loaded.kind)])
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
                         n_resamples=n_resamples, seed=seed, name=loaded.name)

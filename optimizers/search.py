@@ -147,6 +147,8 @@ class SearchResult:
     trials: list[TrialOutcome]
     ran_now: int
     lm: Optional[dict[str, Any]] = None  # the study's task LM
+    seed: int = 0  # the study's seed: trial n compiles with `trial_seed(seed, n)`
+    max_lm_calls_per_trial: Optional[int] = None
 
     def best_state(self, study: Optional[optuna.Study] = None) -> Optional[dict[str, Any]]:
         """The compiled program state of the best trial."""
@@ -321,6 +323,11 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The seed trial `number` of a study seeded `seed` compiles with (`guidebench compile --seed` repeats it)."""
+    return seed + number
+
+
 def suggest(trial: optuna.Trial, space: SearchSpace) -> dict[str, Any]:
     """Draw one configuration (candidates only for recipes that use them)."""
     params: dict[str, Any] = {
@@ -390,8 +397,12 @@ def _score_one(program: dspy.Module, example: dspy.Example, metric: Metric) -> f
 def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy.Example],
                devset: Sequence[dspy.Example], metric: Metric, *, program_factory: Callable[[str], dspy.Module],
                feedback_metric: Optional[Metric] = None, observer: Optional[TrialObserver] = None,
-               progress: bool = True) -> SearchResult:
-    """Run (or resume) the study until it holds `config.trials` finished trials."""
+               progress: bool = True, valset: Optional[Sequence[dspy.Example]] = None) -> SearchResult:
+    """Run (or resume) the study until it holds `config.trials` finished trials.
+
+    Each trial is scored on `devset` in minibatches; its optimizer selects on `valset` (default `devset`), in the
+    given order, as `guidebench compile` passes its dev split: the best trial's settings compile the same program.
+    """
     if config.trials < 1:
         raise RecipeError("trials must be at least 1")
     if not trainset or not devset:
@@ -428,8 +439,8 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
                 recipe = recipe_cls(recipe_cls.search_overrides(params["demos"], params.get("candidates", 0)),
                                     source=f"search trial {trial.number}")
                 with _temperature(base_lm, params["temperature"]):
-                    result = recipe.compile(student, trainset, ordered, metric,
-                                            config.budget, seed=config.seed + trial.number,
+                    result = recipe.compile(student, trainset, list(devset if valset is None else valset), metric,
+                                            config.budget, seed=trial_seed(config.seed, trial.number),
                                             feedback_metric=feedback_metric)
                     program = result.program
                     outcome.compile_summary = result.summary()
@@ -494,7 +505,8 @@ def _result(study: optuna.Study, config: SearchConfig, *, ran_now: int) -> Searc
     storage = config.storage or default_storage(config.cache_dir or Path.cwd())
     return SearchResult(study_name=study.study_name, storage=storage, best_params=_clean(best.params) if best else {},
                         best_value=best.value if best else None, best_trial=best.number if best else None,
-                        trials=trials, ran_now=ran_now, lm=study.user_attrs.get(LM_ATTR))
+                        trials=trials, ran_now=ran_now, lm=study.user_attrs.get(LM_ATTR), seed=config.seed,
+                        max_lm_calls_per_trial=config.budget.max_lm_calls)
 
 
 def _clean(params: dict[str, Any]) -> dict[str, Any]:

@@ -75,4 +75,5 @@ __all__ = [
 ]
 from .frozen.loader import load_frozen  # noqa: E402
 from .frozen.manifest import FrozenModuleError  # noqa: E402
-__all__ += ["FrozenModuleError", "load_frozen"]
+from .frozen.arguments import FrozenInputError  # noqa: E402
+__all__ += ["FrozenInputError", "FrozenModuleError", "load_frozen"]

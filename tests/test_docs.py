@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 
@@ -56,3 +58,124 @@ def test_the_package_map_names_only_what_each_package_exports():
         listed = set(re.findall(r"`(\w+)`", names_cell))
         assert listed, f"{package}: no public names listed"
         assert listed <= exported, f"{package}: the map lists names it does not export: {sorted(listed - exported)}"
+
+
+# ----- the production snippet: from a logged line to a decision ------------------------------------
+
+def _python_blocks(path: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, dedented (the README's sit inside a list item)."""
+    import textwrap
+
+    found = re.findall(r"^([ \t]*)```python\n(.*?)^\1```", path.read_text(encoding="utf-8"), re.M | re.S)
+    return [textwrap.dedent(block) for _indent, block in found]
+
+
+def _production_snippets() -> list[tuple[str, str]]:
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    return [(page.name, block) for page in pages for block in _python_blocks(page) if "load_frozen(" in block]
+
+
+def _run_snippet(name: str, code: str, folder: Path, monkeypatch) -> dict:
+    """Run a snippet where it would run: next to the sample logs and an export at exports/fullauto-guidance."""
+    from frozen_support import export_program
+
+    (folder / "datasets").symlink_to(REPO / "datasets")
+    export_program("full_auto.predict", folder / "exports" / "fullauto-guidance", name="fullauto-guidance")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(folder / "home"))
+    namespace: dict = {"__name__": "__snippet__"}
+    exec(compile(code, f"<{name} production snippet>", "exec"), namespace)  # noqa: S102 (the documented code)
+    return namespace
+
+
+def _check_decision(namespace: dict) -> None:
+    from runtime import ACTIONS, DecisionRecord, GuardrailConfig
+
+    enforced, audit, record, line = (namespace[k] for k in ("enforced", "audit", "record", "line"))
+    assert enforced.action in ACTIONS and audit.enforced_action == enforced.action
+    assert isinstance(record, DecisionRecord) and record.summary.turn_id == line["turn_id"]
+    assert record.config == namespace["run"].guardrail_config() and isinstance(record.config, GuardrailConfig)
+    assert record.usage is not None and record.usage.total_tokens > 0, "the decision came from the LM"
+
+
+def test_the_docs_show_the_production_snippet():
+    assert {name for name, _ in _production_snippets()} >= {"README.md", "workflow.md"}
+
+
+def test_the_production_snippet_runs_from_a_logged_line_to_a_decision(tmp_path, monkeypatch, capsys):
+    # With the fake LM in place of the embedded one (the only change to the documented code).
+    for index, (name, code) in enumerate(_production_snippets()):
+        assert code.count('make_lm("local")') == 1, f"{name}: the snippet names its LM once"
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        namespace = _run_snippet(name, code.replace('make_lm("local")', 'make_lm("fake")'), folder, monkeypatch)
+        _check_decision(namespace)
+        assert not namespace["enforced"].parse_errors, "the fake LM answers in the adapter's format"
+        assert capsys.readouterr().out.split()[0] == namespace["enforced"].action
+
+
+@pytest.mark.slow
+def test_the_production_snippet_runs_as_written_with_the_embedded_model(tmp_path, monkeypatch):
+    from guidebench.demo import share_model_files
+
+    share_model_files(tmp_path / "home")  # the model file assembled once per machine, not once per test
+    name, code = _production_snippets()[0]
+    _check_decision(_run_snippet(name, code, tmp_path, monkeypatch))
+
+
+# ----- the README's by-hand path ------------------------------------------------------------------
+
+def _tour_commands() -> list[list[str]]:
+    """The `guidebench ...` commands of the README's "A five-minute tour" block, as written."""
+    import shlex
+
+    text = README.read_text(encoding="utf-8")
+    block = text.split("By hand, the same path is:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def _takes_lm(command: str) -> bool:
+    import argparse
+
+    from guidebench.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return any("--lm" in action.option_strings for action in commands.choices[command]._actions)
+
+
+def test_the_readme_path_runs_as_written(tmp_path, monkeypatch, capsys):
+    # Where a fresh clone runs it: the committed sample logs and reports beside it. Each command exactly as
+    # written, with `--lm fake` added where it takes an LM, and RUN_ID the run the compile names.
+    import dspy
+
+    from guidebench.cli import main
+
+    commands = _tour_commands()
+    assert [words[:2] for words in commands] == [["guidebench", "data"], ["guidebench", "baselines"],
+                                                 ["guidebench", "compile"], ["guidebench", "leaderboard"],
+                                                 ["guidebench", "export"], ["guidebench", "promote"]]
+    (tmp_path / "datasets").symlink_to(REPO / "datasets")
+    shutil.copytree(REPO / "reports", tmp_path / "reports")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / ".guidebench"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run_id, previous_lm = None, dspy.settings.lm
+    try:
+        for words in commands:
+            argv = [run_id if word == "RUN_ID" else word for word in words[1:]]
+            if _takes_lm(argv[0]):
+                argv += ["--lm", "fake"]
+            code = main(argv)
+            out = capsys.readouterr().out
+            allowed = (0, 1) if argv[0] == "promote" else (0,)  # promote exits 1 when the gates say no
+            assert code in allowed, f"{' '.join(words)} exited {code}:\n{out[-2000:]}"
+            if _takes_lm(argv[0]) and argv[0] != "leaderboard":  # a board of logged and rule makes no LM call
+                assert out.startswith("LM fake (deterministic"), f"the LM and its cost come first:\n{out[:500]}"
+            if argv[0] == "compile":
+                last = out.strip().splitlines()[-1]
+                run_id = last.split()[2].rstrip(";")
+                assert f"export it with: guidebench export {run_id} " in last, last
+    finally:
+        dspy.configure(lm=previous_lm)
+    assert (tmp_path / "exports" / "fullauto-guidance" / "manifest.json").is_file()
+    assert "\nfullauto-guidance@1.0.0: " in out and "evidence: 221 records of split test" in out, out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
@@ -25,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="task LM: `local` (embedded Gemma 3 270M, default), `fake`, or a LiteLLM model string")
     add_api_base(parser)
+    parser.add_argument("--temperature", type=float, default=None, metavar="T",
+                        help="the LM's temperature for the compile and its evaluations (default 0.2)")
+    parser.add_argument("--rules", default=None, metavar="A+B",
+                        help="a rule-gated program's gate (full_auto.hybrid): the rules that decide before its LM, "
+                             "joined by + (default: the program's own); `guidebench search` prints the best trial's")
     parser.add_argument("--seed", type=int, default=None, help="seed of the optimizer and of the intervals (default 0)")
     parser.add_argument("--max-lm-calls", type=int, default=None, metavar="N",
                         help="stop the compile cleanly after N new LM calls (the best program so far is kept)")
@@ -86,7 +92,8 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
         request = resume_request(args.resume)
         for flag, value, stored in (("--program", args.program, request.program),
                                     ("--optimizer", args.optimizer, request.optimizer),
-                                    ("--seed", args.seed, request.seed)):
+                                    ("--seed", args.seed, request.seed), ("--rules", args.rules, request.rules),
+                                    ("--temperature", args.temperature, request.temperature)):
             if value is not None and value != stored:
                 raise GuidebenchError(f"--resume {args.resume}: {flag} {value} differs from the interrupted "
                                       f"compile's {stored}")
@@ -115,6 +122,8 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
     for flag, value in (("--eval-limit", args.eval_limit), ("--dev-limit", args.dev_limit)):
         if value is not None and value < 1:
             raise GuidebenchError(f"{flag} {value}: must be at least 1")
+    if args.temperature is not None and not 0.0 <= args.temperature <= 2.0:
+        raise GuidebenchError(f"--temperature {args.temperature}: must be between 0 and 2")
     if args.recipe is not None and not Path(args.recipe).is_file():
         raise GuidebenchError(f"--recipe {args.recipe}: no such file")
     return CompileRequest(program=args.program, optimizer=args.optimizer, data=str(Path(args.data).resolve()),
@@ -122,7 +131,8 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
                           lm=args.lm or "local", seed=args.seed if args.seed is not None else 0,
                           max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, baseline=args.baseline,
                           threads=args.threads, eval_limit=args.eval_limit, dev_limit=args.dev_limit,
-                          tracking_uri=args.tracking_uri, out=str(Path(args.out).resolve()) if args.out else None)
+                          tracking_uri=args.tracking_uri, out=str(Path(args.out).resolve()) if args.out else None,
+                          rules=args.rules, temperature=args.temperature)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,5 +158,8 @@ def run(args: argparse.Namespace) -> int:
           f"{usage.get('total_tokens', 0)} tokens, {compiled.get('wall_s', 0):.0f} s"
           + (f"; stopped by budget: {compiled.get('stop_reason')}" if compiled.get("stopped_by_budget") else ""))
     if outcome.run_id:
-        print(f"MLflow run {outcome.run_id}")
+        # The run id is what `guidebench export` takes: say so with the command to copy.
+        tracking = f" --tracking-uri {shlex.quote(request.tracking_uri)}" if request.tracking_uri else ""
+        print(f"MLflow run {outcome.run_id}; export it with: guidebench export {outcome.run_id} --name NAME "
+              f"--version 0.1.0 --out DIR{tracking}")
     return 0

@@ -264,6 +264,20 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         command=command)
 
 
+def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
+    """The one line before any replay: the LM, and what replaying the LM variants on the split costs at most."""
+    from guidebench.cost import Scoring, announce
+
+    scorings = []
+    for variant in variants:
+        if variant.uses_lm:
+            try:
+                scorings.append(Scoring(variant.label, variant.build(), split.records, split.kind))
+            except GuidebenchError:  # its replay reports why, in its turn
+                continue
+    announce(lm, scorings)
+
+
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
                     champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
                     n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
@@ -280,6 +294,8 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
     if earlier:
         check_same_split(earlier, frozen.ref, frozen.record_ids)
+    if lm and lm != "none":
+        _announce(variants, frozen, lm)
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
                             seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
     scored += earlier

@@ -73,8 +73,8 @@ def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] 
     if not scored:
         raise GuidebenchError("no scored variants to rank")
     reference = board or scored[0].split
-    reference_ids = sorted(record_ids if record_ids is not None else
-                           (row["record_id"] for row in scored[0].result.rows))
+    stored_ids = list(record_ids if record_ids is not None else (row["record_id"] for row in scored[0].result.rows))
+    reference_ids = sorted(stored_ids)
     for item in scored:
         if not item.split.same_as(reference):
             raise SplitMismatchError(
@@ -87,8 +87,20 @@ def check_same_split(scored: Sequence[ScoredVariant], board: Optional[SplitRef] 
             extra = len(set(ids) - set(reference_ids))
             raise SplitMismatchError(
                 f"refusing {item.variant.label!r}: its result covers other records than the board's split "
-                f"{reference.describe()} ({missing} missing, {extra} extra); results are never mixed")
+                f"{reference.describe()} ({missing} missing, {extra} extra); results are never mixed"
+                + _limit_hint(stored_ids, set(ids)))
     return reference
+
+
+def _limit_hint(board_ids: Sequence[str], ids: set[str]) -> str:
+    """What to pass when a result covers the seeded subset `compile --eval-limit N` scores ("" when it does not)."""
+    from guidebench.compile import seeded_subset
+
+    n = len(ids)
+    if not 0 < n < len(board_ids) or set(seeded_subset(board_ids, n)) != ids:
+        return ""
+    return (f": it was scored on the seeded subset of {n} records that `guidebench compile --eval-limit {n}` "
+            f"evaluates; add --eval-limit {n} to rank on those records")
 
 
 def limit_split(split: FrozenSplit, limit: Optional[int]) -> FrozenSplit:
@@ -99,12 +111,9 @@ def limit_split(split: FrozenSplit, limit: Optional[int]) -> FrozenSplit:
     """
     if not limit or len(split.records) <= limit:
         return split
-    import random
+    from guidebench.compile import seeded_subset
 
-    from guidebench.compile import EVAL_SUBSET_SEED
-
-    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(split.records)), limit))
-    records = [record for index, record in enumerate(split.records) if index in keep]
+    records = seeded_subset(split.records, limit)
     subset = f"{limit} of {len(split.records)} records (the seeded subset of `compile --eval-limit {limit}`)"
     return FrozenSplit(ref=split.ref, kind=split.kind, records=records, data_dir=split.data_dir,
                        notes=split.notes + [f"Ranked on {subset}."], subset=subset)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --help` stays light
     from dspy.lm15 import Message, Request, Response
 
+from guidebench.home import guidebench_home
 from guidebench.lm.grammar import OutputField, conforms, declared_outputs, output_grammar
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 
@@ -63,11 +64,6 @@ _LINE_MARKER = re.compile(r"^\[\[ ## (\w+) ## \]\]\s*$", re.M)
 
 class ModelFileError(RuntimeError):
     """The embedded model cannot be assembled or does not match its published SHA-256."""
-
-
-def guidebench_home() -> Path:
-    """The project-local state folder: `$GUIDEBENCH_HOME`, else `./.guidebench`."""
-    return Path(os.environ.get("GUIDEBENCH_HOME") or ".guidebench")
 
 
 def _package() -> Any:

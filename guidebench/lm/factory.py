@@ -26,7 +26,8 @@ from evals.usage import instrument
 
 from guidebench.errors import GuidebenchError
 from guidebench.lm.fake import FAKE_MODEL_ID, FakeEngine
-from guidebench.lm.engine import LOCAL_MODEL_ID, LocalGGUFEngine, ModelFileError, guidebench_home, model_sha256
+from guidebench.home import guidebench_home
+from guidebench.lm.engine import LOCAL_MODEL_ID, LocalGGUFEngine, ModelFileError, model_sha256
 from guidebench.lm.server import served_engine
 
 DEFAULT_SPEC = "local"

@@ -35,9 +35,10 @@ if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --
     from dspy.lm15 import Request, Response
 
 from guidebench.errors import GuidebenchError
+from guidebench.home import guidebench_home
 from guidebench.lm.grammar import conforms, output_grammar
 from guidebench.lm.engine import (CONSTRAIN_MODES, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, DEFAULT_SEED, DEFAULT_TEMPERATURE,
-                       LOCAL_MODEL_ID, ensure_model, guidebench_home, render_prompt)
+                       LOCAL_MODEL_ID, ensure_model, render_prompt)
 from guidebench.search.services import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
 
 DEFAULT_PORT = 8000

@@ -172,8 +172,9 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
 
 
 def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
-                trained_model: Optional[TrainedModelSpec] = None) -> list[str]:
-    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
+                caps: Optional[dict[str, int]] = None, trained_model: Optional[TrainedModelSpec] = None) -> list[str]:
+    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything);
+    `caps`: the answer cap of each predictor that sets one."""
     notes = []
     if selection is not None:
         notes.append(f"demos chosen per input are not carried: this {selection.method} module picks, for each input, "
@@ -195,6 +196,11 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"{trained_model.kind} model fit on the logs ({trained_model.scorer}, {trained_model.n_features} "
                      "features; program.json's trained_model), and the original runtime has no such model: it can "
                      "only prompt an LM; run it with runtime.load_frozen")
+    if caps:
+        notes.append("the answer cap is not carried: this module caps its answers at "
+                     f"{', '.join(f'{cap} tokens ({name})' for name, cap in sorted(caps.items()))}, and the original's "
+                     "CompiledModuleManifest has no LM settings (the original runtime calls with max_tokens 512); "
+                     "run it with runtime.load_frozen")
     return notes
 
 

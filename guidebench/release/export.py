@@ -209,7 +209,7 @@ def signature_name_for(signature: Any, kind: str) -> str:
 
 
 def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> list[PredictorSpec]:
-    """Each predictor's path, installed signature definition and hash, and its demo count."""
+    """Each predictor's path, installed signature definition and hash, its demo count and answer cap."""
     specs = []
     for name, predictor in installed.named_predictors():
         signature_name = signature_name_for(predictor.signature, kind)
@@ -218,7 +218,8 @@ def describe_predictors(installed: Any, kind: str, state: Mapping[str, Any]) -> 
         except SignatureSpecError as exc:
             raise GuidebenchError(f"predictor {name!r}: {exc}") from exc
         specs.append(PredictorSpec(name=name, signature_name=signature_name, signature_hash=spec.hash(),
-                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", []))))
+                                   signature=spec, demo_count=len(state.get(name, {}).get("demos", [])),
+                                   max_tokens=(getattr(predictor, "config", None) or {}).get("max_tokens")))
     return specs
 
 
@@ -314,8 +315,9 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
-        demo_selection=demo_selection, dsrs_notes=carry_notes(demo_selection, rule_gate, trained_model),
-        rule_gate=rule_gate, trained_model=trained_model,
+        demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model,
+        dsrs_notes=carry_notes(demo_selection, rule_gate, {p.name: p.max_tokens for p in predictors if p.max_tokens},
+                               trained_model),
     )
 
 

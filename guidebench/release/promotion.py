@@ -226,6 +226,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     """Replay candidate and champion (or baseline) on one split; returns evidence and why cost is moot."""
     from evals.replay import compare, replay
 
+    from guidebench.cost import Scoring, announce
     from guidebench.evaluation import _configure_lm, load_eval_data, load_export, load_program
 
     if split not in HELD_OUT_SPLITS:
@@ -243,6 +244,8 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     if candidate.uses_lm or other.uses_lm:
         spec = lm or "local"
         identity = lm_identity(spec, _configure_lm(spec))
+        announce(spec, [Scoring(p.name, p.program, eval_data.records, p.kind) for p in (candidate, other)
+                                 if p.uses_lm])
     options = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
     ours = replay(candidate.program, eval_data.records, name=manifest.package, **options)
     theirs = replay(other.program, eval_data.records, name=other.name, **options)

@@ -6,7 +6,10 @@ URL); running the same command again resumes it (finished trials are kept, `--tr
 total) and reopens the same MLflow search run. The study, each trial and `trials.json` record the
 task LM (`guidebench.lm.identity`): a study made with another LM is refused. Outputs (`--out`, default
 `<GUIDEBENCH_HOME>/searches/<study>/`): `trials.json`, `trials.png`, and for the best trial
-`program.json` and `recipe.toml` (ready for `guidebench compile --recipe`). The best trial, chosen on
+`program.json` (its compiled state, rule gate included) and `recipe.toml` (its optimizer settings, for
+`guidebench compile --recipe`); `trials.json`'s `best_compile` is the `guidebench compile` command that
+compiles that program again from these files (program, `--rules`, recipe, seed, temperature, LM: a trial's
+optimizer selects on the whole labeled dev split, as compile's does). The best trial, chosen on
 dev, is then replayed once on the whole test split at its temperature (`test/`, the same files as
 `guidebench eval --out`, so `guidebench leaderboard --results OUT/test` ranks it); nothing is selected on test.
 OUT follows `guidebench.outputs`: checked before the search, written aside and renamed into place at its
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +32,7 @@ import dspy
 import optimizers
 from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
-from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search
+from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
@@ -148,6 +152,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     data = load_compile_data(Path(request.data), request.family)
     if not data.valset:
         raise GuidebenchError(f"--data {request.data}: the dev split has no labeled record to score trials on")
+    selection = list(data.valset)  # what a trial's optimizer selects on: the whole labeled dev, as compile's
     if request.dev_limit and len(data.valset) > request.dev_limit:
         import random
 
@@ -166,6 +171,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
     metric, feedback = _metrics(request.family)
+    announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
                           budget=Budget(max_lm_calls=request.max_lm_calls_per_trial))
@@ -184,7 +190,8 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
                                       tracking_uri=request.tracking_uri, resume_run_id=parent, autolog=False) as run:
         print(f"study {study_name} in {_safe_url(storage)}; MLflow run {run.info.run_id}")
         result = run_search(config, space, data.trainset, data.valset, metric, program_factory=programs.get,
-                            feedback_metric=feedback, observer=MlflowTrials(out), progress=progress)
+                            feedback_metric=feedback, observer=MlflowTrials(out), progress=progress,
+                            valset=selection)
         if result.best_value is not None:
             mlflow.log_metric("best.dev.objective", result.best_value)
             # Tags, not params: a resumed study may find a new best, and params cannot change.
@@ -293,9 +300,70 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[s
         recipe_cls = optimizers.get(result.best_params["optimizer"])
         recipe = recipe_cls(recipe_cls.search_overrides(result.best_params["demos"],
                                                         result.best_params.get("candidates", 0)))
-        files["recipe"] = out / "recipe.toml"
-        files["recipe"].write_text(recipe.to_toml(), encoding="utf-8")
+        files["recipe"] = out / RECIPE_FILE
+        argv = best_compile_argv(result, data.dataset_dir)
+        files["recipe"].write_text(f"# The settings of trial {result.best_trial} of study {result.study_name}; in "
+                                   f"this folder, its program again:\n# {shlex.join(argv)}\n{recipe.to_toml()}",
+                                   encoding="utf-8")
+        trials = json.loads(files["trials"].read_text(encoding="utf-8"))
+        atomic_write_json(files["trials"], {**trials, "best_compile": argv})
     return files
+
+
+RECIPE_FILE = "recipe.toml"
+
+
+def best_compile_argv(result: SearchResult, data_dir: Path, recipe: str = RECIPE_FILE) -> list[str]:
+    """The `guidebench compile` command that compiles the best trial's program again from the saved files: its
+    program (with its rule gate), optimizer settings (`recipe`, relative to the search's folder by default), seed,
+    temperature, LM and dataset."""
+    best = result.best_params
+    lm = getattr(dspy.settings.lm, "model", None) or "local"
+    argv = ["guidebench", "compile", "--program", best["program"], "--optimizer", best["optimizer"],
+            "--recipe", recipe, "--seed", str(trial_seed(result.seed, result.best_trial)),
+            "--temperature", str(best.get("temperature", 0.0)), "--lm", lm]
+    if "rules" in best:
+        argv += ["--rules", best["rules"]]
+    if result.max_lm_calls_per_trial is not None:
+        argv += ["--max-lm-calls", str(result.max_lm_calls_per_trial)]
+    return [*argv, "--data", str(data_dir)]
+
+
+def announce_search(request: SearchRequest, space: SearchSpace, data: CompileData, selection: Sequence[Any]) -> str:
+    """Print (and return) the one line before the trials: the LM, and what `--trials` trials and the best trial's
+    test re-score cost at most (each trial costed as the dearest program and optimizer at the space's highest
+    demos and candidates, its optimizer selecting on `selection`, its score on `data.valset`)."""
+    import programs
+    from optimizers.estimate import CostEstimate, Stage, measure_prompts
+
+    from guidebench.cost import Totals, cost_line, lm_speed, token_counter
+
+    counter, speed = token_counter(request.lm), lm_speed(request.lm)
+    demos, candidates = space.demos[1], space.candidates[1]
+    trials, tests = [], []
+    for name in space.programs:
+        program = programs.get(name)
+        predictors = max(1, len(program.predictors()))
+        sizes = measure_prompts(program, data.trainset, count_tokens=counter)
+        dev = CostEstimate.from_stages(name, [Stage("score dev", len(data.valset) * predictors, demos=demos)],
+                                       sizes, **speed)
+        tests.append(CostEstimate.from_stages(name, [Stage("best on test", len(data.splits["test"].records)
+                                                           * predictors, demos=demos)], sizes, **speed))
+        for optimizer in space.optimizers:
+            recipe_cls = optimizers.get(optimizer)
+            recipe = recipe_cls(recipe_cls.search_overrides(demos, candidates))
+            trials.append(Totals.of([recipe.estimate(program, data.trainset, selection, sizes=sizes, **speed), dev]))
+    dearest = lambda costs: max(costs, key=lambda c: (c.minutes, c.total_tokens))  # noqa: E731
+    total = [Totals.of([dearest(trials)], times=request.trials)]
+    if request.rescore_test:
+        total.append(dearest(tests))
+    line = cost_line(request.lm, total, f"{request.trials} trials of {len(space.programs)} program(s) x "
+                                        f"{len(space.optimizers)} optimizer(s) up to {demos} demos, scored on "
+                                        f"{len(data.valset)} dev examples"
+                                        + (f", the best re-scored on {len(data.splits['test'].records)} test records"
+                                           if request.rescore_test else ""))
+    print(line, flush=True)
+    return line
 
 
 def summary_lines(result: SearchResult, out: Path) -> Sequence[str]:
@@ -308,9 +376,13 @@ def summary_lines(result: SearchResult, out: Path) -> Sequence[str]:
     if result.best_trial is not None:
         best = result.best_params
         lines.append(f"best: trial {result.best_trial}, dev objective {result.best_value:.4f}: {best}")
-        lines.append(f"compile it: guidebench compile --program {best['program']} --optimizer {best['optimizer']} "
-                     f"--recipe {out / 'recipe.toml'} --data DIR  (inference temperature {best.get('temperature')})")
-        if "rules" in best:  # a rule-gated program: compile starts from the program's default gate
-            lines.append(f"its rule gate {best['rules']} is in {out / 'program.json'}: `guidebench export --program "
-                         f"{best['program']} --state` keeps it; a new compile starts from the default gate")
+        try:
+            argv = list(json.loads((out / "trials.json").read_text(encoding="utf-8"))["best_compile"])
+        except (OSError, ValueError, KeyError, TypeError):
+            argv = []
+        if "--recipe" in argv:
+            argv[argv.index("--recipe") + 1] = str(out / RECIPE_FILE)
+            lines.append(f"its program again, from the saved files: {shlex.join(argv)}")
+        lines.append(f"or export it as it is: guidebench export --program {best['program']} --state "
+                     f"{out / 'program.json'} --name NAME --version 0.1.0 --out DIR (its rule gate included)")
     return lines

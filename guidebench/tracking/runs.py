@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from guidebench.errors import GuidebenchError
+from guidebench.home import guidebench_home  # noqa: F401 (re-exported: `guidebench.tracking.guidebench_home`)
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +40,6 @@ _PARAM_CHARS = 6000
 OWNER_TAG = "guidebench.owner"
 REAPED_TAG = "guidebench.reaped"
 _reaped_stores: set[str] = set()
-
-
-def guidebench_home() -> Path:
-    """The workbench's local folder (`GUIDEBENCH_HOME`, default `.guidebench`)."""
-    return Path(os.environ.get("GUIDEBENCH_HOME") or ".guidebench").absolute()
 
 
 def default_tracking_uri() -> str:

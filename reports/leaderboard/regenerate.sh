@@ -1,38 +1,36 @@
 #!/usr/bin/env bash
 # Regenerates the two committed boards of the sample data on their whole test splits:
-#   reports/leaderboard/fullauto/  Full Auto, champion full_auto.predict (221 test decisions)
+#   reports/leaderboard/fullauto/  Full Auto, champion `logged` (the deployed policy; 221 test decisions)
 #   reports/leaderboard/planner/   planner, champion planner.predict (seeded 100 of the 141 test iterations)
 # and the browser screenshot reports/leaderboard.png. Run from anywhere; uses the repository's .venv.
 #
 # No row is replayed with the LM here: the LM rows are the whole-test-split results that
-#   - `guidebench eval --split test` wrote (uncompiled programs: .guidebench/evals/test-<program>),
-#   - every compile of the dataset's MLflow experiment logged (its test split, never selected on),
-#   - the search re-scored for its best trial (.guidebench/searches/opt-full_auto/test),
-#   - the planner compile's baseline (planner.predict, uncompiled, on the compile's test records),
-# made by the commands of reports/optimizers.md ("Reproduce"). The board refuses a result scored on other
-# records. Rows without an LM (logged, rule, always_continue, planner.rules) are replayed.
-# Extra arguments go to both `guidebench leaderboard` calls as they are.
+#   - the compiles of reports/optimizers.md ("Reproduce") wrote to .guidebench/compiles/<name>/test
+#     (full_auto.learned + fit, full_auto.cascade + knn_fewshot, full_auto.hybrid + labeled_fewshot),
+#   - the cascade search re-scored for its best trial (.guidebench/searches/cascade-fullauto/test),
+#   - the planner compile's baseline (planner.predict, uncompiled, on the compile's test records).
+# The board refuses a result scored on other records. Rows without an LM (logged, rule, always_continue,
+# planner.rules) are replayed. Extra arguments go to both `guidebench leaderboard` calls as they are.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 BIN="${BIN:-.venv/bin}"
-EVALS="${EVALS:-.guidebench/evals}"
 FULLAUTO="${FULLAUTO:-.guidebench/data/opt-fullauto}"
 EXPERIMENTS="${EXPERIMENTS:-.guidebench/data/opt-experiments}"
-SEARCH="${SEARCH:-.guidebench/searches/opt-full_auto/test}"
+SEARCH="${SEARCH:-.guidebench/searches/cascade-fullauto/test}"
 
 [ -f "$FULLAUTO/dataset.json" ] || "$BIN/guidebench" data import datasets/sample/fullauto --kind fullauto --out "$FULLAUTO"
 [ -f "$EXPERIMENTS/dataset.json" ] || "$BIN/guidebench" data import datasets/sample/experiments --kind experiments --out "$EXPERIMENTS"
 dataset_id() { "$BIN/python" -c "import json,sys; print(json.load(open(sys.argv[1]))['dataset_id'][:12])" "$1/dataset.json"; }
 
+COMPILES="${COMPILES:-.guidebench/compiles}"
 results=()
-for program in full_auto.predict full_auto.compact full_auto.hybrid; do
-  [ -f "$EVALS/test-$program/summary.json" ] && results+=("$EVALS/test-$program")
+for compile in fa-learned-fit fa-cascade-knn fa-hybrid-labeled; do
+  [ -f "$COMPILES/$compile/test/summary.json" ] && results+=("$COMPILES/$compile/test")
 done
 [ -f "$SEARCH/summary.json" ] && results+=("$SEARCH")
 "$BIN/guidebench" leaderboard --data "$FULLAUTO" --split test --programs logged,rule,full_auto.always_continue \
-  --results "${results[@]}" --from-mlflow "guidebench-full_auto-$(dataset_id "$FULLAUTO")" \
-  --champion full_auto.predict --out reports/leaderboard/fullauto --force "$@"
+  --results "${results[@]}" --champion logged --out reports/leaderboard/fullauto --force "$@"
 
 # The planner rows are scored on the seeded 100-record subset of its 141 test iterations that
 # `guidebench compile --eval-limit 100` evaluates (a planner decision costs ~8-16 s on two cores).

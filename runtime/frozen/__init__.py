@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from runtime.frozen.manifest import FrozenManifest, FrozenModuleError, FORMAT_VERSION, MANIFEST_FILE, PROGRAM_FILE, KNN_FILE
     from runtime.frozen.modules import FrozenDecisionProgram, FrozenPlannerProgram, FrozenGuidanceModule, FrozenPlannerModule, NearestDemosProgram
     from runtime.frozen.knn import DemoSelector
+    from runtime.frozen.arguments import FrozenInputError
 
 _WHERE: dict[str, str] = {
     "load_frozen": "loader", "verify_frozen": "loader", "read_program_state": "loader", "read_demo_selection": "loader",
     "FrozenManifest": "manifest", "FrozenModuleError": "manifest", "FORMAT_VERSION": "manifest", "MANIFEST_FILE": "manifest", "PROGRAM_FILE": "manifest", "KNN_FILE": "manifest",
     "FrozenDecisionProgram": "modules", "FrozenPlannerProgram": "modules", "FrozenGuidanceModule": "modules", "FrozenPlannerModule": "modules", "NearestDemosProgram": "modules",
     "DemoSelector": "knn",
+    "FrozenInputError": "arguments",
 }
 __all__ = sorted(_WHERE)
 

@@ -115,6 +115,10 @@ def _manifest(root: Path) -> FrozenManifest:
         if full_auto_only and manifest.kind != "full_auto":
             raise FrozenModuleError(f"{MANIFEST_FILE} declares a {field} for a {manifest.kind} module; "
                                     "only full_auto modules have one")
+    capped = [p.name for p in manifest.predictors if p.max_tokens is not None]
+    if capped and manifest.format_version < 4:
+        raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
+                                f"max_tokens (version 4 added it; predictor {capped[0]} sets one)")
     return manifest
 
 
@@ -359,7 +363,9 @@ def _standalone_program(manifest: FrozenManifest, state: dict[str, Any], signatu
                                 f"{digest[:12]}..., the manifest says {predictor_spec.signature_hash[:12]}...")
     import dspy
 
-    predictor = dspy.Predict(rebuilt)
+    # DSPy's state does not hold the program's call settings: the manifest carries the answer cap.
+    cap = predictor_spec.max_tokens
+    predictor = dspy.Predict(rebuilt, **({} if cap is None else {"max_tokens": cap}))
     try:
         predictor.load_state(state[predictor_spec.name])
     except Exception as exc:  # dspy's own refusal, reported as the module's

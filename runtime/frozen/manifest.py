@@ -13,8 +13,9 @@ A frozen module is a folder:
 Format versions: 1, the first; 2 adds `demo_selection` (with knn.json) and `dsrs_notes`; 3 adds
 `rule_gate` (with program.json's `rule_gate` entry: the rules that decide before the LM, as
 `full_auto.hybrid` runs them); 4 adds a predictor's `prompt` (the instructions and field prefixes and
-descriptions its state runs with when an optimizer rewrote its signature's: COPRO, MIPROv2, GEPA) and
-`trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
+descriptions its state runs with when an optimizer rewrote its signature's: COPRO, MIPROv2, GEPA), its
+`max_tokens` (the answer cap the program's code sets, e.g. 80 tokens for `full_auto.compact`: DSPy's program
+state does not save it) and `trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
 `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at which the model
 answers and the LM program that answers the rest). The runtime reads all four (each version is the next
 one without what the next one added: a version 3 module's predictors run their signatures' own text).
@@ -120,6 +121,8 @@ class PredictorSpec(BaseModel):
     def state_prompt(self) -> PromptText:
         """The prompt text program.json must hold for this predictor."""
         return self.prompt or PromptText.of(self.signature)
+    # Format version 4: the answer cap of the predictor's calls (None: the LM's own limit).
+    max_tokens: Optional[int] = Field(default=None, ge=1)
 
 
 class DemoSelection(BaseModel):

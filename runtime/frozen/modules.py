@@ -3,7 +3,11 @@
 A guidance module takes a turn summary and a guardrail config and returns the enforced
 decision, its audit and a `DecisionRecord`; a planner module takes an advisor packet and returns
 a validated `OptimizationDirective`. Any LM, adapter or parse error yields the safe default
-(`pause` at confidence 0.0; a conservative directive), never an exception.
+(`pause` at confidence 0.0; a conservative directive), never an exception. Two things are the
+caller's mistake and raise instead, before any LM call: an argument that does not read as its record
+type (`runtime.frozen.arguments.FrozenInputError`, one line naming the field), and a module that calls
+an LM when none is set, neither `load_frozen(DIR, lm=...)` nor `dspy.configure(lm=...)`
+(`FrozenModuleError`, saying how to pass one): it would pause on every turn.
 
 When the caller does not pass the installed program, the runtime runs the exported predictor
 itself: `FrozenDecisionProgram` / `FrozenPlannerProgram` wrap one `dspy.Predict` rebuilt from
@@ -37,9 +41,10 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 import dspy
 
 from runtime.advisor import FAMILIES, AdvisorPacket, OptimizationDirective
-from runtime.fullauto import FullAutoTurnSummary, GuardrailAudit, GuardrailConfig, GuardrailContext, GuidanceDecision
+from runtime.fullauto import GuardrailAudit, GuardrailContext, GuidanceDecision
 from runtime.frozen.knn import DemoSelector, run_with_demos
-from runtime.frozen.manifest import FrozenManifest
+from runtime.frozen.arguments import ConfigArg, PacketArg, SummaryArg, read_config, read_packet, read_summary
+from runtime.frozen.manifest import FrozenManifest, FrozenModuleError
 from runtime.guardrails import apply_guardrails, parse_decision
 from runtime.inputs import input_text, packet_inputs, summary_inputs
 from runtime.pivot import validate_directive
@@ -339,15 +344,19 @@ class FrozenGuidanceModule:
     def __repr__(self) -> str:
         return f"FrozenGuidanceModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
 
-    def decide(self, summary: FullAutoTurnSummary | Mapping[str, Any],
-               config: Optional[GuardrailConfig] = None) -> tuple[GuidanceDecision, Any, Any]:
+    def decide(self, summary: SummaryArg, config: ConfigArg = None) -> tuple[GuidanceDecision, Any, Any]:
         """The model's own decision for a summary (before guardrails), with raw output and usage; the guardrail
-        config is an input too (a trained model weighs the confidence the guardrails demand)."""
-        summary = _summary(summary)
+        config is an input too (a trained model weighs the confidence the guardrails demand).
+
+        Raises `FrozenInputError` for a summary it cannot read and `FrozenModuleError` when the module calls an
+        LM and none is set (every answer would be the safe pause); any fault of the program itself is that pause.
+        """
+        summary = read_summary(summary)
+        _require_lm(self)
         prediction: Any = None
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
-            inputs = {**config_inputs(config), **inputs}
+            inputs = {**config_inputs(read_config(config)), **inputs}
             with _lm_scope(self.lm), dspy.context(track_usage=True):
                 prediction = self.program(**inputs)
             decision = getattr(prediction, "decision", None)
@@ -358,22 +367,23 @@ class FrozenGuidanceModule:
         raw = _raw_of(prediction) if prediction is not None else None
         return decision, raw, _usage(prediction) if prediction is not None else None
 
-    def __call__(self, summary: FullAutoTurnSummary | Mapping[str, Any], config: Optional[GuardrailConfig] = None,
-                 *, run_id: str = "", sequence_id: int = 0, workspace_id: str = "") -> GuidanceResult:
-        """Decide, enforce the guardrails and return (enforced decision, audit, decision record)."""
+    def __call__(self, summary: SummaryArg, config: ConfigArg = None, *, run_id: str = "", sequence_id: int = 0,
+                 workspace_id: str = "") -> GuidanceResult:
+        """Decide, enforce the guardrails and return (enforced decision, audit, decision record).
+
+        `summary` and `config` may be the record types, dicts or JSON text (`runtime.frozen.arguments`).
+        """
         started = time.time()
-        summary = _summary(summary)
+        summary, config = read_summary(summary), read_config(config)
         decision, raw, usage = self.decide(summary, config)
         return self.enforce(summary, decision, config, raw=raw, usage=usage, run_id=run_id,
                             sequence_id=sequence_id, workspace_id=workspace_id, started=started)
 
-    def enforce(self, summary: FullAutoTurnSummary | Mapping[str, Any], decision: GuidanceDecision,
-                config: Optional[GuardrailConfig] = None, *, raw: Any = None, usage: Optional[LMUsage] = None,
-                run_id: str = "", sequence_id: int = 0, workspace_id: str = "",
+    def enforce(self, summary: SummaryArg, decision: GuidanceDecision, config: ConfigArg = None, *, raw: Any = None,
+                usage: Optional[LMUsage] = None, run_id: str = "", sequence_id: int = 0, workspace_id: str = "",
                 started: Optional[float] = None) -> GuidanceResult:
         """Apply the guardrails to a model decision of this module and build its decision record."""
-        summary = _summary(summary)
-        config = config or GuardrailConfig()
+        summary, config = read_summary(summary), read_config(config)
         enforced, audit = apply_guardrails(decision, GuardrailContext.from_summary(summary), config)
         lm = self.lm if self.lm is not None else dspy.settings.lm
         when = started if started is not None else time.time()
@@ -411,9 +421,14 @@ class FrozenPlannerModule:
     def __repr__(self) -> str:
         return f"FrozenPlannerModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
 
-    def __call__(self, packet: AdvisorPacket | Mapping[str, Any]) -> PlannerResult:
-        """Plan the next iteration; an unusable output becomes the safe default directive."""
-        packet = packet if isinstance(packet, AdvisorPacket) else AdvisorPacket.model_validate(packet)
+    def __call__(self, packet: PacketArg) -> PlannerResult:
+        """Plan the next iteration; an unusable output becomes the safe default directive.
+
+        Raises `FrozenInputError` for a packet it cannot read and `FrozenModuleError` when the module calls an
+        LM and none is set (every answer would be the safe default).
+        """
+        packet = read_packet(packet)
+        _require_lm(self)
         blocked = list(packet.strategy_family_constraints.blocked_families)
         try:
             inputs = self._inputs(packet) if self._inputs else packet_inputs(packet)
@@ -432,7 +447,11 @@ class FrozenPlannerModule:
         return PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
 
 
-def _summary(summary: FullAutoTurnSummary | Mapping[str, Any]) -> FullAutoTurnSummary:
-    if isinstance(summary, FullAutoTurnSummary):
-        return summary
-    return FullAutoTurnSummary.model_validate(dict(summary), strict=False)
+def _require_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> None:
+    """Refuse to decide without an LM: each answer would be the safe default, with the reason hidden in its errors."""
+    if not module.manifest.uses_lm or module.lm is not None or dspy.settings.lm is not None:
+        return
+    raise FrozenModuleError(
+        f"{module.manifest.entry} calls an LM and none is set: pass one, load_frozen(DIR, "
+        "lm=dspy.LM(\"openai/gpt-4o-mini\")) with any LiteLLM model string (the workbench's embedded model: "
+        "lm=guidebench.lm.factory.make_lm(\"local\")), or dspy.configure(lm=...) before deciding", str(module.path))

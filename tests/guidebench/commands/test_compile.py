@@ -110,6 +110,23 @@ def test_compiled_state_json_loads_back(workspace, compiled, tmp_path):
     assert summary["test_vs_baseline"]["objective"]["n"] == 4
 
 
+def test_compile_prints_its_run_id_as_the_export_command(workspace, tmp_path, capsys):
+    import shlex
+
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--eval-limit", "2") == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("MLflow run ") and "; export it with: guidebench export " in last, last
+    command = shlex.split(last.split("; export it with: ", 1)[1])
+    run_id = last.split()[2].rstrip(";")
+    assert command[:3] == ["guidebench", "export", run_id] and command[command.index("--tracking-uri") + 1] == \
+        workspace["uri"]
+    # As printed, with a name and a folder filled in, it exports the compiled program.
+    filled = {"NAME": "fa", "DIR": str(tmp_path / "fa")}
+    assert main([filled.get(arg, arg) for arg in command[1:]]) == 0
+    manifest = json.loads((tmp_path / "fa" / "manifest.json").read_text())
+    assert manifest["mlflow_run_id"] == run_id and manifest["optimizer"] == "KNNFewShot"
+
+
 def test_dry_run_answers_without_an_lm_call_or_a_run(workspace, monkeypatch, capsys):
     import guidebench.lm.factory as lm_module
 
@@ -180,6 +197,14 @@ def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys):
     assert "r.toml" in capsys.readouterr().err
     assert main(["compile", "--resume", "no-such-run"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--rules", "done", "--dry-run") == 2
+    assert capsys.readouterr().err == ("guidebench: error: --rules done: full_auto.predict has no rule gate "
+                                       "(full_auto.hybrid has one)\n")
+    assert main(["compile", "--program", "full_auto.hybrid", "--optimizer", "knn_fewshot", "--data",
+                 str(workspace["data"]), "--rules", "done+finished", "--dry-run"]) == 2
+    assert "--rules done+finished: unknown rule 'finished'" in capsys.readouterr().err
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--temperature", "3", "--dry-run") == 2
+    assert "--temperature 3.0: must be between 0 and 2" in capsys.readouterr().err
 
 
 def test_a_split_swapped_for_another_is_refused_before_any_run(workspace, tmp_path, capsys):

@@ -430,6 +430,12 @@ def test_a_board_on_the_compile_eval_subset_admits_only_results_on_that_subset(d
                                results=[tmp_path / "flaky-subset"])
     assert board.n_records == 10 and "10 of 60 records" in board.subset
     assert board.row("test.flaky").n == 10
+    # Without --eval-limit the refusal says what to pass (it used to say only "50 missing").
+    with pytest.raises(SplitMismatchError) as refused:
+        run_leaderboard(from_registry(["logged"]), dataset, "test", n_resamples=50, results=[tmp_path / "flaky-subset"])
+    assert str(refused.value).endswith("(50 missing, 0 extra); results are never mixed: it was scored on the seeded "
+                                       "subset of 10 records that `guidebench compile --eval-limit 10` evaluates; "
+                                       "add --eval-limit 10 to rank on those records"), str(refused.value)
 
     evaluate("test.flaky", dataset, split="test", out_dir=tmp_path / "flaky-full", track=False, progress=False)
     with pytest.raises(SplitMismatchError, match="50 extra"):

@@ -83,13 +83,6 @@ def test_ensure_model_names_missing_chunks(tmp_path, monkeypatch):
         ensure_model(tmp_path / "home")
 
 
-def test_home_honours_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "gbhome"))
-    assert local_lm.guidebench_home() == tmp_path / "gbhome"
-    monkeypatch.delenv("GUIDEBENCH_HOME")
-    assert local_lm.guidebench_home() == Path(".guidebench")
-
-
 # ----------------------------------------------------------------------------- prompt rendering
 
 

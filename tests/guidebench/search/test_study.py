@@ -108,6 +108,39 @@ def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_resc
     assert len(board["rows"]) == 2 and all(row["n"] == 3 for row in board["rows"]), board["rows"]
 
 
+def test_the_best_trial_compiles_again_from_the_saved_files_rule_gate_included(tmp_path, monkeypatch, capsys):
+    # A search of the rule-gated hybrid draws its gate as a trial parameter; recipe.toml holds only the optimizer's
+    # settings, so the saved files name the whole compile: program, gate, recipe, seed, temperature and LM.
+    import json
+
+    from programs.hybrid import parse_rule_set
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=8, dev=4, test=2)
+    uri, out = tracking_uri(tmp_path), tmp_path / "out"
+    assert main(["search", "--program-family", "full_auto", "--data", str(data), "--lm", "fake", "--no-progress",
+                 "--programs", "full_auto.hybrid", "--optimizers", "bootstrap_random_search", "--demos", "1:2",
+                 "--candidates", "2:2", "--dev-limit", "2", "--trials", "2", "--seed", "3", "--tracking-uri", uri,
+                 "--out", str(out)]) == 0
+    trials = json.loads((out / "trials.json").read_text())
+    best, argv = trials["best_params"], trials["best_compile"]
+    assert "rules" in best and argv[argv.index("--rules") + 1] == best["rules"]
+    assert argv[argv.index("--seed") + 1] == str(3 + trials["best_trial"])
+    assert argv[argv.index("--temperature") + 1] == str(best["temperature"])
+    assert "its program again, from the saved files: guidebench compile --program full_auto.hybrid" in \
+        capsys.readouterr().out
+    assert (out / "recipe.toml").read_text().splitlines()[1] == "# " + " ".join(argv)
+    # Run as saved, in the search's folder: the same program state, rule gate included.
+    monkeypatch.chdir(out)
+    assert main([*argv[1:], "--tracking-uri", uri, "--out", str(tmp_path / "again"), "--eval-limit", "1",
+                 "--no-progress"]) == 0
+    searched, again = (json.loads(path.read_text()) for path in (out / "program.json", tmp_path / "again" /
+                                                                   "program.json"))
+    for state in (searched, again):
+        state.pop("metadata", None)
+    assert again == searched and again["rule_gate"]["rules"] == parse_rule_set(best["rules"])
+
+
 @pytest.mark.slow
 def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))

@@ -322,6 +322,9 @@ def _lm_program_only() -> dspy.Module:
      "manifest.json is invalid: rule_gate.rules: Value error, unknown rule 'finished'"),
     ("format 2", lambda f: edit_json(f, "manifest.json", lambda d: d.update(format_version=2)),
      "manifest.json has format version 2, which has no rule_gate (version 3 added it)"),
+    ("format 3 with a cap", lambda f: edit_json(f, "manifest.json", lambda d: d.update(format_version=3)),
+     "manifest.json has format version 3, which has no max_tokens (version 4 added it; predictor "
+     "lm_program.decide sets one)"),
     ("planner", lambda f: edit_json(f, "manifest.json", lambda d: d.update(kind="planner")),
      "manifest.json declares a rule_gate for a planner module; only full_auto modules have one"),
 ])
