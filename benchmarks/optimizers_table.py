@@ -95,8 +95,10 @@ def render(rows: list[dict[str, Any]]) -> str:
              "| McNemar p | LM half on pause/review turns | demos | compile LM calls | compile tokens | compile min "
              "| total min | MLflow run |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    programs = sorted({r["program"] for r in rows})
     for r in rows:
-        lines.append(f"| {r['optimizer']} | {r['test']} | {r['baseline']} | {r['diff']} | {r['p']} | {r['accuracy']} "
+        label = r["optimizer"] if len(programs) == 1 else f"`{r['program']}` + {r['optimizer']}"
+        lines.append(f"| {label} | {r['test']} | {r['baseline']} | {r['diff']} | {r['p']} | {r['accuracy']} "
                      f"| {r['mcnemar_p']} | {r['lm_half']} | {r['demos']} | {r['lm_calls']:,} | {r['tokens']:,} | "
                      f"{r['compile_min']:.1f} | {r['total_min']:.1f} | `{r['run'][:8]}` |")
     if rows:
@@ -104,8 +106,9 @@ def render(rows: list[dict[str, Any]]) -> str:
         lines.append("")
         scope = "the whole test split" if rows[0]["whole"] else "a seeded subset of the test split, `--eval-limit`"
         baselines = ", ".join(sorted({f"`{r['baseline_program']}`" for r in rows}))
-        lines.append(f"n = {rows[0]['n']} test records in every row ({scope}). Program: `{rows[0]['program']}`; "
-                     f"baseline: {baselines}, uncompiled, on the same records. p: "
+        program = f"Program: `{programs[0]}`" if len(programs) == 1 else "Programs: as each row names them"
+        lines.append(f"n = {rows[0]['n']} test records in every row ({scope}). {program}; "
+                     f"baseline: {baselines} (each row's own), uncompiled, on the same records. p: "
                      + "; ".join(f"{t}, 95% CI: {c}" for t, c in methods) + ".")
     return "\n".join(lines)
 
