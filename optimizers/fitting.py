@@ -12,6 +12,7 @@ also for a cascade, straight through the runtime scorer and the metric (no DSPy 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -149,9 +150,9 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     """
     if not trainset:
         raise FitError("the train split has no labeled example to fit on")
-    if not valset:
-        raise FitError("the dev split has no labeled example: the fit chooses its settings on dev; "
-                       "import the logs with a dev split")
+    carved = not valset
+    if carved:  # small logs may import without a dev split: select on a held-out fifth of train's threads
+        trainset, valset = selection_split(trainset)
     train_x, dev_x = [ex.inputs().toDict() for ex in trainset], [ex.inputs().toDict() for ex in valset]
     train_y, dev_y = _labels(trainset), _labels(valset)
     if len(set(train_y)) < 2:
@@ -180,18 +181,39 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     score, loss, point, temperature, model = best
     chosen = {**point, "temperature": temperature, "dev_objective": round(score, 6), "dev_log_loss": round(loss, 6),
               "ngram_max": settings.ngram_max, "max_features": settings.max_features, "n_train": len(trainset),
-              "n_dev": len(valset), "refit": "train"}
-    if settings.refit_on_dev:
+              "n_dev": len(valset), "refit": "train", "selected_on": "train threads held out" if carved else "dev"}
+    if settings.refit_on_dev or carved:
         both_x, both_y = train_x + dev_x, train_y + dev_y
         features = _Features(both_x, settings)
         classifier = _classifier(point["C"], point["class_weight"], settings, seed).fit(features.matrix(both_x), both_y)
-        chosen["refit"] = "train+dev"
+        chosen["refit"] = "train" if carved else "train+dev"
         model = TrainedDecisionModel(_state(classifier, features, temperature, chosen))
     else:
         model = TrainedDecisionModel({**model.to_state(), "fit": chosen})
     chosen["vocabulary"] = len(model.vectorizer.idf)
     model.fit_info = dict(chosen)
     return FitOutcome(model=model, chosen=chosen, grid=grid)
+
+
+def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tuple[list[dspy.Example], list[dspy.Example]]:
+    """(fit part, selection part) of a train split without a dev split: whole threads, about `share` of the
+    examples held out, chosen by a hash of the thread id (deterministic); FitError when too few to split."""
+    groups: dict[str, list[dspy.Example]] = {}
+    for index, ex in enumerate(examples):
+        groups.setdefault(str(ex.get("thread_id") or f"#{index}"), []).append(ex)
+    if len(groups) < 2:  # one thread: hold out its last examples instead
+        groups = {f"#{index}": [ex] for index, ex in enumerate(examples)}
+    order = sorted(groups, key=lambda key: hashlib.sha256(key.encode("utf-8")).hexdigest())
+    held: list[dspy.Example] = []
+    for key in order:
+        if len(held) >= share * len(examples):
+            break
+        held += groups[key]
+    kept = [ex for ex in examples if all(ex is not other for other in held)]
+    if len(kept) < 2 or not held:
+        raise FitError(f"{len(examples)} labeled train example(s) and no dev split: too few to fit a model and "
+                       "choose its settings; import more logs")
+    return kept, held
 
 
 def _dev_scores(classifier: Any, X: sparse.csr_matrix) -> np.ndarray:

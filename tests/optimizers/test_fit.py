@@ -53,7 +53,7 @@ def test_the_recipe_settings_reach_the_fit():
 
 @pytest.mark.parametrize("train, dev, message", [
     ([ex for ex in TRAIN if ex.action == "stop"], DEV, "every labeled train example is 'stop'"),
-    (TRAIN, [], "the dev split has no labeled example"),
+    (TRAIN[:1], [], "too few to fit a model and choose its settings"),
     ([], DEV, "the training set is empty"),
 ])
 def test_data_the_model_cannot_learn_from_is_one_line(train, dev, message):
@@ -83,3 +83,11 @@ def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_han
     compiled.configure(threshold=0.5)
     sure = [ex for ex in DEV if compiled.model_decision(ex.inputs().toDict()) is not None]
     assert sure and compiled.lm_examples(DEV) == [ex for ex in DEV if ex not in sure] or len(sure) == len(DEV)
+
+
+def test_without_a_dev_split_the_fit_selects_on_held_out_train_threads():
+    result = _fit(dev=[])
+    chosen = result.summary()["details"]["fit"]
+    assert chosen["selected_on"] == "train threads held out" and chosen["refit"] == "train"
+    assert chosen["n_train"] + chosen["n_dev"] == len(TRAIN) and chosen["n_dev"] >= 0.2 * len(TRAIN)
+    assert [result.program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
