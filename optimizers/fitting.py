@@ -141,6 +141,20 @@ def dev_scorer(valset: Sequence[dspy.Example], metric: Metric) -> Callable[[Trai
     return score
 
 
+@dataclass
+class _Candidate:
+    """One grid point's model, fit on train and scored on dev."""
+
+    point: dict[str, Any]
+    model: TrainedDecisionModel
+    score: float
+    loss: float
+
+    def row(self) -> dict[str, Any]:
+        return {**self.point, "temperature": self.model.temperature, "dev_objective": round(self.score, 6),
+                "dev_log_loss": round(self.loss, 6)}
+
+
 def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric,
               settings: FitSettings = FitSettings(), *, seed: int = 0,
               on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]] = None) -> FitOutcome:
@@ -153,46 +167,56 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     carved = not valset
     if carved:  # small logs may import without a dev split: select on a held-out fifth of train's threads
         trainset, valset = selection_split(trainset)
+    if len(set(_labels(trainset))) < 2:
+        raise FitError(f"every labeled train example is {_labels(trainset)[0]!r}: a decision model needs two or "
+                       "more label classes (label more of the logs, or use a rule policy)")
+    grid = _grid(trainset, valset, metric, settings, seed)
+    for candidate in grid:
+        if on_candidate is not None:
+            on_candidate(candidate.model, candidate.score)
+    best = max(grid, key=lambda c: (c.score, -c.loss))  # the first of equals: the grid's order
+    chosen = {**best.row(), "ngram_max": settings.ngram_max, "max_features": settings.max_features,
+              "n_train": len(trainset), "n_dev": len(valset), "refit": "train",
+              "selected_on": "train threads held out" if carved else "dev"}
+    model = best.model
+    if settings.refit_on_dev or carved:  # the chosen settings on all the labeled data test does not hold
+        chosen["refit"] = "train" if carved else "train+dev"
+        model = _fit_one([*trainset, *valset], best.point, model.temperature, chosen, settings, seed)
+    chosen["vocabulary"] = len(model.vectorizer.idf)
+    model.fit_info = dict(chosen)
+    return FitOutcome(model=model, chosen=chosen, grid=[candidate.row() for candidate in grid])
+
+
+def _grid(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric, settings: FitSettings,
+          seed: int) -> list[_Candidate]:
+    """Every grid point fit on train, its temperature fit on dev, scored on dev."""
     train_x, dev_x = [ex.inputs().toDict() for ex in trainset], [ex.inputs().toDict() for ex in valset]
     train_y, dev_y = _labels(trainset), _labels(valset)
-    if len(set(train_y)) < 2:
-        raise FitError(f"every labeled train example is {train_y[0]!r}: a decision model needs two or more "
-                       "label classes (label more of the logs, or use a rule policy)")
     features = _Features(train_x, settings)
     X_train, X_dev = features.matrix(train_x), features.matrix(dev_x)
-    grid, best, score_on_dev = [], None, dev_scorer(valset, metric)
+    score_on_dev = dev_scorer(valset, metric)
+    grid = []
     for C in settings.C:
         for weight in settings.class_weight:
+            point = {"C": C, "class_weight": weight}
             classifier = _classifier(C, weight, settings, seed).fit(X_train, train_y)
             classes = [str(c) for c in classifier.classes_]
             dev_scores = _dev_scores(classifier, X_dev)
             temperature = _temperature(dev_scores, classes, dev_y)
-            point = {"C": C, "class_weight": weight}
             model = TrainedDecisionModel(_state(classifier, features, temperature, {**point, "refit": "train"}))
-            score = score_on_dev(model)
-            if on_candidate is not None:
-                on_candidate(model, score)
-            loss = _log_loss(dev_scores, classes, dev_y, temperature)
-            grid.append({**point, "temperature": temperature, "dev_objective": round(score, 6),
-                         "dev_log_loss": round(loss, 6)})
-            if best is None or (score, -loss) > (best[0], -best[1]):
-                best = (score, loss, point, temperature, model)
-    assert best is not None
-    score, loss, point, temperature, model = best
-    chosen = {**point, "temperature": temperature, "dev_objective": round(score, 6), "dev_log_loss": round(loss, 6),
-              "ngram_max": settings.ngram_max, "max_features": settings.max_features, "n_train": len(trainset),
-              "n_dev": len(valset), "refit": "train", "selected_on": "train threads held out" if carved else "dev"}
-    if settings.refit_on_dev or carved:
-        both_x, both_y = train_x + dev_x, train_y + dev_y
-        features = _Features(both_x, settings)
-        classifier = _classifier(point["C"], point["class_weight"], settings, seed).fit(features.matrix(both_x), both_y)
-        chosen["refit"] = "train" if carved else "train+dev"
-        model = TrainedDecisionModel(_state(classifier, features, temperature, chosen))
-    else:
-        model = TrainedDecisionModel({**model.to_state(), "fit": chosen})
-    chosen["vocabulary"] = len(model.vectorizer.idf)
-    model.fit_info = dict(chosen)
-    return FitOutcome(model=model, chosen=chosen, grid=grid)
+            grid.append(_Candidate(point, model, score_on_dev(model),
+                                   _log_loss(dev_scores, classes, dev_y, temperature)))
+    return grid
+
+
+def _fit_one(examples: Sequence[dspy.Example], point: dict[str, Any], temperature: float, fit: dict[str, Any],
+             settings: FitSettings, seed: int) -> TrainedDecisionModel:
+    """One model with the given settings on these examples (its own vocabulary), at the given temperature."""
+    inputs = [ex.inputs().toDict() for ex in examples]
+    features = _Features(inputs, settings)
+    classifier = _classifier(point["C"], point["class_weight"], settings, seed).fit(features.matrix(inputs),
+                                                                                     _labels(examples))
+    return TrainedDecisionModel(_state(classifier, features, temperature, fit))
 
 
 def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tuple[list[dspy.Example], list[dspy.Example]]:
