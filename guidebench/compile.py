@@ -405,9 +405,12 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
             checkpoint.mark("started")
         print(f"compile: {request.program} with {recipe.dspy_name} on {len(data.trainset)} train / "
               f"{len(data.valset)} dev examples (seed {request.seed})")
-        result = recipe.compile(request.build(), data.trainset, data.valset, metric, request.budget(),
-                                seed=request.seed, feedback_metric=feedback, role_lms=role_lms,
-                                checkpoint=checkpoint)
+        try:
+            result = recipe.compile(request.build(), data.trainset, data.valset, metric, request.budget(),
+                                    seed=request.seed, feedback_metric=feedback, role_lms=role_lms,
+                                    checkpoint=checkpoint)
+        except RecipeError as exc:  # data the recipe cannot work with (a single label class, ...): the user's to fix
+            raise GuidebenchError(f"--data {request.data}: {exc}") from None
         program, candidates = result.program, result.candidates
         compile_summary = result.summary()
         if checkpoint is not None:

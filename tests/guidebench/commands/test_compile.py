@@ -300,3 +300,18 @@ def test_what_cannot_be_compiled_or_compared_is_one_line(workspace, args, messag
     assert main(["compile", *args, "--data", str(workspace["data"]), "--tracking-uri", workspace["uri"],
                  "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_dataset_with_a_single_label_class_is_one_line_and_writes_nothing(workspace, tmp_path, capsys):
+    from evals.data import save_dataset
+    from optimizer_support import decision_records
+
+    stops = [r for r in decision_records(40) if r.label.action == "stop"]
+    data = tmp_path / "single"
+    save_dataset(data, "fullauto", {"train": stops[:12], "dev": stops[12:16], "test": stops[16:20]})
+    out = tmp_path / "out"
+    assert main(["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--data", str(data),
+                 "--tracking-uri", workspace["uri"], "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "every labeled train example is 'stop': a decision model needs two or more label classes" in err
+    assert "traceback" not in err and not out.exists()
