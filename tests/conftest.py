@@ -62,6 +62,14 @@ def real_lm() -> dspy.LM:
     return lm
 
 
+@pytest.fixture(autouse=True)
+def _no_global_lm_leaks_into_the_next_test() -> Iterator[None]:
+    """Commands configure DSPy's LM globally; the next test on this worker starts without it."""
+    yield
+    if dspy.settings.lm is not None:
+        dspy.configure(lm=None)
+
+
 # ----- a clean footprint: nothing left in the system temp directory ---------------------------------
 
 def _temp_entries() -> set[str]:
