@@ -19,7 +19,7 @@ hub file holds the instruction and the scorecard with no demos (`demo_count` 0).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -170,8 +170,10 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
                                       "optimizer": optimizer, "signature_name": signature_name}))
 
 
-def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None) -> list[str]:
-    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything)."""
+def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
+                code_inputs: Sequence[str] = ()) -> list[str]:
+    """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything);
+    `code_inputs`: predictor inputs the program's code computes (the runtime's rendering has none of them)."""
     notes = []
     if selection is not None:
         notes.append(f"demos chosen per input are not carried: this {selection.method} module picks, for each input, "
@@ -185,6 +187,11 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"take with {rule_gate.policy} before asking its LM, and the original's CompiledModuleManifest "
                      "has no rules; the original runtime would ask the LM about every turn; run it with "
                      "runtime.load_frozen")
+    if code_inputs:
+        notes.append(f"inputs the program's code computes are not carried: its LM reads {', '.join(code_inputs)}, "
+                     "which the installed program computes before each call (e.g. planner.hybrid's family, chosen "
+                     "by the pivot rules), and the original runtime has no such code; run it with "
+                     "runtime.load_frozen(DIR, program=...)")
     return notes
 
 
