@@ -214,14 +214,16 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
         raise ValueError(f"planner record {record.record_id} has no outcome entry")
     inputs = planner_inputs(record.packet)
     directive = directive_from_entry(record.outcome, record.packet)
+    # The directive needs a family even when the logged attempt had none (an old log's tags): `logged_family` says
+    # which attempts were really in theirs (`planner.hybrid` learns only from attempts in the family it is given).
     example = dspy.Example(**inputs, **directive.model_dump(), record_id=record.record_id,
-                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles)
+                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles,
+                           logged_family=record.outcome.family)
     return example.with_inputs(*inputs)
 
 
 __all__ = [
     "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
-    "given_family_inputs",
-    "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
+    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
 ]

@@ -100,20 +100,21 @@ class PlannerHybrid(dspy.Module):
                                     adapter_errors=list(outcome.errors), raw_output=outcome.raw)
 
     def lm_examples(self, examples: Sequence[dspy.Example]) -> list[dspy.Example]:
-        """The labeled attempts in the family the rules choose for their packet, with the LM's `family` and `why`
-        (all of them, each with its own family, if none is)."""
+        """The labeled attempts logged in the family the rules choose for their packet, with the LM's `family` and
+        `why` (if none is: every example, each with its own directive's family)."""
         chosen, every = [], []
         for example in examples:
             packet = packet_from_inputs(example)
             if packet is None:
                 continue
             choice = rule_choice(packet)
-            family = example.get("strategy_family") or choice.family
-            lm_inputs = given_family_inputs(packet, family, choice.reasons)
+            logged = example.get("logged_family")  # None: an untagged attempt, its directive's family is a guess
+            lm_inputs = given_family_inputs(packet, logged or example.get("strategy_family") or choice.family,
+                                            choice.reasons)
             # Not marked as inputs: the program computes them, a training run passes the packet's inputs only.
             extended = dspy.Example(**{**example.toDict(), **lm_inputs}).with_inputs(*example.inputs().keys())
             every.append(extended)
-            if family == choice.family:
+            if logged == choice.family:
                 chosen.append(extended)
         return chosen or every or list(examples)
 
