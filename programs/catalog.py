@@ -47,6 +47,9 @@ register("planner.cot", "programs.planner:PlannerChainOfThought", kind="planner"
          description="Chain of thought over OptimizationDirectiveSignature.")
 register("planner.compact", "programs.planner:PlannerCompact", kind="planner", uses_lm=True,
          description="planner.predict's directive from only the packet facts it acts on, with short lists.")
+register("planner.hybrid", "programs.planner_hybrid:PlannerHybrid", kind="planner", uses_lm=True,
+         description="The pivot rules choose the family (pivot compliance 1.0 by construction), one short LM call "
+                     "writes hypothesis, modifiers, risk, effect, changes and validation.")
 register("planner.rules", "programs.rules_planner:PlannerRules", kind="planner", uses_lm=False,
          description="Reference planner, no LM: follows the pivot policy (least-tried allowed family, lower "
                      "the bound when near it).")

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import dspy
 from pydantic import ValidationError
 
 from runtime.advisor import FAMILIES, AdvisorPacket, DirectiveValidation, ExperimentLogEntry, OptimizationDirective
 from runtime.fullauto import FullAutoTurnSummary
-from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, clip_text, packet_inputs,
-                            summary_inputs, tail_entries)
+from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, clip_text,
+                            compact_packet_inputs, packet_inputs, summary_inputs, tail_entries)
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
 from runtime.trained import config_inputs
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
@@ -38,6 +38,8 @@ DEFAULT_REASONS: dict[str, str] = {
     "review": "The changes are ready for a human review.",
 }
 DEFAULT_NEXT_INPUT = "Continue with the next step of the plan."
+# Why the rule planner chose a family when no pivot rule is in force (`given_family_inputs`).
+NO_PIVOT = "no pivot due: the least-tried allowed family"
 
 
 def _summary_of(value: Any) -> tuple[FullAutoTurnSummary, Optional[DecisionRecord]]:
@@ -132,6 +134,14 @@ def planner_inputs(packet: Any) -> dict[str, str]:
     return packet_inputs(packet)
 
 
+def given_family_inputs(packet: AdvisorPacket, family: str, reasons: Sequence[str]) -> dict[str, str]:
+    """The inputs of `planner.hybrid`'s LM half (`PlannerGivenFamilySignature`): the family the pivot rules chose
+    and why, and the compact goal, best and bound lines of the packet."""
+    compact = compact_packet_inputs(packet)
+    return {"family": family.split(":", 1)[-1], "why": "; ".join(reasons) or NO_PIVOT,
+            **{name: compact[name] for name in ("goal", "best", "bound")}}
+
+
 def packet_from_inputs(inputs: Mapping[str, Any]) -> Optional[AdvisorPacket]:
     """The packet carried in planner inputs (`packet` JSON), or None when absent or invalid."""
     raw = inputs.get("packet")
@@ -208,13 +218,16 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
         raise ValueError(f"planner record {record.record_id} has no outcome entry")
     inputs = planner_inputs(record.packet)
     directive = directive_from_entry(record.outcome, record.packet)
+    # The directive needs a family even when the logged attempt had none (an old log's tags): `logged_family` says
+    # which attempts were really in theirs (`planner.hybrid` learns only from attempts in the family it is given).
     example = dspy.Example(**inputs, **directive.model_dump(), record_id=record.record_id,
-                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles)
+                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles,
+                           logged_family=record.outcome.family)
     return example.with_inputs(*inputs)
 
 
 __all__ = [
     "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
-    "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
+    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
 ]

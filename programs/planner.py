@@ -4,7 +4,7 @@ and the compact variant."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import dspy
 import json_repair
@@ -105,11 +105,12 @@ _CONVERTERS = {
 }
 
 
-def directive_fields(fields: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Convert output fields (typed or raw text) into directive values; errors name the field."""
+def directive_fields(fields: Mapping[str, Any], names: Sequence[str] = DIRECTIVE_FIELDS
+                     ) -> tuple[dict[str, Any], list[str]]:
+    """Convert the named output fields (typed or raw text) into directive values; errors name the field."""
     values: dict[str, Any] = {}
     errors: list[str] = []
-    for name in DIRECTIVE_FIELDS:
+    for name in names:
         if name not in fields or fields[name] is None:
             errors.append(f"{name}: missing")
             continue

@@ -109,8 +109,23 @@ def _expected_effect(packet: AdvisorPacket, lowering: bool) -> int:
     return -max(1, round((best or 1000) * 0.01)) if lowering else -10
 
 
-def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[str]]:
-    """The rule planner's directive for a packet, and the pivot-policy reasons behind it."""
+@dataclass(frozen=True)
+class RuleChoice:
+    """What the pivot protocol fixes for the next directive, as the rule planner reads a packet."""
+
+    family: str
+    reasons: tuple[str, ...]
+    lowering: bool  # near the bound: the family lowers it
+    recovery: bool  # three invalid attempts in a row: start again from the last valid kernel
+
+
+def rule_choice(packet: AdvisorPacket) -> RuleChoice:
+    """The family the pivot protocol leaves, the least-tried among the candidates, and the reasons behind it.
+
+    The family always complies with the protocol as `evals.metrics_planner` scores it: allowed by the
+    packet's constraints, bound-lowering near the bound, and not the current family when any rule but
+    `near_bound` demands a pivot (near the bound alone, the current bound-lowering family may go on).
+    """
     entries = tail_entries(packet)
     stated = packet.strategy_family_constraints
     # The packet's constraints come from the whole log; the tail re-derives them as a cross-check.
@@ -120,52 +135,69 @@ def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[s
     # The tail holds the last 20 entries only, and the best may be a best/* tag's: the pivot policy reads
     # the packet's best and plateau, as the real runner gave them, so the rules agree with the packet.
     known = packet_pivot_inputs(packet)
-    required, reasons = pivot_required(entries, packet.performance_profile, target, **known)
+    _, reasons = pivot_required(entries, packet.performance_profile, target, **known)
+    if stated.blocked_families and "family_blocked" not in reasons:
+        reasons.append("family_blocked")  # the packet's own block (whole log) demands a pivot too
     lowering = near_bound(entries, packet.performance_profile, target, **known)
-    current, _ = current_streak(entries)
-    recovery = invalid_streak(entries) >= INVALID_RECOVERY
-    tries = family_tries(entries)
+    current = stated.current_family or current_streak(entries)[0]
+    # Every rule but near_bound demands a new family; near the bound alone, any bound-lowering one will do.
+    leave = [f for f in allowed if f != current] or allowed
+    must_leave = any(reason != "near_bound" for reason in reasons)
 
     if lowering:
-        candidates = [f for f in allowed if f in BOUND_LOWERING] or allowed
-    elif required or two_strikes(entries):
-        if not required:
+        candidates = [f for f in (leave if must_leave else allowed) if f in BOUND_LOWERING] \
+            or [f for f in allowed if f in BOUND_LOWERING] or allowed
+    elif must_leave or two_strikes(entries):
+        if not must_leave:
             reasons.append(f"two_strikes: the last two {current} attempts did not improve")
-        candidates = [f for f in allowed if f != current] or allowed
+        candidates = leave
     elif current in allowed and entries and _improved(entries[-1], entries[:-1]):
         candidates = [current]
         reasons.append(f"keep {current}: the last attempt improved")
     else:
         candidates = allowed
+    tries = family_tries(entries)
     family = min(candidates, key=lambda f: (tries[f], FAMILIES.index(f)))
-    play = PLAYBOOKS[family]
+    return RuleChoice(family=family, reasons=tuple(reasons), lowering=lowering,
+                      recovery=invalid_streak(entries) >= INVALID_RECOVERY)
 
-    modifiers = list(play.modifiers)
-    hypothesis = play.hypothesis
-    first_steps: list[str] = []
-    if recovery:
-        modifiers = ["recovery", *modifiers][:3]
-        hypothesis = "Several attempts in a row were invalid: start again from the last valid kernel. " + hypothesis
-        first_steps.append("Start from the last valid kernel")
-    best = packet.best_cycles
-    steps = [
-        *first_steps,
+
+def plan_steps(choice: RuleChoice, changes: Sequence[str], best: Optional[int]) -> list[str]:
+    """The step plan the protocol asks for: three orthogonal approaches, one wild card, the changes, then
+    the tests and the measurement (first, in recovery, a restart from the last valid kernel)."""
+    play = PLAYBOOKS[choice.family]
+    return [
+        *(["Start from the last valid kernel"] if choice.recovery else []),
         "Weigh three orthogonal approaches: " + "; ".join(play.approaches),
         f"Pick '{play.approaches[0]}' as the main change",
         f"Wild card: {play.wild_card}",
-        *play.changes,
+        *changes,
         "Run the correctness tests and check that the tests are unchanged",
         f"Measure cycles and compare with {best if best is not None else 'the baseline'}",
     ]
+
+
+def rule_directive(packet: AdvisorPacket, choice: Optional[RuleChoice] = None
+                   ) -> tuple[OptimizationDirective, list[str]]:
+    """The rule planner's directive for a packet (from its `rule_choice`, computed unless given), and the
+    pivot-policy reasons behind it."""
+    choice = choice or rule_choice(packet)
+    play = PLAYBOOKS[choice.family]
+    modifiers = list(play.modifiers)
+    hypothesis = play.hypothesis
+    if choice.recovery:
+        modifiers = ["recovery", *modifiers][:3]
+        hypothesis = "Several attempts in a row were invalid: start again from the last valid kernel. " + hypothesis
+    best = packet.best_cycles
     directive = OptimizationDirective(
         objective=objective_text(packet),
         primary_hypothesis=hypothesis,
-        strategy_family=family,
+        strategy_family=choice.family,
         strategy_modifiers=modifiers,
-        risk="Low" if recovery else play.risk,
-        expected_effect_cycles=_expected_effect(packet, lowering),
+        risk="Low" if choice.recovery else play.risk,
+        expected_effect_cycles=_expected_effect(packet, choice.lowering),
         change_summary=list(play.changes),
-        step_plan=steps,
+        step_plan=plan_steps(choice, play.changes, best),
         validation=DirectiveValidation(
             commands=["python tests/submission_tests.py"],
             pass_criteria=["correctness tests pass",
@@ -174,7 +206,7 @@ def rule_directive(packet: AdvisorPacket) -> tuple[OptimizationDirective, list[s
         next_packet_requests=["slot utilization per engine after the change"],
         did_web_search=False,
     )
-    return directive, reasons
+    return directive, list(choice.reasons)
 
 
 class PlannerRules(dspy.Module):

@@ -20,9 +20,10 @@ from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints,
 from runtime.fullauto import FullAutoTurnSummary
 from runtime.inputs import compact_packet_inputs, compact_state_inputs, compact_summary_inputs, summary_inputs
 from signatures import (COMPACT_DECISION_INPUT_FIELDS, COMPACT_PLANNER_INPUT_FIELDS, COMPACT_STATE_INPUT_FIELDS,
-                        FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS)
+                        FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS, PlannerGivenFamilySignature)
 
-from .inputs import planner_inputs
+from .inputs import given_family_inputs, planner_inputs
+from .rules_planner import rule_choice
 
 
 def _plan(*steps: tuple[str, str]) -> str:
@@ -402,4 +403,50 @@ def compact_planner_demos() -> list[dspy.Example]:
         rendered = compact_packet_inputs(packet)
         inputs = {name: rendered[name] for name in COMPACT_PLANNER_INPUT_FIELDS}
         demos.append(dspy.Example(**inputs, **directive).with_inputs(*inputs))
+    return demos
+
+
+def _schedule_seed_packet() -> AdvisorPacket:
+    # Seed 3: the schedule family just set a new best and the schedule is 10% above its bound: keep it.
+    tail = [
+        _entry(5, "family:reduce_loads", "vload", True, 1655, 1660, "Vector loads of the tree values."),
+        _entry(6, "family:schedule", "slot_packing", True, 1610, 1655, "Pack the hash rounds' ALU ops into idle bundles."),
+    ]
+    return AdvisorPacket(
+        goal="best", best_cycles=1610, aspiration_cycles=1609, plateau_valid_iters_since_best=0,
+        strategy_family_constraints=FamilyConstraints(current_family="family:schedule", current_family_streak_len=1,
+                                                      max_consecutive=2),
+        experiment_log_tail=tail,
+        experiment_summary=ExperimentSummary(
+            best_cycles=1610, best_cycles_by_family={"family:reduce_loads": 1655, "family:schedule": 1610}),
+        performance_profile=PerformanceProfile(
+            min_cycles_by_engine={"alu": 810, "valu": 1190, "load": 1460, "store": 300, "flow": 420},
+            resource_lb_cycles=1460, cp_lb_cycles=1395, tight_lb_cycles=1460, schedule_cycles_estimate=1610,
+            schedule_slack_pct=0.103),
+    )
+
+
+SCHEDULE_SEED_FIELDS: dict[str, Any] = {
+    "primary_hypothesis": "The schedule (1610) is still 10% above the load bound (1460): list-scheduling the hash "
+                          "rounds by critical path fills the idle slots.",
+    "strategy_modifiers": ["list_scheduling"],
+    "risk": "Low",
+    "expected_effect_cycles": -30,
+    "change_summary": ["List-schedule the round loop by critical-path priority"],
+    "validation": {"commands": ["python tests/submission_tests.py"],
+                   "pass_criteria": ["correctness tests pass", "cycles below 1610"]},
+}
+
+
+def given_family_demos() -> list[dspy.Example]:
+    """Seed demos for PlannerGivenFamilySignature, one per family: the seed packets with the family the rules
+    choose for them and the compact directives' fields the model writes (`planner.hybrid`)."""
+    packets = [packet for packet, _ in _planner_seed_packets()] + [_schedule_seed_packet()]
+    answers = [*COMPACT_DIRECTIVES, SCHEDULE_SEED_FIELDS]
+    demos = []
+    for packet, answer in zip(packets, answers, strict=True):
+        choice = rule_choice(packet)
+        inputs = given_family_inputs(packet, choice.family, choice.reasons)
+        outputs = {name: answer[name] for name in PlannerGivenFamilySignature.output_fields}
+        demos.append(dspy.Example(**inputs, **outputs).with_inputs(*inputs))
     return demos

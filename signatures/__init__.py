@@ -7,6 +7,7 @@ from .compact import (
     FullAutoCompactSignature,
     FullAutoCompactStateSignature,
     PlannerCompactSignature,
+    PlannerGivenFamilySignature,
 )
 from .full_auto import (
     DECISION_OUTPUT_FIELDS,
@@ -24,6 +25,6 @@ __all__ = [
     "DECISION_OUTPUT_FIELDS", "DIRECTIVE_FIELDS", "FULL_AUTO_INPUT_FIELDS", "PLANNER_INPUT_FIELDS",
     "FullAutoCompactSignature", "FullAutoCompactStateSignature", "FullAutoDecisionClearSignature",
     "FullAutoDecisionSignature", "GuidanceDecisionClearSignature",
-    "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "PlannerCompactSignature", "Progress",
-    "SelectNextAction", "SummarizeTurnState", "Verdict", "VerifyDecision",
+    "GuidanceDecisionSignature", "OptimizationDirectiveSignature", "PlannerCompactSignature",
+    "PlannerGivenFamilySignature", "Progress", "SelectNextAction", "SummarizeTurnState", "Verdict", "VerifyDecision",
 ]

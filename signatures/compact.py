@@ -8,7 +8,8 @@ message, clipped (`runtime.inputs.compact_state_inputs`). The outputs carry a bu
 descriptions: the decision answers in the order action, confidence, reason, next_input (a cut-off
 answer loses the optional part, not the action); the directive keeps every list short. The output
 names and types are the original signatures', so the same parsing, guardrails and directive checks
-apply.
+apply. `PlannerGivenFamilySignature` is the LM half of `planner.hybrid`: the family comes in as an input
+(the pivot rules chose it) and the model writes only the directive fields the protocol leaves open.
 """
 
 from __future__ import annotations
@@ -65,6 +66,24 @@ class PlannerCompactSignature(dspy.Signature):
     validation: DirectiveValidation = dspy.OutputField(desc="one command, one or two criteria")
     next_packet_requests: list[str] = dspy.OutputField(desc="0-1 items")
     did_web_search: bool = dspy.OutputField()
+
+
+class PlannerGivenFamilySignature(dspy.Signature):
+    """Write the next attempt to lower the cycle count of a VLIW kernel within the given strategy family: a hypothesis, up to two of the family's techniques, the risk, the expected change in cycles, the changes and their validation."""
+
+    # `planner.hybrid`: the pivot rules chose the family (`programs.rules_planner.rule_choice`); the model writes
+    # the fields the protocol leaves open, the rest of the directive is the rule planner's.
+    family: str = dspy.InputField(desc="the strategy family to use")
+    why: str = dspy.InputField(desc="why the pivot rules chose it")
+    goal: str = dspy.InputField(desc="the target or the best to beat")
+    best: str = dspy.InputField(desc="best cycles overall, by family, invalid attempts")
+    bound: str = dspy.InputField(desc="tight lower bound, schedule estimate, slack")
+    primary_hypothesis: str = dspy.OutputField(desc="one sentence")
+    strategy_modifiers: list[str] = dspy.OutputField(desc="0-2 short tags")
+    risk: Risk = dspy.OutputField()
+    expected_effect_cycles: int = dspy.OutputField(desc="negative means faster")
+    change_summary: list[str] = dspy.OutputField(desc="1-2 short items")
+    validation: DirectiveValidation = dspy.OutputField(desc="one command, one or two criteria")
 
 
 COMPACT_DECISION_INPUT_FIELDS: tuple[str, ...] = tuple(FullAutoCompactSignature.input_fields)

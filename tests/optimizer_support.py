@@ -1,4 +1,4 @@
-"""Small labeled Full Auto data for optimizer, search and compile tests."""
+"""Small labeled Full Auto and planner data for optimizer, search, compile and program tests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dspy
 import programs
 from evals import metrics_fullauto
 from evals.data import save_dataset
-from runtime import FullAutoTurnSummary, GuardrailConfig
+from runtime import ExperimentLogEntry, FullAutoTurnSummary, GuardrailConfig, PerformanceProfile, PlannerRecord
 from runtime.records import DecisionRecord, OutcomeLabel
 
 # Four situations, each with one right action: failed -> stop, approvals pending -> pause,
@@ -56,6 +56,31 @@ def make_dataset(directory: Path, *, train: int = 12, dev: int = 6, test: int = 
                                          "test": decision_records(test, 200)})
     return directory
 
+
+
+def episode_records(seed: int, index: int) -> list[PlannerRecord]:
+    """Planner records of one simulated episode, packets rebuilt as the importer does."""
+    from guidebench.data.planner_packets import PacketBuilder
+    from guidebench.data.simulators.experiments import entry_line, simulate_episode
+
+    episode = simulate_episode(seed, index)
+    builder = PacketBuilder()
+    records = []
+    for item, side in zip(episode.entries, episode.side["iterations"]):
+        pk = builder.packet(item, goal=side["goal"], threshold_target=side["threshold_target"],
+                            profile=PerformanceProfile.model_validate(side["performance_profile"]))
+        records.append(PlannerRecord(record_id=f"{episode.episode_id}-{item['iteration_id']}",
+                                     episode_id=episode.episode_id, iteration_id=item["iteration_id"], packet=pk,
+                                     outcome=ExperimentLogEntry.model_validate(item)))
+        builder.add(item, entry_line(item))
+    return records
+
+
+def make_planner_dataset(directory: Path, seed: int = 5) -> Path:
+    """A planner (experiments) dataset folder of simulated episodes: two for train, one each for dev and test."""
+    save_dataset(directory, "experiments", {"train": episode_records(seed, 0) + episode_records(seed, 1),
+                                            "dev": episode_records(seed, 2), "test": episode_records(seed, 3)})
+    return directory
 
 _STORE_TEMPLATE: list[Path] = []
 

@@ -2,9 +2,10 @@
 
 It reads the adapter's prompt like a model would: the output fields and their types from the
 system message, the inputs from the last user message, and answers in the `[[ ## field ## ]]`
-format. Decisions come from the no-LM reference policies (`full_auto.rules`, `planner.rules`), so
-answers are plausible and always the same for the same prompt. A `script` of raw completions
-overrides that, one per call, to test parsing and safe failure.
+format. Decisions come from the no-LM reference policies (`full_auto.rules`, `planner.rules`; given a
+family, `planner.hybrid`'s LM half gets that family's playbook), so answers are plausible and always
+the same for the same prompt. A `script` of raw completions overrides that, one per call, to test
+parsing and safe failure.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Request, Response, TextPart, Usage, response_to_events
 
 from programs.rules_full_auto import rule_decision
-from programs.rules_planner import rule_directive
+from programs.rules_planner import PLAYBOOKS, rule_directive
 from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints, PerformanceProfile
 
 from guidebench.lm.engine import message_text
@@ -144,6 +145,12 @@ def fake_answer(request: Request) -> str:
     if "strategy_family" in names:
         directive, reasons = rule_directive(_packet(inputs))
         values = {**directive.model_dump(), "reasoning": "Pivot policy: " + (", ".join(reasons) or "no pivot")}
+    elif f"family:{inputs.get('family', '')}" in PLAYBOOKS:  # the family is given (planner.hybrid): its playbook
+        play = PLAYBOOKS[f"family:{inputs['family']}"]
+        values = {"primary_hypothesis": play.hypothesis, "strategy_modifiers": list(play.modifiers), "risk": play.risk,
+                  "expected_effect_cycles": -10, "change_summary": list(play.changes),
+                  "validation": {"commands": ["python tests/submission_tests.py"],
+                                 "pass_criteria": ["correctness tests pass"]}}
     lines = []
     for name, type_text in fields:
         value = values.get(name, _default_value(name, type_text))

@@ -19,7 +19,7 @@ hub file holds the instruction and the scorecard with no demos (`demo_count` 0).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -172,9 +172,11 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
 
 
 def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
-                caps: Optional[dict[str, int]] = None, trained_model: Optional[TrainedModelSpec] = None) -> list[str]:
+                caps: Optional[dict[str, int]] = None, trained_model: Optional[TrainedModelSpec] = None,
+                code_inputs: Sequence[str] = ()) -> list[str]:
     """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything);
-    `caps`: the answer cap of each predictor that sets one."""
+    `caps`: the answer cap of each predictor that sets one; `code_inputs`: predictor inputs the program's code
+    computes (the runtime's rendering has none of them)."""
     notes = []
     if selection is not None:
         notes.append(f"demos chosen per input are not carried: this {selection.method} module picks, for each input, "
@@ -201,6 +203,11 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"{', '.join(f'{cap} tokens ({name})' for name, cap in sorted(caps.items()))}, and the original's "
                      "CompiledModuleManifest has no LM settings (the original runtime calls with max_tokens 512); "
                      "run it with runtime.load_frozen")
+    if code_inputs:
+        notes.append(f"inputs the program's code computes are not carried: its LM reads {', '.join(code_inputs)}, "
+                     "which the installed program computes before each call (e.g. planner.hybrid's family, chosen "
+                     "by the pivot rules), and the original runtime has no such code; run it with "
+                     "runtime.load_frozen(DIR, program=...)")
     return notes
 
 

@@ -28,6 +28,7 @@ from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
                                      PromptText, RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
+from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -305,6 +306,8 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
 
     main = main_signature(predictors, source.kind)
     commit = git_commit()
+    rendered = set(SUMMARY_INPUT_NAMES if source.kind == "full_auto" else PACKET_INPUT_NAMES)
+    code_inputs = sorted({name for p in predictors for name in p.signature.input_names if name not in rendered})
     return FrozenManifest(
         name=name, version=version, entry=source.entry, kind=source.kind,
         compatible_with=COMPATIBLE_WITH[source.kind], uses_lm=source.uses_lm,
@@ -317,7 +320,7 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
         demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model,
         dsrs_notes=carry_notes(demo_selection, rule_gate, {p.name: p.max_tokens for p in predictors if p.max_tokens},
-                               trained_model),
+                               trained_model, code_inputs),
     )
 
 

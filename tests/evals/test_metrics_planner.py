@@ -11,9 +11,8 @@ import programs
 from evals import metrics_planner as mp
 from evals import sim_kernel
 from evals.stats import paired_mean_difference
-from guidebench.data.simulators.experiments import entry_line, simulate_episode
-from guidebench.data.planner_packets import PacketBuilder
-from runtime import AdvisorPacket, ExperimentLogEntry, PerformanceProfile, PlannerRecord, family_constraints
+from optimizer_support import episode_records
+from runtime import AdvisorPacket, PlannerRecord, family_constraints
 
 SCHEDULE, REDUCE, BREAK = "family:schedule", "family:reduce_loads", "family:break_deps"
 
@@ -155,21 +154,6 @@ def test_feedback_explains_the_block_and_the_better_family():
     assert f"{worst} is expected to cut the best by {gains[worst]:.1f} cycles, while {max(gains, key=gains.get)}" in text
     bad = mp.outcome_of(record(pk), dspy.Prediction(directive={"strategy_family": "family:magic"}, parse_errors=[]))
     assert "breaks the schema" in mp.feedback(bad)
-
-
-def episode_records(seed: int, index: int) -> list[PlannerRecord]:
-    """Planner records of one simulated episode, packets rebuilt as the importer does."""
-    episode = simulate_episode(seed, index)
-    builder = PacketBuilder()
-    records = []
-    for item, side in zip(episode.entries, episode.side["iterations"]):
-        pk = builder.packet(item, goal=side["goal"], threshold_target=side["threshold_target"],
-                            profile=PerformanceProfile.model_validate(side["performance_profile"]))
-        records.append(PlannerRecord(record_id=f"{episode.episode_id}-{item['iteration_id']}",
-                                     episode_id=episode.episode_id, iteration_id=item["iteration_id"], packet=pk,
-                                     outcome=ExperimentLogEntry.model_validate(item)))
-        builder.add(item, entry_line(item))
-    return records
 
 
 def test_dspy_metrics_on_planner_examples_match_replay_scores():

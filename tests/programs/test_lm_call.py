@@ -56,7 +56,10 @@ def test_every_constant_part_of_a_prompt_comes_before_the_record(name):
         seeds = (DECISION_SEEDS[0], STALLED_SEED) if rule_gate_of(programs.get(name)) else DECISION_SEEDS[:2]
         first, second = (programs.decision_inputs(seed.summary) for seed in seeds)
     else:
-        first, second = (programs.planner_inputs(packet) for packet, _ in _planner_seed_packets())
+        packets = [packet for packet, _ in _planner_seed_packets()]
+        if name == "planner.hybrid":  # one prefix per family: the demos of the family the rules chose go last
+            packets = [packets[1], packets[1].model_copy(update={"best_cycles": 1430})]
+        first, second = (programs.planner_inputs(packet) for packet in packets)
     a, b = recorded_requests(name, first), recorded_requests(name, second)
     assert a and len(a) == len(b)
     for one, other in zip(a, b):

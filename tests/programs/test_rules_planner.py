@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 
+import dspy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import programs
 from program_support import entry
+from programs.rules_planner import rule_directive
 from programs.seeds import _planner_seed_packets
 from runtime import AdvisorPacket
-from runtime.advisor import FamilyConstraints, PerformanceProfile
-from runtime.pivot import PIVOT_RULES, pivot_required, validate_directive
+from runtime.advisor import FAMILIES, FamilyConstraints, PerformanceProfile
+from runtime.pivot import PIVOT_RULES, family_constraints, pivot_required, validate_directive
 
 # Schedule estimate 1.4% above the tight bound: near it once three valid attempts bring no new best.
 NEAR_BOUND_PROFILE = PerformanceProfile(tight_lb_cycles=1420, schedule_cycles_estimate=1440)
@@ -95,3 +99,55 @@ def test_planner_rules_read_the_packets_best_and_plateau_when_the_best_is_a_tags
     else:  # the log holds the best: plateau and bound as counted on it, a bound-lowering family
         assert need.reasons == ("hard_plateau", "near_bound")
         assert out.directive.strategy_family in ("family:reduce_loads", "family:break_deps")
+
+
+def test_planner_rules_leaves_a_bound_lowering_family_on_a_hard_plateau_near_the_bound():
+    # Near the bound, on a hard plateau: the next family must lower the bound AND be a new one. The least-tried
+    # bound-lowering family is the current break_deps; before the fix the rules kept it (not compliant).
+    from evals.metrics_planner import outcome_of, pivot_requirement, score_outcome
+    from runtime import PlannerRecord
+
+    families = ["family:reduce_loads", "family:reduce_loads", "family:schedule", "family:break_deps"]
+    log = [entry(i, family, True, 1500 + i, 1500) for i, family in enumerate(families, start=1)]
+    log[0]["cycles"] = 1500
+    packet = AdvisorPacket(goal="best", best_cycles=1500, plateau_valid_iters_since_best=7,
+                           strategy_family_constraints=family_constraints(log), experiment_log_tail=log,
+                           performance_profile=NEAR_BOUND_PROFILE)
+    assert pivot_requirement(packet).reasons == ("hard_plateau", "near_bound")
+    out = programs.get("planner.rules")(**programs.planner_inputs(packet))
+    assert out.directive.strategy_family == "family:reduce_loads"
+    record = PlannerRecord(record_id="r", episode_id="e", iteration_id=5, packet=packet)
+    assert score_outcome(outcome_of(record, out))["pivot_compliance"] == 1.0
+
+
+_ATTEMPT = st.tuples(st.sampled_from([*FAMILIES, None]), st.booleans(), st.integers(1300, 1700))
+
+
+@settings(max_examples=300, deadline=None)
+@given(attempts=st.lists(_ATTEMPT, max_size=10), tight=st.integers(1300, 1500), slack=st.integers(0, 200),
+       plateau=st.one_of(st.none(), st.integers(0, 9)), target=st.one_of(st.none(), st.integers(1250, 1600)),
+       tags_below=st.integers(0, 30))
+def test_planner_rules_always_complies_with_the_protocol_as_scored(attempts, tight, slack, plateau, target,
+                                                                    tags_below):
+    """Whatever the log, bound and plateau, the rules' family is the one the pivot compliance metric accepts
+    (`planner.hybrid` relies on it: its compliance is 1.0 by construction)."""
+    from evals.metrics_planner import outcome_of, score_outcome
+    from runtime import PlannerRecord
+
+    log, best = [], None
+    for i, (family, valid, cycles) in enumerate(attempts, start=1):
+        item = entry(i, family or "family:schedule", valid, cycles if valid else None, best or 1700)
+        if family is None:
+            item["strategy_tags"] = ["untagged"]
+        log.append(item)
+        best = min(best or cycles, cycles) if valid else best
+    best = None if best is None else best - tags_below  # a best/* tag may hold a lower best than the log
+    packet = AdvisorPacket(goal="threshold" if target else "best", threshold_target=target, best_cycles=best,
+                           plateau_valid_iters_since_best=plateau, strategy_family_constraints=family_constraints(log),
+                           experiment_log_tail=log,
+                           performance_profile=PerformanceProfile(tight_lb_cycles=tight,
+                                                                  schedule_cycles_estimate=tight + slack))
+    directive, _ = rule_directive(packet)
+    record = PlannerRecord(record_id="r", episode_id="e", iteration_id=len(log) + 1, packet=packet)
+    scores = score_outcome(outcome_of(record, dspy.Prediction(directive=directive, parse_errors=[])))
+    assert scores["schema_validity"] == 1.0 and scores["pivot_compliance"] == 1.0

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from guidebench.cli import main
-from optimizer_support import make_dataset, tracking_uri
+from optimizer_support import make_dataset, make_planner_dataset, tracking_uri
 
 
 def test_search_cli_logs_a_nested_mlflow_run_per_trial_and_resumes(tmp_path, monkeypatch, capsys):
@@ -140,6 +140,25 @@ def test_the_best_trial_compiles_again_from_the_saved_files_rule_gate_included(t
         state.pop("metadata", None)
     assert again == searched and again["rule_gate"]["rules"] == parse_rule_set(best["rules"])
 
+
+def test_a_planner_search_draws_planner_hybrid_among_the_planners(tmp_path, monkeypatch):
+    import json
+
+    from guidebench.search.study import family_programs
+
+    assert "planner.hybrid" in family_programs("planner") and "planner.rules" not in family_programs("planner")
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_planner_dataset(tmp_path / "data")
+    assert main(["search", "--program-family", "planner", "--data", str(data), "--lm", "fake", "--no-progress",
+                 "--programs", "planner.hybrid", "--optimizers", "labeled_fewshot,bootstrap_fewshot", "--demos", "1:2",
+                 "--trials", "2", "--dev-limit", "4", "--tracking-uri", tracking_uri(tmp_path),
+                 "--out", str(tmp_path / "out")]) == 0
+    trials = json.loads((tmp_path / "out" / "trials.json").read_text())
+    assert [trial["state"] for trial in trials["trials"]] == ["COMPLETE", "COMPLETE"], trials
+    # the best trial re-scored on test: the rules chose every family
+    summary = json.loads((tmp_path / "out" / "test" / "summary.json").read_text())
+    metrics = json.loads((tmp_path / "out" / "test" / "metrics.json").read_text())
+    assert summary["program"] == "planner.hybrid" and metrics["pivot_compliance"]["value"] == 1.0
 
 @pytest.mark.slow
 def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, capsys):

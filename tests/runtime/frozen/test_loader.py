@@ -258,7 +258,8 @@ def test_every_registered_program_exports_and_loads(entry: str, tmp_path: Path):
     assert manifest.entry == entry and manifest.kind == spec.kind and manifest.uses_lm == spec.uses_lm
     installed = load_frozen(folder, program=spec.factory)
     assert type(installed.program) is type(spec.build())
-    if spec.uses_lm and len(manifest.predictors) == 1:
+    computed = [note for note in manifest.dsrs_notes if note.startswith("inputs the program's code computes")]
+    if spec.uses_lm and len(manifest.predictors) == 1 and not computed:
         standalone = load_frozen(folder)
         assert [n for n, _ in standalone.program.named_predictors()] == [manifest.predictors[0].name]
     else:
@@ -466,3 +467,28 @@ def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_o
         paths.append(logged.raw_prediction["decided_by"])
         assert paths[-1] == ("model" if sure else "lm")
     assert "model" in paths and "lm" in paths and len(fake_lm.history) == paths.count("lm")
+# ----- planner.hybrid: its rules are code, it loads installed -------------------------------------------------
+
+
+def test_the_planner_hybrid_loads_installed_and_is_refused_standalone(tmp_path: Path):
+    from guidebench.lm.factory import make_lm
+    from programs.rules_planner import rule_directive
+    from programs.seeds import _planner_seed_packets
+
+    folder = export_program("planner.hybrid", tmp_path / "m").path
+    manifest = verify_frozen(folder)
+    assert [p.name for p in manifest.predictors] == ["write"] and manifest.demo_count == 3
+    assert manifest.signature_name == "PlannerGivenFamilySignature" and manifest.rule_gate is None
+    assert any("its LM reads family, why" in note for note in manifest.dsrs_notes)
+    assert refusal(folder) == ("signature PlannerGivenFamilySignature needs inputs ['family', 'why'] that the "
+                               "runtime cannot fill on its own: load it with program=")
+    assert "has predictors ['plan'], the module was exported with ['write']" in \
+        refusal(folder, program=programs.spec("planner.compact").factory)
+    module = load_frozen(folder, program=programs.spec("planner.hybrid").factory)
+    packet, _ = _planner_seed_packets()[0]
+    rule, _ = rule_directive(packet)
+    with dspy.context(lm=make_lm("fake", cache=False)):
+        directive, errors, used_default = module(packet)
+    assert (directive.strategy_family, errors, used_default) == (rule.strategy_family, [], False)
+    with dspy.context(lm=DummyLM([{"primary_hypothesis": ""}])):  # nothing usable: the rule planner's directive
+        assert module(packet) == (rule, [], False)
