@@ -31,9 +31,12 @@ def run_demo_cli(out: Path, *extra: str, timeout: float) -> tuple[dict, str]:
     return json.loads((out / demo.SUMMARY_FILE).read_text()), proc.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def quick_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
-    """`guidebench demo --quick` with the embedded model, run once for every test below: (summary, stdout, OUT)."""
+    """`guidebench demo --quick` with the embedded model, run once for every test below: (summary, stdout, OUT).
+
+    Session-scoped: a module fixture would be torn down and run again whenever pytest-xdist gives its
+    worker a test of another module between two of these."""
     out = tmp_path_factory.mktemp("quick-demo") / "demo"
     summary, stdout = run_demo_cli(out, "--no-progress", timeout=3600)
     return summary, stdout, out
@@ -44,7 +47,7 @@ def row(board: dict, name: str) -> dict:
     return next(r for r in board["rows"] if r["name"] == name)
 
 
-# One quick demo per test run: the tests below share its module fixture and, under pytest-xdist, one worker
+# One quick demo per test run: the tests below share its session fixture and, under pytest-xdist, one worker
 # (`make test` distributes with --dist loadgroup).
 @pytest.mark.slow
 @pytest.mark.xdist_group("quick_demo")
