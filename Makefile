@@ -35,13 +35,15 @@ demo: $(STAMP)
 	$(BIN)/guidebench demo --quick --force
 
 # Two test processes: the embedded model runs on half the cores, so the real-model tests pair up.
+# --dist loadgroup keeps the tests that share a slow fixture (`xdist_group`: the quick demo) on one process.
 TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_lm

@@ -1,8 +1,10 @@
 """`guidebench demo`: the whole story on the committed sample logs, one CLI command at a time.
 
-import the sample logs -> score the baselines -> compile two variants of each program with the
-embedded model -> a small Optuna search -> leaderboards -> export the best compiled variant ->
-promotion gates -> load it with the runtime and let it drive a few simulated turns.
+import the sample logs -> score the baselines -> fit a decision model on the logs (`full_auto.learned`),
+compile a cascade that hands the turns its model is unsure of to the embedded model
+(`full_auto.cascade`) and a planner with it -> an Optuna search over the cascade's threshold and LM
+program -> leaderboards -> export the best compiled Full Auto variant -> promotion gates -> load it
+with the runtime and let it drive a few simulated turns.
 
 Every step runs a real `guidebench` command in this process (printed as it would be typed, its
 output kept in `OUT/logs/`), so the demo shows what to type and never takes a private shortcut.
@@ -10,9 +12,10 @@ Everything the demo writes stays under OUT, the workbench state included
 (`GUIDEBENCH_HOME=OUT/home`: MLflow store, DSPy cache, checkpoints, promotion ledger); only the
 assembled model file is shared with the usual home, so it is not rebuilt for every demo.
 
-Sizes: the embedded model costs seconds per call on two cores and prompt length dominates, so
-each plan fixes how many records every LM step replays (see `QUICK` and `FULL`); the rule-based
-steps always see their whole split.
+Sizes: the embedded model costs about a second per compact decision and several per planner
+directive on two cores, so each plan fixes what the LM sees (see `QUICK` and `FULL`): the trained
+model and the rules read every record, the cascade asks the LM only about the turns its model is
+unsure of, and the planner's LM steps score a seeded subset.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import shlex
 import shutil
@@ -38,10 +42,19 @@ from guidebench.errors import GuidebenchError
 SUMMARY_FILE = "demo_summary.json"
 FULLAUTO_BASELINES: tuple[str, ...] = ("logged", "rule", "full_auto.always_continue")
 PLANNER_BASELINES: tuple[str, ...] = ("planner.rules",)
-OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot")
+# What the demo compiles, in order: (program, optimizer). The trained model costs no LM call; the cascade's
+# LM program (a compact one) sees only the turns the model hands over; the planner is the compact one.
+COMPILES: tuple[tuple[str, str], ...] = (("full_auto.learned", "fit"), ("full_auto.cascade", "labeled_fewshot"),
+                                         ("planner.compact", "labeled_fewshot"))
+CASCADE = "full_auto.cascade"
+# Each compile is compared on test with a program already on the board: no LM call is spent on a baseline.
+COMPARED_WITH = {"full_auto": "logged", "planner": "planner.rules"}
 PACKAGE_NAME = "fullauto-demo"
 PACKAGE_VERSION = "1.0.0"
 ORPHAN_RUN = "unknown"  # the writer's run id of decisions made after their run state was dropped
+# The share of turns a cascade fitted on the demo's train split hands to its LM at its default threshold
+# (measured on the sample: about 0.2); only the estimate of LM calls printed at the start uses it.
+CASCADE_LM_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -49,14 +62,16 @@ class Plan:
     """How much data and LM work each step of the demo gets."""
 
     name: str
-    fullauto_threads: int  # whole threads copied from the sample; their import seed gives the split sizes below
-    dev_records: tuple[int, int]  # Full Auto dev split: every search trial replays all of it
-    test_records: tuple[int, int]  # Full Auto test split: compiles, leaderboard and promotion replay it
+    fullauto_threads: int  # whole threads copied, shortest turn summaries first (at most the sample's)
+    dev_records: tuple[int, int]  # Full Auto dev split (the import seed is chosen to give these sizes)
+    test_records: tuple[int, int]  # Full Auto test split: compiles, leaderboard and promotion score all of it
     episodes: int  # experiment episodes copied from the sample
     episode_iterations: Optional[int]  # keep only the first iterations of each episode (None: whole episodes)
-    planner_eval_limit: int  # planner records per split for the compiles' evaluations (seeded subset)
-    fullauto_demos: dict[str, int]  # demos per prompt, per optimizer
-    planner_demos: dict[str, int]
+    planner_eval_limit: int  # planner records per split for the planner compile and board (seeded subset)
+    fit_C: tuple[float, ...]  # the trained model's regularization strengths tried (fit on train, chosen on dev)
+    lm_demos: int  # labeled demos per prompt of the cascade's LM program
+    lm_dev_limit: int  # dev records the cascade's compile and each search trial score (a seeded subset)
+    planner_demos: int
     search_trials: int
     search_demos: tuple[int, int]
     loop_runs: int
@@ -76,26 +91,30 @@ class Plan:
                 "its own estimate")
 
     def lm_calls(self) -> int:
-        """A rough count of the LM calls the plan makes (no cache)."""
-        dev, test = self.dev_records[1], self.test_records[1]
-        fullauto = 2 * (dev + test) + test  # two compiles on dev+test, the uncompiled baseline once
-        planner = 2 * 2 * self.planner_eval_limit + self.planner_eval_limit
-        return fullauto + planner + self.search_trials * dev + test + self.loop_runs * self.loop_max_turns
+        """A rough count of the LM calls the plan makes (no cache): the cascade's share of its turns, the planner."""
+        dev, test = min(self.dev_records[1], self.lm_dev_limit), self.test_records[1]
+        # the cascade's compile (dev and test), its search trials (dev), its promotion if it is exported (test)
+        fullauto = CASCADE_LM_SHARE * (dev + 2 * test + self.search_trials * dev)
+        planner = 2 * self.planner_eval_limit  # one compile, scored on dev and test
+        return math.ceil(fullauto) + planner + 1 + self.loop_runs * self.loop_max_turns
 
 
-# Tokens of one demo call on the embedded model, prompt and answer: ~3,600 for a KNN-compiled Full Auto decision and
-# for an uncompiled planner directive alike (reports/bench.md, `benchmarks/bench_lm.py`).
-DEMO_TOKENS_PER_CALL = 3_600
-# Quick: a planner prompt grows by ~55 tokens per line of the packet's log tail (up to 20 lines), so
-# early iterations cost about half of late ones; the quick plan keeps the first 6 of each episode.
-QUICK = Plan(name="quick", fullauto_threads=10, dev_records=(1, 2), test_records=(3, 3), episodes=8,
-             episode_iterations=6, planner_eval_limit=1, fullauto_demos={"labeled_fewshot": 2, "knn_fewshot": 1},
-             planner_demos={"labeled_fewshot": 1, "knn_fewshot": 1}, search_trials=2, search_demos=(1, 2),
-             loop_runs=1, loop_max_turns=2, estimated_minutes=5.7)
-FULL = Plan(name="full", fullauto_threads=20, dev_records=(4, 6), test_records=(10, 12), episodes=24,
-            episode_iterations=None, planner_eval_limit=2, fullauto_demos={"labeled_fewshot": 3, "knn_fewshot": 2},
-            planner_demos={"labeled_fewshot": 2, "knn_fewshot": 1}, search_trials=3, search_demos=(1, 3),
-            loop_runs=2, loop_max_turns=5, estimated_minutes=20.0)
+# Tokens of one demo call on the embedded model, prompt and answer: ~1,200 for a compact Full Auto decision of the
+# cascade (most of the calls), ~2,300 for a planner directive (reports/bench.md, `benchmarks/bench_lm.py`).
+DEMO_TOKENS_PER_CALL = 1_400
+# Quick: a test split of at least 20 records, so the promotion gates can judge (they need 20 paired records),
+# and a train split of about 200 for the trained model. A planner prompt grows by ~55 tokens per line of the
+# packet's log tail (up to 20 lines), so early iterations cost about half of late ones: the first 6 of each
+# episode are kept.
+QUICK = Plan(name="quick", fullauto_threads=30, dev_records=(10, 25), test_records=(20, 30), episodes=8,
+             episode_iterations=6, planner_eval_limit=1, fit_C=(0.5, 2.0), lm_demos=2, lm_dev_limit=6,
+             planner_demos=1, search_trials=2, search_demos=(1, 2), loop_runs=1, loop_max_turns=2,
+             estimated_minutes=3.0)
+# Full: every thread of the sample (the whole split sizes of its default import).
+FULL = Plan(name="full", fullauto_threads=10_000, dev_records=(100, 250), test_records=(150, 300), episodes=24,
+            episode_iterations=None, planner_eval_limit=2, fit_C=(0.5, 2.0, 8.0), lm_demos=3, lm_dev_limit=40,
+            planner_demos=1, search_trials=3, search_demos=(1, 3), loop_runs=2, loop_max_turns=5,
+            estimated_minutes=20.0)
 
 
 # ----- the sample logs -----------------------------------------------------------------------------
@@ -132,41 +151,58 @@ def _label_key(line: dict[str, Any]) -> tuple[Any, Any, Any]:
     return line.get("run_id"), line.get("sequence_id"), line.get("turn_id")
 
 
+# A test split the board can separate policies on: at least three labeled actions, none above this share (the
+# whole sample's test split: continue 0.67). On a split of continues, always-continue ties every good policy.
+MAX_LABEL_SHARE = 0.7
+
+
+def _mixed(labels: Counter) -> bool:
+    total = sum(labels.values())
+    return len(labels) >= 3 and max(labels.values()) <= MAX_LABEL_SHARE * total
+
+
 def choose_fullauto_subset(sample: Path, plan: Plan) -> FullAutoSubset:
-    """Whole threads and an import seed whose dev/test splits have the plan's sizes (test with at least two labels).
+    """Whole threads and an import seed whose dev/test splits have the plan's sizes, the test labels mixed.
 
     The import splits by thread (a thread's runs and its labels belong together, `evals.data.group_of`), so
-    the demo copies whole threads, the shortest first: small threads make small dev and test splits.
+    the demo copies whole threads, those with the shortest turn summaries first: short summaries make short
+    prompts for the LM steps.
     """
     from evals.data import SPLITS, assign_splits
 
     counts: Counter = Counter()
+    chars: Counter = Counter()
     runs: dict[str, set[str]] = {}
     thread_of: dict[tuple[Any, Any, Any], str] = {}
-    for line in _jsonl(sample / "fullauto" / "fullauto-decisions.jsonl"):
-        thread = line.get("thread_id") or line["run_id"]  # the import's group
-        counts[thread] += 1
-        runs.setdefault(thread, set()).add(line["run_id"])
-        thread_of[_label_key(line)] = thread
-    labels: dict[str, set[str]] = {}
+    with (sample / "fullauto" / "fullauto-decisions.jsonl").open(encoding="utf-8") as handle:
+        for text in handle:
+            if not text.strip():
+                continue
+            line = json.loads(text)
+            thread = line.get("thread_id") or line["run_id"]  # the import's group
+            counts[thread] += 1
+            chars[thread] += len(text)
+            runs.setdefault(thread, set()).add(line["run_id"])
+            thread_of[_label_key(line)] = thread
+    labels: dict[str, Counter] = {}
     labels_file = sample / "fullauto" / "labels.jsonl"
     if labels_file.is_file():
         for line in _jsonl(labels_file):
             thread = thread_of.get(_label_key(line))
             if thread is not None:
-                labels.setdefault(thread, set()).add(str((line.get("label") or {}).get("action")))
-    threads = sorted(counts, key=lambda thread: (counts[thread], thread))
+                labels.setdefault(thread, Counter())[str((line.get("label") or {}).get("action"))] += 1
+    threads = sorted(counts, key=lambda thread: (chars[thread] / counts[thread], thread))
     size = min(plan.fullauto_threads, len(threads))
-    # Deterministic search: windows of the threads by size, then import seeds; the first fit wins.
+    # Deterministic search: windows of the threads by summary length, then import seeds; the first fit wins.
     for offset in range(len(threads) - size + 1):
         subset = threads[offset:offset + size]
         for seed in range(64):
             assignment = assign_splits(subset, seed)
             per_split = {name: sum(counts[t] for t in subset if assignment[t] == name) for name in SPLITS}
-            test_labels = set().union(*(labels.get(t, set()) for t in subset if assignment[t] == "test"))
+            test_labels = sum((labels.get(t, Counter()) for t in subset if assignment[t] == "test"), Counter())
             if (plan.dev_records[0] <= per_split["dev"] <= plan.dev_records[1]
                     and plan.test_records[0] <= per_split["test"] <= plan.test_records[1]
-                    and (not labels or len(test_labels) >= 2)):
+                    and (not labels or _mixed(test_labels))):
                 return FullAutoSubset(threads=sorted(subset), runs=sorted(set().union(*(runs[t] for t in subset))),
                                       seed=seed, expected=per_split)
     raise GuidebenchError(f"no {size} sample threads give a dev split of {plan.dev_records} and a test split of "
@@ -350,14 +386,16 @@ def _metric(metrics: dict[str, Any], name: str = "objective") -> Optional[float]
 
 def board_rows(board: dict[str, Any], top: Optional[int] = None) -> list[dict[str, Any]]:
     """Leaderboard rows reduced to what a summary needs: rank, name, objective with interval, comparison
-    (difference, p, records compared, test, plain-words verdict), cost."""
+    (difference, p, records compared, test, plain-words verdict), the share of decisions sent to an LM and
+    the cost per 1,000 decisions."""
     from evals.stats import describe_test
 
     from guidebench.leaderboard.models import Comparison
 
     rows = []
     for row in board.get("rows", [])[:top]:
-        objective = (row.get("metrics") or {}).get("objective") or {}
+        metrics = row.get("metrics") or {}
+        objective = metrics.get("objective") or {}
         comparison = row.get("comparison") or {}
         cost = row.get("cost") or {}
         compared = Comparison.model_validate(comparison) if comparison else None
@@ -369,7 +407,10 @@ def board_rows(board: dict[str, Any], top: Optional[int] = None) -> list[dict[st
                      "n_compared": comparison.get("n"), "test": describe_test(comparison.get("method")),
                      "test_detail": compared.test() if compared else None,
                      "ci_method": comparison.get("ci_method"), "verdict": verdict,
-                     "tokens_per_1k": cost.get("total_tokens"), "champion": row.get("champion", False)})
+                     "lm_share": _metric(metrics, "lm_share"),
+                     "cost_per": cost.get("per_decisions", 1000), "lm_decisions_per_1k": cost.get("lm_decisions"),
+                     "lm_calls_per_1k": cost.get("lm_calls"), "tokens_per_1k": cost.get("total_tokens"),
+                     "seconds_per_1k": cost.get("seconds"), "champion": row.get("champion", False)})
     return rows
 
 
@@ -377,18 +418,22 @@ def _fmt(value: Optional[float], digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _count(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def format_rows(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Leaderboard rows as aligned text lines: objective, then the comparison with the champion (records
-    compared, test, plain-words verdict), then cost."""
-    lines = [f"  {'#':>2}  {'variant':<36} {'objective [95% CI]':<24} {'n':>4}  {'test vs champion':<28} "
-             f"{'verdict':<36} {'tokens/1k':>10}"]
+    """Leaderboard rows as aligned text lines: objective, the comparison with the champion (records compared,
+    test, plain-words verdict), then the share of decisions sent to an LM and the cost per 1,000 decisions."""
+    lines = [f"  {'#':>2}  {'variant':<34} {'objective [95% CI]':<24} {'n':>4}  {'test vs champion':<28} "
+             f"{'verdict':<36} {'LM share':>8} {'LM calls/1k':>11} {'tokens/1k':>10} {'s/1k':>7}"]
     for row in rows:
         interval = f"{_fmt(row['objective'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
-        tokens = row.get("tokens_per_1k")
         n = row.get("n_compared")
-        lines.append(f"  {row['rank']:>2}  {str(row['name'])[:36]:<36} {interval:<24} {'-' if n is None else n:>4}  "
+        lines.append(f"  {row['rank']:>2}  {str(row['name'])[:34]:<34} {interval:<24} {'-' if n is None else n:>4}  "
                      f"{str(row.get('test') or '-'):<28} {str(row.get('verdict') or '-'):<36} "
-                     f"{'-' if tokens is None else f'{tokens:,.0f}':>10}")
+                     f"{_fmt(row.get('lm_share'), 2):>8} {_count(row.get('lm_calls_per_1k')):>11} "
+                     f"{_count(row.get('tokens_per_1k')):>10} {_count(row.get('seconds_per_1k')):>7}")
     return lines
 
 
@@ -468,8 +513,8 @@ def share_model_files(home: Path, usual_home: Optional[Path] = None) -> Optional
 
 
 def gates_text(n_records: int) -> str:
-    """The demo's promotion gates: the defaults, unrelaxed. A demo-sized split cannot show a difference, and
-    the gates say so ("not enough evidence to promote") rather than pass on noise."""
+    """The demo's promotion gates: the defaults, unrelaxed. On too few records the gates say so ("not enough
+    evidence to promote") rather than pass on noise."""
     from evals.stats import min_records_for
 
     from guidebench.release.gates import GatesConfig
@@ -477,10 +522,11 @@ def gates_text(n_records: int) -> str:
     defaults = GatesConfig()
     return (
         "# Promotion gates of `guidebench demo` (guidebench.release.gates documents every key).\n"
-        f"# The defaults, unrelaxed: a paired test on n records cannot reach p < {defaults.max_p_value:g} below "
-        f"{min_records_for(defaults.max_p_value)} records\n"
-        f"# (2/2^n), and the demo's test split has {n_records}. With too few records the honest outcome\n"
-        "# is 'not enough evidence to promote'; the demo then loads and runs the candidate anyway.\n"
+        f"# The defaults, unrelaxed: at least {defaults.min_records} paired records (a paired test on n records "
+        f"cannot reach p < {defaults.max_p_value:g} below\n"
+        f"# {min_records_for(defaults.max_p_value)} records: 2/2^n), and the demo's test split has {n_records}. "
+        "The gates judge the candidate\n"
+        "# against the deployed policy; whatever they decide, the demo then loads and runs the candidate.\n"
         f"min_records = {defaults.min_records}\n"
         f"max_p_value = {defaults.max_p_value:g}\n"
         f"min_objective_delta = {defaults.min_objective_delta:g}\n"
@@ -490,11 +536,19 @@ def gates_text(n_records: int) -> str:
     )
 
 
-def recipe_text(optimizer: str, k: int) -> str:
-    """A recipe file that sets the demos per prompt of a few-shot optimizer (other settings: defaults)."""
-    return (f"# Written by `guidebench demo`: {optimizer} with {k} demo(s) per prompt; prompt length dominates the\n"
+def recipe_settings(optimizer: str, plan: Plan, family: str) -> dict[str, Any]:
+    """The settings the demo's recipe file sets for an optimizer (every other setting is the default)."""
+    if optimizer == "fit":  # a small grid: every point is one fit of the linear model
+        return {"C": list(plan.fit_C), "class_weight": ["none"]}
+    return {"k": plan.lm_demos if family == "full_auto" else plan.planner_demos}
+
+
+def recipe_text(optimizer: str, settings: dict[str, Any]) -> str:
+    """A recipe file with the given settings of an optimizer (other settings: defaults)."""
+    lines = "".join(f"{name} = {json.dumps(value)}\n" for name, value in settings.items())
+    return (f"# Written by `guidebench demo`: {optimizer} with the settings below; prompt length dominates the\n"
             f"# embedded model's cost. Every other setting is the default (`guidebench optimizers --show {optimizer}`).\n"
-            f'optimizer = "{optimizer}"\n\n[settings]\nk = {k}\n')
+            f'optimizer = "{optimizer}"\n\n[settings]\n{lines}')
 
 
 # ----- the demo ------------------------------------------------------------------------------------
@@ -561,10 +615,9 @@ class Demo:
             ("import the Full Auto decision logs", self.step_import_fullauto),
             ("import the experiment logs", self.step_import_experiments),
             ("score the baselines", self.step_baselines),
-            *[(f"compile full_auto.predict with {o}", lambda o=o: self.step_compile("full_auto", o))
-              for o in OPTIMIZERS],
-            *[(f"compile planner.predict with {o}", lambda o=o: self.step_compile("planner", o)) for o in OPTIMIZERS],
-            ("search full_auto variants with Optuna", self.step_search),
+            *[(f"compile {program} with {optimizer}", lambda p=program, o=optimizer: self.step_compile(p, o))
+              for program, optimizer in COMPILES],
+            ("search the cascade's threshold and LM program with Optuna", self.step_search),
             ("leaderboard of the Full Auto variants", lambda: self.step_leaderboard("full_auto")),
             ("leaderboard of the planner variants", lambda: self.step_leaderboard("planner")),
             ("export the best compiled Full Auto variant", self.step_export),
@@ -668,66 +721,77 @@ class Demo:
                          *self._no_progress()])
         self.summary.setdefault("reports", {})["baselines"] = str(report)
 
-    # --- steps 5-8: compiles
-    def step_compile(self, family: str, optimizer: str) -> None:
-        """Compile `<family>.predict` with a few-shot optimizer and evaluate it on dev and test."""
-        demos = (self.plan.fullauto_demos if family == "full_auto" else self.plan.planner_demos)[optimizer]
-        recipe = self.path("recipes", f"{family}-{optimizer}-k{demos}.toml")
+    # --- steps 5-7: compiles
+    def step_compile(self, program: str, optimizer: str) -> None:
+        """Compile a program with an optimizer; it is evaluated on dev and test and compared on test with a
+        program already on the board (the deployed policy, the rule planner)."""
+        family = program.split(".", 1)[0]
+        settings = recipe_settings(optimizer, self.plan, family)
+        recipe = self.path("recipes", f"{program}-{optimizer}.toml")
         recipe.parent.mkdir(parents=True, exist_ok=True)
-        recipe.write_text(recipe_text(optimizer, demos), encoding="utf-8")
-        out = self.path("compiles", f"{family}-{optimizer}")
+        recipe.write_text(recipe_text(optimizer, settings), encoding="utf-8")
+        out = self.path("compiles", f"{program}-{optimizer}")
         data = self.fullauto_data if family == "full_auto" else self.planner_data
-        argv = ["compile", "--program", f"{family}.predict", "--optimizer", optimizer, "--data", data,
-                "--recipe", recipe, "--lm", self.options.lm, "--seed", 0, "--out", out, *self._no_progress()]
+        argv = ["compile", "--program", program, "--optimizer", optimizer, "--data", data, "--recipe", recipe,
+                "--lm", self.options.lm, "--seed", 0, "--baseline", COMPARED_WITH[family], "--out", out,
+                *self._no_progress()]
         if family == "planner":
             argv += ["--eval-limit", self.plan.planner_eval_limit]
+        elif program == CASCADE:  # its LM answers some dev turns: a seeded subset of dev is enough to show it
+            argv += ["--dev-limit", self.plan.lm_dev_limit]
         self.runner.run(argv)
         summary = _read_json(out / "compile.json")
-        entry = {"family": family, "program": f"{family}.predict", "optimizer": optimizer, "demos": demos,
+        test = summary.get("test") or {}
+        entry = {"family": family, "program": program, "optimizer": optimizer, "settings": settings,
                  "dir": str(out), "mlflow_run_id": summary.get("mlflow_run_id"),
-                 "dev_objective": _metric(summary.get("dev")), "test_objective": _metric(summary.get("test")),
+                 "dev_objective": _metric(summary.get("dev")), "test_objective": _metric(test),
+                 "test_records": (test.get("objective") or {}).get("n"), "test_lm_share": _metric(test, "lm_share"),
+                 "compared_with": COMPARED_WITH[family],
                  "baseline_test_objective": _metric((summary.get("baseline") or {}).get("test"))}
         self.summary.setdefault("compiles", []).append(entry)
-        self.echo(f"{family}.predict + {optimizer}: test objective {_fmt(entry['test_objective'])} "
-                  f"(uncompiled {_fmt(entry['baseline_test_objective'])}), dev {_fmt(entry['dev_objective'])}")
+        self.echo(f"{program} + {optimizer}: test objective {_fmt(entry['test_objective'])} "
+                  f"({COMPARED_WITH[family]} {_fmt(entry['baseline_test_objective'])}), dev "
+                  f"{_fmt(entry['dev_objective'])}, share of test decisions sent to the LM "
+                  f"{_fmt(entry['test_lm_share'], 2)}")
 
     def compiles(self, family: str) -> list[dict[str, Any]]:
         """The compiles of one family, in the order they ran."""
         return [c for c in self.summary.get("compiles", []) if c["family"] == family]
 
-    # --- step 9: search
+    # --- step 8: search
     def step_search(self) -> None:
-        """A small Optuna study over optimizer, demos and temperature of full_auto.predict, scored on dev."""
+        """A small Optuna study over the cascade's threshold and LM program, its demos and temperature, on dev."""
         out = self.path("search", "full_auto")
         low, high = self.plan.search_demos
-        dev = self.summary["datasets"]["fullauto"]["splits"]["dev"]
-        self.runner.run(["search", "--program-family", "full_auto", "--data", self.fullauto_data,
-                         "--trials", self.plan.search_trials, "--programs", "full_auto.predict",
-                         "--optimizers", ",".join(OPTIMIZERS), "--demos", f"{low}:{high}",
-                         "--temperature", "0:0.5", "--minibatch-size", max(1, dev), "--lm", self.options.lm,
-                         "--study", f"demo-{self.plan.name}", "--out", out, *self._no_progress()])
+        scored = min(self.summary["datasets"]["fullauto"]["splits"]["dev"], self.plan.lm_dev_limit)
+        argv = ["search", "--program-family", "full_auto", "--data", self.fullauto_data,
+                "--trials", self.plan.search_trials, "--programs", CASCADE, "--optimizers", "labeled_fewshot",
+                "--demos", f"{low}:{high}", "--temperature", "0:0.5", "--dev-limit", scored,
+                "--minibatch-size", max(1, scored), "--no-test", "--lm", self.options.lm,
+                "--study", f"demo-{self.plan.name}", "--out", out, *self._no_progress()]
+        self.runner.run(argv)
         trials = _read_json(out / "trials.json")
         self.summary["search"] = {"dir": str(out), "study": trials.get("study"), "best_trial": trials.get("best_trial"),
                                   "best_dev_objective": trials.get("best_value"),
-                                  "best_params": trials.get("best_params"),
+                                  "best_params": trials.get("best_params"), "dev_records": scored,
                                   "trials": [{"number": t.get("number"), "state": t.get("state"),
                                               "value": t.get("value"), "params": t.get("params")}
                                              for t in trials.get("trials", [])]}
         self.echo(f"search: best trial {trials.get('best_trial')} with dev objective "
-                  f"{_fmt(trials.get('best_value'))}: {trials.get('best_params')}")
+                  f"{_fmt(trials.get('best_value'))} on {scored} dev records: {trials.get('best_params')}")
 
-    # --- steps 10-11: leaderboards
+    # --- steps 9-10: leaderboards
     def step_leaderboard(self, family: str) -> None:
-        """Rank baselines, the uncompiled program and the compiled variants on one test split."""
+        """Rank the baselines and the compiled variants on one test split."""
         compiles = self.compiles(family)
         if not compiles:
             raise GuidebenchError(f"no {family} compile to rank")
         board_dir = self.path("reports", f"leaderboard-{family}")
         data = self.fullauto_data if family == "full_auto" else self.planner_data
         baselines = FULLAUTO_BASELINES if family == "full_auto" else PLANNER_BASELINES
-        # Compiled variants and the uncompiled program join with the results their compile scored on exactly
-        # this split (`--results`): no LM call is repeated, and the board refuses any other split.
-        results = [Path(c["dir"]) / "test" for c in compiles] + [Path(compiles[0]["dir"]) / "baseline"]
+        # Compiled variants join with the results their compile scored on exactly this split (`--results`):
+        # no LM call is repeated, and the board refuses any other split.
+        results = [Path(c["dir"]) / "test" for c in compiles]
         argv = ["leaderboard", "--data", data, "--split", "test", "--programs", ",".join(baselines),
                 "--results", *results, "--out", board_dir]
         if family == "planner":
@@ -745,7 +809,7 @@ class Demo:
         for line in format_rows(rows):
             self.echo(line)
 
-    # --- step 12: export
+    # --- step 11: export
     def ranked_compiles(self) -> list[dict[str, Any]]:
         """The compiled Full Auto variants in leaderboard order, with their rank and row name."""
         rows = self.summary["leaderboards"]["full_auto"]["rows"]
@@ -760,7 +824,7 @@ class Demo:
         return ranked
 
     def step_export(self) -> None:
-        """Export the best compiled Full Auto variant (knn_fewshot included), from its MLflow compile run."""
+        """Export the best compiled Full Auto variant on the board, from its MLflow compile run."""
         target = self.path("export", PACKAGE_NAME)
         target.parent.mkdir(parents=True, exist_ok=True)
         winner = self.ranked_compiles()[0]
@@ -776,11 +840,14 @@ class Demo:
             "leaderboard_name": winner["name"], "mlflow_run_id": winner["mlflow_run_id"],
             "uses_lm": manifest.get("uses_lm"), "demo_selection": manifest.get("demo_selection"),
             "load": f"from runtime import load_frozen; module = load_frozen({str(target)!r})",
+            "board_row": next(row for row in self.summary["leaderboards"]["full_auto"]["rows"]
+                              if row["name"] == winner["name"]),
         }
         self.summary["export_dir"] = str(target)
         self.echo(f"exported {winner['name']} (rank {winner['rank']} on the board) to {target}")
+        self.echo("  " + quality_and_cost(self.summary["export"]["board_row"]))
 
-    # --- step 13: promotion
+    # --- step 12: promotion
     def step_promote(self) -> None:
         """Replay the module and the champion (none yet: the logged decisions) on test; apply the gates."""
         gates = self.path("gates.toml")
@@ -808,7 +875,7 @@ class Demo:
                       + ("(the gates judged, nothing broke)" if enough else
                          f"(not enough evidence to promote: n = {self.test_records}; at least {needed} needed)"))
 
-    # --- step 14: runtime + closed loop
+    # --- step 13: runtime + closed loop
     def step_loop(self) -> None:
         """Load the export with `runtime.load_frozen`, decide one held-out turn, then let it drive simulated runs."""
         self.summary["runtime"] = runtime_check(Path(self.summary["export_dir"]), self.fullauto_data,
@@ -889,6 +956,15 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def quality_and_cost(row: dict[str, Any]) -> str:
+    """One board row in words: quality with its interval, the share of decisions sent to the LM, cost per 1,000."""
+    per = row.get("cost_per") or 1000
+    return (f"{row['name']}: objective {_fmt(row['objective'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}] "
+            f"on {row.get('n')} test records; {_fmt(row.get('lm_share'), 2)} of its decisions sent to the LM; per "
+            f"{per:,} decisions {_count(row.get('lm_calls_per_1k'))} LM calls, {_count(row.get('tokens_per_1k'))} "
+            f"tokens, {_count(row.get('seconds_per_1k'))} s")
+
+
 def closing_lines(summary: dict[str, Any]) -> list[str]:
     """The short summary printed at the end of the demo."""
     out = Path(summary["out"])
@@ -906,6 +982,7 @@ def closing_lines(summary: dict[str, Any]) -> list[str]:
         f"compiles:        {out / 'compiles'}  (per split: metrics, per-record results, confusion matrix, "
         "calibration)",
         f"exported module: {export.get('dir')}  (promotion: {promotion.get('outcome', 'n/a')})",
+        f"  it is          {quality_and_cost(export['board_row']) if export.get('board_row') else 'n/a'}",
         f"load it:         {export.get('load')}",
         f"MLflow:          {mlflow.get('tracking_uri')}",
         f"open its UI:     {mlflow.get('ui_command')}",

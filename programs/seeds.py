@@ -143,13 +143,13 @@ def decision_demos(with_reasoning: bool = False) -> list[dspy.Example]:
     return demos
 
 
-# The compact program's answers to the same seeds, within its output budget: one short reason, a next
-# input only when continuing. Confidence is text with two decimals ("0.80"): a float demo would show 0.8.
+# The compact program's answers to the same seeds, within the signature's word caps: a reason of a few
+# words, a next input only when continuing (the plan's current step, which the compact rendering shows).
+# Confidence is text with one decimal ("0.8"), as the signature asks.
 COMPACT_ANSWERS: tuple[tuple[str, str], ...] = (  # (reason, next_input) per DECISION_SEEDS entry
-    ("Plan steps remain and one test still fails.",
-     "Fix test_parse_config_defaults for the empty-file case, then run the tests."),
-    ("A command waits for a person's approval.", ""),
-    ("Every plan step is done and nothing changed.", ""),
+    ("Plan steps remain and one test fails.", "Fix the failing test_parse_config_defaults."),
+    ("A command waits for approval.", ""),
+    ("Every plan step is done.", ""),
 )
 
 
@@ -159,7 +159,7 @@ def compact_decision_demos() -> list[dspy.Example]:
     for seed, (reason, next_input) in zip(DECISION_SEEDS, COMPACT_ANSWERS, strict=True):
         rendered = compact_summary_inputs(seed.summary)
         inputs = {name: rendered[name] for name in COMPACT_DECISION_INPUT_FIELDS}
-        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.2f}", reason=reason,
+        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.1f}", reason=reason,
                                   next_input=next_input).with_inputs(*inputs))
     return demos
 
@@ -216,7 +216,7 @@ def compact_state_demos() -> list[dspy.Example]:
     for seed, (reason, next_input) in zip(COMPACT_STATE_SEEDS, COMPACT_STATE_ANSWERS, strict=True):
         rendered = {**compact_summary_inputs(seed.summary), **compact_state_inputs(seed.summary)}
         inputs = {name: rendered[name] for name in COMPACT_STATE_INPUT_FIELDS}
-        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.2f}", reason=reason,
+        demos.append(dspy.Example(**inputs, action=seed.action, confidence=f"{seed.confidence:.1f}", reason=reason,
                                   next_input=next_input).with_inputs(*inputs))
     return demos
 

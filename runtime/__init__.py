@@ -1,79 +1,59 @@
 """Production surface of guidebench: typed contracts, guardrails, pivot policy, frozen-module loader.
 
-Kept small on purpose: no MLflow, Optuna or pandas imports here.
+Kept small on purpose: no MLflow, Optuna or pandas imports here. Names are re-exported lazily
+(`runtime._lazy`): `import runtime` costs nothing until a name is used, so a command line that only
+reads one contract module (or `guidebench --help`, which reads none) does not build every pydantic model.
 """
 
-from .advisor import (
-    BASELINE_CYCLES,
-    FAMILIES,
-    SLOT_LIMITS,
-    THRESHOLDS,
-    AdvisorPacket,
-    DirectiveValidation,
-    ExperimentLogEntry,
-    ExperimentSummary,
-    FamilyConstraints,
-    OptimizationDirective,
-    PerformanceProfile,
-)
-from .fullauto import (
-    ACTIONS,
-    GUARDRAIL_RULES,
-    DecisionLogLine,
-    FullAutoTurnSummary,
-    GuardrailAudit,
-    GuardrailConfig,
-    GuardrailContext,
-    GuidanceDecision,
-    LoggedTurnSummary,
-    RawDecisionLogLine,
-    RunEvent,
-    RunFile,
-    next_progress_count,
-    tokens_from_usage,
-)
-from .guardrails import apply_guardrails, parse_decision
-from .pivot import (
-    PIVOT_RULES,
-    best_cycles,
-    current_streak,
-    family_constraints,
-    family_of,
-    invalid_streak,
-    meaningful_win,
-    near_bound,
-    overall_best,
-    packet_pivot_inputs,
-    pivot_required,
-    plateau_valid_iters_since_best,
-    tag_best,
-    validate_directive,
-    validate_directive_original,
-)
-from .records import (
-    DecisionRecord,
-    LoggedDecision,
-    OutcomeLabel,
-    PlannerRecord,
-    SourceRef,
-    canonical_json,
-    inputs_hash,
-    sha256_hex,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ACTIONS", "BASELINE_CYCLES", "FAMILIES", "GUARDRAIL_RULES", "PIVOT_RULES", "SLOT_LIMITS", "THRESHOLDS",
-    "AdvisorPacket", "DecisionLogLine", "DecisionRecord", "DirectiveValidation", "ExperimentLogEntry",
-    "ExperimentSummary", "FamilyConstraints", "FullAutoTurnSummary", "GuardrailAudit", "GuardrailConfig",
-    "GuardrailContext", "GuidanceDecision", "LoggedDecision", "LoggedTurnSummary", "OptimizationDirective",
-    "OutcomeLabel", "PerformanceProfile", "PlannerRecord", "RawDecisionLogLine", "RunEvent", "RunFile",
-    "SourceRef", "apply_guardrails", "best_cycles", "canonical_json", "current_streak", "family_constraints",
-    "family_of", "inputs_hash", "invalid_streak", "meaningful_win", "near_bound", "next_progress_count",
-    "overall_best", "packet_pivot_inputs", "parse_decision", "pivot_required", "plateau_valid_iters_since_best", "sha256_hex",
-    "tag_best", "tokens_from_usage",
-    "validate_directive", "validate_directive_original",
-]
-from .frozen.loader import load_frozen  # noqa: E402
-from .frozen.manifest import FrozenModuleError  # noqa: E402
-from .frozen.arguments import FrozenInputError  # noqa: E402
-__all__ += ["FrozenInputError", "FrozenModuleError", "load_frozen"]
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .advisor import (
+        BASELINE_CYCLES, FAMILIES, SLOT_LIMITS, THRESHOLDS, AdvisorPacket, DirectiveValidation,
+        ExperimentLogEntry, ExperimentSummary, FamilyConstraints, OptimizationDirective, PerformanceProfile
+    )
+    from .fullauto import (
+        ACTIONS, GUARDRAIL_RULES, DecisionLogLine, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig,
+        GuardrailContext, GuidanceDecision, LoggedTurnSummary, RawDecisionLogLine, RunEvent, RunFile,
+        next_progress_count, tokens_from_usage
+    )
+    from .guardrails import apply_guardrails, parse_decision
+    from .pivot import (
+        PIVOT_RULES, best_cycles, current_streak, family_constraints, family_of, invalid_streak,
+        meaningful_win, near_bound, overall_best, packet_pivot_inputs, pivot_required,
+        plateau_valid_iters_since_best, tag_best, validate_directive, validate_directive_original
+    )
+    from .records import (
+        DecisionRecord, LoggedDecision, OutcomeLabel, PlannerRecord, SourceRef, canonical_json, inputs_hash,
+        sha256_hex
+    )
+    from .frozen.loader import load_frozen
+    from .frozen.manifest import FrozenModuleError
+    from .frozen.arguments import FrozenInputError
+
+# public name -> the submodule that defines it
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "advisor": ("BASELINE_CYCLES", "FAMILIES", "SLOT_LIMITS", "THRESHOLDS", "AdvisorPacket",
+        "DirectiveValidation", "ExperimentLogEntry", "ExperimentSummary", "FamilyConstraints",
+        "OptimizationDirective", "PerformanceProfile"),
+    "fullauto": ("ACTIONS", "GUARDRAIL_RULES", "DecisionLogLine", "FullAutoTurnSummary", "GuardrailAudit",
+        "GuardrailConfig", "GuardrailContext", "GuidanceDecision", "LoggedTurnSummary", "RawDecisionLogLine",
+        "RunEvent", "RunFile", "next_progress_count", "tokens_from_usage"),
+    "guardrails": ("apply_guardrails", "parse_decision"),
+    "pivot": ("PIVOT_RULES", "best_cycles", "current_streak", "family_constraints", "family_of",
+        "invalid_streak", "meaningful_win", "near_bound", "overall_best", "packet_pivot_inputs", "pivot_required",
+        "plateau_valid_iters_since_best", "tag_best", "validate_directive", "validate_directive_original"),
+    "records": ("DecisionRecord", "LoggedDecision", "OutcomeLabel", "PlannerRecord", "SourceRef",
+        "canonical_json", "inputs_hash", "sha256_hex"),
+    "frozen.loader": ("load_frozen",),
+    "frozen.manifest": ("FrozenModuleError",),
+    "frozen.arguments": ("FrozenInputError",),
+}
+_WHERE: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -6,7 +6,10 @@ answer. `FullAutoCompactStateSignature` reads the same lines plus what the compa
 signatures never see, the facts the rule policy decides on: the turn counters and the agent's last
 message, clipped (`runtime.inputs.compact_state_inputs`). The outputs carry a budget in their
 descriptions: the decision answers in the order action, confidence, reason, next_input (a cut-off
-answer loses the optional part, not the action); the directive keeps every list short. The output
+answer loses the optional part, not the action), the reason and the next input in a few words, and the
+next input only when continuing: the embedded model's engine stops decoding after the reason of any
+other action and caps each text at its words (`guidebench.lm.grammar`); the directive keeps every list
+short. The output
 names and types are the original signatures', so the same parsing, guardrails and directive checks
 apply. `PlannerGivenFamilySignature` is the LM half of `planner.hybrid`: the family comes in as an input
 (the pivot rules chose it) and the model writes only the directive fields the protocol leaves open.
@@ -32,9 +35,9 @@ class FullAutoCompactSignature(dspy.Signature):
     recent: str = dspy.InputField(desc="the last decisions, oldest first")
     compactions: str = dspy.InputField(desc="context compactions so far")
     action: Action = dspy.OutputField()
-    confidence: float = dspy.OutputField(desc="0.00 to 1.00, two decimals")
-    reason: str = dspy.OutputField(desc="one short sentence")
-    next_input: str = dspy.OutputField(desc="the next instruction when continuing, else empty")
+    confidence: float = dspy.OutputField(desc="0.0 to 1.0, one decimal")
+    reason: str = dspy.OutputField(desc="one short sentence, at most 10 words")
+    next_input: str = dspy.OutputField(desc="the next instruction, at most 12 words; empty unless action is continue")
 
 
 class FullAutoCompactStateSignature(FullAutoCompactSignature):

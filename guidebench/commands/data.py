@@ -44,8 +44,6 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `data import` and `data simulate <kind>`."""
-    from guidebench.data import SIMULATORS
-
     data = subparsers.add_parser("data", help="import logs into datasets; simulate logs",
                                  description="Import decision or experiment logs into versioned datasets, or "
                                              "write seeded simulated logs in the real layout.")
@@ -74,8 +72,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=_import)
 
     sim = commands.add_parser("simulate", help="write seeded simulated logs in the real layout")
-    kinds = sim.add_subparsers(dest="sim_kind", metavar="KIND")
     sim.set_defaults(func=lambda args: (sim.print_help(), 0)[1])
+    sim.defer(_add_simulators)  # the simulators' modules are imported when `data simulate` is used
+
+
+def _add_simulators(sim: argparse.ArgumentParser) -> None:
+    """One subcommand per registered simulator (`data simulate <kind>`)."""
+    from guidebench.data import SIMULATORS
+
+    kinds = sim.add_subparsers(dest="sim_kind", metavar="KIND")
     for kind, spec in sorted(SIMULATORS.items()):
         parser = kinds.add_parser(kind, help=spec.help, description=spec.help)
         spec.add_arguments(parser)

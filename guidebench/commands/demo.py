@@ -16,13 +16,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo", help="run the whole story on the sample logs: import, baselines, compile, search, "
                      "leaderboard, export, promote, closed loop",
-        description="Import the committed sample logs, score the baselines, compile two variants of each "
-                    "program with the embedded model, run a small Optuna search, rank everything on "
-                    "leaderboards, export the best compiled Full Auto variant, promote it through the gates, "
-                    "load it with the runtime and let it drive simulated runs. Every step is a guidebench "
-                    "command, printed as you would type it. Writes OUT/demo_summary.json.")
+        description="Import the committed sample logs, score the baselines, fit a decision model on the logs, "
+                    "compile a cascade that hands the turns it is unsure of to the embedded model and a planner, "
+                    "run a small Optuna search, rank everything on leaderboards, export the best compiled Full "
+                    "Auto variant, promote it through the gates, load it with the runtime and let it drive "
+                    "simulated runs. Every step is a guidebench command, printed as you would type it. Writes "
+                    "OUT/demo_summary.json.")
     parser.add_argument("--quick", action="store_true",
-                        help="the same steps on less data and fewer LM calls (about 5 minutes on 2 cores)")
+                        help="the same steps on less data and fewer LM calls (about 3 minutes on 2 cores)")
     parser.add_argument("--lm", default="local", metavar="SPEC",
                         help="task LM: `local` (embedded Gemma 3 270M, default), `fake` (deterministic, for a "
                              "dry run of the plumbing) or a LiteLLM model string")

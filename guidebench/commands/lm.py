@@ -6,14 +6,18 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `lm` subcommand and its actions."""
+    """Add the `lm` subcommand; its actions are added when it is used (they read the server's defaults)."""
+    parser = subparsers.add_parser("lm", help="serve the embedded model over an OpenAI-compatible API on 127.0.0.1")
+    parser.defer(_add_actions)
+
+
+def _add_actions(parser: argparse.ArgumentParser) -> None:
+    """The description and the `serve`, `stop` and `status` actions."""
     from guidebench.lm.server import DEFAULT_PORT, MODEL_ALIAS
 
-    parser = subparsers.add_parser(
-        "lm", help="serve the embedded model over an OpenAI-compatible API on 127.0.0.1",
-        description="Start or stop `python -m llama_cpp.server` with the embedded Gemma 3 270M model on "
-                    f"127.0.0.1. Then use `--lm openai/{MODEL_ALIAS} --api-base http://127.0.0.1:PORT/v1` "
-                    "with eval, compile or search: the same prompts as the in-process model, over HTTP.")
+    parser.description = ("Start or stop `python -m llama_cpp.server` with the embedded Gemma 3 270M model on "
+                          f"127.0.0.1. Then use `--lm openai/{MODEL_ALIAS} --api-base http://127.0.0.1:PORT/v1` "
+                          "with eval, compile or search: the same prompts as the in-process model, over HTTP.")
     actions = parser.add_subparsers(dest="lm_action", metavar="ACTION")
     actions.required = True
 

@@ -7,9 +7,10 @@ import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # pydantic is imported where a file is read: `guidebench --help` stays light
+    from pydantic import ValidationError
 
 from guidebench.errors import GuidebenchError
 
@@ -83,6 +84,8 @@ def _as_summary_text(data: dict[str, Any]) -> dict[str, Any]:
 
 def load_summary(path: Path) -> tuple[Any, Optional[Any], Optional[Any]]:
     """(turn summary, guardrail config or None, decision record or None) from a summary/log-line/record file."""
+    from pydantic import ValidationError
+
     from runtime import DecisionRecord, FullAutoTurnSummary
 
     data = _read_json(path, "summary")
@@ -105,6 +108,8 @@ def load_summary(path: Path) -> tuple[Any, Optional[Any], Optional[Any]]:
 
 def load_config(path: Path) -> Any:
     """A guardrail config from GuardrailConfig JSON or a run file (`runs/<run_id>.json`)."""
+    from pydantic import ValidationError
+
     from runtime import GuardrailConfig, RunFile
 
     data = _read_json(path, "config")
@@ -120,6 +125,8 @@ def load_config(path: Path) -> Any:
 
 def load_packet(path: Path) -> Any:
     """An advisor packet from packet JSON or a planner record carrying one."""
+    from pydantic import ValidationError
+
     from runtime import AdvisorPacket
 
     data = _read_json(path, "packet")

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --
     from dspy.lm15 import Message, Request, Response
 
 from guidebench.home import guidebench_home
-from guidebench.lm.grammar import OutputField, conforms, declared_outputs, output_grammar
+from guidebench.lm.grammar import (OutputField, conforms, declared_outputs, empty_unless, literal_values,
+                                   output_grammar, word_cap)
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 
 logger = logging.getLogger(__name__)
@@ -387,6 +388,68 @@ def _decode_free(llama: Any, rendered: RenderedPrompt, sampling: dict[str, Any],
                     n_prompt, evaluated, _completion_tokens(output), output.get("id"))
 
 
+# A word cap ("at most N words") becomes a token cap of this many tokens per word: English words average
+# about 1.3 of the embedded model's tokens, and the margin keeps a sentence within its cap whole.
+TOKENS_PER_WORD = 2
+
+
+class _LiteralMask:
+    """A llama.cpp logits processor that lets the model write only one of a field's literal values.
+
+    An exact constraint over the values' own tokens (a trie): at each step only the next token of a value
+    that the tokens so far begin is allowed, and end-of-text once a whole value is written. A GBNF grammar
+    checks every token of the 262k vocabulary at each step (measured: ~10x the time of a free token);
+    this costs one masked copy of the logits.
+    """
+
+    def __init__(self, sequences: list[list[int]], eos: int) -> None:
+        self.sequences, self.eos = sequences, eos
+        self.start: Optional[int] = None  # the prompt's length, seen at the first call
+
+    def allowed(self, written: list[int]) -> list[int]:
+        """The tokens that may follow `written`."""
+        n = len(written)
+        ids = {seq[n] for seq in self.sequences if len(seq) > n and seq[:n] == written}
+        if any(seq == written for seq in self.sequences) or not ids:
+            ids.add(self.eos)
+        return sorted(ids)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        if self.start is None:
+            self.start = len(input_ids)
+        ids = self.allowed([int(token) for token in input_ids[self.start:]])
+        masked = np.full_like(scores, -np.inf)
+        masked[ids] = scores[ids]
+        return masked
+
+
+def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[str, Any],
+                  budget: int) -> tuple[dict[str, Any], int, int, bool]:
+    """One field's value after its marker: (completion, prompt tokens, evaluated, whether a cap of its own applied).
+
+    A literal field is one of its values, sampled from the model's own distribution restricted to them
+    (`_LiteralMask`), in at most the longest value's tokens: a one-token value needs no further forward
+    pass to end. A free field stops at a blank line, or at its word cap.
+    """
+    values = literal_values(field)
+    if values:
+        from llama_cpp import LogitsProcessorList
+
+        sequences = [llama.tokenize(value.encode("utf-8"), add_bos=False, special=False) for value in values]
+        limit = min(budget, max(len(seq) for seq in sequences))
+        mask = LogitsProcessorList([_LiteralMask(sequences, llama.token_eos())])
+        output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=[],
+                                                logits_processor=mask)
+    else:
+        cap = word_cap(field)
+        limit = budget if cap is None else min(budget, TOKENS_PER_WORD * cap)
+        output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit,
+                                                stop=[*_VALUE_STOPS, *sampling["stop"]])
+    return output, n_prompt, evaluated, limit < budget
+
+
 def _decode_fieldwise(llama: Any, rendered: RenderedPrompt, fields: list[OutputField],
                       sampling: dict[str, Any]) -> _Decoded:
     """The engine writes every output marker, the model only the values, one completion per field.
@@ -394,27 +457,35 @@ def _decode_fieldwise(llama: Any, rendered: RenderedPrompt, fields: list[OutputF
     Generating a marker such as `[[ ## confidence ## ]]` costs ~8 tokens at the generation rate
     (35-54 tokens/s here); written by the engine it is read at the prompt rate (185-294 tokens/s),
     from the KV cache the previous field left. The answer has the adapter's format by construction.
+    A field "empty unless" an earlier field has a value is left empty, without a call, when that field has
+    another (`guidebench.lm.grammar`); every other value is `_decode_value`'s. A value that reaches a cap
+    of its own (a literal's length, a word cap) ends only that field.
     """
     base = rendered.prompt[: len(rendered.prompt) - len(rendered.prefill)]
     answer, budget = rendered.prefill, int(sampling["max_tokens"])
     prompt_tokens = evaluated = generated = 0
     finish, output_id, previous = "stop", None, 0
+    values: dict[str, str] = {}
     for index, field in enumerate(fields):
         if index:
             answer += f"\n\n[[ ## {field.name} ## ]]\n"
-        output, n_prompt, n_evaluated = _generate(llama, base + answer, sampling, max_tokens=budget,
-                                                  stop=[*_VALUE_STOPS, *sampling["stop"]])
-        # the prompt grows by what was generated and the marker written: count the marker as prompt
+        rule = empty_unless(field)
+        if rule is not None and rule[0] in values and values[rule[0]] != rule[1]:
+            values[field.name] = ""
+            continue  # empty by the signature's own rule: no call
+        output, n_prompt, n_evaluated, capped = _decode_value(llama, base + answer, field, sampling, budget)
+        # the prompt grows by what was generated and the markers written: count the markers as prompt
         prompt_tokens += n_prompt if not index else max(0, n_prompt - previous)
         previous = n_prompt + _completion_tokens(output)
         evaluated += n_evaluated
         generated += _completion_tokens(output)
         budget -= _completion_tokens(output)
         choice = output["choices"][0]
-        answer += (choice.get("text") or "").strip()
+        values[field.name] = (choice.get("text") or "").strip()
+        answer += values[field.name]
         output_id = output_id or output.get("id")
-        if choice.get("finish_reason") == "length" or budget <= 0:
-            finish = "length"
+        if (choice.get("finish_reason") == "length" and not capped) or budget <= 0:
+            finish = "length"  # the answer's budget ran out
             break
     # no `[[ ## completed ## ]]`: a free answer stops before it too (it is a stop string)
     return _Decoded(answer + "\n\n", finish, prompt_tokens, evaluated, generated, output_id)

@@ -10,6 +10,11 @@ A `str` output may be empty only when its description says what empty means (e.g
 "empty means the fallback prompt"); other text outputs need at least one character. Values are
 single lines. Types the grammar does not know (e.g. `Optional[...]`) accept any single line and
 are left to the adapter's parser.
+
+Two phrases of a field's description also shape field-wise decoding (`guidebench.lm.engine`), and the
+model reads them as the rule they state: "at most N words" caps the tokens the field may use
+(`word_cap`), and "empty unless FIELD is VALUE" leaves the field empty, undecoded, when an earlier
+field's value says so (`empty_unless`), so the answer ends as soon as the rest is known to be empty.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ _OUTPUTS = re.compile(r"Your output fields are:\n(.*?)(?:\nAll interactions|\Z)"
 _FIELD = re.compile(r"^\d+\. `(\w+)` \((.*)\):(.*)$", re.M)
 _LITERAL = re.compile(r"^Literal\[(.*)\]$")
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+_WORD_CAP = re.compile(r"\bat most (\d+) words\b", re.I)
+_EMPTY_UNLESS = re.compile(r"\bempty unless `?(\w+)`? is `?([\w.-]+?)`?(?=[\s;,.)]|$)", re.I)
 
 COMMON_RULES = r'''
 line ::= [^\n]*
@@ -67,6 +74,18 @@ def literal_values(field: OutputField) -> list[str]:
     if not literal:
         return []
     return [single or double for single, double in _QUOTED.findall(literal.group(1))]
+
+
+def word_cap(field: OutputField) -> Optional[int]:
+    """N when the description says "at most N words" (None otherwise)."""
+    match = _WORD_CAP.search(field.description)
+    return int(match.group(1)) if match else None
+
+
+def empty_unless(field: OutputField) -> Optional[tuple[str, str]]:
+    """(field, value) when the description says "empty unless FIELD is VALUE" (None otherwise)."""
+    match = _EMPTY_UNLESS.search(field.description)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def value_rule(field: OutputField) -> str:

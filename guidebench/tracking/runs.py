@@ -22,7 +22,6 @@ import platform
 import subprocess
 import sys
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
@@ -199,6 +198,8 @@ def ensure_experiment(dataset_id: str, kind: str, tracking_uri: Optional[str] = 
 
 def library_versions() -> dict[str, str]:
     """Installed versions of the libraries a result depends on (`-` when absent), plus Python."""
+    from importlib import metadata  # here, not at the top: `guidebench --help` needs no package metadata
+
     versions = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:

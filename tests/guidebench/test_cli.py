@@ -51,3 +51,33 @@ def test_an_empty_lm_spec_is_an_error_not_the_default_model(argv, tmp_path, monk
         err = capsys.readouterr().err
         assert err.startswith(f"guidebench: error: --lm {spec!r}: empty LM spec") and len(err.splitlines()) == 1
     assert sorted(path.name for path in tmp_path.iterdir()) == []  # nothing written, not even the home
+
+
+def test_help_imports_only_what_the_parser_needs():
+    """`guidebench --help` builds no pydantic model, loads no NumPy, no data importer and no LM module."""
+    unwanted = ("pydantic", "numpy", "tqdm", "runtime.fullauto", "runtime.advisor", "guidebench.data",
+                "guidebench.lm.engine", "guidebench.lm.server", "importlib.metadata")
+    code = ("import contextlib, io, sys; from guidebench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main([])\n"
+            f"print(','.join(m for m in {unwanted!r} if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "", f"`guidebench --help` imports {loaded}"
+
+
+def test_deferred_arguments_are_added_when_the_command_is_used(capsys):
+    """Commands that declare their arguments late (`data simulate`, `lm`) parse and show help as before."""
+    from guidebench.cli import build_parser
+
+    args = build_parser().parse_args(["data", "simulate", "fullauto", "--out", "logs", "--runs", "3"])
+    assert (args.sim_kind, args.runs, args.out) == ("fullauto", 3, "logs") and callable(args.func)
+    args = build_parser().parse_args(["lm", "serve", "--port", "8123"])
+    assert args.lm_action == "serve" and args.port == 8123 and callable(args.func)
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["data", "simulate", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "fullauto" in out and "experiments" in out
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["lm"])  # an action is required
+    assert "required: ACTION" in capsys.readouterr().err

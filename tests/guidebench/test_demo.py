@@ -1,4 +1,5 @@
-"""`guidebench demo`: the whole story end to end (slow), and the demo's own pieces (fast)."""
+"""`guidebench demo`: the whole story end to end with the embedded model (slow: one quick demo, shared by the tests
+that read it), and the demo's own pieces (fast)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,95 +21,117 @@ REPO = Path(__file__).resolve().parents[2]
 GUIDEBENCH = Path(sys.executable).with_name("guidebench")
 
 
-def run_demo_cli(out: Path, *extra: str, timeout: float) -> dict:
-    """Run `guidebench demo --quick` as a user would (a subprocess from the repository root)."""
+def run_demo_cli(out: Path, *extra: str, timeout: float) -> tuple[dict, str]:
+    """Run `guidebench demo --quick` as a user would (a subprocess from the repository root): (summary, stdout)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GUIDEBENCH_HOME", "MLFLOW_TRACKING_URI")}
     proc = subprocess.run([str(GUIDEBENCH), "demo", "--quick", "--out", str(out), *extra], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "Traceback" not in proc.stderr
-    summary = json.loads((out / demo.SUMMARY_FILE).read_text())
-    assert str(out / "export" / demo.PACKAGE_NAME) in proc.stdout  # the exported module is printed
-    assert summary["mlflow"]["ui_command"] in proc.stdout
-    return summary
+    return json.loads((out / demo.SUMMARY_FILE).read_text()), proc.stdout
 
 
-def check_summary(summary: dict, out: Path) -> None:
-    """What a finished demo must have produced, whatever the LM."""
-    assert summary["status"] == "ok" and summary["mode"] == "quick"
-    assert len(summary["steps"]) == 14 and all(step["status"] == "ok" for step in summary["steps"])
-    assert set(summary["timings_s"]) == {step["name"] for step in summary["steps"]}
-    assert all(seconds >= 0 for seconds in summary["timings_s"].values())
+@pytest.fixture(scope="session")
+def quick_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
+    """`guidebench demo --quick` with the embedded model, run once for every test below: (summary, stdout, OUT).
 
-    fullauto = summary["leaderboards"]["full_auto"]
-    names = {row["name"] for row in fullauto["rows"]}
-    assert {"logged", "rule", "full_auto.always_continue", "full_auto.predict"} <= names
-    assert {"full_auto.predict+labeled_fewshot", "full_auto.predict+knn_fewshot"} <= names
-    assert all(row["objective"] is not None and row["ci_low"] <= row["objective"] <= row["ci_high"]
-               for row in fullauto["rows"])
-    planner = summary["leaderboards"]["planner"]
-    assert {"planner.rules", "planner.predict", "planner.predict+labeled_fewshot",
-            "planner.predict+knn_fewshot"} <= {row["name"] for row in planner["rows"]}
-    for board in (fullauto, planner):
-        folder = Path(board["dir"])
-        for name in ("leaderboard.json", "leaderboard.md", "leaderboard.html"):
-            assert (folder / name).is_file(), name
-        assert list(folder.glob("*.png"))
-        rows = json.loads((folder / "leaderboard.json").read_text())["rows"]
-        assert all("comparison" in row for row in rows)
-    assert (out / "reports" / "baselines.md").is_file()
-    assert len([c for c in summary["compiles"] if c["family"] == "full_auto"]) >= 2
-    assert len([c for c in summary["compiles"] if c["family"] == "planner"]) >= 2
-    assert summary["search"]["trials"] and summary["search"]["best_params"]
-    # the quick demo's test split (3 records) cannot show a difference: no promotion, and it says why
-    test_records = summary["leaderboards"]["full_auto"]["n_records"]
-    assert test_records == 3
-    assert summary["promotion"]["outcome"] == "rejected" and summary["promotion"]["promoted"] is False
-    needed = GatesConfig().min_records  # the demo keeps the default gates
-    records = next(c for c in summary["promotion"]["checks"] if c["gate"] == "records")
-    assert records["passed"] is False
-    assert records["reason"] == f"not enough evidence to promote (n = {test_records}; at least {needed} needed)"
-    assert summary["run_loop"]["decisions"] >= 1
-    assert summary["run_loop"]["reimported_records"] == summary["run_loop"]["decisions"]
-    assert summary["mlflow"]["tracking_uri"].startswith("sqlite:///")
-    assert Path(summary["mlflow"]["tracking_uri"][len("sqlite:///"):]).is_file()
+    Session-scoped: a module fixture would be torn down and run again whenever pytest-xdist gives its
+    worker a test of another module between two of these."""
+    out = tmp_path_factory.mktemp("quick-demo") / "demo"
+    summary, stdout = run_demo_cli(out, "--no-progress", timeout=3600)
+    return summary, stdout, out
 
 
-def check_export_loads(summary: dict) -> None:
-    """The exported module loads with the runtime alone and decides a held-out turn."""
-    import dspy
-
-    from evals.data import load_records
-    from guidebench.lm.factory import make_lm
-    from runtime import load_frozen
-    from runtime.fullauto import GuidanceDecision
-
-    export_dir = Path(summary["export_dir"])
-    assert export_dir.is_dir() and (export_dir / "manifest.json").is_file()
-    module = load_frozen(export_dir)
-    record = load_records(summary["datasets"]["fullauto"]["dir"], "test")[0]
-    # The fake LM keeps this check fast; the module's state (demos) is what is under test here.
-    with dspy.context(lm=make_lm("fake", cache=False)):
-        enforced, audit, decision_record = module(record.summary, record.config)
-    assert isinstance(enforced, GuidanceDecision) and enforced.action in ("continue", "pause", "stop")
-    assert decision_record.package_version == summary["export"]["package"]
+def row(board: dict, name: str) -> dict:
+    """A board row by variant name."""
+    return next(r for r in board["rows"] if r["name"] == name)
 
 
+# One quick demo per test run: the tests below share its session fixture and, under pytest-xdist, one worker
+# (`make test` distributes with --dist loadgroup).
 @pytest.mark.slow
-def test_demo_quick_end_to_end_with_the_embedded_model(tmp_path: Path):
-    out = tmp_path / "demo"
-    summary = run_demo_cli(out, "--no-progress", timeout=3600)
-    check_summary(summary, out)
-    assert summary["lm"] == "local"
-    check_export_loads(summary)
+@pytest.mark.xdist_group("quick_demo")
+class TestQuickDemo:
+    """What a quick demo with the embedded model produced."""
 
+    def test_runs_every_step_with_the_embedded_model(self, quick_demo):
+        summary, stdout, out = quick_demo
+        assert summary["status"] == "ok" and summary["mode"] == "quick" and summary["lm"] == "local"
+        assert len(summary["steps"]) == 13 and all(step["status"] == "ok" for step in summary["steps"])
+        assert set(summary["timings_s"]) == {step["name"] for step in summary["steps"]}
+        assert all(seconds >= 0 for seconds in summary["timings_s"].values())
+        assert str(out / "export" / demo.PACKAGE_NAME) in stdout  # the exported module is printed
+        assert summary["mlflow"]["ui_command"] in stdout
+        assert summary["mlflow"]["tracking_uri"].startswith("sqlite:///")
+        assert Path(summary["mlflow"]["tracking_uri"][len("sqlite:///"):]).is_file()
+        assert (out / "reports" / "baselines.md").is_file()
+        assert [(c["program"], c["optimizer"]) for c in summary["compiles"]] == list(demo.COMPILES)
 
-@pytest.mark.slow
-def test_demo_quick_plumbing_with_the_fake_lm(tmp_path: Path):
-    out = tmp_path / "demo"
-    summary = run_demo_cli(out, "--lm", "fake", timeout=1200)
-    check_summary(summary, out)
-    check_export_loads(summary)
+    def test_boards_show_quality_lm_share_and_cost(self, quick_demo):
+        summary, stdout, _ = quick_demo
+        fullauto, planner = summary["leaderboards"]["full_auto"], summary["leaderboards"]["planner"]
+        names = {r["name"] for r in fullauto["rows"]}
+        assert {*demo.FULLAUTO_BASELINES, "full_auto.learned+fit", "full_auto.cascade+labeled_fewshot"} <= names
+        assert fullauto["n_records"] == summary["datasets"]["fullauto"]["splits"]["test"] >= 20  # the whole split
+        assert all(r["objective"] is not None and r["ci_low"] <= r["objective"] <= r["ci_high"] for r in fullauto["rows"])
+        assert {"planner.rules", "planner.compact+labeled_fewshot"} <= {r["name"] for r in planner["rows"]}
+        # the share of decisions sent to the LM and the cost per 1,000 decisions, next to quality
+        learned, cascade = row(fullauto, "full_auto.learned+fit"), row(fullauto, "full_auto.cascade+labeled_fewshot")
+        assert learned["lm_share"] == 0.0 and learned["lm_calls_per_1k"] == 0.0 and learned["tokens_per_1k"] == 0.0
+        compiled = {c["program"]: c for c in summary["compiles"]}
+        assert cascade["lm_share"] == pytest.approx(compiled["full_auto.cascade"]["test_lm_share"])
+        assert cascade["lm_decisions_per_1k"] == pytest.approx(1000 * cascade["lm_share"])
+        compact = row(planner, "planner.compact+labeled_fewshot")
+        assert compact["lm_share"] == 1.0 and compact["tokens_per_1k"] > 0  # the embedded model answered
+        for board in (fullauto, planner):
+            folder = Path(board["dir"])
+            for name in ("leaderboard.json", "leaderboard.md", "leaderboard.html"):
+                assert (folder / name).is_file(), name
+            assert list(folder.glob("*.png"))
+            assert all("comparison" in r for r in json.loads((folder / "leaderboard.json").read_text())["rows"])
+        exported = summary["export"]["board_row"]
+        assert f"{exported['name']}: objective " in stdout and "of its decisions sent to the LM; per 1,000 decisions" in stdout
+
+    def test_search_tunes_the_cascade_on_dev(self, quick_demo):
+        search = quick_demo[0]["search"]
+        assert search["trials"] and search["dev_records"] <= demo.QUICK.lm_dev_limit
+        assert {"threshold", "lm_program"} <= set(search["best_params"])
+        assert search["best_params"]["program"] == demo.CASCADE
+
+    def test_promotion_judges_on_enough_records(self, quick_demo):
+        summary = quick_demo[0]
+        promotion, needed = summary["promotion"], GatesConfig().min_records  # the demo keeps the default gates
+        records = next(c for c in promotion["checks"] if c["gate"] == "records")
+        assert records["passed"] is True  # the quick demo's test split is big enough for the gates to judge
+        assert promotion["promoted"] == all(c["passed"] for c in promotion["checks"])
+        assert promotion["outcome"] == ("promoted" if promotion["promoted"] else "rejected")
+        assert summary["leaderboards"]["full_auto"]["n_records"] >= needed
+
+    def test_export_loads_with_the_runtime_and_drives_the_loop(self, quick_demo):
+        """The exported module loads with the runtime alone and decides a held-out turn; its loop's logs import back."""
+        import dspy
+
+        from evals.data import load_records
+        from guidebench.lm.factory import make_lm
+        from runtime import load_frozen
+        from runtime.fullauto import GuidanceDecision
+
+        summary = quick_demo[0]
+        export_dir = Path(summary["export_dir"])
+        assert (export_dir / "manifest.json").is_file()
+        assert summary["export"]["leaderboard_rank"] == min(
+            r["rank"] for r in summary["leaderboards"]["full_auto"]["rows"]
+            if r["name"] in {f"{p}+{o}" for p, o in demo.COMPILES})  # the best compiled variant on the board
+        module = load_frozen(export_dir)
+        record = load_records(summary["datasets"]["fullauto"]["dir"], "test")[0]
+        # The fake LM keeps this check fast; the module's state is what is under test here.
+        with dspy.context(lm=make_lm("fake", cache=False)):
+            enforced, audit, decision_record = module(record.summary, record.config)
+        assert isinstance(enforced, GuidanceDecision) and enforced.action in ("continue", "pause", "stop")
+        assert decision_record.package_version == summary["export"]["package"]
+        assert summary["runtime"]["record_id"] == record.record_id
+        assert summary["run_loop"]["decisions"] >= 1
+        assert summary["run_loop"]["reimported_records"] == summary["run_loop"]["decisions"]
 
 
 # ----- fast: the demo's own pieces ------------------------------------------------------------------
@@ -118,7 +142,9 @@ def test_subset_gives_the_planned_split_sizes(plan: demo.Plan, tmp_path: Path):
 
     sample = demo.sample_dir()
     subset = demo.choose_fullauto_subset(sample, plan)
-    assert len(subset.threads) == plan.fullauto_threads
+    lines = [json.loads(line) for line in (sample / "fullauto" / "fullauto-decisions.jsonl").open() if line.strip()]
+    every = {line.get("thread_id") or line["run_id"] for line in lines}
+    assert len(subset.threads) == min(plan.fullauto_threads, len(every))  # the full demo takes every thread
     assert plan.dev_records[0] <= subset.expected["dev"] <= plan.dev_records[1]
     assert plan.test_records[0] <= subset.expected["test"] <= plan.test_records[1]
     copied = demo.write_fullauto_subset(sample, subset, tmp_path / "logs")
@@ -132,6 +158,9 @@ def test_subset_gives_the_planned_split_sizes(plan: demo.Plan, tmp_path: Path):
     assert set().union(*threads.values()) == set(subset.threads)
     assert sum(len(found) for found in threads.values()) == len(subset.threads)
     assert report.model_dump()["labeled"] == copied
+    # a test split the board can separate policies on: three or more actions, none above MAX_LABEL_SHARE
+    labels = Counter(r.label.action for r in load_records(tmp_path / "data", "test"))
+    assert len(labels) >= 3 and max(labels.values()) <= demo.MAX_LABEL_SHARE * sum(labels.values())
 
 
 def test_gates_and_recipes_written_by_the_demo_load(tmp_path: Path):
@@ -142,11 +171,13 @@ def test_gates_and_recipes_written_by_the_demo_load(tmp_path: Path):
     gates_file.write_text(demo.gates_text(4))
     gates = load_gates(gates_file)
     assert gates.min_records == 20 and gates.max_p_value == 0.05 and gates.max_increase["parse_failure_rate"] == 0.0
-    for optimizer in demo.OPTIMIZERS:
-        recipe_file = tmp_path / f"{optimizer}.toml"
-        recipe_file.write_text(demo.recipe_text(optimizer, 2))
+    for program, optimizer in demo.COMPILES:
+        settings = demo.recipe_settings(optimizer, demo.QUICK, program.split(".")[0])
+        recipe_file = tmp_path / f"{program}-{optimizer}.toml"
+        recipe_file.write_text(demo.recipe_text(optimizer, settings))
         recipe = optimizers.load(name=optimizer, path=str(recipe_file))
-        assert recipe.settings.k == 2
+        assert {name: getattr(recipe.settings, name) for name in settings} == settings
+    assert demo.recipe_settings("fit", demo.QUICK, "full_auto") == {"C": [0.5, 2.0], "class_weight": ["none"]}
 
 
 def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
@@ -154,15 +185,24 @@ def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
 
     champion = [1.0, 0.0, 0.5]
 
-    def row(rank: int, name: str, values: list[float]) -> dict:
+    def row(rank: int, name: str, values: list[float], lm_share: float) -> dict:
         paired = paired_mean_difference(values, champion, n_resamples=200)
-        return {"rank": rank, "name": name, "champion": values is champion, "cost": {"total_tokens": 0.0},
-                "metrics": {"objective": bootstrap_mean(values, n_resamples=200).to_dict()},
+        cost = {"per_decisions": 1000, "lm_decisions": 1000 * lm_share, "lm_calls": 1000 * lm_share,
+                "total_tokens": 150_000 * lm_share, "seconds": 900 * lm_share}
+        return {"rank": rank, "name": name, "champion": values is champion, "cost": cost,
+                "metrics": {"objective": bootstrap_mean(values, n_resamples=200).to_dict(),
+                            "lm_share": bootstrap_mean([lm_share] * 3, n_resamples=200).to_dict()},
                 "comparison": {"against": "logged", "metric": "objective", **paired.to_dict()}}
 
-    rows = demo.board_rows({"rows": [row(1, "candidate", [1.0, 1.0, 1.0]), row(2, "logged", champion)]})
+    rows = demo.board_rows({"rows": [row(1, "candidate", [1.0, 1.0, 1.0], 1 / 3), row(2, "logged", champion, 0.0)]})
     header, candidate, logged = demo.format_rows(rows)
     assert " n " in header and "test vs champion" in header and "verdict" in header
+    assert "LM share" in header and "LM calls/1k" in header and "tokens/1k" in header and "s/1k" in header
+    assert rows[0]["lm_share"] == pytest.approx(1 / 3) and rows[0]["lm_calls_per_1k"] == pytest.approx(1000 / 3)
+    assert candidate.endswith("    0.33         333     50,000     300") and logged.endswith("0.00           0          0       0")
+    assert demo.quality_and_cost(rows[0]) == ("candidate: objective 1.000 [1.000, 1.000] on 3 test records; 0.33 of its "
+                                              "decisions sent to the LM; per 1,000 decisions 333 LM calls, 50,000 "
+                                              "tokens, 300 s")
     assert rows[0]["n_compared"] == 3 and rows[0]["test"] == "exact permutation test"
     assert rows[0]["test_detail"] == "exact permutation test (8 assignments)"
     assert rows[0]["verdict"].startswith("cannot tell apart (p = ") and rows[0]["verdict"].endswith("n = 3)")

@@ -184,6 +184,7 @@ def test_real_model_full_auto_compact_answers_parse(real_lm, tmp_path, capsys):
         call = ledger.calls[0]
         assert out.parse_errors == [], out.raw_output  # compact demos + marker prefill: the format holds
         assert out.action in ACTIONS and call.completion_tokens <= COMPACT_DECISION_MAX_TOKENS
+        assert out.next_input == "" or out.action == "continue"  # the engine does not decode it after another action
         lines.append(f"{time.perf_counter() - started:.2f}s, {call.prompt_tokens} prompt "
                      f"({call.prompt_tokens_reused} reused) + {call.completion_tokens} completion tokens -> "
                      f"{out.action} ({out.confidence}), label {item.label.action}")

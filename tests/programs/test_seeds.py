@@ -24,9 +24,10 @@ def test_compact_decision_demos_render_the_seeds_compactly_within_the_output_bud
         rendered = compact_summary_inputs(seed.summary)
         assert {name: demo[name] for name in demo.inputs().keys()} == {name: rendered[name] for name in rendered}
         assert demo.action == seed.action
-        assert re.fullmatch(r"[01]\.\d\d", demo.confidence) and float(demo.confidence) == seed.confidence
-        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 12
-        assert bool(demo.next_input) == (seed.action == "continue")
+        # one decimal, a reason and a next input within the signature's word caps (10 and 12 words)
+        assert re.fullmatch(r"[01]\.\d", demo.confidence) and abs(float(demo.confidence) - seed.confidence) <= 0.05
+        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 10
+        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= 12
 
 
 def test_compact_state_demos_add_a_stalled_turn_and_show_the_counters_and_the_message():
@@ -36,9 +37,9 @@ def test_compact_state_demos_add_a_stalled_turn_and_show_the_counters_and_the_me
         assert set(demo.inputs().keys()) == set(FullAutoCompactStateSignature.input_fields)
         rendered = {**compact_summary_inputs(seed.summary), **compact_state_inputs(seed.summary)}
         assert {name: demo[name] for name in demo.inputs().keys()} == {name: rendered[name] for name in demo.inputs()}
-        assert demo.action == seed.action and float(demo.confidence) == seed.confidence
-        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 12
-        assert bool(demo.next_input) == (seed.action == "continue")
+        assert demo.action == seed.action and abs(float(demo.confidence) - seed.confidence) <= 0.05
+        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 10
+        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= 12
     # The compact demos' answers for the shared seeds; the stalled turn is one only the counters tell apart.
     assert [d.labels().toDict() for d in demos[:3]] == [d.labels().toDict() for d in compact_decision_demos()]
     stalled = demos[-1]

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["runtime.frozen", "evals", "programs", "optimizers", "guidebench", "guidebench.commands", "guidebench.lm", "guidebench.tracking",
+PACKAGES = ["runtime", "runtime.frozen", "evals", "programs", "optimizers", "guidebench", "guidebench.commands", "guidebench.lm", "guidebench.tracking",
             "guidebench.leaderboard", "guidebench.release", "guidebench.search", "guidebench.data.simulators"]
 
 

@@ -235,7 +235,8 @@ def test_compile_with_the_embedded_model_end_to_end(tmp_path, monkeypatch, capsy
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     data = make_dataset(tmp_path / "data", train=4, dev=1, test=2)
     uri = tracking_uri(tmp_path)
-    code = main(["compile", "--program", "full_auto.predict", "--optimizer", "bootstrap_fewshot", "--data", str(data),
+    # the compact program: every call at the embedded model's token rate (the compile path is what is under test)
+    code = main(["compile", "--program", "full_auto.compact", "--optimizer", "bootstrap_fewshot", "--data", str(data),
                  "--lm", "local", "--max-lm-calls", "2", "--tracking-uri", uri, "--no-progress"])
     assert code == 0
     mlflow.set_tracking_uri(uri)

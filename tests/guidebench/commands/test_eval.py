@@ -201,10 +201,10 @@ def test_a_corrupted_arrow_file_is_one_line_naming_the_file(workspace, tmp_path,
 
 
 @pytest.mark.slow
-def test_eval_full_auto_predict_on_the_embedded_model(workspace, tmp_path, tracking_uri):
+def test_eval_full_auto_compact_on_the_embedded_model(workspace, tmp_path, tracking_uri):
     out = tmp_path / "out"
-    # Three decisions keep it to a few seconds per call on 2 cores; the path is the full one.
-    assert main(["eval", "--program", "full_auto.predict", "--lm", "local", "--data", str(workspace),
+    # Three compact decisions keep it to about a second per call on 2 cores; the path is the full one.
+    assert main(["eval", "--program", "full_auto.compact", "--lm", "local", "--data", str(workspace),
                  "--max-records", "3", "--out", str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
     metrics = read_metrics(out)
     assert metrics["lm_calls_per_decision"]["value"] >= 1.0 and metrics["tokens_per_decision"]["value"] > 100

@@ -79,7 +79,7 @@ def test_real_model_cli_predict_on_an_unseen_summary(real_lm, tmp_path, capsys):
     waiting = UNSEEN.model_copy(update={"turn_id": "turn-7", "pending_approvals": "1", "turn_count": 7,
                                         "last_agent_message": "I need approval to run the deploy script."})
     path.write_text(waiting.model_dump_json())
-    assert main(["predict", "--program", "full_auto.predict", "--summary", str(path), "--no-cache"]) == 0
+    assert main(["predict", "--program", "full_auto.compact", "--summary", str(path), "--no-cache"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["model_decision"]["action"] in ACTIONS and result["parse_failed"] is False
     assert result["usage"]["lm_calls"] == 1 and result["lm"]["model"] == "local/gemma-3-270m-q4_k_m"

@@ -9,10 +9,13 @@ import json
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Literal
 
 import dspy
+import numpy as np
 import pytest
-from dspy.lm15 import ContextLengthError, Response
+from dspy.lm15 import Config as RequestConfig
+from dspy.lm15 import ContextLengthError, Message, Request, Response
 
 import guidebench.lm.engine as local_lm
 import programs
@@ -192,6 +195,134 @@ def test_engine_writes_the_markers_and_the_model_only_the_values(monkeypatch):
     assert [call[1]["max_tokens"] for call in stub.calls] == [64, 61, 58, 55]  # one budget for the answer
     with pytest.raises(ValueError, match="decode"):
         LocalGGUFEngine(decode="sometimes")
+
+
+class _CompactStub(_FieldStub):
+    """Field-wise answers to a compact request: literal values tokenize to their own ids, and a literal field's
+    call runs its logits processor over a fake vocabulary, taking the best allowed token as llama.cpp would."""
+
+    VOCAB = {"continue": [11], "pause": [12], "stop": [13, 14], "review": [15]}
+    EOS = 2
+
+    def __init__(self, action_scores: dict[int, float], values: dict[str, str]) -> None:
+        super().__init__()
+        self.action_scores, self.VALUES = action_scores, {**_FieldStub.VALUES, **values}
+
+    def tokenize(self, data: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return self.VOCAB.get(data.decode(), list(range(self.n_prompt)))
+
+    def token_eos(self) -> int:
+        return self.EOS
+
+    def create_completion(self, prompt: str, **kwargs):
+        processors = kwargs.get("logits_processor")
+        if not processors:
+            return super().create_completion(prompt, **kwargs)
+        self.calls.append((prompt, kwargs))
+        ids = list(range(self.n_prompt))
+        written: list[int] = []
+        while len(written) < kwargs["max_tokens"]:
+            scores = np.zeros(32, dtype=np.float32)
+            for token, score in self.action_scores.items():
+                scores[token] = score
+            for processor in processors:
+                scores = processor(np.array(ids + written), scores)
+            token = int(np.argmax(scores))
+            if token == self.EOS:
+                break
+            written.append(token)
+        text = next(value for value, seq in self.VOCAB.items() if seq == written)
+        return {"id": "cmpl-l", "choices": [{"text": text, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": self.n_prompt, "completion_tokens": len(written),
+                          "total_tokens": self.n_prompt + len(written)}}
+
+
+def _compact_request() -> object:
+    from dspy.adapters.chat_adapter import ChatAdapter
+
+    from programs.seeds import compact_decision_demos
+    from runtime.inputs import compact_decision_inputs
+    from signatures import FullAutoCompactSignature
+
+    inputs = compact_decision_inputs(programs.decision_inputs(DECISION_SEEDS[1].summary))
+    messages = ChatAdapter().format(FullAutoCompactSignature, compact_decision_demos(), inputs)
+    turns = [Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
+             for m in messages[1:]]
+    return Request(model=LOCAL_MODEL_ID, messages=tuple(turns), system=messages[0]["content"],
+                   config=RequestConfig(max_tokens=80, temperature=0.2))
+
+
+def _fields_asked(stub: _StubLlama) -> list[str]:
+    return [call[0].rstrip("\n").rsplit("[[ ## ", 1)[1].split(" ## ]]")[0] for call in stub.calls]
+
+
+def test_a_literal_field_is_one_of_its_values_and_the_next_input_only_follows_continue(monkeypatch):
+    # "stop" is two tokens here: the mask walks it to the end, then the answer skips the next input.
+    stub = _CompactStub({13: 5.0, 14: -9.0, 11: 1.0, 20: 99.0}, {"confidence": "0.9", "reason": "All done."})
+    response = _stub_engine(monkeypatch, stub).complete(_compact_request())
+    assert _fields_asked(stub) == ["action", "confidence", "reason"]  # no call for next_input
+    action_call = stub.calls[0][1]
+    assert action_call["max_tokens"] == 2 and action_call["stop"] == []  # the longest value's tokens
+    assert response.text == ("[[ ## action ## ]]\nstop\n\n[[ ## confidence ## ]]\n0.9\n\n[[ ## reason ## ]]\n"
+                             "All done.\n\n[[ ## next_input ## ]]\n\n\n")
+    assert response.usage.output_tokens == 2 + 3 + 3
+
+    stub = _CompactStub({11: 3.0, 12: 2.0}, {"confidence": "0.8", "reason": "Steps remain.",
+                                             "next_input": "Run the tests."})
+    response = _stub_engine(monkeypatch, stub).complete(_compact_request())
+    assert _fields_asked(stub) == ["action", "confidence", "reason", "next_input"]
+    assert stub.calls[0][1]["max_tokens"] == 2 and "continue\n\n[[ ## confidence" in response.text
+    assert response.text.endswith("[[ ## next_input ## ]]\nRun the tests.\n\n")
+    # the word caps of the compact signature bound each text field; the answer's budget bounds the rest
+    assert [kwargs["max_tokens"] for _, kwargs in stub.calls] == [2, 79, 2 * 10, 2 * 12]
+
+
+def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
+    class Capped(_CompactStub):
+        def create_completion(self, prompt: str, **kwargs):
+            out = super().create_completion(prompt, **kwargs)
+            if prompt.endswith("[[ ## reason ## ]]\n"):
+                out["choices"][0]["finish_reason"] = "length"  # the reason ran into its 10-word cap
+            return out
+
+    stub = Capped({11: 3.0}, {"confidence": "0.8", "reason": "Steps remain and more words", "next_input": "Go on."})
+    response = _stub_engine(monkeypatch, stub).complete(_compact_request())
+    assert _fields_asked(stub)[-1] == "next_input" and response.finish_reason == "stop"
+
+
+def test_the_literal_mask_allows_exactly_the_values_tokens():
+    mask = local_lm._LiteralMask([[5], [6, 7], [6, 8, 9]], eos=2)
+    assert mask.allowed([]) == [5, 6]
+    assert mask.allowed([6]) == [7, 8]
+    assert mask.allowed([5]) == [2] and mask.allowed([6, 7]) == [2]  # a whole value: only the end
+    assert mask.allowed([6, 8]) == [9]
+    assert mask.allowed([4]) == [2]  # off every value (cannot happen under the mask): end at once
+    scores = np.arange(10, dtype=np.float32)
+    masked = mask(np.array([100, 101]), scores)  # the first call marks where the answer starts
+    assert np.isfinite(masked).nonzero()[0].tolist() == [5, 6] and masked[6] == 6.0
+    masked = mask(np.array([100, 101, 6, 8]), scores)
+    assert np.isfinite(masked).nonzero()[0].tolist() == [9]
+
+
+class _PauseOrStop(dspy.Signature):
+    """Decide what an autonomous coding loop does after a turn."""
+
+    status: str = dspy.InputField()
+    action: Literal["pause", "stop"] = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="one short sentence, at most 6 words")
+    next_input: str = dspy.OutputField(desc="the next instruction; empty unless action is continue")
+
+
+@pytest.mark.slow
+def test_real_model_chooses_a_literal_value_and_skips_the_field_it_rules_out():
+    """On the embedded model: a literal field takes one of its values in one token, and a field "empty unless"
+    another value is left empty without a call; the word cap bounds the reason."""
+    lm = make_lm("local", cache=False)
+    with dspy.context(lm=lm), track_calls() as ledger:
+        out = dspy.Predict(_PauseOrStop)(status="completed; every plan step is done")
+    assert out.action in ("pause", "stop") and out.next_input == ""
+    call = ledger.calls[0]
+    assert 0 < call.completion_tokens <= 1 + 2 * 6
 
 
 def test_the_closing_instruction_joins_the_constant_prefix():

@@ -96,7 +96,7 @@ def test_the_engine_reports_reused_prompt_tokens(real_lm):
     from evals.usage import track_calls
     from programs.seeds import DECISION_SEEDS
 
-    program = programs.get("full_auto.predict")
+    program = programs.get("full_auto.compact")
     with dspy.context(lm=real_lm), track_calls() as ledger:
         for seed in DECISION_SEEDS[:2]:
             program(**programs.decision_inputs(seed.summary))

@@ -66,7 +66,7 @@ def test_the_server_engine_sends_the_in_process_prompt(home, lm_service, monkeyp
     for lm in (make_lm("local", cache=False), make_lm(lm_service.lm_spec, api_base=lm_service.api_base, cache=False)):
         assert lm_service.lm_spec != "local"
         with dspy.context(lm=lm):
-            predictions.append(programs.get("full_auto.predict")(**programs.decision_inputs(record)))
+            predictions.append(programs.get("full_auto.compact")(**programs.decision_inputs(record)))
     assert isinstance(make_lm(lm_service.lm_spec, api_base=lm_service.api_base).engine, lm_server.LlamaServerEngine)
     prompt, sampling = in_process[0]
     body = served[0]
@@ -88,7 +88,7 @@ def test_eval_against_the_lm_server_with_two_threads(home, data, lm_service, mlf
     log = Path(lm_service.log)
     before = log.read_text().count("POST /v1/completions")
     out = tmp_path / "eval"
-    assert main(["eval", "--program", "full_auto.predict", "--data", str(data), "--split", "test",
+    assert main(["eval", "--program", "full_auto.compact", "--data", str(data), "--split", "test",
                  "--lm", lm_service.lm_spec, "--api-base", lm_service.api_base, "--threads", "2", "--no-cache",
                  "--tracking-uri", mlflow_server.url, "--no-progress", "--resamples", "200", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())

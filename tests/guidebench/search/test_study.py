@@ -164,8 +164,9 @@ def test_a_planner_search_draws_planner_hybrid_among_the_planners(tmp_path, monk
 def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     data = make_dataset(tmp_path / "data", train=6, dev=2, test=1)
+    # the compact program: the embedded model at its token rate (the search path is what is under test)
     code = main(["search", "--program-family", "full_auto", "--data", str(data), "--trials", "1", "--lm", "local",
-                 "--programs", "full_auto.predict", "--optimizers", "knn_fewshot", "--demos", "2:2",
+                 "--programs", "full_auto.compact", "--optimizers", "knn_fewshot", "--demos", "2:2",
                  "--temperature", "0.2:0.2", "--no-progress", "--tracking-uri", tracking_uri(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
