@@ -70,6 +70,17 @@ def _no_global_lm_leaks_into_the_next_test() -> Iterator[None]:
         dspy.configure(lm=None)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup`, a test sharing a slow fixture must carry its group, or the fixture runs per worker."""
+    if not config.getoption("loadgroup", default=False):
+        return
+    lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): this pytest and "
+                                "pytest-xdist do not work together; install the versions pyproject.toml pins")
+
+
 # ----- a clean footprint: nothing left in the system temp directory ---------------------------------
 
 def _temp_entries() -> set[str]:
