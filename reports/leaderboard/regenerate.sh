@@ -8,7 +8,7 @@
 #   - the compiles of reports/optimizers.md ("Reproduce") wrote to .guidebench/compiles/<name>/test
 #     (full_auto.learned + fit, full_auto.cascade + knn_fewshot, full_auto.hybrid + labeled_fewshot),
 #   - the cascade search re-scored for its best trial (.guidebench/searches/cascade-fullauto/test),
-#   - the planner.hybrid labeled_fewshot compile's baseline (planner.predict, uncompiled, on its test records).
+#   - the planner.hybrid compiles (their MLflow runs) and the bootstrap_fewshot one's baseline (planner.compact).
 # The board refuses a result scored on other records. Rows without an LM (logged, rule, always_continue,
 # planner.rules) are replayed. Extra arguments go to both `guidebench leaderboard` calls as they are.
 set -euo pipefail
@@ -33,11 +33,12 @@ done
   --results "${results[@]}" --champion logged --out reports/leaderboard/fullauto --force "$@"
 
 # The planner rows are scored on the seeded 100-record subset of its 141 test iterations that
-# `guidebench compile --eval-limit 100` evaluates (a planner decision costs ~8-30 s on two shared cores). The
-# champion is the rule planner, the bar every LM planner is measured against.
-PLANNER_COMPILE="${PLANNER_COMPILE:-.guidebench/compiles/opt-planner.hybrid-labeled_fewshot}"
+# `guidebench compile --eval-limit 100` evaluates (a planner decision costs ~6-13 s on two shared cores). The
+# champion is the rule planner, the bar every LM planner is measured against; the LM-only planner row is the
+# bootstrap_fewshot compile's baseline (planner.compact, uncompiled, on the same records).
+PLANNER_BASELINE="${PLANNER_BASELINE:-.guidebench/compiles/opt-planner.hybrid-bootstrap_fewshot/baseline}"
 "$BIN/guidebench" leaderboard --data "$EXPERIMENTS" --split test --programs planner.rules \
-  --results "$PLANNER_COMPILE/baseline" --from-mlflow "guidebench-planner-$(dataset_id "$EXPERIMENTS")" \
+  --results "$PLANNER_BASELINE" --from-mlflow "guidebench-planner-$(dataset_id "$EXPERIMENTS")" \
   --eval-limit 100 --champion planner.rules --out reports/leaderboard/planner --force "$@"
 
 # Renders the Full Auto page in headless Chromium and saves reports/leaderboard.png.
