@@ -20,6 +20,7 @@ unsure of, and the planner's LM steps score a seeded subset.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -295,8 +296,9 @@ class StepFailed(GuidebenchError):
 class Runner:
     """Runs CLI commands in-process, echoes them, keeps their output in a log per step."""
 
-    def __init__(self, out: Path, echo: Callable[[str], None]) -> None:
+    def __init__(self, out: Path, echo: Callable[[str], None], parser: Callable[[], argparse.ArgumentParser]) -> None:
         self.echo = echo
+        self.parser = parser  # the CLI's `build_parser`, passed down by the command (the demo sits below it)
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.steps: list[StepRecord] = []
@@ -337,8 +339,6 @@ class Runner:
 
     def run(self, argv: Sequence[str], *, ok: Sequence[int] = (0,)) -> int:
         """Run one `guidebench` command in-process; its stdout goes to the step's log."""
-        from guidebench.cli import build_parser
-
         record = self.current
         assert record is not None, "commands run inside a step"
         argv = [str(a) for a in argv]
@@ -348,7 +348,7 @@ class Runner:
         refused = io.StringIO()
         try:
             with contextlib.redirect_stderr(refused):
-                args = build_parser().parse_args(argv)
+                args = self.parser().parse_args(argv)
         except SystemExit:  # argparse refused the arguments: a bug of the demo, named as such
             last = (refused.getvalue().strip().splitlines() or ["no message"])[-1]
             raise GuidebenchError(f"`{text}` was refused by the CLI: {last}") from None
@@ -567,8 +567,10 @@ class DemoOptions:
 class Demo:
     """The demo's steps over one Runner; `run()` returns the summary written to OUT/demo_summary.json."""
 
-    def __init__(self, options: DemoOptions, echo: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(self, options: DemoOptions, parser: Callable[[], argparse.ArgumentParser],
+                 echo: Optional[Callable[[str], None]] = None) -> None:
         self.options = options
+        self.parser = parser
         self.plan = QUICK if options.quick else FULL
         self.out = options.out.absolute()
         self.home = self.out / "home"
@@ -603,7 +605,7 @@ class Demo:
 
     def _run_steps(self) -> dict[str, Any]:
         started = time.perf_counter()
-        self.runner = Runner(self.out, self.echo)
+        self.runner = Runner(self.out, self.echo, self.parser)
         plan = self.plan
         self.summary = {
             "status": "running", "mode": plan.name, "lm": self.options.lm, "out": str(self.out),
@@ -991,9 +993,10 @@ def closing_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run_demo(options: DemoOptions, echo: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
-    """Run the demo and print its closing summary; returns the summary dict."""
-    demo = Demo(options, echo=echo)
+def run_demo(options: DemoOptions, parser: Callable[[], argparse.ArgumentParser],
+             echo: Optional[Callable[[str], None]] = None) -> dict[str, Any]:
+    """Run the demo (its commands parsed by `parser()`, the CLI's) and print its closing summary; returns it."""
+    demo = Demo(options, parser, echo=echo)
     summary = demo.run()
     for line in closing_lines(summary):
         demo.echo(line)

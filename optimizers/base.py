@@ -54,7 +54,7 @@ from .budget import Budget, BudgetExceeded, BudgetGuard
 from .candidates import Candidate, CandidateTracker, count_demos, program_state
 from .checkpoint import Checkpoint, disk_cache
 from .estimate import CostEstimate, PromptSizes, Stage, measure_prompts
-from .registry import _norm
+from .keys import recipe_key
 
 Metric = Callable[..., Any]
 RECIPES_DIR = Path(__file__).parent / "recipes"
@@ -196,7 +196,7 @@ class Recipe:
         """A recipe from a parsed recipe file: `{"optimizer": name, "settings": {...}}`."""
         data = dict(data)
         named = data.pop("optimizer", None)
-        if named is not None and _norm(named) not in {_norm(cls.name), _norm(cls.dspy_name)}:
+        if named is not None and recipe_key(named) not in {recipe_key(cls.name), recipe_key(cls.dspy_name)}:
             raise RecipeError(f"{source}: field 'optimizer' is {named!r}, but this is the {cls.name!r} recipe")
         settings = data.pop("settings", {})
         if data:

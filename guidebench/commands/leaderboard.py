@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, cache: Path) -> int:
     from guidebench.leaderboard.board import run_leaderboard
     from guidebench.leaderboard.render import write_reports
-    from guidebench.release.packages import resolve_variants
+    from guidebench.leaderboard.packages import resolve_variants
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")

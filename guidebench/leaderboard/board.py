@@ -49,7 +49,7 @@ from guidebench.leaderboard.split import (
     limit_split,
     load_split,
 )
-from guidebench.release.packages import SplitRef, Variant, unique_labels
+from guidebench.leaderboard.packages import SplitRef, Variant, unique_labels
 from guidebench.leaderboard.pareto import pareto_front
 
 __all__ = ["FrozenSplit", "ScoredVariant", "SplitMismatchError", "build_leaderboard", "check_same_split",

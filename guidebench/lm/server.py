@@ -39,7 +39,7 @@ from guidebench.home import guidebench_home
 from guidebench.lm.grammar import conforms, output_grammar
 from guidebench.lm.engine import (CONSTRAIN_MODES, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, DEFAULT_SEED, DEFAULT_TEMPERATURE,
                        LOCAL_MODEL_ID, ensure_model, render_prompt)
-from guidebench.search.services import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
+from guidebench.lm.loopback import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
 
 DEFAULT_PORT = 8000
 # The name the server publishes (`/v1/models`) and clients use: `--lm openai/gemma-3-270m-q4_k_m`.
