@@ -12,7 +12,7 @@ import argparse
 import importlib
 import pkgutil
 from argparse import ArgumentParser
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from guidebench import __version__
 from runtime._lazy import lazy_exports
@@ -24,9 +24,17 @@ API_BASE_HELP = ("OpenAI-compatible server for --lm (vLLM, SGLang, llama.cpp ser
                  "`guidebench lm serve` for the embedded model); sets OPENAI_API_BASE for this command")
 
 
+TRACKING_URI_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)"
+
+
 def add_api_base(parser: ArgumentParser) -> None:
     """The `--api-base URL` option shared by every command that takes `--lm`."""
     parser.add_argument("--api-base", default=None, metavar="URL", help=API_BASE_HELP)
+
+
+def add_tracking_uri(parser: ArgumentParser, text: Optional[str] = TRACKING_URI_HELP) -> None:
+    """The `--tracking-uri URI` option shared by every command that logs to MLflow (`text`: its help)."""
+    parser.add_argument("--tracking-uri", default=None, metavar="URI", help=text)
 
 
 class DeferredParser(argparse.ArgumentParser):

@@ -103,9 +103,9 @@ def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[
     if module.manifest.kind != "full_auto":
         raise GuidebenchError(f"{module_dir}: is a {module.manifest.kind} module; run-loop drives Full Auto modules")
     if module.manifest.uses_lm:
-        from guidebench.evaluation import _configure_lm
+        from guidebench.lm.factory import configure_lm
 
-        _configure_lm(lm or "local")
+        configure_lm(lm or "local")
     overrides = {key: value for key, value in (("max_turns", max_turns), ("min_confidence", min_confidence))
                  if value is not None}
     label = _module_label(module)

@@ -188,11 +188,9 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
 # ----- describing the program ------------------------------------------------------------------
 
 def _signature_classes() -> dict[str, Any]:
-    try:
-        import signatures
-    except ImportError:
-        return {}
     import dspy
+
+    import signatures
 
     return {name: obj for name, obj in vars(signatures).items()
             if isinstance(obj, type) and issubclass(obj, dspy.Signature) and obj is not dspy.Signature}

@@ -164,12 +164,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     out = Path(request.out) if request.out else home / "searches" / study_name
     output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
                           resume={"study": study_name})
-    try:
-        lm = configure_lm(request.lm)
-    except GuidebenchError:
-        raise
-    except Exception as exc:
-        raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+    lm = configure_lm(request.lm)
     metric, feedback = _metrics(request.family)
     announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
