@@ -69,7 +69,7 @@ def get(name: str) -> type["Recipe"]:
         recipe = _load_class(known)
         if recipe_key(recipe.dspy_name) == key:
             return recipe
-    from .base import RecipeError
+    from .recipe_files import RecipeError
 
     raise RecipeError(f"unknown optimizer {name!r}; choose one of: {', '.join(names())}")
 
@@ -83,7 +83,7 @@ def recipe_file(name: str) -> Path:
 
 def load(name: Optional[str] = None, path: Optional[str | Path] = None) -> "Recipe":
     """A recipe from a file (whose 'optimizer' field names it), a name (defaults), or both (they must agree)."""
-    from .base import RecipeError, read_recipe_file
+    from .recipe_files import RecipeError, read_recipe_file
 
     if path is None:
         if name is None:

@@ -45,7 +45,8 @@ from tqdm.auto import tqdm
 from programs.hybrid import RULE_SET_CHOICES, parse_rule_set, rule_gate_of
 from programs.learned import FullAutoCascade, check_lm_program, check_threshold
 
-from .base import Metric, RecipeError
+from .base import RecipeError
+from .metric_adapters import Metric
 from .budget import Budget
 from .candidates import program_state
 from .checkpoint import disk_cache
