@@ -26,7 +26,8 @@ from typing import Iterable, Optional
 from tqdm import tqdm
 
 from guidebench.data.simulators import fullauto_logs as logs
-from guidebench.data.simulators.fullauto import ORPHAN_RUN, FullAutoSimulator, SimRun
+from guidebench.data.simulators.fullauto import FullAutoSimulator, SimRun
+from guidebench.data.simulators.fullauto_world import ORPHAN_RUN
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.fullauto import DECISIONS_FILE, LABELS_FILE, RAW_FILE, RUNS_DIR
