@@ -296,3 +296,15 @@ def test_the_documented_orders_are_the_checked_ones() -> None:
     flat = " ".join(text.split())
     inner = " -> ".join(", ".join(tier) for tier in GUIDEBENCH_ORDER)
     assert f"`{inner}`" in flat
+
+
+def test_no_submodule_shadows_a_name_its_package_exports() -> None:
+    # Importing `pkg.x` sets the attribute `x` of `pkg`: a module named like a lazily exported name (say
+    # `optimizers/names.py` beside `optimizers.names()`) would replace that name once anything imports it.
+    modules = project_modules(ROOT)
+    clashes = []
+    for name, path in modules.items():
+        if path.name == "__init__.py":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            clashes += [f"{name}.{export}" for export in _where_table(tree) if f"{name}.{export}" in modules]
+    assert clashes == []
