@@ -284,7 +284,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
     """
     from evals.replay import replay
 
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
     from guidebench.outputs import claim_output
 
     if threads < 1:

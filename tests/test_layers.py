@@ -33,8 +33,8 @@ GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("outputs",),             # services: output folders and report files that never replace a user's files,
     ("data",),                #   log import (and the redaction tracking applies),
     ("tracking",),            #   MLflow,
-    ("lm",),                  #   LMs (and the loopback processes the LM server and search's services run),
-    ("cost",),                #   the line an LM-calling command prints first
+    ("lm",),                  #   LMs, what their calls cost (and the loopback processes of the LM server and
+                              #   search's services)
     ("replay_plots",),        # use cases, each above those it runs: replay plots,
     ("evaluation",),          #   one program's eval,
     ("compile",),             #   one compile,

@@ -51,7 +51,7 @@ class Plan:
 
     def cost_line(self, lm: str) -> str:
         """The demo's one line on its LM and cost: the plan's calls, their tokens and the measured minutes."""
-        from guidebench.cost import LOCAL_SPEED, describe_lm, lm_speed
+        from guidebench.lm.cost import LOCAL_SPEED, describe_lm, lm_speed
 
         calls = self.lm_calls()
         speed = lm_speed(lm)

@@ -266,7 +266,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
     """The one line before any replay: the LM, and what replaying the LM variants on the split costs at most."""
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
 
     scorings = []
     for variant in variants:

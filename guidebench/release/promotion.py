@@ -226,7 +226,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     """Replay candidate and champion (or baseline) on one split; returns evidence and why cost is moot."""
     from evals.replay import compare, replay
 
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
     from guidebench.evaluation import load_eval_data, load_export, load_program
     from guidebench.lm.factory import configure_lm
 

@@ -331,7 +331,7 @@ def announce_search(request: SearchRequest, space: SearchSpace, data: CompileDat
     import programs
     from optimizers.estimate import CostEstimate, Stage, measure_prompts
 
-    from guidebench.cost import Totals, cost_line, lm_speed, token_counter
+    from guidebench.lm.cost import Totals, cost_line, lm_speed, token_counter
 
     counter, speed = token_counter(request.lm), lm_speed(request.lm)
     demos, candidates = space.demos[1], space.candidates[1]
