@@ -32,7 +32,7 @@ import dspy
 import optimizers
 from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
-from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
+from guidebench.search.engine import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
@@ -208,7 +208,7 @@ def claim_study(config: SearchConfig, lm: LMIdentity) -> SearchConfig:
     LM is refused, a new one records this LM."""
     from dataclasses import replace
 
-    from optimizers.search import StudyLMError, open_study
+    from guidebench.search.engine import StudyLMError, open_study
 
     config = replace(config, lm=lm.model_dump())
     try:

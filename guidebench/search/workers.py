@@ -63,7 +63,7 @@ def safe_url(url: str) -> str:
 
 def heartbeat_interval() -> int:
     """The heartbeat interval the search uses (seconds)."""
-    from optimizers import search
+    from guidebench.search import engine as search
 
     return int(getattr(search, "HEARTBEAT_S", 30))
 
@@ -71,7 +71,7 @@ def heartbeat_interval() -> int:
 def _storage(url: str, grace_s: Optional[int] = None) -> Any:
     import optuna
 
-    from optimizers.search import GRACE_S, rdb_storage
+    from guidebench.search.engine import GRACE_S, rdb_storage
     from sqlalchemy.exc import SQLAlchemyError
 
     with warnings.catch_warnings():
@@ -94,7 +94,7 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
     the failed trial numbers by study."""
     import optuna
 
-    from optimizers.search import reap_dead_trials
+    from guidebench.search.engine import reap_dead_trials
 
     grace_s = grace_s or heartbeat_interval() + STALE_MARGIN_S
     storage = _storage(normalize_storage_url(storage_url), grace_s)

@@ -1,5 +1,5 @@
 """guidebench.search.study: `guidebench search` with one nested MLflow run per trial, resumed by running it
-again (the Optuna study itself is tested in tests/optimizers/test_search.py)."""
+again (the Optuna study itself is tested in tests/guidebench/search/test_engine.py)."""
 
 from __future__ import annotations
 
