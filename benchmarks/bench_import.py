@@ -112,7 +112,7 @@ def render(rows: list[dict], baseline: dict) -> str:
         "so memory above the baseline grows by well under 1 KB per line while the files grow by about",
         f"{rows[-1]['bytes'] / rows[-1]['decisions'] / 1e3:.0f} KB per line (all files of the layout).",
         "",
-        f"Goal of issue 4 (100,000 lines under a minute, memory independent of file size): "
+        f"Goal (100,000 lines under a minute, memory independent of file size): "
         f"{rows[-1]['cpu_seconds']:.0f} s of CPU for {rows[-1]['decisions']:,} lines; the wall time is longer only"
         f" because other jobs share the two cores. From {rows[0]['decisions']:,} to {rows[-1]['decisions']:,} lines"
         f" the decisions file grows {rows[-1]['decisions_bytes'] / rows[0]['decisions_bytes']:.0f}x and peak RSS"
