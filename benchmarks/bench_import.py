@@ -52,7 +52,7 @@ print(json.dumps(result))
 
 
 def _runs_until(lines: int, seed: int) -> Iterator:
-    from guidebench.data.simulators.fullauto import FullAutoSimulator
+    from guidebench.simulators.fullauto import FullAutoSimulator
 
     total = 0
     for run in FullAutoSimulator(seed).runs(10**9):

@@ -32,7 +32,7 @@ from dspy.lm15 import Message, Request, Response, TextPart, Usage, response_to_e
 
 import programs
 from evals.replay import replay
-from guidebench.data.simulators.fullauto import FullAutoSimulator
+from guidebench.simulators.fullauto import FullAutoSimulator
 from evals.usage import instrument
 from runtime import DecisionRecord, GuidanceDecision
 from runtime.records import LoggedDecision
@@ -178,7 +178,7 @@ def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float,
         "",
         f"`python -m benchmarks.bench_replay --records {n}` on {platform.machine()}, Python "
         f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Simulated decision records "
-        "(`guidebench.data.simulators.fullauto`, seed 0), one thread, best of "
+        "(`guidebench.simulators.fullauto`, seed 0), one thread, best of "
         f"{repeats} repeats; load average {load[0]:.1f} at the start and {load[1]:.1f} at the end on "
         f"{os.cpu_count()} cores (other work shared the machine: absolute times are upper bounds).",
         "",

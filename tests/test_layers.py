@@ -31,6 +31,7 @@ TOP_ORDER = ("runtime", "signatures", "programs", "evals", "optimizers", "guideb
 GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors", "home"),       # the error every layer raises; the one home folder
     ("outputs",),             # services: output folders and report files that never replace a user's files,
+    ("simulators",),          #   seeded simulators that write logs in the real writers' shapes,
     ("data",),                #   log import (and the redaction tracking applies),
     ("tracking",),            #   MLflow,
     ("lm",),                  #   LMs, what their calls cost (and the loopback processes of the LM server and

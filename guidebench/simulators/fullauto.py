@@ -60,15 +60,15 @@ from runtime.fullauto import (
 from runtime.guardrails import apply_guardrails
 from runtime.records import OutcomeLabel
 
-from guidebench.data.simulators.fullauto_logs import decision_event_data, f32_direct
-from guidebench.data.simulators.fullauto_policy import (
+from guidebench.simulators.fullauto_logs import decision_event_data, f32_direct
+from guidebench.simulators.fullauto_policy import (
     chat_adapter_data,
     deployed_raw_output,
     lm_usage,
     original_decision,
     render_raw,
 )
-from guidebench.data.simulators.fullauto_world import (
+from guidebench.simulators.fullauto_world import (
     BLOCKERS, Decision, DECISION_MODEL, DIFF_LINES, EPOCH_NS, FALLBACK_PROMPT, GUARDRAIL_CHOICES, HiddenState,
     MAX_STEPS, new_uuid, ORPHAN_RUN, pretty_json, rfc3339, RISKY_FILES, RunState, SECOND_NS, SESSION_SPACING_NS,
     SimConfig, SimRunEvent, StepResult, TASKS, TrueLabel, TURN_ERRORS

@@ -16,7 +16,7 @@ from pydantic import Field
 from runtime.fullauto import GuardrailAudit, GuardrailConfig, GuidanceDecision, RunEvent
 from runtime.records import OutcomeLabel
 
-from guidebench.data.simulators.fullauto_policy import PolicyNoise
+from guidebench.simulators.fullauto_policy import PolicyNoise
 
 
 # The original's fallback prompt when a continue comes without next_input (DEFAULT_CONTINUE_PROMPT).
