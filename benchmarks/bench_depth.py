@@ -20,8 +20,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from benchmarks.bench_lm import REPORT
-from benchmarks.bench_replay import write_section
+from benchmarks.report import REPORT, write_section
 
 DEPTHS = (0, 1024, 2048, 3072, 4096)
 NEW_TOKENS = 256

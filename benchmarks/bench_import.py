@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from benchmarks.report import REPORT, section, write_section
+
 REPO = Path(__file__).resolve().parents[1]
-REPORT = REPO / "reports" / "bench.md"
-BEGIN, END = "<!-- bench:import -->", "<!-- /bench:import -->"
+MARKER = "bench:import"
 SEED = 2024
 
 _CHILD = r"""
@@ -51,7 +52,7 @@ print(json.dumps(result))
 
 
 def _runs_until(lines: int, seed: int) -> Iterator:
-    from guidebench.data.simulators.fullauto import FullAutoSimulator
+    from guidebench.simulators.fullauto import FullAutoSimulator
 
     total = 0
     for run in FullAutoSimulator(seed).runs(10**9):
@@ -83,7 +84,6 @@ def measure(args: list[str]) -> dict:
 def render(rows: list[dict], baseline: dict) -> str:
     """The markdown section."""
     lines = [
-        BEGIN,
         "## Import throughput and memory (`benchmarks/bench_import.py`)",
         "",
         f"Simulated Full Auto workspaces (seed {SEED}; decisions, raw lines, run files, events, labels), each",
@@ -112,26 +112,13 @@ def render(rows: list[dict], baseline: dict) -> str:
         "so memory above the baseline grows by well under 1 KB per line while the files grow by about",
         f"{rows[-1]['bytes'] / rows[-1]['decisions'] / 1e3:.0f} KB per line (all files of the layout).",
         "",
-        f"Goal of issue 4 (100,000 lines under a minute, memory independent of file size): "
+        f"Goal (100,000 lines under a minute, memory independent of file size): "
         f"{rows[-1]['cpu_seconds']:.0f} s of CPU for {rows[-1]['decisions']:,} lines; the wall time is longer only"
         f" because other jobs share the two cores. From {rows[0]['decisions']:,} to {rows[-1]['decisions']:,} lines"
         f" the decisions file grows {rows[-1]['decisions_bytes'] / rows[0]['decisions_bytes']:.0f}x and peak RSS"
         f" {rows[-1]['peak_rss_mb'] - rows[0]['peak_rss_mb']:+.0f} MB.",
-        END,
     ]
     return "\n".join(lines)
-
-
-def write_section(section: str) -> None:
-    """Replace (or append) this benchmark's section of reports/bench.md."""
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    text = REPORT.read_text(encoding="utf-8") if REPORT.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    REPORT.write_text(text, encoding="utf-8")
 
 
 def main() -> int:
@@ -161,10 +148,10 @@ def main() -> int:
             print(f"imported {result['imported']:,} lines in {result['seconds']:.1f} s "
                   f"({result['cpu_seconds']:.1f} s CPU), "
                   f"peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
-        section = render(rows, baseline)
-        print(section)
+        text = render(rows, baseline)
+        print(section(text, MARKER))
         if not args.no_write:
-            write_section(section)
+            write_section(text, REPORT, MARKER)
         return 0
     finally:
         if not args.workdir:

@@ -31,10 +31,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from benchmarks.bench_replay import write_section
+from benchmarks.report import REPORT, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORT = ROOT / "reports" / "bench.md"
 JSON_OUT = ROOT / "reports" / "bench_lm.json"
 MARKER = "bench:lm"
 SAMPLE = ROOT / "datasets" / "sample"

@@ -24,7 +24,6 @@ import platform
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import dspy
@@ -33,12 +32,13 @@ from dspy.lm15 import Message, Request, Response, TextPart, Usage, response_to_e
 
 import programs
 from evals.replay import replay
-from guidebench.data.simulators.fullauto import FullAutoSimulator
+from guidebench.simulators.fullauto import FullAutoSimulator
 from evals.usage import instrument
 from runtime import DecisionRecord, GuidanceDecision
 from runtime.records import LoggedDecision
 
-REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench.md"
+from benchmarks.report import REPORT, write_section
+
 MARKER = "bench:replay"
 ANSWER = ("[[ ## action ## ]]\ncontinue\n\n[[ ## next_input ## ]]\nRun the failing test again and fix it.\n\n"
           "[[ ## reason ## ]]\nTests still fail but the diff makes progress.\n\n[[ ## confidence ## ]]\n0.8\n\n"
@@ -170,21 +170,6 @@ def _local_lm():
     return make_lm("local", cache=True)
 
 
-def write_section(text: str, path: Path = REPORT, marker: str = MARKER) -> None:
-    """Replace this benchmark's section of reports/bench.md (between its markers), keeping the rest."""
-    start, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
-    block = f"{start}\n{text.rstrip()}\n{end}"
-    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if start in current and end in current:
-        head, rest = current.split(start, 1)
-        _, tail = rest.split(end, 1)
-        current = head + block + tail
-    else:
-        current = current.rstrip() + "\n\n" + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(current, encoding="utf-8")
-
-
 def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float, local: Optional[dict],
            local_n: int, load: tuple[float, float]) -> str:
     """The Markdown section."""
@@ -193,7 +178,7 @@ def render(n: int, repeats: int, overhead: dict, cache: dict, latency_ms: float,
         "",
         f"`python -m benchmarks.bench_replay --records {n}` on {platform.machine()}, Python "
         f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. Simulated decision records "
-        "(`guidebench.data.simulators.fullauto`, seed 0), one thread, best of "
+        "(`guidebench.simulators.fullauto`, seed 0), one thread, best of "
         f"{repeats} repeats; load average {load[0]:.1f} at the start and {load[1]:.1f} at the end on "
         f"{os.cpu_count()} cores (other work shared the machine: absolute times are upper bounds).",
         "",
@@ -254,7 +239,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   (load_start, os.getloadavg()[0]))
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(text, REPORT, MARKER)
     return 0
 
 

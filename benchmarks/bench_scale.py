@@ -35,9 +35,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.report import REPORT, write_section
+
 REPO = Path(__file__).resolve().parents[1]
-REPORT = REPO / "reports" / "bench.md"
-BEGIN, END = "<!-- bench:scale -->", "<!-- /bench:scale -->"
+MARKER = "bench:scale"
 SEED = 7
 
 
@@ -211,7 +212,7 @@ def _fmt(value: float, digits: int = 2) -> str:
 
 def render(results: dict[str, Any], meta: dict[str, Any]) -> str:
     """The report section."""
-    lines = [BEGIN, "## Scale-out: workers, LM server, tracking server (`benchmarks/bench_scale.py`)", "",
+    lines = ["## Scale-out: workers, LM server, tracking server (`benchmarks/bench_scale.py`)", "",
              f"Machine: {meta['cpus']} cores, Python {meta['python']}, {meta['platform']}; load average "
              f"{meta['load_before']} before, {meta['load_after']} after (other work on the machine shows up "
              f"here). {meta['date']}.", ""]
@@ -259,20 +260,8 @@ def render(results: dict[str, Any], meta: dict[str, Any]) -> str:
             lines.append(f"| {row['store']} | {row['runs']} | {_fmt(row['first_s'], 3)} | {_fmt(row['mean_s'], 3)} | "
                          f"{_fmt(row['median_s'], 3)} | {_fmt(row['max_s'], 3)} |")
         lines.append("")
-    lines += ["Raw numbers: `reports/bench_scale.json`.", END]
+    lines += ["Raw numbers: `reports/bench_scale.json`."]
     return "\n".join(lines)
-
-
-def write_section(section: str) -> None:
-    """Replace (or append) this benchmark's section of reports/bench.md."""
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    text = REPORT.read_text(encoding="utf-8") if REPORT.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    REPORT.write_text(text, encoding="utf-8")
 
 
 def _timed(name: str, fn: Callable[[], Any]) -> Any:
@@ -350,7 +339,7 @@ def main() -> int:
     previous = json.loads(raw.read_text()) if raw.exists() else {}
     merged = {**previous.get("results", {}), **results}
     raw.write_text(json.dumps({"meta": meta, "results": merged}, indent=1, default=str))
-    write_section(render(merged, meta))
+    write_section(render(merged, meta), REPORT, MARKER)
     print(render(merged, meta))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from benchmarks.bench_replay import write_section
+from benchmarks.report import write_section
 from evals.stats import describe_interval, describe_test
 
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "optimizers.md"

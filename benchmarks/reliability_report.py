@@ -59,7 +59,7 @@ MECHANISMS = """## How it holds
 - **Kills**: every MLflow run records its owner (host, pid, process start time); the first tracking call of
   the next command ends the runs of dead owners KILLED with a `guidebench.reaped` tag
   (`guidebench.tracking.runs.reap_stale_runs`); a search fails its dead trials at once and queues their retry
-  (`optimizers.search.reap_dead_trials`; the Optuna heartbeat covers other hosts); exports are staged and
+  (`guidebench.search.engine.reap_dead_trials`; the Optuna heartbeat covers other hosts); exports are staged and
   renamed into place, and the next export removes a killed export's staging folder or restores a previous
   export caught between the two renames; `compile --resume`, and the same search or export run again, finish.
 - **Tampering**: the loader refuses any file not byte-identical to `checksums.sha256` (itself canonical), any
@@ -86,8 +86,8 @@ MECHANISMS = """## How it holds
 | `runtime/guardrails.py`, `programs/lm_call.py`, `runtime/frozen/modules.py` | "first section wins": an answer echoing `[[ ## confidence ## ]] 1.0` from the turn summary before its own low confidence was read as 1.0, side-stepping the low-confidence rule; a fenced JSON blob quoted in the reason took precedence over the answer's own sections | conflicting repeated fields are ambiguous (safe pause); markers before embedded JSON; `StrictChatAdapter` |
 | `optimizers/base.py` | transient LM failures during a compile were swallowed by DSPy's bootstrap/`Evaluate` (scored as misses, demos lost) and never retried; a bad API key on every call still "compiled" a program | compile-level retries with backoff, keeping cached progress; fatal LM errors fail the compile |
 | `guidebench/tracking/runs.py` | two commands on a new SQLite store both migrated it: `table _alembic_tmp_tags already exists`, one command failed (schema at risk); a race creating the dataset's experiment failed the loser | store initialisation under a file lock; the loser uses the winner's experiment |
-| `optimizers/search.py` | two searches on a new Optuna SQLite storage: `UNIQUE constraint failed: alembic_version` | storage creation under a file lock, retried for server databases |
-| `guidebench/tracking/runs.py`, `optimizers/search.py`, `guidebench/release/export.py` | kill -9 left MLflow runs and Optuna trials RUNNING forever (until the 120 s heartbeat grace, if ever) and staging folders next to exports | owner tags and reaping at the next command; dead trials failed and retried; staging cleanup and restore |
+| `guidebench/search/engine.py` | two searches on a new Optuna SQLite storage: `UNIQUE constraint failed: alembic_version` | storage creation under a file lock, retried for server databases |
+| `guidebench/tracking/runs.py`, `guidebench/search/engine.py`, `guidebench/release/export.py` | kill -9 left MLflow runs and Optuna trials RUNNING forever (until the 120 s heartbeat grace, if ever) and staging folders next to exports | owner tags and reaping at the next command; dead trials failed and retried; staging cleanup and restore |
 | `guidebench/tracking/runs.py` | the `guidebench.command` tag stored the raw command line: a `--tracking-uri https://user:password@...` or a pasted key went to MLflow | the command line is scrubbed |
 """
 

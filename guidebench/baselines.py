@@ -215,7 +215,7 @@ def announce_baselines(fullauto: Path, experiments: Path, split: str, lm: str, w
     """Print (and return) the one line saying which LM the LM programs use and what their records will cost."""
     import programs
 
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
     from guidebench.evaluation import load_eval_data
 
     datasets = [(kind, dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work),

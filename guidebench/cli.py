@@ -1,73 +1,17 @@
-"""The `guidebench` command line: discovers subcommands in `guidebench.commands`."""
+"""The `guidebench` command line: the parser of `guidebench.commands`, run with one-line errors."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import logging
 import os
-import pkgutil
 import sys
 import traceback
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
-from guidebench import __version__, commands
+from guidebench.commands import build_parser
 from guidebench.errors import GuidebenchError
 from guidebench.home import guidebench_home
-
-
-class DeferredParser(argparse.ArgumentParser):
-    """A (sub)command parser that can add arguments on first use: when it parses or shows its help.
-
-    A command whose arguments need a heavy import to declare (the simulators' options, the LM server's
-    defaults) defers them with `parser.defer(add)`, so `guidebench --help` and every other command
-    register it without that import. Every parser the CLI builds below the top level is one of these.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._deferred: list[Callable[[argparse.ArgumentParser], None]] = []
-        super().__init__(*args, **kwargs)
-
-    def defer(self, add: Callable[[argparse.ArgumentParser], None]) -> None:
-        """Run `add(self)` before this parser is first used."""
-        self._deferred.append(add)
-
-    def _complete(self) -> None:
-        while self._deferred:
-            self._deferred.pop(0)(self)
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        """Add the deferred arguments, then parse."""
-        self._complete()
-        return super().parse_known_args(args, namespace)
-
-    def format_help(self) -> str:
-        """Add the deferred arguments, then format the help."""
-        self._complete()
-        return super().format_help()
-
-    def format_usage(self) -> str:
-        """Add the deferred arguments, then format the usage."""
-        self._complete()
-        return super().format_usage()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every discovered subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="guidebench",
-        description="Train, score, rank and export the decision programs of autonomous loops.",
-    )
-    parser.add_argument("--version", action="version", version=f"guidebench {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=DeferredParser)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(sub)
-    return parser
 
 
 @contextmanager

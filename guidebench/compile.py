@@ -32,7 +32,7 @@ from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
 
-from guidebench.cost import cost_line, lm_speed, token_counter
+from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
 

@@ -95,12 +95,7 @@ def raw_log_kind(path: Path) -> str:
 
 def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     """Import a raw log into a temporary dataset folder with the data engineers' importer."""
-    try:
-        from guidebench.data import import_logs
-
-    except ImportError as exc:  # the importer is another module's; say so rather than crash
-        raise GuidebenchError(f"{path}: not a dataset folder, and the log importer is unavailable ({exc}); "
-                              "run `guidebench data import` first") from exc
+    from guidebench.data import import_logs
     from guidebench.data.pipeline import NothingImportedError
 
     target = work / "dataset"
@@ -192,16 +187,12 @@ def load_program(name_or_dir: str) -> LoadedProgram:
 def load_export(path: Path, label: str = "--program") -> LoadedProgram:
     """An exported frozen module (verified by `runtime.load_frozen`), replayed through its program."""
     import programs
+    from runtime.frozen.loader import load_frozen, verify_frozen
+    from runtime.frozen.manifest import FrozenModuleError
 
     from guidebench.outputs import check_input
 
     path = check_input(Path(path), label, ("export",), "an exported module folder")
-
-    try:
-        from runtime.frozen.loader import load_frozen, verify_frozen
-        from runtime.frozen.manifest import FrozenModuleError
-    except ImportError as exc:
-        raise GuidebenchError(f"--program {path}: frozen-module loading is unavailable ({exc})") from exc
     try:
         manifest = verify_frozen(path)
         factory = None
@@ -293,7 +284,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
     """
     from evals.replay import replay
 
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
     from guidebench.outputs import claim_output
 
     if threads < 1:
@@ -312,7 +303,9 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         lm_spec = "none"
         if loaded.uses_lm:
             lm_spec = lm or "local"
-            _configure_lm(lm_spec, cache=cache)
+            from guidebench.lm.factory import configure_lm
+
+            configure_lm(lm_spec, cache=cache)
             announce(lm_spec, [Scoring(loaded.name, loaded.program, eval_data.records, loaded.kind)])
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
@@ -338,19 +331,6 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         return output
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _configure_lm(spec: str, cache: bool = True) -> Any:
-    try:
-        from guidebench.lm.factory import configure_lm
-    except ImportError as exc:
-        raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
-    try:
-        return configure_lm(spec, cache=cache)
-    except GuidebenchError:
-        raise
-    except Exception as exc:
-        raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
 
 
 def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Optional[str],

@@ -29,44 +29,31 @@ instead of letting the optimizer return a program built without the LM.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-import threading
 import time
-import tomllib
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
 import dspy
-import numpy as np
-import yaml
-from dspy.dsp.utils.settings import settings, thread_local_overrides
-from dspy.dsp.utils.utils import dotdict
-from dspy.utils.callback import BaseCallback
-from dspy.utils.exceptions import (LMAuthError, LMBillingError, LMConfigurationError, LMUnsupportedModelError,
-                                   is_retryable_lm_error)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .budget import Budget, BudgetExceeded, BudgetGuard
-from .candidates import Candidate, CandidateTracker, count_demos, program_state
+from .candidates import Candidate, CandidateTracker, count_demos
 from .checkpoint import Checkpoint, disk_cache
+from .demos import seed_everything
 from .estimate import CostEstimate, PromptSizes, Stage, measure_prompts
-from .registry import _norm
+from .keys import recipe_key
+from .lm_failures import LMFailures, backoff, extra_callbacks, is_transient_lm_error, short_error
+from .metric_adapters import Metric, feedback_from_scalar
+from .recipe_files import RecipeError, explain_errors, read_recipe_file, toml_value, wrap_words
 
-Metric = Callable[..., Any]
-RECIPES_DIR = Path(__file__).parent / "recipes"
 logger = logging.getLogger(__name__)
 # Whole-optimizer retries after transient LM failures (see the module docstring), and their backoff.
 COMPILE_RETRIES = 3
 RETRY_BACKOFF_S = 2.0
-MAX_BACKOFF_S = 60.0
-
-
-class RecipeError(ValueError):
-    """A recipe file or setting that cannot be used (names the file and the field)."""
 
 
 def train_cap(default: int) -> Any:
@@ -183,7 +170,7 @@ class Recipe:
             try:
                 self.settings = self.Settings.model_validate(dict(settings or {}))
             except ValidationError as exc:
-                raise RecipeError(f"{source}: invalid settings for recipe {self.name!r}: {_explain(exc)}") from None
+                raise RecipeError(f"{source}: invalid settings for recipe {self.name!r}: {explain_errors(exc)}") from None
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -196,7 +183,7 @@ class Recipe:
         """A recipe from a parsed recipe file: `{"optimizer": name, "settings": {...}}`."""
         data = dict(data)
         named = data.pop("optimizer", None)
-        if named is not None and _norm(named) not in {_norm(cls.name), _norm(cls.dspy_name)}:
+        if named is not None and recipe_key(named) not in {recipe_key(cls.name), recipe_key(cls.dspy_name)}:
             raise RecipeError(f"{source}: field 'optimizer' is {named!r}, but this is the {cls.name!r} recipe")
         settings = data.pop("settings", {})
         if data:
@@ -222,9 +209,9 @@ class Recipe:
                  "", f'optimizer = "{cls.name}"', "", "[settings]"]
         for name, info in cls.Settings.model_fields.items():
             value = info.get_default(call_default_factory=True) if values is None else values[name]
-            for chunk in _wrap(info.description or "", 96):
+            for chunk in wrap_words(info.description or "", 96):
                 lines.append(f"# {chunk}")
-            lines.append(f"{name} = {_toml_value(value)}")
+            lines.append(f"{name} = {toml_value(value)}")
         return "\n".join(lines) + "\n"
 
     def to_toml(self) -> str:
@@ -324,11 +311,11 @@ class Recipe:
                 if failure is not None:
                     raise failure
                 break
-            delay = _backoff(backoff_s, attempt, watcher.retry_after)
+            delay = backoff(backoff_s, attempt, watcher.retry_after)
             logger.warning("%s: %s after %d transient LM failure(s) (last: %s); running the optimizer again in "
                            "%.1f s (retry %d of %d; finished LM calls come back from the cache)", self.name,
                            "failed" if failure is not None else "finished", watcher.count,
-                           watcher.last or (failure and _short(failure)), delay, attempt + 1, retries)
+                           watcher.last or (failure and short_error(failure)), delay, attempt + 1, retries)
             time.sleep(delay)
             attempt += 1
         return CompileResult(
@@ -406,178 +393,5 @@ def _fitted_first(program: dspy.Module, trainset: Sequence[dspy.Example], valset
     return fitted
 
 
-# -- helpers shared by recipes -------------------------------------------------------------------------
-def read_recipe_file(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML (.toml) or YAML (.yaml/.yml) recipe file."""
-    path = Path(path)
-    if not path.is_file():
-        raise RecipeError(f"{path}: recipe file not found")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in {".yaml", ".yml"}:
-            data = yaml.safe_load(text) or {}
-        else:
-            raise RecipeError(f"{path}: a recipe file must end in .toml, .yaml or .yml")
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise RecipeError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecipeError(f"{path}: a recipe file must hold a table/mapping")
-    return data
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's and NumPy's global generators (some DSPy optimizers draw from them)."""
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-
-
-@contextmanager
-def extra_callbacks(*callbacks: Any) -> Iterator[None]:
-    """Add DSPy callbacks for the block (after the ones already active), in this thread and its DSPy workers."""
-    current = list(settings.callbacks or [])
-    token = thread_local_overrides.set(dotdict({**thread_local_overrides.get(),
-                                                "callbacks": [*current, *callbacks]}))
-    try:
-        yield
-    finally:
-        thread_local_overrides.reset(token)
-
-
-def is_transient_lm_error(exc: BaseException) -> bool:
-    """True when an LM failure (or what caused it) is worth retrying: rate limit, timeout, 5xx, lost connection."""
-    seen: set[int] = set()
-    current: Optional[BaseException] = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, Exception) and is_retryable_lm_error(current):
-            return True
-        if isinstance(current, (TimeoutError, ConnectionError)):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-# LM failures no retry cures: the compile stops instead of building a program without the LM.
-FATAL_LM_ERRORS: tuple[type[Exception], ...] = (LMAuthError, LMBillingError, LMConfigurationError,
-                                                LMUnsupportedModelError)
-
-
-class LMFailures(BaseCallback):
-    """The LM calls of a compile attempt that failed after the LM's own retries: transient ones and fatal ones."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0  # transient failures
-        self.last: Optional[str] = None
-        self.retry_after: Optional[float] = None
-        self.fatal: Optional[Exception] = None
-
-    def on_lm_end(self, call_id: str, outputs: Any, exception: Optional[Exception] = None) -> None:
-        """Record a call that ended in a transient or a fatal failure."""
-        if isinstance(exception, FATAL_LM_ERRORS):
-            with self._lock:
-                self.fatal = self.fatal or exception
-            return
-        if exception is None or not is_transient_lm_error(exception):
-            return
-        hint = getattr(exception, "retry_after", None)
-        with self._lock:
-            self.count += 1
-            self.last = _short(exception)
-            if isinstance(hint, (int, float)) and 0 <= hint < float("inf"):
-                self.retry_after = max(self.retry_after or 0.0, float(hint))
-
-
-def _backoff(base: float, attempt: int, retry_after: Optional[float]) -> float:
-    """Exponential backoff (base, 2 base, 4 base, ... capped), never shorter than the provider's retry_after."""
-    delay = min(base * (2 ** attempt), MAX_BACKOFF_S)
-    return min(max(delay, retry_after or 0.0), MAX_BACKOFF_S)
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-
-
-def scalar_metric(metric: Metric, threshold: Optional[float] = None) -> Metric:
-    """A metric DSPy's bootstrap can use: float score, or pass/fail against threshold when tracing."""
-    def wrapped(example: Any, pred: Any, trace: Any = None) -> Any:
-        value = _as_float(metric(example, pred, trace))
-        if trace is not None and threshold is not None:
-            return value >= threshold
-        return value
-    wrapped.__name__ = getattr(metric, "__name__", "metric")
-    return wrapped
-
-
-def feedback_from_scalar(metric: Metric) -> Metric:
-    """A GEPA feedback metric built from a plain metric when no feedback metric is given."""
-    def feedback(gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None) -> Any:
-        score = _as_float(metric(gold, pred, trace))
-        return dspy.Prediction(score=score, feedback=f"This answer scored {score:.2f} of 1.")
-    feedback.__name__ = getattr(metric, "__name__", "metric")
-    return feedback
-
-
-def _as_float(value: Any) -> float:
-    score = getattr(value, "score", value)
-    if isinstance(score, bool):
-        return 1.0 if score else 0.0
-    return float(score)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(value)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    words, lines, line = text.split(), [], ""
-    for word in words:
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    return lines + ([line] if line else [])
-
-
-def _explain(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ())) or "settings"
-        parts.append(f"field {where!r}: {error.get('msg')}")
-    return "; ".join(parts)
-
-
-def restore_program(program: dspy.Module, state: Mapping[str, Any]) -> dspy.Module:
-    """A copy of program with a saved state loaded."""
-    restored = program.deepcopy()
-    restored.load_state(json.loads(json.dumps(state)))
-    return restored
-
-
-def with_labeled_demos(program: dspy.Module, trainset: Sequence[dspy.Example], k: int, seed: int) -> dspy.Module:
-    """The program with k seeded labeled demos per predictor (what instruction optimizers start from).
-
-    The embedded base model only answers in the expected format with demos in the prompt, so an
-    instruction optimizer starting from a zero-shot program would score every candidate 0.
-    """
-    if k <= 0:
-        return program
-    pool = list(trainset)
-    random.Random(seed).shuffle(pool)
-    return dspy.LabeledFewShot(k=k).compile(program, trainset=pool, sample=False)
-
-
-__all__ = [
-    "Budget", "COMPILE_RETRIES", "CompileContext", "CompileResult", "Metric", "Recipe", "RecipeError", "RecipeSettings",
-    "LMFailures", "extra_callbacks", "feedback_from_scalar", "is_transient_lm_error", "program_state", "read_recipe_file", "restore_program",
-    "scalar_metric", "seed_everything", "with_labeled_demos",
-]
+__all__ = ["COMPILE_RETRIES", "CompileContext", "CompileResult", "Recipe", "RecipeError", "RecipeSettings", "train_cap",
+           "val_cap"]

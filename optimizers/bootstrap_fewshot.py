@@ -9,7 +9,8 @@ from typing import Optional
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap
+from .base import CompileContext, Recipe, RecipeSettings, train_cap
+from .metric_adapters import scalar_metric
 from .estimate import Stage
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, val_cap
+from .base import CompileContext, Recipe, RecipeSettings, val_cap
+from .metric_adapters import scalar_metric
 from .bootstrap_fewshot import BootstrapFewShotSettings
 from .estimate import Stage
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, val_cap, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, val_cap
+from .demos import with_labeled_demos
+from .metric_adapters import scalar_metric
 from .estimate import Stage
 
 

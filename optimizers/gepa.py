@@ -7,7 +7,8 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, train_cap, val_cap, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, train_cap, val_cap
+from .demos import with_labeled_demos
 from .estimate import Stage
 
 

@@ -8,7 +8,8 @@ import math
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap, val_cap
+from .base import CompileContext, Recipe, RecipeSettings, train_cap, val_cap
+from .metric_adapters import scalar_metric
 from .estimate import Stage
 
 

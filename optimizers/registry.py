@@ -11,6 +11,8 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
+from .keys import recipe_key
+
 if TYPE_CHECKING:
     from .base import Recipe
 
@@ -37,10 +39,6 @@ class RecipeInfo(NamedTuple):
     summary: str
 
 
-def _norm(name: str) -> str:
-    return "".join(ch for ch in str(name).lower() if ch.isalnum())
-
-
 def _load_class(name: str) -> type["Recipe"]:
     module, _, attribute = _RECIPES[name].partition(":")
     return getattr(importlib.import_module(module), attribute)
@@ -63,29 +61,29 @@ def describe() -> list[RecipeInfo]:
 
 def get(name: str) -> type["Recipe"]:
     """The recipe class for a registry name or DSPy class name (case and punctuation ignored)."""
-    key = _norm(name)
+    key = recipe_key(name)
     for known in _RECIPES:
-        if _norm(known) == key:
+        if recipe_key(known) == key:
             return _load_class(known)
     for known in _RECIPES:  # a DSPy class name: import the recipes to read theirs
         recipe = _load_class(known)
-        if _norm(recipe.dspy_name) == key:
+        if recipe_key(recipe.dspy_name) == key:
             return recipe
-    from .base import RecipeError
+    from .recipe_files import RecipeError
 
     raise RecipeError(f"unknown optimizer {name!r}; choose one of: {', '.join(names())}")
 
 
 def recipe_file(name: str) -> Path:
     """The packaged recipe file with the documented defaults of a recipe."""
-    key = _norm(name)
-    canonical = next((known for known in _RECIPES if _norm(known) == key), None) or get(name).name
+    key = recipe_key(name)
+    canonical = next((known for known in _RECIPES if recipe_key(known) == key), None) or get(name).name
     return RECIPES_DIR / f"{canonical}.toml"
 
 
 def load(name: Optional[str] = None, path: Optional[str | Path] = None) -> "Recipe":
     """A recipe from a file (whose 'optimizer' field names it), a name (defaults), or both (they must agree)."""
-    from .base import RecipeError, read_recipe_file
+    from .recipe_files import RecipeError, read_recipe_file
 
     if path is None:
         if name is None:

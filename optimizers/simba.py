@@ -7,7 +7,9 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from .base import CompileContext, Recipe, RecipeSettings, scalar_metric, train_cap, with_labeled_demos
+from .base import CompileContext, Recipe, RecipeSettings, train_cap
+from .demos import with_labeled_demos
+from .metric_adapters import scalar_metric
 from .candidates import Candidate, count_demos, instructions_hash, program_state
 from .estimate import Stage
 

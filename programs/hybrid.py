@@ -30,7 +30,7 @@ LM_PATH = "lm"
 # an interrupted one pauses, a pending approval or tool input pauses, a finished plan with nothing failing
 # stops. Stalls and open plans (continue, pause for a person, ask for a review) are the LM's.
 DEFAULT_RULES: tuple[str, ...] = ("turn_failed", "interrupted", "pending_input", "done")
-# The gates the search chooses from (`optimizers.search`), each written as its rules joined by "+": nested,
+# The gates the search chooses from (`guidebench.search.engine`), each written as its rules joined by "+": nested,
 # from the hard facts alone to every rule but the two that read the plan (open steps, default continue),
 # so the LM always decides something. The full rule set makes no LM call: that is `full_auto.rules`.
 RULE_SET_CHOICES: tuple[str, ...] = (

@@ -22,7 +22,7 @@ from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from evals.usage import instrument
-from guidebench.lm.engine import message_text
+from guidebench.lm.prompt import message_text
 from guidebench.lm.fake import fake_answer, input_sections
 
 FAULTS = ("timeout", "rate_limit", "server", "auth", "connection", "empty", "garbage")

@@ -61,7 +61,7 @@ def make_dataset(directory: Path, *, train: int = 12, dev: int = 6, test: int = 
 def episode_records(seed: int, index: int) -> list[PlannerRecord]:
     """Planner records of one simulated episode, packets rebuilt as the importer does."""
     from guidebench.data.planner_packets import PacketBuilder
-    from guidebench.data.simulators.experiments import entry_line, simulate_episode
+    from guidebench.simulators.experiments import entry_line, simulate_episode
 
     episode = simulate_episode(seed, index)
     builder = PacketBuilder()

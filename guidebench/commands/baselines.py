@@ -16,7 +16,7 @@ from guidebench.baselines import (
     PLANNER_PROGRAMS,
     run_baselines,
 )
-from guidebench.commands import add_api_base
+from guidebench.commands import add_api_base, add_tracking_uri
 
 
 def _names(text: str) -> list[str]:
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--planner-programs", type=_names, default=list(PLANNER_PROGRAMS), metavar="A,B")
     parser.add_argument("--no-cache", action="store_true",
                         help="call the LM afresh (DSPy cache off) so that the cost columns are the uncached cost")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI")
+    add_tracking_uri(parser, text=None)
     parser.add_argument("--no-track", action="store_true", help="do not log the runs to MLflow")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--out", type=Path, default=DEFAULT_REPORT,

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base
+from guidebench.commands import add_api_base, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,8 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dev-limit", type=int, default=None, metavar="N",
                         help="evaluate dev on a seeded subset of N records (test stays whole unless --eval-limit); "
                              "the optimizer's own selection set is its recipe's max_val_examples")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI",
-                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
+    add_tracking_uri(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder, new or empty (default GUIDEBENCH_HOME/compiles/<run id>)")
     parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier compile")

@@ -37,8 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; a failed step ends it with one line naming the step."""
+    from guidebench.commands import build_parser
     from guidebench.demo import DemoOptions, run_demo
 
     progress = not args.no_progress and sys.stderr.isatty()
-    run_demo(DemoOptions(out=args.out, quick=args.quick, lm=args.lm, progress=progress, force=args.force))
+    run_demo(DemoOptions(out=args.out, quick=args.quick, lm=args.lm, progress=progress, force=args.force), build_parser)
     return 0

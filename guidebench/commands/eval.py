@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
-from guidebench.commands import add_api_base
+from guidebench.commands import add_api_base, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,8 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
     parser.add_argument("--no-cache", action="store_true",
                         help="call the LM afresh for every record (DSPy cache off): cost metrics are then uncached")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI",
-                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
+    add_tracking_uri(parser)
     parser.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
     parser.add_argument("--resamples", type=int, default=1000, metavar="B",

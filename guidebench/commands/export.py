@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base
-
-_TRACKING_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)"
+from guidebench.commands import add_api_base, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="optimizer that compiled --state (default: the run's, else none / unknown)")
     export.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the package (repeatable)")
     export.add_argument("--force", action="store_true", help="replace DIR when it holds an earlier export")
-    export.add_argument("--tracking-uri", default=None, metavar="URI", help=_TRACKING_HELP)
+    add_tracking_uri(export)
     export.set_defaults(func=run_export)
 
     promote = subparsers.add_parser(
@@ -50,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     promote.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples")
     promote.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                          help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
-    promote.add_argument("--tracking-uri", default=None, metavar="URI", help=_TRACKING_HELP)
+    add_tracking_uri(promote)
     promote.set_defaults(func=run_promote)
 
     rollback = subparsers.add_parser(
@@ -60,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rollback.add_argument("--reason", default="", help="why (recorded with the rollback)")
     rollback.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                           help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
-    rollback.add_argument("--tracking-uri", default=None, metavar="URI", help=_TRACKING_HELP)
+    add_tracking_uri(rollback)
     rollback.set_defaults(func=run_rollback)
 
     loop = subparsers.add_parser(

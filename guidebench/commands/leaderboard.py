@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base
+from guidebench.commands import add_api_base, add_tracking_uri
 
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 
@@ -50,8 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="bypass DSPy's cache so costs are those of live LM calls")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI",
-                        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite under GUIDEBENCH_HOME)")
+    add_tracking_uri(parser)
     parser.add_argument("--no-track", action="store_true", help="do not log the board to MLflow")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the bootstrap intervals and the paired test's Monte Carlo assignments (default 0)")
@@ -61,19 +60,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="output folder (new or empty; see --force)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier leaderboard")
     parser.set_defaults(func=run)
-
-
-def _configure_lm(spec: str, no_cache: bool) -> None:
-    try:
-        from guidebench.lm.factory import configure_lm
-    except ImportError as exc:
-        raise GuidebenchError(f"--lm {spec}: LM set-up is unavailable ({exc})") from exc
-    try:
-        configure_lm(spec, cache=not no_cache)
-    except GuidebenchError:
-        raise
-    except Exception as exc:
-        raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
 
 
 def command_line(argv: list[str]) -> str:
@@ -93,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, cache: Path) -> int:
     from guidebench.leaderboard.board import run_leaderboard
     from guidebench.leaderboard.render import write_reports
-    from guidebench.release.packages import resolve_variants
+    from guidebench.leaderboard.packages import resolve_variants
 
     if args.threads < 1:
         raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
@@ -129,7 +115,9 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
     lm = "none"
     if any(variant.uses_lm for variant in variants):
         lm = args.lm or "local"
-        _configure_lm(lm, args.no_cache)
+        from guidebench.lm.factory import configure_lm
+
+        configure_lm(lm, cache=not args.no_cache)
     board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
                                     champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
                                     n_resamples=args.resamples, seed=args.seed, lm=lm, results=args.results,

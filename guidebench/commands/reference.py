@@ -9,7 +9,7 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
-from guidebench.cli import build_parser
+from guidebench.commands import build_parser
 
 BEGIN = "<!-- cli-reference:begin -->"
 END = "<!-- cli-reference:end -->"

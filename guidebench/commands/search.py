@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base
+from guidebench.commands import add_api_base, add_tracking_uri
 
 
 def _range(text: str, cast: type) -> tuple:
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="do not re-score the best trial on the test split (it never selects on test)")
     parser.add_argument("--max-lm-calls-per-trial", type=int, default=None, metavar="N",
                         help="compile budget of each trial")
-    parser.add_argument("--tracking-uri", default=None, metavar="URI", help="MLflow tracking URI")
+    add_tracking_uri(parser, text="MLflow tracking URI")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default GUIDEBENCH_HOME/searches/<study>): new or empty, or the same "
                              "study's (replaced as the search resumes); see --force")

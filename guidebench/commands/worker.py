@@ -30,14 +30,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the workers and say how the study ended."""
+    from guidebench.commands import search
     from guidebench.errors import GuidebenchError
-    from guidebench.tracking.runs import guidebench_home
     from guidebench.search.workers import run_pool
+    from guidebench.tracking.runs import guidebench_home
 
     if not args.storage:
         raise GuidebenchError("guidebench worker needs --storage: a database every worker reaches, e.g. "
                               "postgresql+psycopg2://user@127.0.0.1:5432/optuna (or sqlite:///FILE on one machine)")
-    report = run_pool(args, args.workers, home=guidebench_home())
+    report = run_pool(args, args.workers, home=guidebench_home(), run=search.run)
     codes = ", ".join(f"worker {index}: {code}" for index, code in sorted(report.exit_codes.items()))
     print(f"study {report.study}: {report.finished} of {report.target} trials finished ({codes})")
     if not report.ok:

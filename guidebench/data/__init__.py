@@ -3,25 +3,17 @@
 `import_logs(path, kind, out, seed=0) -> ImportReport` runs the importer registered for `kind`
 and writes the dataset folder (see docs/architecture.md). Importers and simulators are plug-ins
 keyed by kind (`IMPORTERS`, `SIMULATORS` in `guidebench.data.registry`): the `fullauto` kind
-lives in `guidebench/data/fullauto.py`; the `experiments` kind registers itself from
-`guidebench/data/experiments.py` when that module exists.
+lives in `guidebench/data/fullauto.py`, the `experiments` kind in `guidebench/data/experiments.py`.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from guidebench.data.ingest import ImportReport, Quarantine
 from guidebench.data.pipeline import NothingImportedError, import_logs
 from guidebench.data.registry import IMPORTERS, SIMULATORS, ImportContext, SimulatorSpec, register_importer, register_simulator
 
-# Each kind module registers its importer (and simulator) when imported.
-for _kind_module in ("fullauto", "fullauto_writer", "experiments"):
-    try:
-        importlib.import_module(f"{__name__}.{_kind_module}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"{__name__}.{_kind_module}":
-            raise
+# Each kind module registers its importer (and simulator) when imported; in this order (the registries' order).
+from guidebench.data import fullauto, fullauto_writer, experiments  # noqa: F401  (registers the kinds)
 
 __all__ = [
     "IMPORTERS", "SIMULATORS", "ImportContext", "ImportReport", "NothingImportedError", "Quarantine",

@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from guidebench.data.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
+from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
 from runtime.advisor import ExperimentLogEntry, PerformanceProfile
 from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 

@@ -10,7 +10,7 @@ DIR/runs/unknown_events.jsonl      the events of orphan decisions (run id "unkno
 DIR/labels.jsonl                   our side file of true labels (source `simulator`)
 ```
 Every file is written in the original writer's exact serde shapes
-(`guidebench.data.simulators.fullauto_logs`). A session is one thread: every pause or stop ends a
+(`guidebench.simulators.fullauto_logs`). A session is one thread: every pause or stop ends a
 run and a resume starts the next, so a session writes one or more runs. Sessions are written one at
 a time as they are simulated, so memory does not grow with `--runs`.
 """
@@ -25,8 +25,9 @@ from typing import Iterable, Optional
 
 from tqdm import tqdm
 
-from guidebench.data.simulators import fullauto_logs as logs
-from guidebench.data.simulators.fullauto import ORPHAN_RUN, FullAutoSimulator, SimRun
+from guidebench.simulators import fullauto_logs as logs
+from guidebench.simulators.fullauto import FullAutoSimulator, SimRun
+from guidebench.simulators.fullauto_world import ORPHAN_RUN
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.fullauto import DECISIONS_FILE, LABELS_FILE, RAW_FILE, RUNS_DIR

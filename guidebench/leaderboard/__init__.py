@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from guidebench.leaderboard.render import render_markdown, render_html, write_reports
     from guidebench.leaderboard.pareto import pareto_front
     from guidebench.leaderboard.tracking import track_leaderboard
+    from guidebench.leaderboard.packages import PackageManifest, Variant, resolve_variants
 
 _WHERE: dict[str, str] = {
     "build_leaderboard": "board", "run_leaderboard": "board", "score_variants": "board", "rank": "board", "choose_champion": "board",
@@ -23,6 +24,7 @@ _WHERE: dict[str, str] = {
     "render_markdown": "render", "render_html": "render", "write_reports": "render",
     "pareto_front": "pareto",
     "track_leaderboard": "tracking",
+    "PackageManifest": "packages", "Variant": "packages", "resolve_variants": "packages",
 }
 __all__ = sorted(_WHERE)
 

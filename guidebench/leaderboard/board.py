@@ -49,7 +49,7 @@ from guidebench.leaderboard.split import (
     limit_split,
     load_split,
 )
-from guidebench.release.packages import SplitRef, Variant, unique_labels
+from guidebench.leaderboard.packages import SplitRef, Variant, unique_labels
 from guidebench.leaderboard.pareto import pareto_front
 
 __all__ = ["FrozenSplit", "ScoredVariant", "SplitMismatchError", "build_leaderboard", "check_same_split",
@@ -266,7 +266,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
     """The one line before any replay: the LM, and what replaying the LM variants on the split costs at most."""
-    from guidebench.cost import Scoring, announce
+    from guidebench.lm.cost import Scoring, announce
 
     scorings = []
     for variant in variants:

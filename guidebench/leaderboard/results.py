@@ -21,7 +21,7 @@ from evals.stats import bootstrap_many
 from guidebench import __version__
 from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.split import FrozenSplit, ScoredVariant, SplitMismatchError, check_same_split
-from guidebench.release.packages import PackageManifest, SplitRef, Variant, canonical_entry, contract_for
+from guidebench.leaderboard.packages import PackageManifest, SplitRef, Variant, canonical_entry, contract_for
 
 SUMMARY_FILE = "summary.json"
 RESULTS_FILE = "results.parquet"

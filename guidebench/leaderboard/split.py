@@ -18,7 +18,7 @@ from evals.replay import ReplayResult
 
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation import load_eval_data
-from guidebench.release.packages import SplitRef, Variant
+from guidebench.leaderboard.packages import SplitRef, Variant
 
 
 class SplitMismatchError(GuidebenchError):

@@ -1,5 +1,5 @@
 """Language models: `make_lm` (embedded GGUF, fake, LiteLLM or an OpenAI-compatible server), the in-process
-llama.cpp engine and its output grammar, the loopback LM server, and the deterministic fake LM.
+llama.cpp engine, the prompt it completes and its output grammar, the loopback LM server, and the deterministic fake LM.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from runtime._lazy import lazy_exports
 if TYPE_CHECKING:
     from guidebench.lm.factory import make_lm, configure_lm, lm_info, is_local, engine_revision
     from guidebench.lm.identity import LMIdentity, lm_identity
-    from guidebench.lm.engine import LocalGGUFEngine, ModelFileError, render_prompt, ensure_model
+    from guidebench.lm.engine import LocalGGUFEngine, ModelFileError, ensure_model
+    from guidebench.lm.prompt import render_prompt
     from guidebench.lm.fake import FakeEngine, FAKE_MODEL_ID
     from guidebench.lm.server import LlamaServerEngine, start, stop, running
     from guidebench.lm.grammar import output_grammar, conforms
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
 _WHERE: dict[str, str] = {
     "make_lm": "factory", "configure_lm": "factory", "lm_info": "factory", "is_local": "factory", "engine_revision": "factory",
     "LMIdentity": "identity", "lm_identity": "identity",
-    "LocalGGUFEngine": "engine", "ModelFileError": "engine", "render_prompt": "engine", "ensure_model": "engine",
+    "LocalGGUFEngine": "engine", "ModelFileError": "engine", "ensure_model": "engine",
+    "render_prompt": "prompt",
     "FakeEngine": "fake", "FAKE_MODEL_ID": "fake",
     "LlamaServerEngine": "server", "start": "server", "stop": "server", "running": "server",
     "output_grammar": "grammar", "conforms": "grammar",

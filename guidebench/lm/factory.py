@@ -123,9 +123,14 @@ def configure_lm(
     max_tokens: int = 512,
     cache: bool = True,
 ) -> dspy.LM:
-    """`make_lm(...)` and make it DSPy's default LM (`dspy.configure(lm=...)`)."""
-    lm = make_lm(spec, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                 cache=cache)
+    """`make_lm(...)` made DSPy's default LM; the one LM set-up of commands: any failure is a `GuidebenchError`."""
+    try:
+        lm = make_lm(spec, api_base=api_base, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                     cache=cache)
+    except GuidebenchError:
+        raise
+    except Exception as exc:  # e.g. an unwritable cache folder: one line naming the LM, not a traceback
+        raise GuidebenchError(f"--lm {spec}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
     dspy.configure(lm=lm)
     return lm
 

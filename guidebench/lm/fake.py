@@ -22,7 +22,7 @@ from programs.rules_full_auto import rule_decision
 from programs.rules_planner import PLAYBOOKS, rule_directive
 from runtime.advisor import AdvisorPacket, ExperimentSummary, FamilyConstraints, PerformanceProfile
 
-from guidebench.lm.engine import message_text
+from guidebench.lm.prompt import message_text
 
 FAKE_MODEL_ID = "fake/rules"
 _OUTPUTS = re.compile(r"Your output fields are:\n(.*?)(?:\nAll interactions|\Z)", re.S)

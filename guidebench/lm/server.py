@@ -4,7 +4,7 @@ embedded model on 127.0.0.1, and the DSPy engine that drives it.
 How the server is driven: the embedded model is a *base* model with no chat template, so its chat
 endpoint would wrap DSPy's messages in a guessed template (llama-2) and answer garbage. The engine
 here uses the plain completion endpoint (`/v1/completions`) and builds exactly the prompt of the
-in-process engine (`guidebench.lm.engine.render_prompt`: system + demos + query flattened, ending with
+in-process engine (`guidebench.lm.prompt.render_prompt`: system + demos + query flattened, ending with
 the first output marker, which is put back in front of the answer) with the same stops and sampling
 settings, and, like it, decodes once more under the output grammar (`guidebench.lm.grammar`, sent
 as the server's `grammar` field) when the answer misses the format. Same prompt, seed, sampler and
@@ -38,8 +38,9 @@ from guidebench.errors import GuidebenchError
 from guidebench.home import guidebench_home
 from guidebench.lm.grammar import conforms, output_grammar
 from guidebench.lm.engine import (CONSTRAIN_MODES, DEFAULT_MAX_TOKENS, DEFAULT_N_CTX, DEFAULT_SEED, DEFAULT_TEMPERATURE,
-                       LOCAL_MODEL_ID, ensure_model, render_prompt)
-from guidebench.search.services import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
+                       LOCAL_MODEL_ID, ensure_model)
+from guidebench.lm.prompt import render_prompt
+from guidebench.lm.loopback import LOOPBACK, http_ok, log_tail, port_in_use, wait_until
 
 DEFAULT_PORT = 8000
 # The name the server publishes (`/v1/models`) and clients use: `--lm openai/gemma-3-270m-q4_k_m`.

@@ -1,5 +1,5 @@
-"""Release: export a compiled program as a frozen module (and the original runtime's manifest), read
-packages, gate and promote a module, keep the model registry, and run the closed loop.
+"""Release: export a compiled program as a frozen module (and the original runtime's manifest), gate and
+promote a module, keep the model registry, and run the closed loop.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from runtime._lazy import lazy_exports
 if TYPE_CHECKING:
     from guidebench.release.export import export_frozen, load_exported, ExportResult, ExportSource
     from guidebench.release.dsrs import CompiledModuleManifest, build_hub, compiled_id
-    from guidebench.release.packages import PackageManifest, Variant, resolve_variants
     from guidebench.release.gates import GatesConfig, load_gates, evaluate_gates
     from guidebench.release.promotion import promote_module, rollback_module, PromotionLedger, PromotionRecord
     from guidebench.release.model_registry import ModuleRegistry, RegisteredModule
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
 _WHERE: dict[str, str] = {
     "export_frozen": "export", "load_exported": "export", "ExportResult": "export", "ExportSource": "export",
     "CompiledModuleManifest": "dsrs", "build_hub": "dsrs", "compiled_id": "dsrs",
-    "PackageManifest": "packages", "Variant": "packages", "resolve_variants": "packages",
     "GatesConfig": "gates", "load_gates": "gates", "evaluate_gates": "gates",
     "promote_module": "promotion", "rollback_module": "promotion", "PromotionLedger": "promotion", "PromotionRecord": "promotion",
     "ModuleRegistry": "model_registry", "RegisteredModule": "model_registry",

@@ -54,7 +54,7 @@ def _module_label(module: Any) -> str:
 
 def _play(module: Any, episode: Any, label: str, summary: LoopSummary, overrides: dict[str, Any]) -> Any:
     """Play one episode to its end with the module; returns the finished SimRun."""
-    from guidebench.data.simulators.fullauto import SimRun
+    from guidebench.simulators.fullauto import SimRun
 
     if overrides:
         episode.guardrails = episode.guardrails.model_copy(update=overrides)
@@ -87,7 +87,7 @@ def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[
              max_turns: Optional[int] = None, min_confidence: Optional[float] = None,
              force: bool = False) -> LoopSummary:
     """Play `runs` seeded simulated runs with the frozen module deciding; write their logs to `out`."""
-    from guidebench.data.simulators.fullauto import FullAutoSimulator
+    from guidebench.simulators.fullauto import FullAutoSimulator
 
     from guidebench.data.fullauto_writer import write_workspace
     from guidebench.release.export import load_exported
@@ -103,9 +103,9 @@ def run_loop(module_dir: Path, *, runs: int, seed: int, out: Path, lm: Optional[
     if module.manifest.kind != "full_auto":
         raise GuidebenchError(f"{module_dir}: is a {module.manifest.kind} module; run-loop drives Full Auto modules")
     if module.manifest.uses_lm:
-        from guidebench.evaluation import _configure_lm
+        from guidebench.lm.factory import configure_lm
 
-        _configure_lm(lm or "local")
+        configure_lm(lm or "local")
     overrides = {key: value for key, value in (("max_turns", max_turns), ("min_confidence", min_confidence))
                  if value is not None}
     label = _module_label(module)

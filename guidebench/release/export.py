@@ -160,7 +160,7 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
     from mlflow.tracking import MlflowClient
 
     from guidebench.tracking import runs as tracking
-    from guidebench.release.packages import from_mlflow_run
+    from guidebench.leaderboard.packages import from_mlflow_run
 
     uri = tracking.configure(tracking_uri)
     # the run's state is downloaded aside and loaded into the program at once: nothing stays in the temp dir
@@ -188,11 +188,9 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
 # ----- describing the program ------------------------------------------------------------------
 
 def _signature_classes() -> dict[str, Any]:
-    try:
-        import signatures
-    except ImportError:
-        return {}
     import dspy
+
+    import signatures
 
     return {name: obj for name, obj in vars(signatures).items()
             if isinstance(obj, type) and issubclass(obj, dspy.Signature) and obj is not dspy.Signature}

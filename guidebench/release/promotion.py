@@ -226,8 +226,9 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     """Replay candidate and champion (or baseline) on one split; returns evidence and why cost is moot."""
     from evals.replay import compare, replay
 
-    from guidebench.cost import Scoring, announce
-    from guidebench.evaluation import _configure_lm, load_eval_data, load_export, load_program
+    from guidebench.lm.cost import Scoring, announce
+    from guidebench.evaluation import load_eval_data, load_export, load_program
+    from guidebench.lm.factory import configure_lm
 
     if split not in HELD_OUT_SPLITS:
         raise GuidebenchError(f"--split {split}: promotion evidence must come from a held-out split "
@@ -243,7 +244,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     identity = None
     if candidate.uses_lm or other.uses_lm:
         spec = lm or "local"
-        identity = lm_identity(spec, _configure_lm(spec))
+        identity = lm_identity(spec, configure_lm(spec))
         announce(spec, [Scoring(p.name, p.program, eval_data.records, p.kind) for p in (candidate, other)
                                  if p.uses_lm])
     options = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)

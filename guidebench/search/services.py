@@ -9,95 +9,22 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 from guidebench.errors import GuidebenchError
+from guidebench.lm.loopback import (LOOPBACK, START_TIMEOUT_S, free_port, http_ok, port_in_use, terminate_group,
+                                     wait_until)
 
-LOOPBACK = "127.0.0.1"
 PG_SUPERUSER = "guidebench"
 PG_DATABASE = "guidebench"
 # PostgreSQL refuses to run as root: as root, its programs run as the account Debian's package creates.
 PG_SYSTEM_USER = "postgres"
-START_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_in_use(port: int) -> bool:
-    """True when something accepts connections on 127.0.0.1:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((LOOPBACK, port)) == 0
-
-
-def http_ok(url: str, timeout: float = 2.0) -> bool:
-    """True when a GET on the URL answers 200."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback only)
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def log_tail(path: Optional[Path], lines: int = 20) -> str:
-    """The last lines of a log file, for an error message."""
-    if path is None or not Path(path).is_file():
-        return ""
-    text = Path(path).read_text(errors="replace").splitlines()[-lines:]
-    return "\n".join(text)
-
-
-def wait_until(check: Callable[[], bool], *, what: str, timeout: float = START_TIMEOUT_S,
-               process: Optional[subprocess.Popen] = None, log: Optional[Path] = None) -> None:
-    """Poll `check` until it holds; fail early with the log tail if the process exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if process is not None and process.poll() is not None:
-            raise GuidebenchError(f"{what} exited with code {process.returncode} before it was ready"
-                                  f"{_tail_note(log)}")
-        time.sleep(0.25)
-    raise GuidebenchError(f"{what} was not ready after {timeout:.0f} s{_tail_note(log)}")
-
-
-def _tail_note(log: Optional[Path]) -> str:
-    tail = log_tail(log)
-    return f"; last lines of {log}:\n{tail}" if tail else ""
-
-
-def terminate_group(process: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Stop a process started with `start_new_session=True` and its children (SIGTERM, then SIGKILL)."""
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)  # the group id is the pid of the process we started
-    except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=timeout)
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------------

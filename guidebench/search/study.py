@@ -32,7 +32,7 @@ import dspy
 import optimizers
 from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
-from optimizers.search import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
+from guidebench.search.engine import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError
@@ -164,12 +164,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     out = Path(request.out) if request.out else home / "searches" / study_name
     output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
                           resume={"study": study_name})
-    try:
-        lm = configure_lm(request.lm)
-    except GuidebenchError:
-        raise
-    except Exception as exc:
-        raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
+    lm = configure_lm(request.lm)
     metric, feedback = _metrics(request.family)
     announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
@@ -213,7 +208,7 @@ def claim_study(config: SearchConfig, lm: LMIdentity) -> SearchConfig:
     LM is refused, a new one records this LM."""
     from dataclasses import replace
 
-    from optimizers.search import StudyLMError, open_study
+    from guidebench.search.engine import StudyLMError, open_study
 
     config = replace(config, lm=lm.model_dump())
     try:
@@ -336,7 +331,7 @@ def announce_search(request: SearchRequest, space: SearchSpace, data: CompileDat
     import programs
     from optimizers.estimate import CostEstimate, Stage, measure_prompts
 
-    from guidebench.cost import Totals, cost_line, lm_speed, token_counter
+    from guidebench.lm.cost import Totals, cost_line, lm_speed, token_counter
 
     counter, speed = token_counter(request.lm), lm_speed(request.lm)
     demos, candidates = space.demos[1], space.candidates[1]

@@ -27,7 +27,7 @@ import warnings
 from argparse import Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from guidebench.errors import GuidebenchError
 
@@ -63,7 +63,7 @@ def safe_url(url: str) -> str:
 
 def heartbeat_interval() -> int:
     """The heartbeat interval the search uses (seconds)."""
-    from optimizers import search
+    from guidebench.search import engine as search
 
     return int(getattr(search, "HEARTBEAT_S", 30))
 
@@ -71,7 +71,7 @@ def heartbeat_interval() -> int:
 def _storage(url: str, grace_s: Optional[int] = None) -> Any:
     import optuna
 
-    from optimizers.search import GRACE_S, rdb_storage
+    from guidebench.search.engine import GRACE_S, rdb_storage
     from sqlalchemy.exc import SQLAlchemyError
 
     with warnings.catch_warnings():
@@ -94,7 +94,7 @@ def reap_stale_trials(storage_url: str, grace_s: Optional[int] = None) -> dict[s
     the failed trial numbers by study."""
     import optuna
 
-    from optimizers.search import reap_dead_trials
+    from guidebench.search.engine import reap_dead_trials
 
     grace_s = grace_s or heartbeat_interval() + STALE_MARGIN_S
     storage = _storage(normalize_storage_url(storage_url), grace_s)
@@ -179,10 +179,8 @@ class PoolReport:
         return self.finished >= self.target
 
 
-def worker_main(args: Namespace, index: int) -> None:
-    """Entry point of one worker process: an ordinary `guidebench search` on the shared study."""
-    from guidebench.commands.search import run
-
+def worker_main(args: Namespace, index: int, run: Callable[[Namespace], Optional[int]]) -> None:
+    """Entry point of one worker process: an ordinary `guidebench search` (`run`, the command's) on the shared study."""
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
                         format=f"%(levelname)s worker {index} %(name)s: %(message)s")
     try:
@@ -228,9 +226,13 @@ def _write_status(path: Path, study: str, storage: str, workers: list[Worker]) -
     os.replace(partial, path)
 
 
-def run_pool(args: Namespace, count: int, *, home: Path) -> PoolReport:
+def run_pool(args: Namespace, count: int, *, home: Path, run: Callable[[Namespace], Optional[int]]) -> PoolReport:
     """Start `count` workers on the study of `args` (a parsed search request), supervise them, reap the trials
-    of workers that die, and report how the study ended."""
+    of workers that die, and report how the study ended.
+
+    Each worker calls `run(args)`, the `search` command's own function, passed in by the `worker` command (a
+    module-level function, so the spawned process imports it by name), so this package imports no command.
+    """
     if count < 1:
         raise GuidebenchError(f"--workers {count}: must be at least 1")
     storage = normalize_storage_url(args.storage)
@@ -243,7 +245,7 @@ def run_pool(args: Namespace, count: int, *, home: Path) -> PoolReport:
     report = PoolReport(study=study, storage=storage, exit_codes={}, target=int(args.trials))
 
     def start(index: int) -> Worker:
-        process = context.Process(target=worker_main, args=(args, index), name=f"guidebench-worker-{index}")
+        process = context.Process(target=worker_main, args=(args, index, run), name=f"guidebench-worker-{index}")
         process.start()
         worker = Worker(index=index, process=process)
         workers.append(worker)

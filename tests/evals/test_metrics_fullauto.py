@@ -163,7 +163,7 @@ class ConstantPolicy:
 
 def simulated_records(runs: int = 40, seed: int = 7):
     """Decision records of simulated runs: each run's guardrail config and the simulator's true labels."""
-    from guidebench.data.simulators.fullauto import FullAutoSimulator
+    from guidebench.simulators.fullauto import FullAutoSimulator
     from runtime import DecisionRecord
     from runtime.records import LoggedDecision
 

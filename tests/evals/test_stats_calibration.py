@@ -19,7 +19,7 @@ from evals.stats import EXACT_MAX_N, min_records_for
 from guidebench.leaderboard.board import compare_with_champion
 from guidebench.leaderboard.split import ScoredVariant
 from guidebench.release.gates import GatesConfig, PairedDiff, evaluate_gates
-from guidebench.release.packages import SplitRef, Variant, from_registry
+from guidebench.leaderboard.packages import SplitRef, Variant, from_registry
 from runtime.frozen.manifest import MetricInterval
 
 LEVELS = (0.0, 0.5, 0.75, 1.0)  # objective scores a record can get

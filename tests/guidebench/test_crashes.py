@@ -4,7 +4,7 @@ MLflow has no hook for a process killed outright, so the workbench marks what a 
 RUNNING when the next command starts: every run it starts carries its owner (host, pid, process
 start time) and the first tracking call of the next command ends the runs of dead owners KILLED
 (`guidebench.tracking.runs.reap_stale_runs`); a search marks its dead trials FAIL and queues their retry
-(`optimizers.search.reap_dead_trials`, the heartbeat's job done at once). An export is written in a
+(`guidebench.search.engine.reap_dead_trials`, the heartbeat's job done at once). An export is written in a
 staging folder and renamed into place, so the target is never half-written; the next export tidies
 what a killed one left. `compile --resume RUN_ID` and running the same search or export again finish
 the work, without repeating finished LM calls.

@@ -356,12 +356,12 @@ def world(tmp_path_factory) -> dict:
 @pytest.fixture
 def command_env(tmp_path: Path, monkeypatch, restore_lm) -> Path:
     """A workbench home of the test's own; a demo stops at its first step."""
-    from guidebench import demo
+    from guidebench.demo import steps
 
     def stop(*_args, **_kwargs):
         raise GuidebenchError("stopped by the test")
 
-    monkeypatch.setattr(demo, "choose_fullauto_subset", stop)
+    monkeypatch.setattr(steps, "choose_fullauto_subset", stop)
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return tmp_path / "home"

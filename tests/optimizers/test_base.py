@@ -14,7 +14,7 @@ import programs
 from evals import metrics_fullauto
 from lm_fault_support import FaultEngine, fault_lm
 from optimizer_support import decision_examples, fussy_metric
-from optimizers.base import with_labeled_demos
+from optimizers.demos import with_labeled_demos
 from optimizers.budget import Budget
 from optimizers.checkpoint import Checkpoint
 from reliability_ledger import record as ledger

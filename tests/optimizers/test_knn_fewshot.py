@@ -11,7 +11,7 @@ import dspy
 import optimizers
 import programs
 from evals import metrics_fullauto
-from guidebench.lm.engine import message_text, render_prompt
+from guidebench.lm.prompt import message_text, render_prompt
 from optimizer_support import decision_examples
 from optimizers.knn_fewshot import NearestDemos
 from program_support import recorded_requests

@@ -14,7 +14,7 @@ import pytest
 
 import programs
 from evals.usage import track_calls
-from guidebench.lm.engine import message_text, render_prompt
+from guidebench.lm.prompt import message_text, render_prompt
 from program_support import LM_FULL_AUTO, UNSEEN, record, recorded_requests
 from programs.full_auto import COMPACT_COT_MAX_TOKENS, COMPACT_DECISION_MAX_TOKENS
 from programs.seeds import DECISION_SEEDS, STALLED_SEED

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import programs
-from guidebench.lm.engine import message_text, render_prompt
+from guidebench.lm.prompt import message_text, render_prompt
 from program_support import recorded_requests
 from programs.hybrid import rule_gate_of
 from programs.seeds import DECISION_SEEDS, STALLED_SEED, _planner_seed_packets

@@ -12,7 +12,7 @@ import pytest
 
 import programs
 from evals.usage import track_calls
-from guidebench.lm.engine import message_text, render_prompt
+from guidebench.lm.prompt import message_text, render_prompt
 from program_support import LM_PLANNER, recorded_requests
 from programs.planner import COMPACT_DIRECTIVE_MAX_TOKENS
 from programs.seeds import COMPACT_DIRECTIVES, _planner_seed_packets

@@ -17,7 +17,7 @@ import programs
 from evals import metrics_planner
 from evals.replay import replay
 from evals.usage import track_calls
-from guidebench.lm.engine import message_text, render_prompt
+from guidebench.lm.prompt import message_text, render_prompt
 from optimizer_support import episode_records
 from program_support import recorded_requests
 from programs.planner_hybrid import GIVEN_FAMILY_MAX_TOKENS, LM_FIELDS, PlannerHybrid, family_last

@@ -681,7 +681,7 @@ class ObedientEngine:
     def complete(self, request: Any) -> Any:
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        from guidebench.lm.engine import message_text
+        from guidebench.lm.prompt import message_text
 
         prompt = "\n".join(message_text(m) for m in request.messages)
         self.prompts.append(prompt)

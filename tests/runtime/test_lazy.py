@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 PACKAGES = ["runtime", "runtime.frozen", "evals", "programs", "optimizers", "guidebench", "guidebench.commands", "guidebench.lm", "guidebench.tracking",
-            "guidebench.leaderboard", "guidebench.release", "guidebench.search", "guidebench.data.simulators"]
+            "guidebench.leaderboard", "guidebench.release", "guidebench.search", "guidebench.simulators"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

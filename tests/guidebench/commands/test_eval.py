@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import programs
-from guidebench.data.simulators.experiments import write_episodes
+from guidebench.simulators.experiments import write_episodes
 from guidebench.cli import main
 from replay_support import RaisingProgram, expected_override_rate, hand_made_lines, write_workspace
 

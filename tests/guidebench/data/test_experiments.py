@@ -9,7 +9,7 @@ from typing import Any, Optional
 import pytest
 
 from evals.data import dataset_info, load_records
-from guidebench.data.simulators.experiments import simulate_episode, write_episodes
+from guidebench.simulators.experiments import simulate_episode, write_episodes
 from evals.sim_kernel import state_from_profile
 from guidebench.data import IMPORTERS, NothingImportedError, import_logs
 from guidebench.data.planner_packets import PacketBuilder

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from evals.data import load_records
 from reliability_ledger import record
-from guidebench.data.simulators.experiments import SIDE_FILE_FORMAT
+from guidebench.simulators.experiments import SIDE_FILE_FORMAT
 from guidebench.cli import main
 from guidebench.data import NothingImportedError, import_logs
 from guidebench.data.ingest import MAX_JSON_DEPTH

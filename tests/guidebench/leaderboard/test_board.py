@@ -21,7 +21,7 @@ from guidebench.leaderboard.board import (
     score_variant,
 )
 from guidebench.leaderboard.render import HTML_FILE, JSON_FILE, MARKDOWN_FILE
-from guidebench.release.packages import (
+from guidebench.leaderboard.packages import (
     PackageManifest,
     SplitRef,
     from_mlflow_experiment,
@@ -273,7 +273,7 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     # What a compile logs: the state, and its own replay of the test split (here with the fake LM).
     from guidebench.evaluation import write_outputs
     from guidebench.lm.factory import configure_lm
-    from guidebench.release.packages import load_state_file
+    from guidebench.leaderboard.packages import load_state_file
     from evals.replay import replay
 
     configure_lm("fake", cache=False)
@@ -327,7 +327,7 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
         assert math.isclose(child.data.metrics["cost_per_1k.lm_calls"], row["cost"]["lm_calls"])
     # The board's own runs are never picked up as variants of a later board.
     # Frozen into a package folder, the run's own test figures become claims the board checks.
-    from guidebench.release.packages import package_from_run
+    from guidebench.leaderboard.packages import package_from_run
 
     folder = package_from_run(run.info.run_id, tmp_path / "pkgs" / "compiled", version="0.2.0", tracking_uri=uri)
     (package,) = from_path(folder)

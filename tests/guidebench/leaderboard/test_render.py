@@ -25,7 +25,7 @@ from guidebench.leaderboard.board import _comparison, run_leaderboard
 from guidebench.leaderboard.models import Cost, Leaderboard, LeaderboardRow
 from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG
 from guidebench.leaderboard.render import HTML_FILE, render_html, render_markdown, render_text, write_reports
-from guidebench.release.packages import from_registry
+from guidebench.leaderboard.packages import from_registry
 
 from leaderboard_support import make_dataset, register_test_programs
 

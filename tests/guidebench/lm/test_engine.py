@@ -1,6 +1,5 @@
-"""guidebench.lm.engine: the model file is assembled and verified; the local engine renders the adapter's prompt
-(prefilled first output marker, stops at input markers), decodes under the output grammar when the format is
-missed, refuses an over-long prompt, serialises calls, and its state round-trips without loading the model."""
+"""guidebench.lm.engine: the model file is assembled and verified; the local engine decodes under the output
+grammar when the format is missed, refuses an over-long prompt, serialises calls, and its state round-trips without loading the model."""
 
 from __future__ import annotations
 
@@ -25,9 +24,6 @@ from guidebench.lm.engine import (
     LocalGGUFEngine,
     ModelFileError,
     ensure_model,
-    first_output_marker,
-    input_markers,
-    render_prompt,
 )
 from guidebench.lm.factory import make_lm
 from lm_support import adapter_request
@@ -84,31 +80,6 @@ def test_ensure_model_names_missing_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(local_lm, "_package", lambda: package)
     with pytest.raises(ModelFileError, match="gone.part00"):
         ensure_model(tmp_path / "home")
-
-
-# ----------------------------------------------------------------------------- prompt rendering
-
-
-def test_render_prompt_prefills_the_first_output_marker_and_stops_at_inputs():
-    request = adapter_request(demos=1, stop=("<custom>",))
-    rendered = render_prompt(request)
-    assert rendered.prefill == "[[ ## action ## ]]\n"
-    assert rendered.prompt.endswith("\n\n[[ ## action ## ]]\n")
-    assert rendered.prompt.startswith("Your input fields are:")
-    # The demo's answer is in the prompt, before the final question.
-    assert rendered.prompt.index("[[ ## completed ## ]]") < rendered.prompt.rindex("[[ ## thread_id ## ]]")
-    assert "[[ ## completed ## ]]" in rendered.stops and "<custom>" in rendered.stops
-    assert "\n[[ ## thread_id ## ]]" in rendered.stops and "\n[[ ## compaction_events ## ]]" in rendered.stops
-    assert "\n[[ ## action ## ]]" not in rendered.stops  # an output marker must not stop the answer
-    assert render_prompt(request, prefill=False).prefill == ""
-
-
-def test_markers_are_read_from_the_adapter_text():
-    text = "[[ ## goal ## ]]\nx\n\nRespond with the corresponding output fields, starting with the field " \
-           "`[[ ## objective ## ]]`, then `[[ ## risk ## ]]`."
-    assert first_output_marker(text) == "[[ ## objective ## ]]"
-    assert input_markers(text) == ["[[ ## goal ## ]]"]
-    assert first_output_marker("no instruction here") is None
 
 
 class _StubLlama:
@@ -323,17 +294,6 @@ def test_real_model_chooses_a_literal_value_and_skips_the_field_it_rules_out():
     assert out.action in ("pause", "stop") and out.next_input == ""
     call = ledger.calls[0]
     assert 0 < call.completion_tokens <= 1 + 2 * 6
-
-
-def test_the_closing_instruction_joins_the_constant_prefix():
-    rendered = render_prompt(adapter_request(demos=1))
-    closing = rendered.prompt.index("Respond with the corresponding output fields")
-    # right after the system text, before the demos
-    assert closing == len(rendered.system.strip()) + 2
-    assert rendered.prompt.count("Respond with the corresponding output fields") == 1
-    assert rendered.prefix and rendered.prompt.startswith(rendered.prefix) and closing < len(rendered.prefix)
-    record = rendered.prompt[len(rendered.prefix):]
-    assert record.startswith("[[ ## thread_id ## ]]") and record.endswith("\n\n[[ ## action ## ]]\n")
 
 
 def test_engine_constrain_modes(monkeypatch):

@@ -39,6 +39,18 @@ def test_configure_lm_sets_the_default_lm():
         dspy.configure(lm=previous)
 
 
+def test_configure_lm_says_in_one_line_why_an_lm_cannot_be_set_up(tmp_path, monkeypatch):
+    # The one LM set-up of every command: a fault that is not the user's spec (here the disk cache's folder
+    # cannot be made: GUIDEBENCH_HOME is a file) is still the project's one-line error, and no LM is set.
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(home))
+    previous = dspy.settings.lm
+    with pytest.raises(GuidebenchError, match=r"^--lm fake: cannot set up the LM: NotADirectoryError: "):
+        configure_lm("fake")
+    assert dspy.settings.lm is previous
+
+
 def test_every_lm_gets_exactly_one_recorder():
     lm = make_lm("fake", cache=False)
     instrument(lm)

@@ -6,7 +6,8 @@ from dspy.lm15 import Message, Request
 
 import guidebench.lm.engine as local_lm
 import programs
-from guidebench.lm.engine import LOCAL_MODEL_ID, ensure_model, render_prompt
+from guidebench.lm.engine import LOCAL_MODEL_ID, ensure_model
+from guidebench.lm.prompt import render_prompt
 from programs.seeds import DECISION_SEEDS
 
 

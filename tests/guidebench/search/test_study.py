@@ -1,5 +1,5 @@
 """guidebench.search.study: `guidebench search` with one nested MLflow run per trial, resumed by running it
-again (the Optuna study itself is tested in tests/optimizers/test_search.py)."""
+again (the Optuna study itself is tested in tests/guidebench/search/test_engine.py)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_search_dev_limit_scores_trials_on_a_seeded_dev_subset_and_its_test_resc
                                filter_string="tags.`guidebench.run_type` = 'search_trial'")[0]
     assert trial.data.params["trial.optimizer"] == "labeled_fewshot"
     from guidebench.errors import GuidebenchError
-    from guidebench.release.packages import from_mlflow_experiment
+    from guidebench.leaderboard.packages import from_mlflow_experiment
 
     with pytest.raises(GuidebenchError, match="no finished run"):  # trials and the search are not board variants
         from_mlflow_experiment(trial.info.experiment_id, uri)

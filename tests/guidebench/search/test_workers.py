@@ -26,7 +26,7 @@ from guidebench.cli import main
 from guidebench.search import services
 from guidebench.search.workers import reap_stale_trials
 from optimizer_support import make_dataset
-from optimizers.search import OWNER_ATTR
+from guidebench.search.engine import OWNER_ATTR
 
 
 
@@ -65,7 +65,7 @@ def test_a_trial_that_just_started_is_not_reaped(tmp_path):
 
 
 def test_a_search_starting_again_reaps_a_trial_that_never_beat(tmp_path, monkeypatch):
-    from optimizers import search
+    from guidebench.search import engine as search
 
     monkeypatch.setattr(search, "GRACE_S", 1)
     study = _study(f"sqlite:///{tmp_path / 'study.db'}")

@@ -109,7 +109,7 @@ import sys, time, warnings, logging
 warnings.simplefilter("ignore")
 logging.disable(logging.WARNING)
 from guidebench.tracking import runs as tracking
-from optimizers.search import SearchConfig, open_study
+from guidebench.search.engine import SearchConfig, open_study
 mlflow_db, optuna_db, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
 while time.time() < go:
     time.sleep(0.001)

@@ -15,8 +15,9 @@ import pytest
 from guidebench.cli import main
 from guidebench.data.fullauto_writer import simulate_workspace
 from guidebench.data.labels import SideLabel
-from guidebench.data.simulators.fullauto import FALLBACK_PROMPT, FullAutoSimulator, SimConfig
-from guidebench.data.simulators.fullauto_policy import chat_adapter_data, original_decision
+from guidebench.simulators.fullauto import FullAutoSimulator
+from guidebench.simulators.fullauto_world import FALLBACK_PROMPT, SimConfig
+from guidebench.simulators.fullauto_policy import chat_adapter_data, original_decision
 from runtime.fullauto import (
     DecisionLogLine,
     GuardrailContext,

@@ -1,4 +1,4 @@
-"""guidebench.cost: the one line an LM-calling command prints first, with the LM and what its records cost."""
+"""guidebench.lm.cost: the one line an LM-calling command prints first, with the LM and what its records cost."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import programs
 from evals.replay import replay
 from evals.usage import track_calls
-from guidebench.cost import LOCAL_SPEED, Scoring, Totals, announce, cost_line, replay_cost
+from guidebench.lm.cost import LOCAL_SPEED, Scoring, Totals, announce, cost_line, replay_cost
 from guidebench.lm.factory import make_lm
 from optimizer_support import decision_examples, decision_records
 from optimizers.knn_fewshot import NearestDemos

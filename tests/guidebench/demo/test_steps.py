@@ -1,5 +1,5 @@
-"""`guidebench demo`: the whole story end to end with the embedded model (slow: one quick demo, shared by the tests
-that read it), and the demo's own pieces (fast)."""
+"""guidebench.demo.steps: the whole story end to end with the embedded model (slow: one quick demo, shared by the
+tests that read it), a demo folder that holds other files, and a failed step (fast, fake LM)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from guidebench import demo
+from guidebench.demo import steps
 from guidebench.cli import main
 from guidebench.errors import GuidebenchError
 from guidebench.release.gates import GatesConfig
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GUIDEBENCH = Path(sys.executable).with_name("guidebench")
 
 
@@ -136,79 +136,6 @@ class TestQuickDemo:
 
 # ----- fast: the demo's own pieces ------------------------------------------------------------------
 
-@pytest.mark.parametrize("plan", [demo.QUICK, demo.FULL], ids=lambda p: p.name)
-def test_subset_gives_the_planned_split_sizes(plan: demo.Plan, tmp_path: Path):
-    from guidebench.data import import_logs
-
-    sample = demo.sample_dir()
-    subset = demo.choose_fullauto_subset(sample, plan)
-    lines = [json.loads(line) for line in (sample / "fullauto" / "fullauto-decisions.jsonl").open() if line.strip()]
-    every = {line.get("thread_id") or line["run_id"] for line in lines}
-    assert len(subset.threads) == min(plan.fullauto_threads, len(every))  # the full demo takes every thread
-    assert plan.dev_records[0] <= subset.expected["dev"] <= plan.dev_records[1]
-    assert plan.test_records[0] <= subset.expected["test"] <= plan.test_records[1]
-    copied = demo.write_fullauto_subset(sample, subset, tmp_path / "logs")
-    assert copied == sum(subset.expected.values())
-    report = import_logs(tmp_path / "logs", "fullauto", tmp_path / "data", seed=subset.seed, progress=False)
-    assert report.splits == subset.expected and report.quarantined == 0
-    # whole threads were copied, each in one split (the import groups by thread)
-    from evals.data import SPLITS, load_records
-
-    threads = {name: {r.thread_id for r in load_records(tmp_path / "data", name)} for name in SPLITS}
-    assert set().union(*threads.values()) == set(subset.threads)
-    assert sum(len(found) for found in threads.values()) == len(subset.threads)
-    assert report.model_dump()["labeled"] == copied
-    # a test split the board can separate policies on: three or more actions, none above MAX_LABEL_SHARE
-    labels = Counter(r.label.action for r in load_records(tmp_path / "data", "test"))
-    assert len(labels) >= 3 and max(labels.values()) <= demo.MAX_LABEL_SHARE * sum(labels.values())
-
-
-def test_gates_and_recipes_written_by_the_demo_load(tmp_path: Path):
-    import optimizers
-    from guidebench.release.gates import load_gates
-
-    gates_file = tmp_path / "gates.toml"
-    gates_file.write_text(demo.gates_text(4))
-    gates = load_gates(gates_file)
-    assert gates.min_records == 20 and gates.max_p_value == 0.05 and gates.max_increase["parse_failure_rate"] == 0.0
-    for program, optimizer in demo.COMPILES:
-        settings = demo.recipe_settings(optimizer, demo.QUICK, program.split(".")[0])
-        recipe_file = tmp_path / f"{program}-{optimizer}.toml"
-        recipe_file.write_text(demo.recipe_text(optimizer, settings))
-        recipe = optimizers.load(name=optimizer, path=str(recipe_file))
-        assert {name: getattr(recipe.settings, name) for name in settings} == settings
-    assert demo.recipe_settings("fit", demo.QUICK, "full_auto") == {"C": [0.5, 2.0], "class_weight": ["none"]}
-
-
-def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
-    from evals.stats import bootstrap_mean, paired_mean_difference
-
-    champion = [1.0, 0.0, 0.5]
-
-    def row(rank: int, name: str, values: list[float], lm_share: float) -> dict:
-        paired = paired_mean_difference(values, champion, n_resamples=200)
-        cost = {"per_decisions": 1000, "lm_decisions": 1000 * lm_share, "lm_calls": 1000 * lm_share,
-                "total_tokens": 150_000 * lm_share, "seconds": 900 * lm_share}
-        return {"rank": rank, "name": name, "champion": values is champion, "cost": cost,
-                "metrics": {"objective": bootstrap_mean(values, n_resamples=200).to_dict(),
-                            "lm_share": bootstrap_mean([lm_share] * 3, n_resamples=200).to_dict()},
-                "comparison": {"against": "logged", "metric": "objective", **paired.to_dict()}}
-
-    rows = demo.board_rows({"rows": [row(1, "candidate", [1.0, 1.0, 1.0], 1 / 3), row(2, "logged", champion, 0.0)]})
-    header, candidate, logged = demo.format_rows(rows)
-    assert " n " in header and "test vs champion" in header and "verdict" in header
-    assert "LM share" in header and "LM calls/1k" in header and "tokens/1k" in header and "s/1k" in header
-    assert rows[0]["lm_share"] == pytest.approx(1 / 3) and rows[0]["lm_calls_per_1k"] == pytest.approx(1000 / 3)
-    assert candidate.endswith("    0.33         333     50,000     300") and logged.endswith("0.00           0          0       0")
-    assert demo.quality_and_cost(rows[0]) == ("candidate: objective 1.000 [1.000, 1.000] on 3 test records; 0.33 of its "
-                                              "decisions sent to the LM; per 1,000 decisions 333 LM calls, 50,000 "
-                                              "tokens, 300 s")
-    assert rows[0]["n_compared"] == 3 and rows[0]["test"] == "exact permutation test"
-    assert rows[0]["test_detail"] == "exact permutation test (8 assignments)"
-    assert rows[0]["verdict"].startswith("cannot tell apart (p = ") and rows[0]["verdict"].endswith("n = 3)")
-    assert " 3  exact permutation test " in candidate and rows[0]["verdict"] in candidate
-    assert rows[1]["verdict"] == "champion" and "champion" in logged
-
 
 def test_out_holding_other_files_is_refused(tmp_path: Path, monkeypatch, capsys):
     from guidebench.outputs import read_marker
@@ -225,7 +152,7 @@ def test_out_holding_other_files_is_refused(tmp_path: Path, monkeypatch, capsys)
     def broken(*_args, **_kwargs):  # the demo stops at its first step: enough to own the folder
         raise GuidebenchError("stop here")
 
-    monkeypatch.setattr(demo, "choose_fullauto_subset", broken)
+    monkeypatch.setattr(steps, "choose_fullauto_subset", broken)
     earlier = tmp_path / "earlier"
     assert main([*argv, str(earlier)]) == 2
     assert read_marker(earlier)["command"] == "demo"
@@ -250,7 +177,7 @@ def test_a_failed_step_ends_the_demo_with_one_line_naming_it(tmp_path: Path, mon
     def broken(*_args, **_kwargs):
         raise GuidebenchError("the sample logs are unreadable")
 
-    monkeypatch.setattr(demo, "choose_fullauto_subset", broken)
+    monkeypatch.setattr(steps, "choose_fullauto_subset", broken)
     out = tmp_path / "demo"
     code = main(["demo", "--quick", "--lm", "fake", "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 from runtime._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from guidebench.data.simulators.fullauto import FullAutoSimulator, SimConfig, SimRun
-    from guidebench.data.simulators.fullauto_policy import deployed_raw_output
-    from guidebench.data.simulators.experiments import simulate_episode, write_episodes, SimulationSummary
+    from guidebench.simulators.fullauto import FullAutoSimulator, SimRun
+    from guidebench.simulators.fullauto_world import SimConfig
+    from guidebench.simulators.fullauto_policy import deployed_raw_output
+    from guidebench.simulators.experiments import simulate_episode, write_episodes, SimulationSummary
 
 _WHERE: dict[str, str] = {
-    "FullAutoSimulator": "fullauto", "SimConfig": "fullauto", "SimRun": "fullauto",
+    "FullAutoSimulator": "fullauto", "SimConfig": "fullauto_world", "SimRun": "fullauto",
     "deployed_raw_output": "fullauto_policy",
     "simulate_episode": "experiments", "write_episodes": "experiments", "SimulationSummary": "experiments",
 }

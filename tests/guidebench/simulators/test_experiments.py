@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from guidebench.data.simulators.experiments import (
+from guidebench.simulators.experiments import (
     OLD_SHAPE_KEYS,
     SIDE_FILE_SUFFIX,
     TIMESTAMP_FORMAT,
@@ -186,7 +186,7 @@ def test_write_episodes_layout_and_summary(tmp_path):
 
 
 def test_committed_sample_is_what_the_documented_command_writes(tmp_path):
-    sample = Path(__file__).resolve().parents[4] / "datasets" / "sample" / "experiments"
+    sample = Path(__file__).resolve().parents[3] / "datasets" / "sample" / "experiments"
     summary = write_episodes(tmp_path, 24, seed=0)  # datasets/sample/README.md: --episodes 24 --seed 0
     committed = sorted(p.relative_to(sample).as_posix() for p in sample.rglob("*") if p.is_file())
     assert committed == sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())

@@ -1,4 +1,4 @@
-"""optimizers.search: SQLite study that resumes, seeded TPE, pruning on dev minibatches, interrupted trials."""
+"""guidebench.search.engine: SQLite study that resumes, seeded TPE, pruning on dev minibatches, interrupted trials."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import programs
 from evals import metrics_fullauto
 from optimizer_support import decision_examples
-from optimizers.search import (SearchConfig, SearchSpace, StudyLMError, open_study, run_search, score_in_minibatches,
+from guidebench.search.engine import (SearchConfig, SearchSpace, StudyLMError, open_study, run_search, score_in_minibatches,
                                suggest)
 
 TRAIN = decision_examples(8)
@@ -24,7 +24,7 @@ def _config(tmp_path, trials, **kw):
                         minibatch_size=4, n_startup_trials=2, **kw)
 
 
-def test_sqlite_study_resumes_without_repeating_finished_trials(tmp_path, fake):
+def test_sqlite_study_resumes_without_repeating_finished_trials(tmp_path, fake_lm):
     first = run_search(_config(tmp_path, 2), SPACE, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,
                        progress=False)
     assert first.ran_now == 2 and [t.state for t in first.trials] == ["COMPLETE", "COMPLETE"]
@@ -41,7 +41,7 @@ def test_sqlite_study_resumes_without_repeating_finished_trials(tmp_path, fake):
     assert state is not None and "decide" in json.dumps(state)
 
 
-def test_the_study_and_its_trials_record_the_lm_and_another_lm_is_refused(tmp_path, fake):
+def test_the_study_and_its_trials_record_the_lm_and_another_lm_is_refused(tmp_path, fake_lm):
     lm = {"spec": "fake", "model": "fake/rules", "model_sha256": None}
     first = run_search(_config(tmp_path, 1, lm=lm), SPACE, TRAIN, DEV, metrics_fullauto.metric,
                        program_factory=programs.get, progress=False)
@@ -93,7 +93,7 @@ class _Broken(dspy.Module):
         raise RuntimeError("this variant cannot decide")
 
 
-def test_a_trial_below_the_median_is_pruned_on_dev_minibatches(tmp_path, fake):
+def test_a_trial_below_the_median_is_pruned_on_dev_minibatches(tmp_path, fake_lm):
     broken = {"on": False}
 
     def factory(name):
@@ -109,7 +109,7 @@ def test_a_trial_below_the_median_is_pruned_on_dev_minibatches(tmp_path, fake):
     assert last.state == "PRUNED" and last.minibatch_means == [0.0, 0.0]
 
 
-def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fake):
+def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fake_lm):
     calls = {"n": 0}
 
     def factory(name):
@@ -127,7 +127,7 @@ def test_an_interrupted_trial_is_not_counted_and_the_search_resumes(tmp_path, fa
     assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1 and result.ran_now == 2
 
 
-def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_path, fake):
+def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_path, fake_lm):
     from programs.hybrid import RULE_SET_CHOICES, parse_rule_set
 
     space = SearchSpace(programs=("full_auto.hybrid", "full_auto.compact_state"), optimizers=("labeled_fewshot",),
@@ -148,7 +148,7 @@ def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_pat
         SearchSpace(programs=("full_auto.hybrid",), rule_sets=("turn_failed+finished",))
 
 
-def test_a_cascade_draws_its_threshold_and_lm_program_and_the_trial_keeps_them(tmp_path, fake):
+def test_a_cascade_draws_its_threshold_and_lm_program_and_the_trial_keeps_them(tmp_path, fake_lm):
     space = SearchSpace(programs=("full_auto.cascade", "full_auto.predict"), optimizers=("labeled_fewshot",),
                         demos=(1, 2), thresholds=(0.5, 0.95))
     result = run_search(_config(tmp_path, 6), space, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,

@@ -45,12 +45,13 @@ from tqdm.auto import tqdm
 from programs.hybrid import RULE_SET_CHOICES, parse_rule_set, rule_gate_of
 from programs.learned import FullAutoCascade, check_lm_program, check_threshold
 
-from .base import Metric, RecipeError
-from .budget import Budget
-from .candidates import program_state
-from .checkpoint import disk_cache
-from .liveness import owner_alive, owner_token
-from .registry import get as get_recipe
+from optimizers.base import RecipeError
+from optimizers.budget import Budget
+from optimizers.candidates import program_state
+from optimizers.checkpoint import disk_cache
+from optimizers.liveness import owner_alive, owner_token
+from optimizers.metric_adapters import Metric
+from optimizers.registry import get as get_recipe
 
 DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
 # The compact LM programs: a cascade asks its LM about few turns, each at the model's token rate.

@@ -257,12 +257,9 @@ def is_export_folder(folder: Path) -> bool:
 
 def from_export_folder(folder: Path) -> Variant:
     """A variant from an exported frozen module, verified by the runtime loader (checksums, signature, versions)."""
-    try:
-        from runtime.frozen.loader import verify_frozen
-        from runtime.frozen.manifest import FrozenModuleError
-    except ImportError as exc:
-        raise GuidebenchError(f"{folder}: is an exported module, but the runtime loader (runtime.frozen.loader) "
-                              f"is not available to verify it: {exc}") from exc
+    from runtime.frozen.loader import verify_frozen
+    from runtime.frozen.manifest import FrozenModuleError
+
     try:
         frozen = verify_frozen(folder)
     except FrozenModuleError as exc:
