@@ -42,4 +42,4 @@ PLANNER_BASELINE="${PLANNER_BASELINE:-.guidebench/compiles/opt-planner.hybrid-bo
   --eval-limit 100 --champion planner.rules --out reports/leaderboard/planner --force "$@"
 
 # Renders the Full Auto page in headless Chromium and saves reports/leaderboard.png.
-"$BIN/python" -m pytest -q -p no:xdist tests/guidebench/leaderboard/test_render.py -k sample_data
+GUIDEBENCH_SAVE_SCREENSHOT=1 "$BIN/python" -m pytest -q -p no:xdist tests/guidebench/leaderboard/test_render.py -k sample_data
