@@ -49,10 +49,11 @@ def lm_half(folder: Path) -> str:
     A program that routes no turn (every turn is its LM's) counts all of them.
     """
     import pandas as pd
+    import pyarrow.parquet as pq
 
     path = folder / "test" / "results.parquet"
-    if not path.is_file():
-        return "n/a"
+    if not path.is_file() or "label_action" not in pq.read_schema(path).names:
+        return "n/a"  # a planner's results hold directives, not actions
     rows = pd.read_parquet(path, columns=["decided_by", "model_action", "label_action"])
     routed = rows["decided_by"].notna().any()
     lm = rows[rows["decided_by"] == "lm"] if routed else rows
