@@ -1,4 +1,4 @@
-"""Fit: a linear decision model on the train split, its settings chosen on dev (no LM call)."""
+"""Fit: a linear decision model, its settings chosen by cross-validation over train + dev (no LM call)."""
 
 from __future__ import annotations
 
@@ -19,20 +19,23 @@ class FitRecipeSettings(RecipeSettings):
     """Settings of the fit."""
 
     C: list[float] = Field([0.5, 2.0, 8.0, 32.0], min_length=1, description=(
-        "Inverse regularization strengths tried (larger: a looser fit); each is fit on train and scored on dev."))
+        "Inverse regularization strengths tried (larger: a looser fit); each is scored on held-out turns."))
     class_weight: list[Literal["none", "balanced"]] = Field(["none", "balanced"], min_length=1, description=(
         "Class weightings tried: 'none', or 'balanced' (rare actions weigh as much as frequent ones)."))
     ngram_max: int = Field(2, ge=1, le=3, description="Longest word n-gram of the text features (1: words only).")
     max_features: int = Field(20_000, ge=100, description="Text features kept: the most frequent n-grams of train.")
     max_iter: int = Field(3_000, ge=100, description="Solver iterations (lbfgs; deterministic).")
     refit_on_dev: bool = Field(True, description=(
-        "Fit the chosen settings once more on train + dev (more data; test stays unseen) and keep the "
-        "temperature fit on dev."))
+        "Fit the chosen settings on train + dev at last (more data; test stays unseen), else on train."))
+    folds: int = Field(5, ge=0, le=20, description=(
+        "Choose the settings by grouped cross-validation over train + dev in this many folds (whole threads "
+        "held out; every labeled turn scored once); 0: on dev alone."))
 
     def fit_settings(self) -> FitSettings:
         """The settings as the fitting code takes them."""
         return FitSettings(C=tuple(self.C), class_weight=tuple(self.class_weight), ngram_max=self.ngram_max,
-                           max_features=self.max_features, max_iter=self.max_iter, refit_on_dev=self.refit_on_dev)
+                           max_features=self.max_features, max_iter=self.max_iter, refit_on_dev=self.refit_on_dev,
+                           folds=self.folds)
 
 
 class FitRecipe(Recipe):
@@ -40,7 +43,7 @@ class FitRecipe(Recipe):
 
     name = "fit"
     dspy_name = "Fit"
-    summary = "a trained decision model fit on train, chosen on dev (no LM call)"
+    summary = "a trained decision model, its settings cross-validated on train + dev (no LM call)"
     Settings = FitRecipeSettings
     compiles_lm = False
 
@@ -65,4 +68,4 @@ class FitRecipe(Recipe):
         return program
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
-        return [Stage("fit and select on dev", 0, note="no LM call")]
+        return [Stage("fit and cross-validate", 0, note="no LM call")]

@@ -1,13 +1,18 @@
 """Fit the trained decision model of a program (`full_auto.learned`, `full_auto.cascade`) on labeled examples.
 
 scikit-learn fits, the runtime scores: features come from `runtime.trained` (the very functions a frozen
-module runs), a multinomial `LogisticRegression` is fit on the train split for every point of the grid
-(regularization x class weights), each fitted model's temperature is fit on dev (calibration: one number
-that minimises the dev log loss), and the grid point whose model scores best on dev by the compile's
-metric (the objective, guardrails applied) wins; ties go to the lower dev log loss. The winner is then
-fit once more on train + dev when `refit_on_dev` (more data; test stays unseen) and keeps its temperature.
-Everything is seeded and deterministic (lbfgs), and no LM is called: selection scores the model alone,
-also for a cascade, straight through the runtime scorer and the metric (no DSPy call per example).
+module runs) and a multinomial `LogisticRegression` is fit for every point of the grid (regularization x
+class weights). The grid point is chosen by grouped k-fold cross-validation over train + dev (`folds`, 5 by
+default): each fold holds out whole threads, fits on the rest (its own vocabulary) and scores the held-out
+turns; one temperature is fit on all out-of-fold scores (calibration: the number that minimises their log
+loss), and the point whose out-of-fold decisions score best by the compile's metric (the objective,
+guardrails applied) wins; ties go to the lower log loss. Why not dev alone: a dev split of a few hundred
+turns from a few dozen threads ranks close settings by noise, and cross-validation scores every labeled
+turn test does not hold. The winner is fit on train + dev (`refit_on_dev`) at that temperature. With
+`folds` 0 the fit selects on dev alone (each point fit on train, its temperature fit on dev), and without
+a dev split on a held-out fifth of the train threads. Everything is seeded and deterministic (lbfgs,
+folds by thread), and no LM is called: selection scores the model alone, also for a cascade, straight
+through the runtime scorer and the metric (no DSPy call per example).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from programs.learned import trained_parameters
 from programs.results import decision_prediction
 from runtime.fullauto import ACTIONS
 from runtime.frozen.knn import TfidfVectorizer
-from runtime.trained import FEATURES_VERSION, NUMBER_NAMES, TrainedDecisionModel, turn_features
+from runtime.trained import FEATURES_VERSION, NUMBER_NAMES, TrainedDecisionModel, decision_of, turn_features
 
 Metric = Callable[..., Any]
 
@@ -47,6 +52,7 @@ class FitSettings:
     max_features: int = 20_000
     max_iter: int = 3_000
     refit_on_dev: bool = True
+    folds: int = 5  # grouped cross-validation over train + dev; 0 or 1: select on dev alone
 
 
 @dataclass
@@ -58,11 +64,13 @@ class FitOutcome:
     grid: list[dict[str, Any]]
 
 
-class _Features:
-    """The train split's feature space: its TF-IDF vocabulary and the numbers' mean and spread."""
+Features = list[tuple[str, list[float]]]  # `turn_features` of each example: (text, numbers)
 
-    def __init__(self, inputs: Sequence[dict[str, Any]], settings: FitSettings) -> None:
-        features = [turn_features(x) for x in inputs]
+
+class _Features:
+    """The fit part's feature space: its TF-IDF vocabulary and the numbers' mean and spread."""
+
+    def __init__(self, features: Features, settings: FitSettings) -> None:
         self.vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max))
         self.vectorizer.fit([text for text, _ in features])
         numbers = np.asarray([numbers for _, numbers in features], dtype=np.float64)
@@ -70,18 +78,21 @@ class _Features:
         spread = numbers.std(axis=0)
         self.scale = np.where(spread > 1e-12, spread, 1.0)
 
-    def matrix(self, inputs: Sequence[dict[str, Any]]) -> sparse.csr_matrix:
+    def matrix(self, features: Features) -> sparse.csr_matrix:
         """Rows of TF-IDF text features followed by the standardised numbers."""
-        features = [turn_features(x) for x in inputs]
         rows, cols, values = [], [], []
         for i, (text, _) in enumerate(features):
             for j, v in self.vectorizer.transform_one(text).items():
                 rows.append(i)
                 cols.append(j)
                 values.append(v)
-        text = sparse.csr_matrix((values, (rows, cols)), shape=(len(inputs), len(self.vectorizer.idf)))
+        text = sparse.csr_matrix((values, (rows, cols)), shape=(len(features), len(self.vectorizer.idf)))
         numbers = (np.asarray([n for _, n in features], dtype=np.float64) - self.mean) / self.scale
         return sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr")
+
+
+def _features_of(examples: Sequence[dspy.Example]) -> Features:
+    return [turn_features(ex.inputs().toDict()) for ex in examples]
 
 
 def _labels(examples: Sequence[dspy.Example]) -> list[str]:
@@ -133,90 +144,144 @@ def _classifier(C: float, class_weight: str, settings: FitSettings, seed: int) -
                               max_iter=settings.max_iter, random_state=seed)
 
 
-def dev_scorer(valset: Sequence[dspy.Example], metric: Metric) -> Callable[[TrainedDecisionModel], float]:
-    """Scores a model alone (never a cascade's LM) on dev with the compile's metric: its mean over the examples."""
-    def score(model: TrainedDecisionModel) -> float:
-        values = [float(metric(ex, decision_prediction(model.decide(ex.inputs().toDict())))) for ex in valset]
-        return sum(values) / len(values)
-    return score
+@dataclass
+class _Selection:
+    """Where the grid is scored: held-out parts of a pool of labeled examples, and what the winner is fit on."""
+
+    pool: list[dspy.Example]
+    splits: list[tuple[list[int], list[int]]]  # (fit part, held-out part) as indices into `pool`
+    final: list[int]  # the examples the chosen settings are fit on at last
+    selected_on: str
+    refit: str
+
+
+def _selection(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], settings: FitSettings) -> _Selection:
+    """Cross-validation over train + dev by thread, else dev, else (no dev split) held-out train threads."""
+    pool, n_train = [*trainset, *valset], len(trainset)
+    train, everything = list(range(n_train)), list(range(len(pool)))
+    refit_all = settings.refit_on_dev and bool(valset)
+    final, refit = (everything, "train+dev") if refit_all else (train, "train")
+    if settings.folds >= 2:
+        folds = _thread_folds(pool, settings.folds)
+        if folds is not None:
+            over = "train+dev" if valset else "train"
+            return _Selection(pool, folds, final, f"{len(folds)}-fold cross-validation over {over} threads", refit)
+    if valset:
+        return _Selection(pool, [(train, everything[n_train:])], final, "dev", refit)
+    kept, held = selection_split(trainset)  # small logs may import without a dev split
+    pool = [*kept, *held]
+    return _Selection(pool, [(list(range(len(kept))), list(range(len(kept), len(pool))))],
+                      list(range(len(pool))), "train threads held out", "train")
+
+
+def _thread_folds(pool: Sequence[dspy.Example], folds: int) -> Optional[list[tuple[list[int], list[int]]]]:
+    """Grouped folds (no thread in two parts) whose fit parts all hold two or more label classes; None if too few."""
+    from sklearn.model_selection import GroupKFold
+
+    groups = [str(ex.get("thread_id") or f"#{index}") for index, ex in enumerate(pool)]
+    n_groups = len(set(groups))
+    if n_groups < 2:
+        return None
+    labels = _labels(pool)
+    splits = [(fit.tolist(), held.tolist()) for fit, held in
+              GroupKFold(n_splits=min(folds, n_groups)).split(groups, groups=groups)]
+    if any(len({labels[i] for i in fit}) < 2 for fit, _ in splits):
+        return None
+    return splits
 
 
 @dataclass
 class _Candidate:
-    """One grid point's model, fit on train and scored on dev."""
+    """One grid point: its held-out scores, calibration and objective."""
 
     point: dict[str, Any]
-    model: TrainedDecisionModel
+    temperature: float
     score: float
     loss: float
 
     def row(self) -> dict[str, Any]:
-        return {**self.point, "temperature": self.model.temperature, "dev_objective": round(self.score, 6),
-                "dev_log_loss": round(self.loss, 6)}
+        return {**self.point, "temperature": self.temperature, "selection_objective": round(self.score, 6),
+                "selection_log_loss": round(self.loss, 6)}
 
 
 def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric,
               settings: FitSettings = FitSettings(), *, seed: int = 0,
               on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]] = None) -> FitOutcome:
-    """Fit the grid on train, select on dev, refit the winner; FitError when the data cannot teach a model.
+    """Score the grid on held-out turns, fit the winner; FitError when the data cannot teach a model.
 
-    `on_candidate(model, dev score)` sees every grid point's model (the compile's candidate history).
+    `on_candidate(model, held-out score)` sees every grid point's model, fit as the winner is (the compile's
+    candidate history).
     """
     if not trainset:
         raise FitError("the train split has no labeled example to fit on")
-    carved = not valset
-    if carved:  # small logs may import without a dev split: select on a held-out fifth of train's threads
-        trainset, valset = selection_split(trainset)
-    if len(set(_labels(trainset))) < 2:
-        raise FitError(f"every labeled train example is {_labels(trainset)[0]!r}: a decision model needs two or "
+    selection = _selection(trainset, valset, settings)
+    train_labels = _labels(trainset)
+    if len(set(train_labels)) < 2:
+        raise FitError(f"every labeled train example is {train_labels[0]!r}: a decision model needs two or "
                        "more label classes (label more of the logs, or use a rule policy)")
-    grid = _grid(trainset, valset, metric, settings, seed)
-    for candidate in grid:
-        if on_candidate is not None:
-            on_candidate(candidate.model, candidate.score)
+    features = _features_of(selection.pool)
+    grid = _grid(selection, features, metric, settings, seed)
     best = max(grid, key=lambda c: (c.score, -c.loss))  # the first of equals: the grid's order
+    n_held = sum(len(held) for _, held in selection.splits)
     chosen = {**best.row(), "ngram_max": settings.ngram_max, "max_features": settings.max_features,
-              "n_train": len(trainset), "n_dev": len(valset), "refit": "train",
-              "selected_on": "train threads held out" if carved else "dev"}
-    model = best.model
-    if settings.refit_on_dev or carved:  # the chosen settings on all the labeled data test does not hold
-        chosen["refit"] = "train" if carved else "train+dev"
-        model = _fit_one([*trainset, *valset], best.point, model.temperature, chosen, settings, seed)
+              "n_train": len(trainset), "n_dev": len(valset), "n_scored": n_held, "selected_on": selection.selected_on,
+              "refit": selection.refit}
+    final = [selection.pool[i] for i in selection.final]
+    final_features = [features[i] for i in selection.final]
+    for candidate in grid:
+        if on_candidate is not None and candidate is not best:
+            on_candidate(_fit_one(final, final_features, candidate, candidate.row(), settings, seed), candidate.score)
+    model = _fit_one(final, final_features, best, chosen, settings, seed)
+    if on_candidate is not None:
+        on_candidate(model, best.score)
     chosen["vocabulary"] = len(model.vectorizer.idf)
     model.fit_info = dict(chosen)
     return FitOutcome(model=model, chosen=chosen, grid=[candidate.row() for candidate in grid])
 
 
-def _grid(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric, settings: FitSettings,
+def _grid(selection: _Selection, features: Features, metric: Metric, settings: FitSettings,
           seed: int) -> list[_Candidate]:
-    """Every grid point fit on train, its temperature fit on dev, scored on dev."""
-    train_x, dev_x = [ex.inputs().toDict() for ex in trainset], [ex.inputs().toDict() for ex in valset]
-    train_y, dev_y = _labels(trainset), _labels(valset)
-    features = _Features(train_x, settings)
-    X_train, X_dev = features.matrix(train_x), features.matrix(dev_x)
-    score_on_dev = dev_scorer(valset, metric)
+    """Every grid point fit on each split's fit part and scored on its held-out part; one temperature over them."""
+    labels = _labels(selection.pool)
+    classes = sorted(set(labels))
+    held = [i for _, part in selection.splits for i in part]
+    held_labels = [labels[i] for i in held]
+    parts = []
+    for fit, part in selection.splits:
+        space = _Features([features[i] for i in fit], settings)
+        parts.append((space.matrix([features[i] for i in fit]), [labels[i] for i in fit],
+                      space.matrix([features[i] for i in part])))
     grid = []
     for C in settings.C:
         for weight in settings.class_weight:
             point = {"C": C, "class_weight": weight}
-            classifier = _classifier(C, weight, settings, seed).fit(X_train, train_y)
-            classes = [str(c) for c in classifier.classes_]
-            dev_scores = _dev_scores(classifier, X_dev)
-            temperature = _temperature(dev_scores, classes, dev_y)
-            model = TrainedDecisionModel(_state(classifier, features, temperature, {**point, "refit": "train"}))
-            grid.append(_Candidate(point, model, score_on_dev(model),
-                                   _log_loss(dev_scores, classes, dev_y, temperature)))
+            scores = np.vstack([_held_out_scores(_classifier(C, weight, settings, seed).fit(X_fit, y_fit), X_held,
+                                                 classes) for X_fit, y_fit, X_held in parts])
+            temperature = _temperature(scores, classes, held_labels)
+            grid.append(_Candidate(point, temperature,
+                                   _objective(scores / temperature, classes, [selection.pool[i] for i in held], metric),
+                                   _log_loss(scores, classes, held_labels, temperature)))
     return grid
 
 
-def _fit_one(examples: Sequence[dspy.Example], point: dict[str, Any], temperature: float, fit: dict[str, Any],
+def _objective(scores: np.ndarray, classes: list[str], examples: Sequence[dspy.Example], metric: Metric) -> float:
+    """The metric's mean over the examples of the decisions these calibrated scores answer (model alone)."""
+    probabilities = _softmax(scores)
+    values = []
+    for row, ex in zip(probabilities, examples):
+        inputs = ex.inputs().toDict()
+        decision = decision_of(dict(zip(classes, row.tolist())), inputs, COST)
+        values.append(float(metric(ex, decision_prediction(decision))))
+    return sum(values) / len(values)
+
+
+def _fit_one(examples: Sequence[dspy.Example], features: Features, candidate: _Candidate, fit: dict[str, Any],
              settings: FitSettings, seed: int) -> TrainedDecisionModel:
-    """One model with the given settings on these examples (its own vocabulary), at the given temperature."""
-    inputs = [ex.inputs().toDict() for ex in examples]
-    features = _Features(inputs, settings)
-    classifier = _classifier(point["C"], point["class_weight"], settings, seed).fit(features.matrix(inputs),
-                                                                                     _labels(examples))
-    return TrainedDecisionModel(_state(classifier, features, temperature, fit))
+    """One model with the candidate's settings on these examples (its own vocabulary), at its temperature."""
+    space = _Features(features, settings)
+    classifier = _classifier(candidate.point["C"], candidate.point["class_weight"], settings, seed)
+    classifier.fit(space.matrix(features), _labels(examples))
+    return TrainedDecisionModel(_state(classifier, space, candidate.temperature, fit))
 
 
 def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tuple[list[dspy.Example], list[dspy.Example]]:
@@ -240,11 +305,20 @@ def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tup
     return kept, held
 
 
-def _dev_scores(classifier: Any, X: sparse.csr_matrix) -> np.ndarray:
+# A class a fold's fit part never saw gets this score: no probability, whatever the temperature.
+_UNSEEN = -1e6
+
+
+def _held_out_scores(classifier: Any, X: sparse.csr_matrix, classes: list[str]) -> np.ndarray:
+    """The classifier's linear scores of the held-out rows, one column per class of the pool."""
     scores = np.asarray(classifier.decision_function(X), dtype=np.float64)
     if scores.ndim == 1:  # two classes: the logit of the second against the first
         scores = np.column_stack([np.zeros_like(scores), scores])
-    return scores
+    known = [str(c) for c in classifier.classes_]
+    full = np.full((scores.shape[0], len(classes)), _UNSEEN)
+    for column, name in enumerate(known):
+        full[:, classes.index(name)] = scores[:, column]
+    return full
 
 
 # The last fits with default settings by their examples: the trials of a search each fit their cascade's model

@@ -312,13 +312,18 @@ class TrainedDecisionModel:
 
     def decide(self, inputs: Mapping[str, Any]) -> GuidanceDecision:
         """The action of least expected cost, with its probability as the confidence."""
-        probabilities = self.probabilities(inputs)
-        min_confidence = _number(inputs, "min_confidence", GuardrailConfig().min_confidence)
-        action, confidence, expected = least_cost_action(probabilities, self.cost, min_confidence)
-        shown = ", ".join(f"{name} {probabilities[name]:.2f}" for name in sorted(probabilities, key=ACTIONS.index))
-        return GuidanceDecision(action=action, confidence=round(confidence, 6),
-                                next_input=next_input(inputs) if action == "continue" else "",
-                                reason=f"trained model: {shown}; expected cost {expected:.2f}")
+        return decision_of(self.probabilities(inputs), inputs, self.cost)
+
+
+def decision_of(probabilities: Mapping[str, float], inputs: Mapping[str, Any],
+                cost: Mapping[str, Mapping[str, float]]) -> GuidanceDecision:
+    """The decision a model with these class probabilities answers for this turn (`least_cost_action`)."""
+    min_confidence = _number(inputs, "min_confidence", GuardrailConfig().min_confidence)
+    action, confidence, expected = least_cost_action(probabilities, cost, min_confidence)
+    shown = ", ".join(f"{name} {probabilities[name]:.2f}" for name in sorted(probabilities, key=ACTIONS.index))
+    return GuidanceDecision(action=action, confidence=round(confidence, 6),
+                            next_input=next_input(inputs) if action == "continue" else "",
+                            reason=f"trained model: {shown}; expected cost {expected:.2f}")
 
 
 def next_input(inputs: Mapping[str, Any]) -> str:
@@ -331,6 +336,6 @@ def next_input(inputs: Mapping[str, Any]) -> str:
     return f"Continue with the next plan step: {current}"[:500]
 
 
-__all__ = ["CASCADE_KEY", "CONFIG_INPUT_NAMES", "FEATURES_VERSION", "NUMBER_NAMES", "TRAINED_MODEL_KEY", "TrainedDecisionModel",
-           "TrainedModelError", "config_inputs", "dispatch_probabilities", "least_cost_action", "next_input",
-           "turn_features", "turn_numbers", "turn_text"]
+__all__ = ["CASCADE_KEY", "CONFIG_INPUT_NAMES", "FEATURES_VERSION", "NUMBER_NAMES", "TRAINED_MODEL_KEY",
+           "TrainedDecisionModel", "TrainedModelError", "config_inputs", "decision_of", "dispatch_probabilities",
+           "least_cost_action", "next_input", "turn_features", "turn_numbers", "turn_text"]

@@ -39,7 +39,7 @@ class Plan:
     episodes: int  # experiment episodes copied from the sample
     episode_iterations: Optional[int]  # keep only the first iterations of each episode (None: whole episodes)
     planner_eval_limit: int  # planner records per split for the planner compile and board (seeded subset)
-    fit_C: tuple[float, ...]  # the trained model's regularization strengths tried (fit on train, chosen on dev)
+    fit_C: tuple[float, ...]  # the trained model's regularization strengths tried (cross-validated on train + dev)
     lm_demos: int  # labeled demos per prompt of the cascade's LM program
     lm_dev_limit: int  # dev records the cascade's compile and each search trial score (a seeded subset)
     planner_demos: int

@@ -1,5 +1,6 @@
-"""The fit recipe: a linear decision model fit on train, its settings chosen on dev, deterministic, no LM call;
-data it cannot learn from is a one-line error; a cascade compiled by an LM recipe is fitted first."""
+"""The fit recipe: a linear decision model, its settings chosen by cross-validation over train + dev threads
+(or on dev), deterministic, no LM call; data it cannot learn from is a one-line error; a cascade compiled by
+an LM recipe is fitted first."""
 
 from __future__ import annotations
 
@@ -24,19 +25,37 @@ def _fit(program: str = "full_auto.learned", train=TRAIN, dev=DEV, **settings):
     return recipe.compile(programs.get(program), train, dev, metrics_fullauto.metric, seed=1)
 
 
-def test_the_fit_learns_the_situations_and_selects_on_dev_without_an_lm():
+def test_the_fit_learns_the_situations_and_selects_by_cross_validation_without_an_lm():
     assert dspy.settings.lm is None  # nothing to call: a call would raise
     result = _fit()
     program = result.program
     assert result.usage["lm_calls"] == 0 and result.kept == "optimizer"
     assert [program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
     details = result.summary()["details"]
-    assert len(details["fit_grid"]) == 8 and len(result.candidates) == 8  # 4 strengths x 2 weightings, all on dev
+    assert len(details["fit_grid"]) == 8 and len(result.candidates) == 8  # 4 strengths x 2 weightings
     chosen = details["fit"]
-    assert chosen["dev_objective"] == max(point["dev_objective"] for point in details["fit_grid"])
+    assert chosen["selection_objective"] == max(point["selection_objective"] for point in details["fit_grid"])
+    threads = len({ex.thread_id for ex in TRAIN + DEV})
+    assert chosen["selected_on"] == f"{min(5, threads)}-fold cross-validation over train+dev threads"
+    assert chosen["n_scored"] == len(TRAIN) + len(DEV)  # every labeled turn held out once
     assert chosen["refit"] == "train+dev" and chosen["n_train"] == len(TRAIN) and chosen["n_dev"] == len(DEV)
     prediction = program(**DEV[0].inputs())
     assert prediction.decided_by == "model" and set(prediction.probabilities) == {"continue", "pause", "stop"}
+
+
+def test_no_fold_holds_a_thread_that_another_part_fits_on():
+    from optimizers.fitting import _thread_folds
+
+    pool = TRAIN + DEV
+    folds = _thread_folds(pool, 5)
+    assert folds is not None and sorted(i for _, held in folds for i in held) == list(range(len(pool)))
+    for fit, held in folds:
+        assert not {pool[i].thread_id for i in fit} & {pool[i].thread_id for i in held}
+
+
+def test_with_no_folds_the_fit_selects_on_dev():
+    chosen = _fit(folds=0).summary()["details"]["fit"]
+    assert chosen["selected_on"] == "dev" and chosen["n_scored"] == len(DEV) and chosen["refit"] == "train+dev"
 
 
 def test_the_fit_is_deterministic():
@@ -86,8 +105,9 @@ def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_han
 
 
 def test_without_a_dev_split_the_fit_selects_on_held_out_train_threads():
-    result = _fit(dev=[])
+    result = _fit(dev=[], folds=0)
     chosen = result.summary()["details"]["fit"]
     assert chosen["selected_on"] == "train threads held out" and chosen["refit"] == "train"
-    assert chosen["n_train"] + chosen["n_dev"] == len(TRAIN) and chosen["n_dev"] >= 0.2 * len(TRAIN)
+    assert chosen["n_train"] == len(TRAIN) and chosen["n_dev"] == 0 and chosen["n_scored"] >= 0.2 * len(TRAIN)
     assert [result.program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
+    assert _fit(dev=[]).summary()["details"]["fit"]["selected_on"].endswith("cross-validation over train threads")
