@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import dspy
@@ -62,6 +62,9 @@ class FitOutcome:
     model: TrainedDecisionModel
     chosen: dict[str, Any]
     grid: list[dict[str, Any]]
+    # Each held-out example with the calibrated probabilities the chosen settings gave it out of fold (what the
+    # selection scored: `benchmarks.fit_errors` reads where the model loses).
+    held_out: list[tuple[dspy.Example, dict[str, float]]] = field(default_factory=list)
 
 
 Features = list[tuple[str, list[float]]]  # `turn_features` of each example: (text, numbers)
@@ -198,6 +201,7 @@ class _Candidate:
     temperature: float
     score: float
     loss: float
+    probabilities: np.ndarray  # calibrated, one row per held-out example (in the selection's order)
 
     def row(self) -> dict[str, Any]:
         return {**self.point, "temperature": self.temperature, "selection_objective": round(self.score, 6),
@@ -236,7 +240,10 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
         on_candidate(model, best.score)
     chosen["vocabulary"] = len(model.vectorizer.idf)
     model.fit_info = dict(chosen)
-    return FitOutcome(model=model, chosen=chosen, grid=[candidate.row() for candidate in grid])
+    classes = sorted(set(_labels(selection.pool)))
+    held = [selection.pool[i] for _, part in selection.splits for i in part]
+    held_out = [(ex, dict(zip(classes, row.tolist()))) for ex, row in zip(held, best.probabilities)]
+    return FitOutcome(model=model, chosen=chosen, grid=[candidate.row() for candidate in grid], held_out=held_out)
 
 
 def _grid(selection: _Selection, features: Features, metric: Metric, settings: FitSettings,
@@ -258,15 +265,16 @@ def _grid(selection: _Selection, features: Features, metric: Metric, settings: F
             scores = np.vstack([_held_out_scores(_classifier(C, weight, settings, seed).fit(X_fit, y_fit), X_held,
                                                  classes) for X_fit, y_fit, X_held in parts])
             temperature = _temperature(scores, classes, held_labels)
+            probabilities = _softmax(scores / temperature)
             grid.append(_Candidate(point, temperature,
-                                   _objective(scores / temperature, classes, [selection.pool[i] for i in held], metric),
-                                   _log_loss(scores, classes, held_labels, temperature)))
+                                   _objective(probabilities, classes, [selection.pool[i] for i in held], metric),
+                                   _log_loss(scores, classes, held_labels, temperature), probabilities))
     return grid
 
 
-def _objective(scores: np.ndarray, classes: list[str], examples: Sequence[dspy.Example], metric: Metric) -> float:
-    """The metric's mean over the examples of the decisions these calibrated scores answer (model alone)."""
-    probabilities = _softmax(scores)
+def _objective(probabilities: np.ndarray, classes: list[str], examples: Sequence[dspy.Example],
+               metric: Metric) -> float:
+    """The metric's mean over the examples of the decisions these class probabilities answer (model alone)."""
     values = []
     for row, ex in zip(probabilities, examples):
         inputs = ex.inputs().toDict()
