@@ -373,20 +373,23 @@ class Recipe:
 
 def _fitted_first(program: dspy.Module, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
                   metric: Metric, seed: int) -> dspy.Module:
-    """The program, with its trained part fitted first (the `fit` recipe's defaults) when it has an unfitted one.
+    """The program, with its trained part fitted first when it has an unfitted one (the `fit` recipe's
+    defaults, fit on train alone).
 
     A cascade's LM program learns from the turns its model hands over, so the model must exist before
-    an LM optimizer narrows the training set.
+    an LM optimizer narrows the training set. The model is not refit on dev: the cascade is judged on dev
+    (its threshold and LM program are a search's trial parameters), and a model fit on dev would be surer
+    there than on turns it never saw, handing the LM fewer turns on dev than it will in production.
     """
     from programs.learned import needs_fitting
 
     if not needs_fitting(program):
         return program
-    from .fitting import FitError, fit_program
+    from .fitting import FitError, FitSettings, fit_program
 
     fitted = program.deepcopy()
     try:
-        fit_program(fitted, trainset, valset, metric, seed=seed)
+        fit_program(fitted, trainset, valset, metric, FitSettings(refit_on_dev=False), seed=seed)
     except FitError as exc:
         raise RecipeError(f"fitting the trained model first: {exc}") from None
     logger.info("fitted the program's trained model with the fit recipe's defaults before compiling its LM")

@@ -98,6 +98,7 @@ def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_han
     result = optimizers.get("labeled_fewshot")().compile(student, TRAIN, DEV, metrics_fullauto.metric, seed=1)
     compiled = result.program
     assert compiled.trained_model.fitted and not student.trained_model.fitted  # fitted on a copy
+    assert compiled.trained_model.model.fit_info["refit"] == "train"  # dev judges the cascade: not fit on it
     assert len(compiled.lm_program.decide.demos) == 3
     compiled.configure(threshold=0.5)
     sure = [ex for ex in DEV if compiled.model_decision(ex.inputs().toDict()) is not None]
