@@ -230,12 +230,11 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     chosen = {**best.row(), "ngram_max": settings.ngram_max, "max_features": settings.max_features,
               "n_train": len(trainset), "n_dev": len(valset), "n_scored": n_held, "selected_on": selection.selected_on,
               "refit": selection.refit}
-    final = [selection.pool[i] for i in selection.final]
-    final_features = [features[i] for i in selection.final]
+    final = _Fitted([selection.pool[i] for i in selection.final], [features[i] for i in selection.final], settings)
     for candidate in grid:
         if on_candidate is not None and candidate is not best:
-            on_candidate(_fit_one(final, final_features, candidate, candidate.row(), settings, seed), candidate.score)
-    model = _fit_one(final, final_features, best, chosen, settings, seed)
+            on_candidate(final.model(candidate, candidate.row(), settings, seed), candidate.score)
+    model = final.model(best, chosen, settings, seed)
     if on_candidate is not None:
         on_candidate(model, best.score)
     chosen["vocabulary"] = len(model.vectorizer.idf)
@@ -283,13 +282,19 @@ def _objective(probabilities: np.ndarray, classes: list[str], examples: Sequence
     return sum(values) / len(values)
 
 
-def _fit_one(examples: Sequence[dspy.Example], features: Features, candidate: _Candidate, fit: dict[str, Any],
-             settings: FitSettings, seed: int) -> TrainedDecisionModel:
-    """One model with the candidate's settings on these examples (its own vocabulary), at its temperature."""
-    space = _Features(features, settings)
-    classifier = _classifier(candidate.point["C"], candidate.point["class_weight"], settings, seed)
-    classifier.fit(space.matrix(features), _labels(examples))
-    return TrainedDecisionModel(_state(classifier, space, candidate.temperature, fit))
+class _Fitted:
+    """The examples the chosen settings are fit on, vectorized once for every grid point fit on them."""
+
+    def __init__(self, examples: Sequence[dspy.Example], features: Features, settings: FitSettings) -> None:
+        self.space = _Features(features, settings)
+        self.X, self.labels = self.space.matrix(features), _labels(examples)
+
+    def model(self, candidate: _Candidate, fit: dict[str, Any], settings: FitSettings,
+              seed: int) -> TrainedDecisionModel:
+        """The candidate's settings fit on these examples (their own vocabulary), at the candidate's temperature."""
+        classifier = _classifier(candidate.point["C"], candidate.point["class_weight"], settings, seed)
+        classifier.fit(self.X, self.labels)
+        return TrainedDecisionModel(_state(classifier, self.space, candidate.temperature, fit))
 
 
 def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tuple[list[dspy.Example], list[dspy.Example]]:
