@@ -245,7 +245,7 @@ def test_a_literal_field_is_one_of_its_values_and_the_next_input_only_follows_co
     assert stub.calls[0][1]["max_tokens"] == 2 and "continue\n\n[[ ## confidence" in response.text
     assert response.text.endswith("[[ ## next_input ## ]]\nRun the tests.\n\n")
     # the word caps of the compact signature bound each text field; the answer's budget bounds the rest
-    assert [kwargs["max_tokens"] for _, kwargs in stub.calls] == [2, 79, 2 * 10, 2 * 12]
+    assert [kwargs["max_tokens"] for _, kwargs in stub.calls] == [2, 79, 2 * 6, 2 * 8]
 
 
 def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
@@ -253,7 +253,7 @@ def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
         def create_completion(self, prompt: str, **kwargs):
             out = super().create_completion(prompt, **kwargs)
             if prompt.endswith("[[ ## reason ## ]]\n"):
-                out["choices"][0]["finish_reason"] = "length"  # the reason ran into its 10-word cap
+                out["choices"][0]["finish_reason"] = "length"  # the reason ran into its word cap
             return out
 
     stub = Capped({11: 3.0}, {"confidence": "0.8", "reason": "Steps remain and more words", "next_input": "Go on."})
