@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --
     from dspy.lm15 import Request, Response
 
 from guidebench.home import guidebench_home
-from guidebench.lm.grammar import (OutputField, conforms, declared_outputs, empty_unless, literal_values,
-                                   output_grammar, word_cap)
+from guidebench.lm.grammar import (OutputField, conforms, decimal_values, declared_outputs, empty_unless,
+                                   literal_values, output_grammar, word_cap)
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 from guidebench.lm.prompt import RenderedPrompt, render_prompt
 
@@ -353,11 +353,12 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
                   budget: int) -> tuple[dict[str, Any], int, int, bool]:
     """One field's value after its marker: (completion, prompt tokens, evaluated, whether a cap of its own applied).
 
-    A literal field is one of its values, sampled from the model's own distribution restricted to them
-    (`_LiteralMask`), in at most the longest value's tokens: a one-token value needs no further forward
-    pass to end. A free field stops at a blank line, or at its word cap.
+    A literal field (or a float of "one decimal" in a range) is one of its values, sampled from the model's
+    own distribution restricted to them (`_LiteralMask`), in at most the longest value's tokens: the last
+    token needs no forward pass of its own (a free "0.8" costs one more, for the stop after it). A free
+    field stops at a blank line, or at its word cap.
     """
-    values = literal_values(field)
+    values = literal_values(field) or decimal_values(field)
     if values:
         from llama_cpp import LogitsProcessorList
 
