@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -267,6 +268,12 @@ def grammar_compiles(llama: Any, text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=16)
+def _prefix_text_tokens(llama: Any, prefix: str) -> list[int]:
+    """A constant prompt prefix's tokens (the same text every call of a program: tokenized once)."""
+    return llama.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
+
+
 @dataclass
 class _Decoded:
     """An answer and what it cost: prompt tokens (with the markers the engine wrote), evaluated, generated."""
@@ -284,19 +291,34 @@ class _Decoded:
                         self.completion_tokens + earlier.completion_tokens, self.id)
 
 
-def _cached_tokens(llama: Any, tokens: list[int]) -> int:
-    """Prompt tokens llama.cpp will not evaluate: the common prefix with its context (it re-reads at least one)."""
+def _context_tokens(llama: Any, n: Optional[int] = None) -> list[int]:
+    """The first `n` tokens of llama.cpp's context (all of them by default; none for a stand-in without them)."""
     input_ids = getattr(llama, "input_ids", None)
-    if input_ids is None:
-        return 0
-    return min(common_prefix(input_ids[: llama.n_tokens].tolist(), tokens), len(tokens) - 1)
+    return [] if input_ids is None else input_ids[: llama.n_tokens if n is None else n].tolist()
+
+
+def _cached_tokens(llama: Any, tokens: list[int], context: Optional[list[int]] = None) -> int:
+    """Prompt tokens llama.cpp will not evaluate: the common prefix with its context (it re-reads at least one)."""
+    shared = common_prefix(_context_tokens(llama) if context is None else context, tokens)
+    return max(0, min(shared, len(tokens) - 1))
 
 
 def _generate(llama: Any, prompt: str, sampling: dict[str, Any], **overrides: Any) -> tuple[dict[str, Any], int, int]:
-    """One completion; with the prompt's length and how many of its tokens were evaluated."""
-    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
-    evaluated = len(tokens) - _cached_tokens(llama, tokens)
-    return llama.create_completion(prompt, **{**sampling, **overrides}), len(tokens), evaluated
+    """One completion; with the prompt's length and how many of its tokens were evaluated.
+
+    llama.cpp tokenizes the prompt itself: its length is in the usage, and the tokens it reused are what the
+    context before the call shares with the prompt's tokens it holds after (no second tokenization of the prompt).
+    """
+    before = _context_tokens(llama)
+    output = llama.create_completion(prompt, **{**sampling, **overrides})
+    n_prompt = int((output.get("usage") or {}).get("prompt_tokens", 0))
+    return output, n_prompt, n_prompt - _cached_tokens(llama, _context_tokens(llama, n_prompt), before)
+
+
+@functools.lru_cache(maxsize=64)
+def _value_tokens(llama: Any, values: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """Each literal value's tokens (tokenized once per model and field: a call would redo it per decision)."""
+    return tuple(tuple(llama.tokenize(value.encode("utf-8"), add_bos=False, special=False)) for value in values)
 
 
 def _completion_tokens(output: dict[str, Any]) -> int:
@@ -362,7 +384,7 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
     if values:
         from llama_cpp import LogitsProcessorList
 
-        sequences = [llama.tokenize(value.encode("utf-8"), add_bos=False, special=False) for value in values]
+        sequences = [list(tokens) for tokens in _value_tokens(llama, tuple(values))]
         limit = min(budget, max(len(seq) for seq in sequences))
         mask = LogitsProcessorList([_LiteralMask(sequences, llama.token_eos())])
         output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=[],
@@ -516,7 +538,7 @@ class LocalGGUFEngine:
         """The prompt's tokens up to the end of its constant prefix (empty when not cached)."""
         if not (self.prefix_cache and model.prefixes and rendered.prefix):
             return []
-        prefix = model.llama.tokenize(rendered.prefix.encode("utf-8"), add_bos=True, special=False)
+        prefix = _prefix_text_tokens(model.llama, rendered.prefix)
         # The boundary token may merge with what follows: keep only what both tokenizations share.
         return tokens[:common_prefix(prefix, tokens)]
 
