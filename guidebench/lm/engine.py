@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --
     from dspy.lm15 import Request, Response
 
 from guidebench.home import guidebench_home
+from guidebench.lm import lookup
 from guidebench.lm.grammar import (OutputField, conforms, decimal_values, declared_outputs, empty_unless,
                                    literal_values, output_grammar, word_cap)
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
@@ -378,7 +379,8 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
     A literal field (or a float of "one decimal" in a range) is one of its values, sampled from the model's
     own distribution restricted to them (`_LiteralMask`), in at most the longest value's tokens: the last
     token needs no forward pass of its own (a free "0.8" costs one more, for the stop after it). A free
-    field stops at a blank line, or at its word cap.
+    field stops at a blank line, or at its word cap; what it repeats of the prompt is checked a batch at a
+    time (`guidebench.lm.lookup`).
     """
     values = literal_values(field) or decimal_values(field)
     if values:
@@ -392,9 +394,21 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
     else:
         cap = word_cap(field)
         limit = budget if cap is None else min(budget, TOKENS_PER_WORD * cap)
-        output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit,
-                                                stop=[*_VALUE_STOPS, *sampling["stop"]])
+        stops = [*_VALUE_STOPS, *sampling["stop"]]
+        if _is_llama(llama):  # prompt-lookup decoding needs llama.cpp's batch API (a test's stand-in has none)
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+            reused = _cached_tokens(llama, tokens)
+            output = lookup.completion(llama, tokens, reused, sampling, limit, stops)
+            n_prompt, evaluated = len(tokens), len(tokens) - reused
+        else:
+            output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=stops)
     return output, n_prompt, evaluated, limit < budget
+
+
+def _is_llama(llama: Any) -> bool:
+    from llama_cpp import Llama
+
+    return isinstance(llama, Llama)
 
 
 def _decode_fieldwise(llama: Any, rendered: RenderedPrompt, fields: list[OutputField],
