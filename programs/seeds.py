@@ -144,10 +144,12 @@ def decision_demos(with_reasoning: bool = False) -> list[dspy.Example]:
 
 
 # The compact program's answers to the same seeds, within the signature's word caps: a reason of a few
-# words, a next input only when continuing (the plan's current step, which the compact rendering shows).
-# Confidence is text with one decimal ("0.8"), as the signature asks.
+# words, a next input only when continuing (the plan's current step, which the compact rendering shows, in
+# a few words). Confidence is text with one decimal ("0.8"), as the signature asks. The base model copies
+# these answers' length (measured: most live reasons are a demo's, word for word), and each token of an
+# answer is one forward pass: they stay short, in words a person reads at a glance.
 COMPACT_ANSWERS: tuple[tuple[str, str], ...] = (  # (reason, next_input) per DECISION_SEEDS entry
-    ("Plan steps remain and one test fails.", "Fix the failing test_parse_config_defaults."),
+    ("Steps remain; one test fails.", "Fix the failing config test."),
     ("A command waits for approval.", ""),
     ("Every plan step is done.", ""),
 )
@@ -206,7 +208,7 @@ STALLED_SEED = DecisionSeed(
 )
 # The compact state program's seeds and answers: DECISION_SEEDS with COMPACT_ANSWERS, then the stalled turn.
 COMPACT_STATE_SEEDS: tuple[DecisionSeed, ...] = (*DECISION_SEEDS, STALLED_SEED)
-COMPACT_STATE_ANSWERS: tuple[tuple[str, str], ...] = (*COMPACT_ANSWERS, ("No progress for two turns; the agent is stuck.", ""))
+COMPACT_STATE_ANSWERS: tuple[tuple[str, str], ...] = (*COMPACT_ANSWERS, ("Two turns made no progress.", ""))
 
 
 def compact_state_demos() -> list[dspy.Example]:

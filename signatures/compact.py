@@ -36,8 +36,8 @@ class FullAutoCompactSignature(dspy.Signature):
     compactions: str = dspy.InputField(desc="context compactions so far")
     action: Action = dspy.OutputField()
     confidence: float = dspy.OutputField(desc="0.0 to 1.0, one decimal")
-    reason: str = dspy.OutputField(desc="one short sentence, at most 10 words")
-    next_input: str = dspy.OutputField(desc="the next instruction, at most 12 words; empty unless action is continue")
+    reason: str = dspy.OutputField(desc="one short sentence, at most 6 words")
+    next_input: str = dspy.OutputField(desc="the next instruction, at most 8 words; empty unless action is continue")
 
 
 class FullAutoCompactStateSignature(FullAutoCompactSignature):

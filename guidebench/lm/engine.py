@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -32,8 +33,9 @@ if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --
     from dspy.lm15 import Request, Response
 
 from guidebench.home import guidebench_home
-from guidebench.lm.grammar import (OutputField, conforms, declared_outputs, empty_unless, literal_values,
-                                   output_grammar, word_cap)
+from guidebench.lm import lookup
+from guidebench.lm.grammar import (OutputField, conforms, decimal_values, declared_outputs, empty_unless,
+                                   literal_values, output_grammar, word_cap)
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 from guidebench.lm.prompt import RenderedPrompt, render_prompt
 
@@ -267,6 +269,12 @@ def grammar_compiles(llama: Any, text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=16)
+def _prefix_text_tokens(llama: Any, prefix: str) -> list[int]:
+    """A constant prompt prefix's tokens (the same text every call of a program: tokenized once)."""
+    return llama.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
+
+
 @dataclass
 class _Decoded:
     """An answer and what it cost: prompt tokens (with the markers the engine wrote), evaluated, generated."""
@@ -284,19 +292,34 @@ class _Decoded:
                         self.completion_tokens + earlier.completion_tokens, self.id)
 
 
-def _cached_tokens(llama: Any, tokens: list[int]) -> int:
-    """Prompt tokens llama.cpp will not evaluate: the common prefix with its context (it re-reads at least one)."""
+def _context_tokens(llama: Any, n: Optional[int] = None) -> list[int]:
+    """The first `n` tokens of llama.cpp's context (all of them by default; none for a stand-in without them)."""
     input_ids = getattr(llama, "input_ids", None)
-    if input_ids is None:
-        return 0
-    return min(common_prefix(input_ids[: llama.n_tokens].tolist(), tokens), len(tokens) - 1)
+    return [] if input_ids is None else input_ids[: llama.n_tokens if n is None else n].tolist()
+
+
+def _cached_tokens(llama: Any, tokens: list[int], context: Optional[list[int]] = None) -> int:
+    """Prompt tokens llama.cpp will not evaluate: the common prefix with its context (it re-reads at least one)."""
+    shared = common_prefix(_context_tokens(llama) if context is None else context, tokens)
+    return max(0, min(shared, len(tokens) - 1))
 
 
 def _generate(llama: Any, prompt: str, sampling: dict[str, Any], **overrides: Any) -> tuple[dict[str, Any], int, int]:
-    """One completion; with the prompt's length and how many of its tokens were evaluated."""
-    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
-    evaluated = len(tokens) - _cached_tokens(llama, tokens)
-    return llama.create_completion(prompt, **{**sampling, **overrides}), len(tokens), evaluated
+    """One completion; with the prompt's length and how many of its tokens were evaluated.
+
+    llama.cpp tokenizes the prompt itself: its length is in the usage, and the tokens it reused are what the
+    context before the call shares with the prompt's tokens it holds after (no second tokenization of the prompt).
+    """
+    before = _context_tokens(llama)
+    output = llama.create_completion(prompt, **{**sampling, **overrides})
+    n_prompt = int((output.get("usage") or {}).get("prompt_tokens", 0))
+    return output, n_prompt, n_prompt - _cached_tokens(llama, _context_tokens(llama, n_prompt), before)
+
+
+@functools.lru_cache(maxsize=64)
+def _value_tokens(llama: Any, values: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """Each literal value's tokens (tokenized once per model and field: a call would redo it per decision)."""
+    return tuple(tuple(llama.tokenize(value.encode("utf-8"), add_bos=False, special=False)) for value in values)
 
 
 def _completion_tokens(output: dict[str, Any]) -> int:
@@ -353,15 +376,17 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
                   budget: int) -> tuple[dict[str, Any], int, int, bool]:
     """One field's value after its marker: (completion, prompt tokens, evaluated, whether a cap of its own applied).
 
-    A literal field is one of its values, sampled from the model's own distribution restricted to them
-    (`_LiteralMask`), in at most the longest value's tokens: a one-token value needs no further forward
-    pass to end. A free field stops at a blank line, or at its word cap.
+    A literal field (or a float of "one decimal" in a range) is one of its values, sampled from the model's
+    own distribution restricted to them (`_LiteralMask`), in at most the longest value's tokens: the last
+    token needs no forward pass of its own (a free "0.8" costs one more, for the stop after it). A free
+    field stops at a blank line, or at its word cap; what it repeats of the prompt is checked a batch at a
+    time (`guidebench.lm.lookup`).
     """
-    values = literal_values(field)
+    values = literal_values(field) or decimal_values(field)
     if values:
         from llama_cpp import LogitsProcessorList
 
-        sequences = [llama.tokenize(value.encode("utf-8"), add_bos=False, special=False) for value in values]
+        sequences = [list(tokens) for tokens in _value_tokens(llama, tuple(values))]
         limit = min(budget, max(len(seq) for seq in sequences))
         mask = LogitsProcessorList([_LiteralMask(sequences, llama.token_eos())])
         output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=[],
@@ -369,9 +394,21 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
     else:
         cap = word_cap(field)
         limit = budget if cap is None else min(budget, TOKENS_PER_WORD * cap)
-        output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit,
-                                                stop=[*_VALUE_STOPS, *sampling["stop"]])
+        stops = [*_VALUE_STOPS, *sampling["stop"]]
+        if _is_llama(llama):  # prompt-lookup decoding needs llama.cpp's batch API (a test's stand-in has none)
+            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+            reused = _cached_tokens(llama, tokens)
+            output = lookup.completion(llama, tokens, reused, sampling, limit, stops)
+            n_prompt, evaluated = len(tokens), len(tokens) - reused
+        else:
+            output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=stops)
     return output, n_prompt, evaluated, limit < budget
+
+
+def _is_llama(llama: Any) -> bool:
+    from llama_cpp import Llama
+
+    return isinstance(llama, Llama)
 
 
 def _decode_fieldwise(llama: Any, rendered: RenderedPrompt, fields: list[OutputField],
@@ -515,7 +552,7 @@ class LocalGGUFEngine:
         """The prompt's tokens up to the end of its constant prefix (empty when not cached)."""
         if not (self.prefix_cache and model.prefixes and rendered.prefix):
             return []
-        prefix = model.llama.tokenize(rendered.prefix.encode("utf-8"), add_bos=True, special=False)
+        prefix = _prefix_text_tokens(model.llama, rendered.prefix)
         # The boundary token may merge with what follows: keep only what both tokenizations share.
         return tokens[:common_prefix(prefix, tokens)]
 

@@ -11,9 +11,10 @@ A `str` output may be empty only when its description says what empty means (e.g
 single lines. Types the grammar does not know (e.g. `Optional[...]`) accept any single line and
 are left to the adapter's parser.
 
-Two phrases of a field's description also shape field-wise decoding (`guidebench.lm.engine`), and the
-model reads them as the rule they state: "at most N words" caps the tokens the field may use
-(`word_cap`), and "empty unless FIELD is VALUE" leaves the field empty, undecoded, when an earlier
+Three phrases of a field's description also shape field-wise decoding (`guidebench.lm.engine`), and
+the model reads them as the rule they state: "at most N words" caps the tokens the field may use
+(`word_cap`), a float "A.0 to B.0, one decimal" is one of those values (`decimal_values`), chosen
+like a literal, and "empty unless FIELD is VALUE" leaves the field empty, undecoded, when an earlier
 field's value says so (`empty_unless`), so the answer ends as soon as the rest is known to be empty.
 """
 
@@ -29,6 +30,7 @@ _FIELD = re.compile(r"^\d+\. `(\w+)` \((.*)\):(.*)$", re.M)
 _LITERAL = re.compile(r"^Literal\[(.*)\]$")
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 _WORD_CAP = re.compile(r"\bat most (\d+) words\b", re.I)
+_DECIMALS = re.compile(r"\b(\d+)\.0 to (\d+)\.0, one decimal\b", re.I)
 _EMPTY_UNLESS = re.compile(r"\bempty unless `?(\w+)`? is `?([\w.-]+?)`?(?=[\s;,.)]|$)", re.I)
 
 COMMON_RULES = r'''
@@ -74,6 +76,15 @@ def literal_values(field: OutputField) -> list[str]:
     if not literal:
         return []
     return [single or double for single, double in _QUOTED.findall(literal.group(1))]
+
+
+def decimal_values(field: OutputField) -> list[str]:
+    """The values of a float field described as "A.0 to B.0, one decimal" ("0.0", "0.1", ... "1.0"), else []."""
+    match = _DECIMALS.search(field.description) if field.type_text == "float" else None
+    if not match:
+        return []
+    low, high = int(match.group(1)), int(match.group(2))
+    return [f"{tenths // 10}.{tenths % 10}" for tenths in range(10 * low, 10 * high + 1)]
 
 
 def word_cap(field: OutputField) -> Optional[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import programs
+from guidebench.lm.grammar import OutputField, word_cap
 from programs.seeds import (COMPACT_DIRECTIVES, COMPACT_STATE_SEEDS, DECISION_SEEDS, STALLED_SEED,
                             _planner_seed_packets, compact_cot_demos, compact_decision_demos, compact_planner_demos,
                             compact_state_demos, planner_demos)
@@ -16,6 +17,14 @@ from signatures import (FullAutoCompactSignature, FullAutoCompactStateSignature,
                         PlannerCompactSignature)
 
 
+def _cap(name: str) -> int:
+    """The word cap the compact signature's description of an output field states."""
+    desc = FullAutoCompactSignature.output_fields[name].json_schema_extra["desc"]
+    cap = word_cap(OutputField(name, "str", desc))
+    assert cap is not None, name
+    return cap
+
+
 def test_compact_decision_demos_render_the_seeds_compactly_within_the_output_budget():
     demos = compact_decision_demos()
     assert len(demos) == len(DECISION_SEEDS)
@@ -24,10 +33,10 @@ def test_compact_decision_demos_render_the_seeds_compactly_within_the_output_bud
         rendered = compact_summary_inputs(seed.summary)
         assert {name: demo[name] for name in demo.inputs().keys()} == {name: rendered[name] for name in rendered}
         assert demo.action == seed.action
-        # one decimal, a reason and a next input within the signature's word caps (10 and 12 words)
+        # one decimal, a reason and a next input within the signature's word caps
         assert re.fullmatch(r"[01]\.\d", demo.confidence) and abs(float(demo.confidence) - seed.confidence) <= 0.05
-        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 10
-        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= 12
+        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= _cap("reason")
+        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= _cap("next_input")
 
 
 def test_compact_state_demos_add_a_stalled_turn_and_show_the_counters_and_the_message():
@@ -38,8 +47,8 @@ def test_compact_state_demos_add_a_stalled_turn_and_show_the_counters_and_the_me
         rendered = {**compact_summary_inputs(seed.summary), **compact_state_inputs(seed.summary)}
         assert {name: demo[name] for name in demo.inputs().keys()} == {name: rendered[name] for name in demo.inputs()}
         assert demo.action == seed.action and abs(float(demo.confidence) - seed.confidence) <= 0.05
-        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= 10
-        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= 12
+        assert demo.reason.count(".") == 1 and demo.reason.endswith(".") and len(demo.reason.split()) <= _cap("reason")
+        assert bool(demo.next_input) == (seed.action == "continue") and len(demo.next_input.split()) <= _cap("next_input")
     # The compact demos' answers for the shared seeds; the stalled turn is one only the counters tell apart.
     assert [d.labels().toDict() for d in demos[:3]] == [d.labels().toDict() for d in compact_decision_demos()]
     stalled = demos[-1]

@@ -172,7 +172,9 @@ class _CompactStub(_FieldStub):
     """Field-wise answers to a compact request: literal values tokenize to their own ids, and a literal field's
     call runs its logits processor over a fake vocabulary, taking the best allowed token as llama.cpp would."""
 
-    VOCAB = {"continue": [11], "pause": [12], "stop": [13, 14], "review": [15]}
+    # a one-decimal number is three tokens, as the embedded model's tokenizer splits it: digit, point, digit
+    VOCAB = {"continue": [11], "pause": [12], "stop": [13, 14], "review": [15],
+             **{f"0.{d}": [20, 22, 30 + d] for d in range(10)}, "1.0": [21, 22, 30]}
     EOS = 2
 
     def __init__(self, action_scores: dict[int, float], values: dict[str, str]) -> None:
@@ -193,7 +195,7 @@ class _CompactStub(_FieldStub):
         ids = list(range(self.n_prompt))
         written: list[int] = []
         while len(written) < kwargs["max_tokens"]:
-            scores = np.zeros(32, dtype=np.float32)
+            scores = np.zeros(48, dtype=np.float32)
             for token, score in self.action_scores.items():
                 scores[token] = score
             for processor in processors:
@@ -229,23 +231,27 @@ def _fields_asked(stub: _StubLlama) -> list[str]:
 
 def test_a_literal_field_is_one_of_its_values_and_the_next_input_only_follows_continue(monkeypatch):
     # "stop" is two tokens here: the mask walks it to the end, then the answer skips the next input.
-    stub = _CompactStub({13: 5.0, 14: -9.0, 11: 1.0, 20: 99.0}, {"confidence": "0.9", "reason": "All done."})
+    # token 40 is no value's: the mask never lets it through; the confidence is the best-scored decimal
+    stub = _CompactStub({13: 5.0, 14: -9.0, 11: 1.0, 40: 99.0, 20: 1.0, 39: 2.0}, {"reason": "All done."})
     response = _stub_engine(monkeypatch, stub).complete(_compact_request())
     assert _fields_asked(stub) == ["action", "confidence", "reason"]  # no call for next_input
     action_call = stub.calls[0][1]
     assert action_call["max_tokens"] == 2 and action_call["stop"] == []  # the longest value's tokens
+    confidence_call = stub.calls[1][1]  # "0.0 to 1.0, one decimal": a choice of 11 values, no stop token
+    assert confidence_call["max_tokens"] == 3 and confidence_call["stop"] == []
     assert response.text == ("[[ ## action ## ]]\nstop\n\n[[ ## confidence ## ]]\n0.9\n\n[[ ## reason ## ]]\n"
                              "All done.\n\n[[ ## next_input ## ]]\n\n\n")
     assert response.usage.output_tokens == 2 + 3 + 3
 
-    stub = _CompactStub({11: 3.0, 12: 2.0}, {"confidence": "0.8", "reason": "Steps remain.",
-                                             "next_input": "Run the tests."})
+    stub = _CompactStub({11: 3.0, 12: 2.0, 20: 1.0, 38: 1.0}, {"reason": "Steps remain.",
+                                                                 "next_input": "Run the tests."})
     response = _stub_engine(monkeypatch, stub).complete(_compact_request())
     assert _fields_asked(stub) == ["action", "confidence", "reason", "next_input"]
     assert stub.calls[0][1]["max_tokens"] == 2 and "continue\n\n[[ ## confidence" in response.text
     assert response.text.endswith("[[ ## next_input ## ]]\nRun the tests.\n\n")
     # the word caps of the compact signature bound each text field; the answer's budget bounds the rest
-    assert [kwargs["max_tokens"] for _, kwargs in stub.calls] == [2, 79, 2 * 10, 2 * 12]
+    assert "[[ ## confidence ## ]]\n0.8\n\n" in response.text
+    assert [kwargs["max_tokens"] for _, kwargs in stub.calls] == [2, 3, 2 * 6, 2 * 8]
 
 
 def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
@@ -253,10 +259,10 @@ def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
         def create_completion(self, prompt: str, **kwargs):
             out = super().create_completion(prompt, **kwargs)
             if prompt.endswith("[[ ## reason ## ]]\n"):
-                out["choices"][0]["finish_reason"] = "length"  # the reason ran into its 10-word cap
+                out["choices"][0]["finish_reason"] = "length"  # the reason ran into its word cap
             return out
 
-    stub = Capped({11: 3.0}, {"confidence": "0.8", "reason": "Steps remain and more words", "next_input": "Go on."})
+    stub = Capped({11: 3.0}, {"reason": "Steps remain and more words", "next_input": "Go on."})
     response = _stub_engine(monkeypatch, stub).complete(_compact_request())
     assert _fields_asked(stub)[-1] == "next_input" and response.finish_reason == "stop"
 

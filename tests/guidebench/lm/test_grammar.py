@@ -45,3 +45,13 @@ def test_every_lm_program_gets_a_grammar_llama_cpp_accepts():
         assert rendered.chat_format and rendered.prefill, where
         text = output_grammar(rendered.system, prefilled=True)
         assert text and local_lm.grammar_compiles(vocab, text), where
+
+
+def test_a_float_of_one_decimal_in_a_range_has_the_decimals_as_its_values():
+    from guidebench.lm.grammar import OutputField, decimal_values
+
+    assert decimal_values(OutputField("confidence", "float", "0.0 to 1.0, one decimal")) == [
+        "0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]
+    assert decimal_values(OutputField("score", "float", "1.0 to 2.0, one decimal"))[::10] == ["1.0", "2.0"]
+    assert decimal_values(OutputField("confidence", "float", "between 0 and 1")) == []  # no stated range
+    assert decimal_values(OutputField("note", "str", "0.0 to 1.0, one decimal")) == []  # only floats
