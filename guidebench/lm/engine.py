@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import functools
 import hashlib
 import logging
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 if TYPE_CHECKING:  # DSPy is imported where a request is handled: `guidebench --help` stays light
     from dspy.lm15 import Request, Response
@@ -269,10 +269,29 @@ def grammar_compiles(llama: Any, text: str) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=16)
+# Tokens of the texts every call of a program repeats (its constant prefix, a field's literal values), per
+# model; weakly keyed, so a closed model is not kept alive by its cache.
+_TOKENS: "weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Any]]" = weakref.WeakKeyDictionary()
+_TOKENS_KEEP = 64
+
+
+def _tokens_once(llama: Any, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+    """`make()`, computed once per model and key (a few dozen keys kept per model)."""
+    try:
+        cache = _TOKENS.setdefault(llama, {})
+    except TypeError:  # an object that cannot be weakly referenced: no cache
+        return make()
+    if key not in cache:
+        if len(cache) >= _TOKENS_KEEP:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
+
+
 def _prefix_text_tokens(llama: Any, prefix: str) -> list[int]:
     """A constant prompt prefix's tokens (the same text every call of a program: tokenized once)."""
-    return llama.tokenize(prefix.encode("utf-8"), add_bos=True, special=False)
+    return _tokens_once(llama, ("prefix", prefix),
+                        lambda: llama.tokenize(prefix.encode("utf-8"), add_bos=True, special=False))
 
 
 @dataclass
@@ -316,10 +335,10 @@ def _generate(llama: Any, prompt: str, sampling: dict[str, Any], **overrides: An
     return output, n_prompt, n_prompt - _cached_tokens(llama, _context_tokens(llama, n_prompt), before)
 
 
-@functools.lru_cache(maxsize=64)
 def _value_tokens(llama: Any, values: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     """Each literal value's tokens (tokenized once per model and field: a call would redo it per decision)."""
-    return tuple(tuple(llama.tokenize(value.encode("utf-8"), add_bos=False, special=False)) for value in values)
+    return _tokens_once(llama, ("values", values), lambda: tuple(
+        tuple(llama.tokenize(value.encode("utf-8"), add_bos=False, special=False)) for value in values))
 
 
 def _completion_tokens(output: dict[str, Any]) -> int:
