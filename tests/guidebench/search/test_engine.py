@@ -151,11 +151,13 @@ def test_a_rule_gated_program_draws_its_rule_gate_and_the_trial_keeps_it(tmp_pat
 def test_a_cascade_draws_its_threshold_and_lm_program_and_the_trial_keeps_them(tmp_path, fake_lm):
     space = SearchSpace(programs=("full_auto.cascade", "full_auto.predict"), optimizers=("labeled_fewshot",),
                         demos=(1, 2), thresholds=(0.5, 0.95))
-    result = run_search(_config(tmp_path, 6), space, TRAIN, DEV, metrics_fullauto.metric, program_factory=programs.get,
-                        progress=False)
+    # the cascade's model is fit on train alone (dev judges the trial): enough threads for it to learn something
+    result = run_search(_config(tmp_path, 6), space, decision_examples(24), DEV, metrics_fullauto.metric,
+                        program_factory=programs.get, progress=False)
     study = optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
-    cascades = [t for t in study.trials if t.params["program"] == "full_auto.cascade"]
-    assert cascades and all(t.state.name == "COMPLETE" for t in study.trials)
+    assert all(t.state.name in ("COMPLETE", "PRUNED") for t in study.trials)  # a weak trial may be pruned
+    cascades = [t for t in study.trials if t.params["program"] == "full_auto.cascade" and t.state.name == "COMPLETE"]
+    assert cascades
     for trial in cascades:
         state = json.loads(trial.user_attrs["program_state"])
         assert 0.5 <= trial.params["threshold"] <= 0.95 and trial.params["lm_program"] in space.lm_programs
