@@ -36,6 +36,7 @@ from guidebench.home import guidebench_home
 from guidebench.lm import lookup
 from guidebench.lm.grammar import (OutputField, conforms, decimal_values, declared_outputs, empty_unless,
                                    literal_values, output_grammar, word_cap)
+from guidebench.lm.literal import LiteralMask
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 from guidebench.lm.prompt import RenderedPrompt, render_prompt
 
@@ -359,44 +360,12 @@ def _decode_free(llama: Any, rendered: RenderedPrompt, sampling: dict[str, Any],
 TOKENS_PER_WORD = 2
 
 
-class _LiteralMask:
-    """A llama.cpp logits processor that lets the model write only one of a field's literal values.
-
-    An exact constraint over the values' own tokens (a trie): at each step only the next token of a value
-    that the tokens so far begin is allowed, and end-of-text once a whole value is written. A GBNF grammar
-    checks every token of the 262k vocabulary at each step (measured: ~10x the time of a free token);
-    this costs one masked copy of the logits.
-    """
-
-    def __init__(self, sequences: list[list[int]], eos: int) -> None:
-        self.sequences, self.eos = sequences, eos
-        self.start: Optional[int] = None  # the prompt's length, seen at the first call
-
-    def allowed(self, written: list[int]) -> list[int]:
-        """The tokens that may follow `written`."""
-        n = len(written)
-        ids = {seq[n] for seq in self.sequences if len(seq) > n and seq[:n] == written}
-        if any(seq == written for seq in self.sequences) or not ids:
-            ids.add(self.eos)
-        return sorted(ids)
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import numpy as np
-
-        if self.start is None:
-            self.start = len(input_ids)
-        ids = self.allowed([int(token) for token in input_ids[self.start:]])
-        masked = np.full_like(scores, -np.inf)
-        masked[ids] = scores[ids]
-        return masked
-
-
 def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[str, Any],
                   budget: int) -> tuple[dict[str, Any], int, int, bool]:
     """One field's value after its marker: (completion, prompt tokens, evaluated, whether a cap of its own applied).
 
     A literal field (or a float of "one decimal" in a range) is one of its values, sampled from the model's
-    own distribution restricted to them (`_LiteralMask`), in at most the longest value's tokens: the last
+    own distribution restricted to them (`LiteralMask`), in at most the longest value's tokens: the last
     token needs no forward pass of its own (a free "0.8" costs one more, for the stop after it). A free
     field stops at a blank line, or at its word cap; what it repeats of the prompt is checked a batch at a
     time (`guidebench.lm.lookup`).
@@ -407,7 +376,7 @@ def _decode_value(llama: Any, prompt: str, field: OutputField, sampling: dict[st
 
         sequences = [list(tokens) for tokens in _value_tokens(llama, tuple(values))]
         limit = min(budget, max(len(seq) for seq in sequences))
-        mask = LogitsProcessorList([_LiteralMask(sequences, llama.token_eos())])
+        mask = LogitsProcessorList([LiteralMask(sequences, llama.token_eos())])
         output, n_prompt, evaluated = _generate(llama, prompt, sampling, max_tokens=limit, stop=[],
                                                 logits_processor=mask)
     else:

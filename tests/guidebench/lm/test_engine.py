@@ -268,7 +268,9 @@ def test_a_field_that_reaches_its_word_cap_ends_only_that_field(monkeypatch):
 
 
 def test_the_literal_mask_allows_exactly_the_values_tokens():
-    mask = local_lm._LiteralMask([[5], [6, 7], [6, 8, 9]], eos=2)
+    from guidebench.lm.literal import LiteralMask
+
+    mask = LiteralMask([[5], [6, 7], [6, 8, 9]], eos=2)
     assert mask.allowed([]) == [5, 6]
     assert mask.allowed([6]) == [7, 8]
     assert mask.allowed([5]) == [2] and mask.allowed([6, 7]) == [2]  # a whole value: only the end
