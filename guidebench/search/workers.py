@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from guidebench.errors import GuidebenchError
+from guidebench.tracking.runs import quiet_mlflow
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +185,8 @@ def worker_main(args: Namespace, index: int, run: Callable[[Namespace], Optional
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
                         format=f"%(levelname)s worker {index} %(name)s: %(message)s")
     try:
-        code = int(run(args) or 0)
+        with quiet_mlflow():
+            code = int(run(args) or 0)
     except GuidebenchError as exc:
         print(f"guidebench worker {index}: error: {exc}", file=sys.stderr, flush=True)
         code = 2
