@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import dspy
 import pytest
@@ -81,36 +84,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                 "pytest-xdist do not work together; install the versions pyproject.toml pins")
 
 
-# ----- a clean footprint: nothing left in the system temp directory ---------------------------------
+# ----- a clean footprint: the session's own temp root, empty at the end --------------------------------
 
-def _temp_entries() -> set[str]:
-    import tempfile
-
-    root = Path(tempfile.gettempdir())
-    # pytest's own base temp folders (pytest-of-<user>) are pytest's to keep and prune
-    return {entry.name for entry in root.iterdir() if not entry.name.startswith("pytest-of-")}
+_TEMP_KEY = pytest.StashKey[tuple[Path, dict[str, Optional[str]], Optional[str]]]()
+_TEMP_VARIABLES = ("TMPDIR", "PYTEST_DEBUG_TEMPROOT")
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remember what the system temp directory held before the tests (the controller process only)."""
-    if not hasattr(session.config, "workerinput"):
-        session.config.stash[_TEMP_KEY] = _temp_entries()
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session a temp root of its own (the controller's; xdist workers and every process the tests start
+    inherit it through TMPDIR), so that what other programs leave in the system temp folder is never counted."""
+    if hasattr(config, "workerinput"):
+        return
+    system = tempfile.gettempdir()
+    root = Path(tempfile.mkdtemp(prefix="guidebench-tests-", dir=system))
+    previous = {name: os.environ.get(name) for name in _TEMP_VARIABLES}
+    # pytest's own tmp_path folders stay in the system temp folder, where pytest keeps and prunes them.
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = previous["PYTEST_DEBUG_TEMPROOT"] or system
+    os.environ["TMPDIR"] = str(root)
+    config.stash[_TEMP_KEY] = (root, previous, tempfile.tempdir)
+    tempfile.tempdir = str(root)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when tests or commands left anything in the system temp directory."""
-    before = session.config.stash.get(_TEMP_KEY, None)
-    if before is None:
+    """Fail the run when tests or the commands they ran left anything in the session's temp root."""
+    root, _, _ = session.config.stash.get(_TEMP_KEY, (None, None, None))
+    if root is None:
         return
-    left = sorted(_temp_entries() - before)
+    left = sorted(entry.name for entry in root.iterdir()) if root.is_dir() else []
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the system temp directory by the "
-                   f"tests: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
+        message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the temp folder by the tests: "
+                   f"{', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
         if reporter is not None:
             reporter.write_line(f"FOOTPRINT: {message}", red=True)
         if session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-_TEMP_KEY = pytest.StashKey[set]()
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's temp root and put TMPDIR back (pytest may run again in this process)."""
+    root, previous, tempdir = config.stash.get(_TEMP_KEY, (None, {}, None))
+    if root is None:
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    tempfile.tempdir = tempdir
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
