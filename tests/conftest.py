@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -71,6 +71,73 @@ def _no_global_lm_leaks_into_the_next_test() -> Iterator[None]:
     yield
     if dspy.settings.lm is not None:
         dspy.configure(lm=None)
+
+
+# ----- the process state a test (or a command it runs in-process) changes, put back after it ---------------
+
+_KEPT_BY_PYTEST = ("PYTEST_CURRENT_TEST",)
+
+
+def _mlflow_state() -> Optional[tuple[Optional[str], Optional[str], Optional[str]]]:
+    """MLflow's process-wide tracking URI, experiment and active run (None before MLflow is imported)."""
+    if "mlflow" not in sys.modules:
+        return None
+    import mlflow
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    run = mlflow.active_run()
+    return utils._tracking_uri, fluent._active_experiment_id, run.info.run_id if run else None
+
+
+def _restore_mlflow(state: Optional[tuple[Optional[str], Optional[str], Optional[str]]]) -> None:
+    if "mlflow" not in sys.modules:
+        return
+    import mlflow
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    uri, experiment, run_id = state or (None, None, None)
+    while (run := mlflow.active_run()) is not None and run.info.run_id != run_id:
+        mlflow.end_run("KILLED")  # a run a failed test left open must not become the next test's parent run
+    if utils._tracking_uri != uri:
+        mlflow.set_tracking_uri(uri)
+    fluent._active_experiment_id = experiment
+
+
+@contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Environment variables, the current folder and MLflow's globals as they were before the block.
+
+    `mlflow.set_tracking_uri` (every tracked command) and `mlflow.set_experiment` also set
+    MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_ID in the environment, so a command run in-process would
+    send every later test's runs (and their subprocesses') to its store; a test that sets a variable or
+    changes folder without monkeypatch would leak the same way.
+    """
+    environ, cwd, mlflow_state = dict(os.environ), os.getcwd(), _mlflow_state()
+    yield
+    _restore_mlflow(mlflow_state)
+    for name in set(os.environ) - set(environ) - set(_KEPT_BY_PYTEST):
+        del os.environ[name]
+    for name, value in environ.items():
+        if name not in _KEPT_BY_PYTEST and os.environ.get(name) != value:
+            os.environ[name] = value
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_the_process_as_it_found_it() -> Iterator[None]:
+    """What a module's fixtures changed is put back after its last test (autouse: set up before them)."""
+    with _process_state_kept():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_the_process_as_it_found_it() -> Iterator[None]:
+    """What a test changed is put back before the next one, which may come from any module in any order."""
+    with _process_state_kept():
+        yield
 
 
 @pytest.hookimpl(trylast=True)
