@@ -424,10 +424,11 @@ class OutputFolder:
             if foreign != []:
                 raise GuidebenchError(_unrecorded(name, found, foreign))
             if not self.force and not self._resumes(marker):
-                how = " (or --resume)" if self.writer.command == "compile" else ""
-                earlier = "".join(f" ({key} {marker.get(key)})" for key in self.resume if marker)
-                raise GuidebenchError(f"{name}: the output of an earlier `guidebench {found}`{earlier} already exists; "
-                                      f"pass --force{how} to replace it")
+                how = " (or --resume)" if self.writer.command == "compile" and not self.resume else ""
+                earlier = "".join(f" ({key} {marker[key]})" for key in self.resume if marker and key in marker)
+                this = "".join(f" ({key} {value})" for key, value in self.resume.items())
+                raise GuidebenchError(f"{name}: the output of an earlier `guidebench {found}`{earlier} already exists"
+                                      f"{f', not of this one{this}' if this else ''}; pass --force{how} to replace it")
             return
         other = f" (it holds the output of `guidebench {found}`)" if found else ""
         raise GuidebenchError(f"{name}: exists, holds other files and is not {self.writer.what}{other}; "
