@@ -201,8 +201,8 @@ def installed_signature(name: str) -> Any:
 
 def load_export(path: Path, label: str = "--program", *, lm: Any = None) -> LoadedProgram:
     """An exported frozen module, loaded the one way every command loads one (eval, promote, leaderboard,
-    predict, run-loop): `runtime.load_frozen` with every check it makes, against the installed program, its
-    main signature and its input mapping; `details["module"]` is the loaded module, `program` its program."""
+    run-loop): `runtime.load_frozen` with every check it makes, against the installed program, its main
+    signature and its input mapping; `details["module"]` is the loaded module, `program` its program."""
     import programs
     from runtime.frozen.loader import load_frozen, verify_frozen
     from runtime.frozen.manifest import FrozenModuleError

@@ -204,8 +204,8 @@ def test_a_search_resumes_its_own_study_and_replaces_another_only_with_force(tmp
     assert read_marker(out)["study"] == "a"
     with claim_output(out, "search", resume={"study": "a"}).writing() as staging:  # the same study: resumed
         (staging / "trials.json").write_text("2")
-    with pytest.raises(GuidebenchError, match=r"earlier `guidebench search` \(study a\) already exists, not of this one "
-                                              r"\(study b\); pass --force to replace it"):
+    refusal = r"earlier `guidebench search` \(study a\) already exists, not of this one \(study b\); pass --force"
+    with pytest.raises(GuidebenchError, match=refusal):
         claim_output(out, "search", resume={"study": "b"})
     claim_output(out, "search", force=True, resume={"study": "b"})
 
