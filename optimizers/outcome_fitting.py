@@ -44,19 +44,22 @@ class OutcomeFitError(ValueError):
 class OutcomeFitSettings:
     """What the fit tries and how (the `fit` recipe's planner settings)."""
 
-    gain_models: tuple[str, ...] = ("trees:2", "trees:3", "linear:1", "linear:10")
+    gain_models: tuple[str, ...] = ("trees:2", "trees:3", "linear:10")
     valid_models: tuple[str, ...] = ("trees:2", "linear:1")
     propensity_C: tuple[float, ...] = (0.3, 3.0)
-    n_estimators: int = 150
+    n_estimators: int = 200
     learning_rate: float = 0.05
     min_samples_leaf: int = 10
     folds: int = 5
+    weighting: str = "propensity"  # "propensity": rows weighted by 1 / P(logged family), clipped; "none"
+    max_weight: float = 10.0
 
     def key(self) -> dict[str, Any]:
         """The settings as JSON data (part of a cached model's key)."""
         return {"gain_models": list(self.gain_models), "valid_models": list(self.valid_models),
                 "propensity_C": list(self.propensity_C), "n_estimators": self.n_estimators,
-                "learning_rate": self.learning_rate, "min_samples_leaf": self.min_samples_leaf, "folds": self.folds}
+                "learning_rate": self.learning_rate, "min_samples_leaf": self.min_samples_leaf, "folds": self.folds,
+                "weighting": self.weighting, "max_weight": self.max_weight}
 
 
 @dataclass
@@ -92,9 +95,9 @@ class _Candidate:
         self.family, self.value = family, float(value or 1)
         self.settings, self.seed = settings, seed
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "_Candidate":
+    def fit(self, X: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None) -> "_Candidate":
         if self.family == "trees":
-            self.model = _trees(self.kind, int(self.value), self.settings, self.seed).fit(X, y)
+            self.model = _trees(self.kind, int(self.value), self.settings, self.seed).fit(X, y, sample_weight=weight)
             return self
         from sklearn.linear_model import LogisticRegression, Ridge
 
@@ -102,7 +105,8 @@ class _Candidate:
         self.mean, self.scale = _standardise(wide)
         Z = (wide - self.mean) / self.scale
         self.model = (Ridge(alpha=self.value) if self.kind == "gain"
-                      else LogisticRegression(C=self.value, max_iter=2000, random_state=self.seed)).fit(Z, y)
+                      else LogisticRegression(C=self.value, max_iter=2000, random_state=self.seed)).fit(
+            Z, y, sample_weight=weight)
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -150,17 +154,20 @@ def _folds(groups: Sequence[str], folds: int) -> list[tuple[np.ndarray, np.ndarr
     return list(GroupKFold(n_splits=min(folds, n_groups)).split(np.zeros(len(groups)), groups=groups))
 
 
-def _loss(kind: str, y: np.ndarray, predicted: np.ndarray) -> float:
+def _loss(kind: str, y: np.ndarray, predicted: np.ndarray, weight: np.ndarray) -> float:
     if kind == "gain":
-        return float(np.mean((y - predicted) ** 2))
+        return float(np.average((y - predicted) ** 2, weights=weight))
     p = np.clip(predicted, 1e-6, 1 - 1e-6)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=weight))
 
 
 def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
-            settings: OutcomeFitSettings, seed: int) -> tuple[_Candidate, list[dict[str, Any]]]:
-    """The candidate of least held-out loss over grouped folds (the first when there are no folds), refit on all."""
+            settings: OutcomeFitSettings, seed: int,
+            weight: Optional[np.ndarray] = None) -> tuple[_Candidate, list[dict[str, Any]]]:
+    """The candidate of least held-out (weighted) loss over grouped folds (the first when there are no folds),
+    refit on all."""
     splits = _folds(groups, settings.folds)
+    w = np.ones(len(y)) if weight is None else weight
     grid = []
     for spec in specs:
         if not splits:
@@ -171,11 +178,11 @@ def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, group
             if kind == "valid" and len(set(y[fit])) < 2:
                 held[part] = float(y[fit].mean())
                 continue
-            held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit]).predict(X[part])
-        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y, held)})
+            held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
+        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y, held, w)})
     scored = [row for row in grid if row["held_out_loss"] is not None]
     best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
-    return _Candidate(best, kind, settings, seed).fit(X, y), grid
+    return _Candidate(best, kind, settings, seed).fit(X, y, w), grid
 
 
 def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> tuple[PropensityModel, dict[str, Any]]:
@@ -220,6 +227,20 @@ def _attempts(items: Sequence[Logged]) -> list[Attempt]:
     return [item if isinstance(item, Attempt) else attempt_of(item) for item in items]
 
 
+def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeFitSettings) -> np.ndarray:
+    """Row weights that make the logged attempts stand for every family alike: 1 / P(the deployed planner chose
+    the logged family), clipped at `max_weight` and scaled to mean 1 (all 1 with `weighting` "none").
+
+    The deployed planner chose families where it expected them to pay; unweighted, the model learns each family
+    where it was chosen, and overrates it where it was not (where another program may choose it).
+    """
+    if settings.weighting == "none":
+        return np.ones(data.n)
+    chosen = propensity.probabilities(data.policy_rows)[np.arange(data.n), data.family]
+    weight = np.minimum(1.0 / np.maximum(chosen, 1e-6), settings.max_weight)
+    return weight / weight.mean()
+
+
 def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> TrainingData:
     """The rows the models are fit on (train, then dev); OutcomeFitError when they cannot teach a model."""
     records = _attempts([*train, *dev])
@@ -250,14 +271,15 @@ def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
     data = usable_data(train, dev)
     X, groups = data.rows, data.groups
     known = np.isfinite(data.gain_share)
+    propensity, propensity_info = _propensity(data, settings, seed)
+    weight = _weights(data, propensity, settings)
     gain, gain_grid = _select("gain", settings.gain_models, X[known], data.gain_share[known],
-                              [g for g, k in zip(groups, known) if k], settings, seed)
+                              [g for g, k in zip(groups, known) if k], settings, seed, weight[known])
     if data.valid.all():
         valid_state, valid_grid, valid_spec = _constant("logistic", 1.0), [], "constant (every attempt valid)"
     else:
-        valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed)
+        valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed, weight)
         valid_state, valid_spec = valid.state(X), valid.spec
-    propensity, propensity_info = _propensity(data, settings, seed)
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
               "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,

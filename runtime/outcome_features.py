@@ -20,7 +20,8 @@ Two parts:
   last improved, whether it is the current family or blocked, and how far its best is from the best.
 
 `candidate_row(features, family)` is what the model scores for one family: the context, the family's
-one-hot code, its own family features and how its recent payoff compares with the other families'.
+one-hot code, its own family features, the other two families' (in FAMILIES order), and how its recent payoff
+and its last improvement compare with theirs.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ CONTEXT_NAMES: tuple[str, ...] = (
 )
 FAMILY_NAMES: tuple[str, ...] = (
     "tries", "valid_share", "wins", "gain_rate", "last_gain", "last_valid", "since_tried", "since_win",
-    "is_current", "is_blocked", "best_gap",
+    "is_current", "is_blocked", "best_gap", "has_valid", "last_valid_gain", "valid_no_gain", "wins_by_others_since",
 )
 ROW_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"is:{family}" for family in FAMILIES), *(f"own:{name}" for name in FAMILY_NAMES),
-    "gain_rate_vs_others", "tries_vs_others",
+    *(f"other{k}:{name}" for k in (1, 2) for name in FAMILY_NAMES),
+    "gain_rate_vs_others", "since_win_vs_others", "last_valid_gain_vs_others",
 )
 
 
@@ -180,6 +182,9 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
         gains = [_gain(e) for e in mine]
         valid = sum(1 for e in mine if e.get("valid") is True)
         family_best = _int(by_family.get(family))
+        last_valid = max((i for i, e in enumerate(entries) if family_of(e) == family and e.get("valid") is True),
+                         default=None)
+        since_valid = entries[last_valid + 1:] if last_valid is not None else entries
         rows.append([
             float(len(mine)), (valid + 1.0) / (len(mine) + 2.0), float(sum(g > 0 for g in gains)),
             sum(gains) / scale / len(mine) if mine and best else 0.0,
@@ -189,6 +194,9 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             _since(entries, lambda e, f=family: family_of(e) == f and _gain(e) > 0),
             float(family == current), float(family in blocked),
             _log_ratio(family_best, best) if family_best is not None else 1.0,
+            float(last_valid is not None), _gain(entries[last_valid]) / scale if last_valid is not None and best else 0.0,
+            float(sum(1 for e in mine if e.get("valid") is True and _gain(e) == 0)),
+            float(sum(1 for e in since_valid if family_of(e) != family and _gain(e) > 0)),
         ])
     return np.asarray(rows, dtype=np.float64)
 
@@ -207,13 +215,13 @@ def candidate_row(features: PacketFeatures, family: str) -> np.ndarray:
     """The model's input row for an attempt of `family`: context, one-hot family, own features, own vs others."""
     index = FAMILIES.index(family)
     own = features.families[index]
-    others = np.delete(features.families, index, axis=0)
-    rate = FAMILY_NAMES.index("gain_rate")
-    tries = FAMILY_NAMES.index("tries")
+    others = np.delete(features.families, index, axis=0)  # the other two, in FAMILIES order
+    rate, since, last = (FAMILY_NAMES.index(name) for name in ("gain_rate", "since_win", "last_valid_gain"))
     onehot = np.zeros(len(FAMILIES))
     onehot[index] = 1.0
-    return np.concatenate([features.context, onehot, own,
-                           [own[rate] - float(others[:, rate].max()), own[tries] - float(others[:, tries].mean())]])
+    return np.concatenate([features.context, onehot, own, others.ravel(),
+                           [own[rate] - float(others[:, rate].max()), own[since] - float(others[:, since].min()),
+                            own[last] - float(others[:, last].max())]])
 
 
 def policy_row(features: PacketFeatures) -> np.ndarray:
