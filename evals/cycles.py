@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from runtime.advisor import FAMILIES, AdvisorPacket
 from runtime.outcome import FamilyEstimate, OutcomeModel
-from runtime.outcome_features import PacketFeatures, packet_features
+from runtime.outcome_features import packet_features
 
 from . import sim_kernel
 
@@ -118,17 +118,18 @@ class LearnedCycles(CyclesModel):
     def __init__(self, model: OutcomeModel, *, trained_on: str = "the train split") -> None:
         self.model = model
         self.estimator = f"learned (outcome model fit on {trained_on}; direct method per record)"
-        self._features: dict[str, PacketFeatures] = {}
+        self._estimated: dict[str, dict[str, Optional[FamilyEstimate]]] = {}
         self._lock = Lock()
 
     def _estimates(self, record_id: str, packet: AdvisorPacket) -> dict[str, Optional[FamilyEstimate]]:
+        """Every family's estimate for a record, computed once per record id."""
         with self._lock:
-            features = self._features.get(record_id)
-        if features is None:
-            features = packet_features(packet)
+            found = self._estimated.get(record_id)
+        if found is None:
+            found = self.model.estimates_of(packet_features(packet))
             with self._lock:
-                self._features[record_id] = features
-        return self.model.estimates_of(features)
+                self._estimated[record_id] = found
+        return found
 
     def applies(self, packet: AdvisorPacket) -> bool:
         best = packet.best_cycles if packet.best_cycles is not None else packet.experiment_summary.best_cycles

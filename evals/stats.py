@@ -71,7 +71,8 @@ class Statistic:
 
 
 class MetricValue(BaseModel):
-    """One aggregate with its 95% interval: `{"value", "ci_low", "ci_high", "n", "method", "n_resamples"}`."""
+    """One aggregate with its 95% interval: `{"value", "ci_low", "ci_high", "n", "method", "n_resamples"}` (and
+    `estimator` where one is chosen)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,6 +82,8 @@ class MetricValue(BaseModel):
     n: int
     method: Optional[str] = None  # "bca", "percentile" (scipy.stats.bootstrap) or "degenerate" (no spread)
     n_resamples: Optional[int] = None
+    # What estimated the per-record values, where that is a choice (the planner's cycles model: "sim", "learned")
+    estimator: Optional[str] = None
 
     @classmethod
     def empty(cls) -> "MetricValue":
@@ -88,8 +91,8 @@ class MetricValue(BaseModel):
         return cls(value=None, ci_low=None, ci_high=None, n=0)
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict."""
-        return self.model_dump()
+        """Plain JSON-ready dict (`estimator` only when one is named)."""
+        return self.model_dump(exclude=None if self.estimator else {"estimator"})
 
 
 class PairedComparison(BaseModel):

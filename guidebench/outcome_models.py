@@ -148,14 +148,17 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
 
 
 def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], models: DatasetModels, *,
-                      program: str, seed: int = 0) -> dict[str, Any]:
+                      program: str, seed: int = 0, replays_log: bool = False) -> dict[str, Any]:
     """Off-policy estimates of a replay's choices (DM, IPW, DR), the outcome model's calibration on the logged
-    attempts, and for the deployed planner the check of its estimate against what its attempts brought."""
+    attempts, and for the deployed planner (`replays_log`) the check of its estimate against what its attempts
+    brought: its choices are the logging policy's own, so their weights are 1 (IPW and DR are the observed mean,
+    and the direct method is what is checked)."""
     from evals.offpolicy.bandit import LoggedBandit, choices_of
     from evals.offpolicy.summary import HEADLINE, calibration, observed_mean, policy_estimates
 
     bandit = LoggedBandit.build(records, models.outcome, models.propensity)
-    estimates = policy_estimates(bandit, choices_of(rows), seed=seed)
+    scored = bandit.on_policy() if replays_log else bandit
+    estimates = policy_estimates(scored, choices_of(rows), seed=seed)
     observed = observed_mean(bandit, seed=seed)
     summary: dict[str, Any] = {
         "headline": HEADLINE, "estimates": {name: e.model_dump() for name, e in estimates.items()},
@@ -163,7 +166,8 @@ def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], mo
         "models": {"key": models.key, "trained_on": models.trained_on, "from_cache": models.from_cache,
                    "fit": models.chosen},
     }
-    if program == "planner.logged":
+    if replays_log:
+        summary["on_policy"] = True
         summary["logged_check"] = logged_check(estimates, observed)
     return summary
 

@@ -80,17 +80,6 @@ class _Tree:
                 or np.any((self.feature[inner] < 0) | (self.feature[inner] >= n_features)):
             raise OutcomeModelError(f"{where}: a tree has a child or feature index out of range")
 
-    def predict(self, rows: np.ndarray) -> np.ndarray:
-        node = np.zeros(len(rows), dtype=np.int64)
-        active = self.left[node] >= 0
-        while active.any():
-            idx = np.nonzero(active)[0]
-            n = node[idx]
-            go_left = rows[idx, self.feature[n]] <= self.threshold[n]
-            node[idx] = np.where(go_left, self.left[n], self.right[n])
-            active = self.left[node] >= 0
-        return self.value[node]
-
     def to_state(self) -> dict[str, Any]:
         return {"feature": self.feature.tolist(), "threshold": self.threshold.tolist(), "left": self.left.tolist(),
                 "right": self.right.tolist(), "value": self.value.tolist()}
@@ -116,6 +105,7 @@ class Scorer:
             if not isinstance(trees, list):
                 raise OutcomeModelError(f"{where}: `trees` must be a list")
             self.trees = [_Tree(tree, n_features, f"{where} tree {i}") for i, tree in enumerate(trees)]
+            self._pack()
         elif self.type == "linear":
             width = linear_expansion(np.zeros((1, n_features))).shape[1]
             self.mean = _array(state, "mean", np.float64, where)
@@ -132,16 +122,38 @@ class Scorer:
         else:
             raise OutcomeModelError(f"{where}: `type` must be 'trees' or 'linear', got {self.type!r}")
 
+    def _pack(self) -> None:
+        """Every tree's nodes in one set of arrays (children as global indices), to walk all trees at once."""
+        sizes = [len(t.value) for t in self.trees]
+        offsets = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        def joined(name: str, dtype: Any) -> np.ndarray:
+            parts = [getattr(t, name) for t in self.trees]
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+        self._roots = offsets
+        self._feature, self._threshold, self._value = joined("feature", np.int64), joined("threshold", np.float64), \
+            joined("value", np.float64)
+        self._left = np.concatenate([np.where(t.left >= 0, t.left + o, -1) for t, o in zip(self.trees, offsets)]) \
+            if self.trees else np.zeros(0, dtype=np.int64)
+        self._right = np.concatenate([np.where(t.left >= 0, t.right + o, -1) for t, o in zip(self.trees, offsets)]) \
+            if self.trees else np.zeros(0, dtype=np.int64)
+
     def raw(self, rows: np.ndarray) -> np.ndarray:
         """The score before the link."""
         rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
         if self.type == "trees":
+            if not self.trees:
+                return np.full(len(rows), self.bias)
             # scikit-learn's trees compare the row's float32 values with their float64 thresholds: so does this
             as_fit = rows.astype(np.float32).astype(np.float64)
-            total = np.full(len(rows), self.bias)
-            for tree in self.trees:
-                total += tree.predict(as_fit)
-            return total
+            node = np.broadcast_to(self._roots, (len(rows), len(self._roots))).copy()
+            row = np.arange(len(rows))[:, None]
+            inner = self._left[node] >= 0
+            while inner.any():
+                go_left = as_fit[np.broadcast_to(row, node.shape), self._feature[node]] <= self._threshold[node]
+                step = np.where(go_left, self._left[node], self._right[node])
+                node = np.where(inner, step, node)
+                inner = self._left[node] >= 0
+            return self.bias + self._value[node].sum(axis=1)
         return self.intercept + ((linear_expansion(rows) - self.mean) / self.scale) @ self.coef
 
     def predict(self, rows: np.ndarray) -> np.ndarray:

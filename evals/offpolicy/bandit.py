@@ -185,6 +185,15 @@ class LoggedBandit:
                    observed=np.asarray([math.nan if o is None else o for o in observed]),
                    q=q, p_valid=p_valid, propensity=props, group_names=names)
 
+    def on_policy(self) -> "LoggedBandit":
+        """The same logs seen by the deployed planner itself: each logged choice has weight 1 (its own policy)."""
+        propensity = np.zeros_like(self.propensity)
+        known = self.logged >= 0
+        propensity[np.nonzero(known)[0], self.logged[known]] = 1.0
+        return LoggedBandit(record_ids=self.record_ids, groups=self.groups, best=self.best, logged=self.logged,
+                            observed=self.observed, q=self.q, p_valid=self.p_valid, propensity=propensity,
+                            group_names=self.group_names)
+
     def target(self, families: Sequence[Optional[str]]) -> np.ndarray:
         """A program's choices as indices into FAMILIES (-1: no change, e.g. a rejected directive)."""
         if len(families) != self.n:
