@@ -5,7 +5,7 @@
   exactly. It applies only to packets that carry a full profile (the sample's side file, or the runner's
   packets where a user kept them): its constants are the sample kernel's, and no state is ever made up for a
   packet without one (such a record gets no estimate, and the eval says how many).
-- `LearnedCycles` ("learned"): the outcome model fit on the dataset's train split (`runtime.outcome`), the
+- `LearnedCycles` ("learned"): the outcome model fit on the dataset's train and dev splits (`runtime.outcome`), the
   direct method per record: the expected improvement of the directive's family from the packet alone. A family
   the model never saw in train gets no estimate.
 
@@ -111,11 +111,11 @@ def _simulated(state_json: str, family: str, modifiers: tuple[str, ...], risk: s
 
 
 class LearnedCycles(CyclesModel):
-    """The outcome model fit on the train split: the directive's family's expected improvement (direct method)."""
+    """The outcome model fit on train + dev: the directive's family's expected improvement (direct method)."""
 
     name = "learned"
 
-    def __init__(self, model: OutcomeModel, *, trained_on: str = "the train split") -> None:
+    def __init__(self, model: OutcomeModel, *, trained_on: str = "the train and dev splits") -> None:
         self.model = model
         self.estimator = f"learned (outcome model fit on {trained_on}; direct method per record)"
         self._estimated: dict[str, dict[str, Optional[FamilyEstimate]]] = {}

@@ -2,9 +2,9 @@
 
 The planner metrics need an estimate of what a directive brings where the logs carry no performance profile, and
 the off-policy estimates need both models (`evals.offpolicy`). `evals` cannot fit (scikit-learn lives in
-`optimizers`), so the application fits them here for a dataset (`optimizers.outcome_fitting`, train split only:
-the models never see dev or test) and caches their JSON under `$GUIDEBENCH_HOME/outcome-models/`, keyed by the
-dataset id, the train split's hash, the fit settings, the seed and the features version. `guidebench eval`,
+`optimizers`), so the application fits them here for a dataset (`optimizers.outcome_fitting`, on the train and dev splits, as the `fit` recipe fits `planner.learned`:
+the models never see test) and caches their JSON under `$GUIDEBENCH_HOME/outcome-models/`, keyed by the
+dataset id, the train and dev splits' hashes, the fit settings, the seed and the features version. `guidebench eval`,
 `compile` and `leaderboard` call `cycles_for` with their `--cycles-model` choice; `offpolicy_summary` turns a
 replay's rows into the estimates, calibration and (for `planner.logged`) the check against what was observed.
 """
@@ -24,7 +24,7 @@ from guidebench.home import guidebench_home
 
 CYCLES_MODELS = ("auto", "sim", "learned")
 CACHE_DIR = "outcome-models"
-TRAIN_SPLIT = "train"
+FIT_SPLITS = ("train", "dev")
 
 
 @dataclass
@@ -59,11 +59,11 @@ class CyclesChoice:
         return getattr(self.model, "estimator", "none (no cycles model applies)")
 
 
-def _key(dataset_id: str, train_hash: str, settings: Any, seed: int) -> str:
+def _key(dataset_id: str, hashes: dict[str, str], settings: Any, seed: int) -> str:
     from runtime.outcome_features import FEATURES_VERSION
     from runtime.records import canonical_json, sha256_hex
 
-    return sha256_hex(canonical_json({"dataset_id": dataset_id, "train": train_hash, "settings": settings.key(),
+    return sha256_hex(canonical_json({"dataset_id": dataset_id, "splits": hashes, "settings": settings.key(),
                                       "seed": seed, "features_version": FEATURES_VERSION}))[:20]
 
 
@@ -88,30 +88,31 @@ def _save(path: Path, fitted: Any) -> None:
 
 
 def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> DatasetModels:
-    """The dataset's models fit on its train split (from the cache when fit before); OutcomeFitError when the
-    train split cannot teach them, GuidebenchError when the folder cannot be read."""
+    """The dataset's models fit on its train and dev splits (from the cache when fit before); OutcomeFitError when
+    they cannot teach them, GuidebenchError when the folder cannot be read."""
     from evals.data import DatasetFormatError, dataset_info, load_records
-    from optimizers.outcome_fitting import OutcomeFitSettings, fit_outcome_models
+    from optimizers.outcome_fitting import OutcomeFitSettings, fit_outcome_models_once
 
     settings = OutcomeFitSettings()
     try:
         info = dataset_info(dataset_dir)
-        split = info["splits"].get(TRAIN_SPLIT) or {}
+        splits = {name: info["splits"].get(name) or {} for name in FIT_SPLITS}
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
     dataset_id = str(info.get("dataset_id", ""))
-    key = _key(dataset_id, str(split.get("hash", "")), settings, seed)
+    key = _key(dataset_id, {name: str(split.get("hash", "")) for name, split in splits.items()}, settings, seed)
     path = guidebench_home() / CACHE_DIR / f"{key}.json"
-    trained_on = f"the train split of dataset {dataset_id[:12]} ({split.get('n', 0)} records)"
+    trained_on = (f"the train and dev splits of dataset {dataset_id[:12]} "
+                  f"({sum(int(split.get('n', 0)) for split in splits.values())} records)")
     loaded = _load(path) if cache and path.is_file() else None
     if loaded is not None:
         outcome, propensity, chosen = loaded
         return DatasetModels(outcome, propensity, key, path, chosen, True, trained_on)
     try:
-        records = load_records(dataset_dir, TRAIN_SPLIT) if split.get("n") else []
+        records = {name: load_records(dataset_dir, name) if split.get("n") else [] for name, split in splits.items()}
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
-    fitted = fit_outcome_models(records, (), settings, seed=seed)
+    fitted = fit_outcome_models_once(records["train"], records["dev"], settings, seed=seed)
     if cache:
         _save(path, fitted)
     return DatasetModels(fitted.outcome, fitted.propensity, key, path, fitted.chosen, False, trained_on)
@@ -135,13 +136,13 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
         models = models_for(dataset_dir, seed=seed, cache=cache)
     except OutcomeFitError as exc:
         if choice == "learned":
-            raise GuidebenchError(f"--cycles-model learned: cannot fit the outcome model on the train split: "
-                                  f"{exc}") from None
-        notes.append(f"no learned outcome model (train split): {exc}")
+            raise GuidebenchError(f"--cycles-model learned: cannot fit the outcome model on the train and dev "
+                                  f"splits: {exc}") from None
+        notes.append(f"no learned outcome model (train and dev splits): {exc}")
     learned = LearnedCycles(models.outcome, trained_on=models.trained_on) if models is not None else None
     model, more = choose_cycles_model([r.packet for r in records], choice, learned)
     notes += more
-    if models is not None and split.split("[")[0] in (TRAIN_SPLIT, "all"):
+    if models is not None and split.split("[")[0] in (*FIT_SPLITS, "all"):
         notes.append(f"the outcome model was fit on {models.trained_on}, which this split includes: its estimates "
                      "here are in-sample (evaluate dev or test for an honest estimate)")
     return CyclesChoice(model=model, models=models, notes=notes)

@@ -21,7 +21,7 @@ from .base import CompileContext, Recipe, RecipeError, RecipeSettings
 from .candidates import Candidate
 from .estimate import Stage
 from .fitting import FitError, FitSettings, fit_program
-from .outcome_fitting import OutcomeFitError, fit_outcome_models
+from .outcome_fitting import OutcomeFitError, fit_outcome_models_once
 
 
 class FitRecipeSettings(RecipeSettings):
@@ -95,8 +95,8 @@ def _fit_planner(program: dspy.Module, trainset: list[dspy.Example], valset: lis
     it was fit on is its state's `fit` entry (counts and the SHA-256 of the record ids).
     """
     try:
-        fitted = fit_outcome_models([attempt_of_example(ex) for ex in trainset],
-                                    [attempt_of_example(ex) for ex in valset], seed=ctx.seed)
+        fitted = fit_outcome_models_once([attempt_of_example(ex) for ex in trainset],
+                                         [attempt_of_example(ex) for ex in valset], seed=ctx.seed)
     except OutcomeFitError as exc:
         raise RecipeError(f"fit: {exc}") from None
     for parameter in outcome_parameters(program):

@@ -45,7 +45,7 @@ def add_cycles_model(parser: ArgumentParser) -> None:
     parser.add_argument("--cycles-model", choices=CYCLES_MODEL_CHOICES, default="auto",
                         help="what estimates a planner's improvement of the best: sim (the kernel simulator, only "
                              "for records whose packet carries a performance profile), learned (an outcome model "
-                             "fit on the dataset's train split), auto (default: sim when every record carries a "
+                             "fit on the dataset's train and dev splits), auto (default: sim when every record carries a "
                              "profile, else learned); outputs name the one used")
 
 
