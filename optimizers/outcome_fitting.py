@@ -254,11 +254,11 @@ def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> Training
     if len(set(data.groups)) < MIN_EPISODES:
         raise OutcomeFitError(f"all {data.n} usable attempts come from one episode: an outcome model needs "
                               f"{MIN_EPISODES} or more episodes to be checked on attempts it did not see")
-    if not np.isfinite(data.gain_share).any():
-        raise OutcomeFitError(f"none of the {data.n} usable attempts has a known improvement (every valid attempt "
-                              "has cycles null): an outcome model needs measured cycles")
     if not data.valid.any():
         raise OutcomeFitError(f"all {data.n} usable attempts are invalid: nothing shows what a family can improve")
+    if not (np.isfinite(data.gain_share) & (data.valid == 1)).any():
+        raise OutcomeFitError(f"none of the {int(data.valid.sum())} valid attempts has measured cycles (cycles null "
+                              "everywhere): an outcome model needs to see what an attempt brought")
     return data
 
 

@@ -16,7 +16,7 @@ from runtime.records import PlannerRecord
 from evals.data import load_records
 
 
-def logs_without_side_files(out: Path, episodes: int = 14, seed: int = 3) -> Path:
+def logs_without_side_files(out: Path, episodes: int = 10, seed: int = 3) -> Path:
     """Simulated episodes in the runner's full shape (no older short ones) with their side files removed."""
     write_episodes(out, episodes, seed, old_shape_fraction=0.0)
     for side in out.rglob(f"*{SIDE_FILE_SUFFIX}"):
