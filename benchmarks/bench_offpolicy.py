@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -42,14 +43,16 @@ from runtime.advisor import FAMILIES
 RATIO_BOUND = 1.33
 
 
-def _run(args: list[str], env: dict[str, str]) -> float:
-    """Run one guidebench command; its wall time in seconds (its output goes to the log on failure)."""
-    started = time.perf_counter()
+def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run one guidebench command: (wall seconds, CPU seconds of the process; the CPU time does not grow with
+    the machine's load as the wall time does)."""
+    started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "guidebench.cli", *args], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"guidebench {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
                          f"{done.stderr[-3000:]}")
-    return time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - started, (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
 
 
 def _rows(folder: Path, truth: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
@@ -136,7 +139,7 @@ def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
     dataset = work / "dataset"
     load = os.getloadavg()
     _run(["data", "import", str(work / "logs"), "--kind", "experiments", "--out", str(dataset), "--force"], env)
-    compile_s = _run(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data", str(dataset),
+    compile_s, compile_cpu_s = _run(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data", str(dataset),
                       "--out", str(work / "compile"), "--force", "--no-progress"], env)
     evals = {}
     for program in ("planner.logged", "planner.rules"):
@@ -147,7 +150,7 @@ def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
     frames = {name: _rows(folder, truth) for name, folder in evals.items()}
     numbers = acceptance(frames["planner.learned"], frames["planner.rules"], frames["planner.logged"])
     return {"scenario": scenario, "episodes": episodes, "seed": seed, "entries": made["entries"],
-            "compile_s": round(compile_s, 1), "load_average_at_start": [round(x, 2) for x in load],
+            "compile_s": round(compile_s, 1), "compile_cpu_s": round(compile_cpu_s, 1), "load_average_at_start": [round(x, 2) for x in load],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "acceptance": numbers,
             "offpolicy": {name: _offpolicy(folder, numbers["true_improvement"][name]["mean"])
                           for name, folder in evals.items()},
@@ -160,8 +163,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     a = result["acceptance"]
     best_constant = max(a["top1_constant"], key=a["top1_constant"].get)
     lines = [f"{result['scenario']} (seed {result['seed']}, {result['episodes']} episodes, {result['entries']} lines): "
-             f"test {a['n_test']} records in {a['episodes_test']} episodes; compile {result['compile_s']} s "
-             f"(load {result['load_average_at_start'][0]})",
+             f"test {a['n_test']} records in {a['episodes_test']} episodes; compile {result['compile_s']} s wall, "
+             f"{result['compile_cpu_s']} s CPU (load {result['load_average_at_start'][0]})",
              f"1. top-1 learned {a['top1_learned']:.3f} vs best constant {best_constant} "
              f"{a['top1_constant'][best_constant]:.3f}: margin {a['top1_margin']:+.3f} (need >= +0.15)"]
     for family, v in a["rules_per_family"].items():
