@@ -50,6 +50,7 @@ CONTEXT_NAMES: tuple[str, ...] = (
 FAMILY_NAMES: tuple[str, ...] = (
     "tries", "valid_share", "wins", "gain_rate", "last_gain", "last_valid", "since_tried", "since_win",
     "is_current", "is_blocked", "best_gap", "has_valid", "last_valid_gain", "valid_no_gain", "wins_by_others_since",
+    "recent_tries",
 )
 ROW_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"is:{family}" for family in FAMILIES), *(f"own:{name}" for name in FAMILY_NAMES),
@@ -198,6 +199,7 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             float(last_valid is not None), _gain(entries[last_valid]) / scale if last_valid is not None and best else 0.0,
             float(sum(1 for e in mine if e.get("valid") is True and _gain(e) == 0)),
             float(sum(1 for e in since_valid if family_of(e) != family and _gain(e) > 0)),
+            float(sum(1 for e in entries[-RECENT:] if family_of(e) == family)),
         ])
     return np.asarray(rows, dtype=np.float64)
 
