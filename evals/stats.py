@@ -24,10 +24,10 @@ function at `W = 1`. This one form covers plain means of per-record scores and r
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 from scipy import stats as scipy_stats
 
 import warnings
@@ -90,9 +90,17 @@ class MetricValue(BaseModel):
         """The value of a metric with no record to compute it on."""
         return cls(value=None, ci_low=None, ci_high=None, n=0)
 
+    @model_serializer(mode="wrap")
+    def _named_estimator_only(self, handler: Any) -> dict:
+        """Every serialization (metrics.json, boards, MLflow) carries `estimator` only when one is named."""
+        data = handler(self)
+        if data.get("estimator") is None:
+            data.pop("estimator", None)
+        return data
+
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict (`estimator` only when one is named)."""
-        return self.model_dump(exclude=None if self.estimator else {"estimator"})
+        """Plain JSON-ready dict."""
+        return self.model_dump()
 
 
 class PairedComparison(BaseModel):
