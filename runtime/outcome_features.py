@@ -26,7 +26,6 @@ and its last improvement compare with theirs.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -34,6 +33,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from .advisor import FAMILIES, AdvisorPacket
+from .inputs import tail_entries
 from .pivot import (HARD_PLATEAU, INVALID_STREAK, current_streak, family_constraints, family_of, invalid_streak,
                     near_bound, packet_pivot_inputs, slack_fraction)
 
@@ -74,19 +74,6 @@ class PacketFeatures:
 
 def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _entries(packet: AdvisorPacket) -> list[dict[str, Any]]:
-    entries = []
-    for item in packet.experiment_log_tail:
-        if isinstance(item, str):
-            try:
-                item = json.loads(item)
-            except ValueError:
-                continue
-        if isinstance(item, Mapping):
-            entries.append(dict(item))
-    return entries
 
 
 def _gain(entry: Mapping[str, Any]) -> float:
@@ -206,7 +193,7 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
 
 def packet_features(packet: AdvisorPacket) -> PacketFeatures:
     """The context and family features of a packet (see the module docstring)."""
-    entries = _entries(packet)
+    entries = tail_entries(packet)
     best = _int(packet.best_cycles)
     if best is None:
         best = _int(packet.experiment_summary.best_cycles)

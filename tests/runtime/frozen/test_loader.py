@@ -422,17 +422,23 @@ def test_an_installed_program_without_a_trained_model_is_refused(learned_dir: Pa
     assert "has no trained_model" in refusal(learned_dir, program=programs.get("full_auto.rules"))
 
 
+# The first lines of a subprocess in which scikit-learn cannot be imported (a meta-path finder refuses it).
+NO_SCIKIT_LEARN = (
+    "import sys\n"
+    "class Block:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
+    "            raise ImportError('scikit-learn is not importable here')\n"
+    "sys.meta_path.insert(0, Block())\n"
+)
+
+
 def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_imported(learned_dir: Path):
     import subprocess
     import sys
 
     script = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
-        "            raise ImportError('scikit-learn is not importable here')\n"
-        "sys.meta_path.insert(0, Block())\n"
+        NO_SCIKIT_LEARN +
         "from runtime import load_frozen\n"
         "module = load_frozen(sys.argv[1])\n"
         "decision, audit, record = module({'thread_id': 't', 'turn_id': 'u', 'last_turn_status': 'failed',\n"
@@ -523,12 +529,7 @@ def test_planner_learned_loads_installed_and_decides_where_scikit_learn_cannot_b
     assert not manifest.uses_lm and manifest.predictors == []
     packet = records_of(profile_free_dataset, "test")[3].packet
     script = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
-        "            raise ImportError('scikit-learn is not importable here')\n"
-        "sys.meta_path.insert(0, Block())\n"
+        NO_SCIKIT_LEARN +
         "from runtime import load_frozen\n"
         "from programs.planner_learned import PlannerLearned\n"
         "module = load_frozen(sys.argv[1], program=PlannerLearned)\n"
