@@ -23,7 +23,7 @@ from typing import ClassVar, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from .bandit import LoggedBandit
+from .bandit import SKIPPED, LoggedBandit
 
 CLIP = 20.0  # largest importance weight (a propensity under 1/20 counts as 1/20)
 MIN_ESS = 10.0
@@ -70,10 +70,10 @@ def importance_weights(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
 
 
 def evaluable(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
-    """Records an estimate is computed on: a best to measure against, and a model value for the target's choice."""
+    """Records an estimate is computed on: scored, a best to measure against, a model value for the choice."""
     known_best = np.isfinite(bandit.best)
     q = bandit.q_of(target)
-    return known_best & ((target < 0) | np.isfinite(q))
+    return known_best & (target != SKIPPED) & ((target < 0) | np.isfinite(q))
 
 
 def support_of(bandit: LoggedBandit, target: np.ndarray, mask: np.ndarray) -> tuple[float, float]:

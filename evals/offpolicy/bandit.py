@@ -195,10 +195,12 @@ class LoggedBandit:
                             group_names=self.group_names)
 
     def target(self, families: Sequence[Optional[str]]) -> np.ndarray:
-        """A program's choices as indices into FAMILIES (-1: no change, e.g. a rejected directive)."""
+        """A program's choices as indices into FAMILIES (-1: no change, e.g. a rejected directive; -2: not scored,
+        `UNSCORED`, e.g. a replayed log line that names no family: left out of every estimate)."""
         if len(families) != self.n:
             raise ValueError(f"{len(families)} choices for {self.n} records")
-        return np.asarray([FAMILIES.index(f) if f in FAMILIES else -1 for f in families], dtype=np.int64)
+        return np.asarray([FAMILIES.index(f) if f in FAMILIES else (SKIPPED if f == UNSCORED else -1)
+                           for f in families], dtype=np.int64)
 
     def q_of(self, target: np.ndarray) -> np.ndarray:
         """The model's expected improvement (cycles) of each record's chosen family (0 for no change)."""
@@ -208,10 +210,18 @@ class LoggedBandit:
         return out
 
 
+UNSCORED = "unscored"  # a choice that is not scored (the row says why): not an estimate's record
+SKIPPED = -2
+
+
 def choices_of(rows: Sequence[dict[str, Any]]) -> list[Optional[str]]:
-    """The family each replay row's directive carried out (None when the loop runner rejects it: no change)."""
+    """The family each replay row's directive carried out (None when the loop runner rejects it: no change;
+    `UNSCORED` for a row that is not scored)."""
     out: list[Optional[str]] = []
     for row in rows:
+        if row.get("unscored"):
+            out.append(UNSCORED)
+            continue
         family = row.get("strategy_family")
         if "applied_family" in row:  # the family the loop runner carries out (None: it rejects the directive)
             family = row["applied_family"]
@@ -219,5 +229,5 @@ def choices_of(rows: Sequence[dict[str, Any]]) -> list[Optional[str]]:
     return out
 
 
-__all__ = ["Attempt", "LoggedBandit", "TrainingData", "attempt_of", "attempt_of_example", "choices_of",
+__all__ = ["SKIPPED", "UNSCORED", "Attempt", "LoggedBandit", "TrainingData", "attempt_of", "attempt_of_example", "choices_of",
            "observed_improvement", "training_data"]
