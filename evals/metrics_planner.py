@@ -15,7 +15,7 @@ Per record (one packet, one directive):
 - `cycles_improvement`: expected drop of the best cycles when the directive is carried out, by the record's
   cycles model (`evals.cycles`): the kernel simulator's seeded rollouts from the state the packet's
   performance profile rebuilds exactly (`sim`; only for packets that carry one), or the outcome model fit on
-  the train split (`learned`, the directive's family from the packet alone). A record the model cannot
+  the train and dev splits (`learned`, the directive's family from the packet alone). A record the model cannot
   estimate (no profile for the simulator, no best or a family never seen in train for the learned model) gets
   no value: it is left out of the mean, never filled in.
 - `improvement_ratio`: that drop over the best drop a plain directive (Medium risk, no modifiers) of any
@@ -198,7 +198,7 @@ def _effect(directive: Optional[Mapping[str, Any]]) -> Optional[float]:
     return -float(value)
 
 
-def _estimate(outcome: PlannerOutcome, family: Optional[str], need: PivotRequirement,
+def _estimate(outcome: PlannerOutcome, need: PivotRequirement,
               applied: bool) -> tuple[Optional[float], Optional[float], Optional[tuple[float, str]]]:
     """(improvement, ratio, best plain option) of the directive by the record's cycles model; None: no estimate."""
     model, packet = outcome.cycles_model, outcome.packet
@@ -238,7 +238,7 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
     }
     # A replayed log line was carried out as logged, blocked family or not.
     applied = valid and family is not None and (allowed or replayed)
-    gain, ratio, _ = _estimate(outcome, family, need, applied)
+    gain, ratio, _ = _estimate(outcome, need, applied)
     if gain is not None:
         scores["cycles_improvement"] = gain
     if ratio is not None:
@@ -302,7 +302,7 @@ def feedback_by_metric(outcome: PlannerOutcome) -> dict[str, str]:
     model = outcome.cycles_model
     usable = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
         and family is not None and (family in need.allowed or bool(outcome.extra.get("replays_log")))
-    gain, _, best = _estimate(outcome, family, need, usable)
+    gain, _, best = _estimate(outcome, need, usable)
     if not model.applies(outcome.packet):
         notes["cycles_improvement"] = (f"No improvement estimate: the {model.name} cycles model does not apply to "
                                        f"this packet ({model.context(outcome.record_id, outcome.packet)}).")
