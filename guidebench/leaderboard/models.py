@@ -161,6 +161,14 @@ class LeaderboardRow(BaseModel):
     mlflow_run_id: Optional[str] = None
     mlflow_url: Optional[str] = None
 
+    def verdict(self) -> str:
+        """Plain words: "champion", the comparison's verdict, or that the row is no evidence (it learned from them)."""
+        if self.champion:
+            return "champion"
+        if self.learned_from is not None and self.learned_from.overlaps:
+            return f"learned from {self.learned_from.n_overlap} of {self.learned_from.n_records}: no evidence"
+        return self.comparison.verdict()
+
 
 class Leaderboard(BaseModel):
     """A ranked board of variants, all scored on one identical frozen split."""

@@ -106,7 +106,7 @@ def _manifest(root: Path) -> FrozenManifest:
                                 "predictor prompt (version 4 added it)")
     # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
     for field, version, full_auto_only in (("demo_selection", 2, False), ("rule_gate", 3, True),
-                                           ("trained_model", 4, True), ("provenance", 5, False)):
+                                           ("trained_model", 4, True)):
         if getattr(manifest, field) is None:
             continue
         if manifest.format_version < version:
