@@ -242,7 +242,7 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics).
 
     When the program learned from some of the records (`learned_from`), metrics.json flags it: its
-    `learned_from_overlap` entry holds their count (exact: the interval is the count) of the `n` scored.
+    `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
     """
     from guidebench.replay_plots import replay_plots
 
@@ -252,9 +252,11 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
         raise GuidebenchError(f"--out {out_dir}: cannot create the folder: {exc}") from exc
     metrics, omitted = split_metrics(result)
     if learned_from is not None and learned_from.overlaps:
+        from evals.stats import MetricValue
+
         count = float(learned_from.n_overlap or 0)
-        metrics["learned_from_overlap"] = {"value": count, "ci_low": count, "ci_high": count,
-                                           "n": learned_from.n_records}
+        metrics["learned_from_overlap"] = MetricValue(value=count, ci_low=count, ci_high=count, method="degenerate",
+                                                      n=learned_from.n_records).to_dict()
     files = {
         "metrics": out_dir / "metrics.json",
         "results": out_dir / "results.parquet",
