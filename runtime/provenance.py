@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Mapping, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 HASH_CHARS = 16
 PROVENANCE_KEY = "provenance"  # the entry of a program state (program.json) and of summary.json that holds it
@@ -50,7 +50,6 @@ class Provenance(BaseModel):
         "packet), not its record id"))
     hash_chars: int = Field(HASH_CHARS, ge=8, le=64, description="hex digits of each SHA-256 kept")
     hashes: list[str] = Field(default_factory=list, description="sorted, distinct truncated inputs hashes")
-    _index: Optional[frozenset[str]] = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _well_formed(self) -> "Provenance":
@@ -84,11 +83,8 @@ class Provenance(BaseModel):
 
     def overlap(self, records: Iterable[Any]) -> int:
         """How many of these records (each with an `inputs_hash`) are among those learned from."""
-        if not self.hashes:
-            return 0
-        if self._index is None:
-            self._index = frozenset(self.hashes)
-        return sum(record_key(record, self.hash_chars) in self._index for record in records)
+        learned = set(self.hashes)
+        return sum(record_key(record, self.hash_chars) in learned for record in records) if learned else 0
 
     def describe(self) -> str:
         """Short human form: `train 812 + dev 175 of dataset 0123456789ab`, or `no record`."""
