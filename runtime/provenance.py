@@ -93,12 +93,6 @@ class Provenance(BaseModel):
         parts = " + ".join(f"{split} {n}" for split, n in sorted(self.splits.items(), key=_split_order))
         return f"{parts} of dataset {self.dataset_id[:12]}" if self.dataset_id else parts
 
-    def clean_splits(self, dataset_id: str) -> list[str]:
-        """The splits of `dataset_id` this program learned nothing from (every split of another dataset)."""
-        if dataset_id != self.dataset_id:
-            return list(SPLIT_ORDER)
-        return [split for split in SPLIT_ORDER if not self.splits.get(split)]
-
 
 def _split_order(item: tuple[str, int]) -> tuple[int, str]:
     return (SPLIT_ORDER.index(item[0]) if item[0] in SPLIT_ORDER else len(SPLIT_ORDER), item[0])
@@ -168,7 +162,7 @@ def check_overlap(provenance: Optional[Provenance], records: Sequence[Any], *, d
     check = OverlapCheck(status="overlap" if n else "clean", n_overlap=n, learned_from=provenance.describe(),
                          false_positive_rate=provenance.false_positive_rate(), **base)
     if n:
-        others = [name for name in provenance.clean_splits(dataset_id) if name != split]
+        others = [name for name in SPLIT_ORDER if name != split and not provenance.splits.get(name)]
         if provenance.dataset_id != dataset_id:
             check.use_instead = (f"judge it on the test split of dataset {str(provenance.dataset_id)[:12]}, where "
                                  "it was compiled, or on logs it never saw")

@@ -143,21 +143,22 @@ def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = N
     that learned from some of the board's records (`learned`, by label): a one-line error when it is named, or
     when every variant did."""
     learned = learned or {}
-    barred = [item for item in ranked if (check := learned.get(item.variant.label)) is not None and check.overlaps]
+    barred = [item.variant.label for item in ranked
+              if (check := learned.get(item.variant.label)) is not None and check.overlaps]
     if champion:
         for item in ranked:
             if champion in (item.variant.label, item.variant.manifest.name):
-                if item in barred:
+                if item.variant.label in barred:
                     raise GuidebenchError(f"--champion {champion!r} refused: {learned[item.variant.label].line()}")
                 return item, "named with --champion"
         raise GuidebenchError(f"--champion {champion!r} is not on the board; variants: "
                               + ", ".join(item.variant.label for item in ranked))
-    eligible = [item for item in ranked if item not in barred]
+    eligible = [item for item in ranked if item.variant.label not in barred]
     if not eligible:
         raise GuidebenchError(f"no variant can be champion: each learned from records of this split "
-                              f"({barred[0].variant.label}: {learned[barred[0].variant.label].line()})")
+                              f"({barred[0]}: {learned[barred[0]].line()})")
     not_theirs = (f"; {len(barred)} variant(s) learned from records of this split and cannot be champion: "
-                  + ", ".join(item.variant.label for item in barred)) if barred else ""
+                  + ", ".join(barred)) if barred else ""
     tagged = [item for item in eligible if "champion" in item.variant.manifest.tags
               or item.variant.details.get("promotion_state") == "promoted"]
     if len(tagged) == 1:

@@ -1,13 +1,13 @@
 """Promotion of frozen modules through explicit gates: candidate -> staged -> promoted, and rollback.
 
-`promote_module` first refuses a module whose evidence would be records it learned from
-(`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, whose
+`promote_module` first refuses, before any replay, a module whose evidence would hold records it learned
+from (`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, whose
 provenance is unknown, is refused too: re-export it from its compile). It then replays the candidate and
-the current champion (or, before any champion, a
-measured baseline: the deployed policy's logged decisions) on the same held-out split, compares
-them with the evals layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module
-that passes is staged, then registered in the MLflow model registry under alias `champion` (the
-replaced version becomes `previous`). `rollback_module` restores `previous`.
+the current champion (or, before any champion, a measured baseline: the deployed policy's logged
+decisions) on the same held-out split, compares them with the evals layer's paired statistics, and
+applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
+MLflow model registry under alias `champion` (the replaced version becomes `previous`). `rollback_module`
+restores `previous`.
 
 Every attempt — refused, rejected, staged, promoted, rolled back — is appended to the promotion
 ledger (`<GUIDEBENCH_HOME>/promotions.jsonl`, one `PromotionRecord` per line, rewritten atomically
