@@ -15,7 +15,8 @@
   workers share one study. Trials killed without a goodbye are detected by their heartbeat and
   retried once; on the same host a trial whose process died (`kill -9`) is failed and queued for its
   retry as soon as the search starts again (`reap_dead_trials`: each trial records its owner).
-- Each trial stores its compiled program state and compile summary as trial attributes, and an
+- Each trial stores its compiled program state, compile summary and the record ids its compile learned from
+  (`CompileResult.learned_from`, the search's provenance of its best trial) as trial attributes, and an
   optional `TrialObserver` (the application's MLflow nested runs) sees every trial.
 - The task LM's identity (`SearchConfig.lm`) is recorded on the study and on each trial; a study
   recorded with another model (or model file), or one holding trials but no LM, is refused
@@ -62,6 +63,7 @@ GRACE_S = 120
 OWNER_ATTR = "owner"  # trial user attribute: the process running it (`optimizers.liveness.owner_token`)
 TRACKING_RUN_ATTR = "mlflow_run_id"  # trial user attribute: the tracking run of the trial, when one is observed
 LM_ATTR = "lm"  # study and trial user attribute: the task LM's identity (`SearchConfig.lm`)
+LEARNED_ATTR = "learned_from"  # trial user attribute: the record ids its compile learned from
 LM_IDENTITY_KEYS: tuple[str, ...] = ("model", "model_sha256")  # what must match to resume a study
 
 
@@ -158,6 +160,13 @@ class SearchResult:
             return None
         attrs = study.trials[self.best_trial].user_attrs
         return json.loads(attrs["program_state"]) if "program_state" in attrs else None
+
+    def best_learned_from(self, study: Optional[optuna.Study] = None) -> Optional[list[str]]:
+        """The record ids the best trial's compile learned from (None: a trial recorded before they were kept)."""
+        study = study or optuna.load_study(study_name=self.study_name, storage=self.storage)
+        if self.best_trial is None:
+            return None
+        return study.trials[self.best_trial].user_attrs.get(LEARNED_ATTR)
 
 
 class TrialObserver(Protocol):
@@ -447,6 +456,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
                     outcome.compile_summary = result.summary()
                     trial.set_user_attr("compile", json.dumps(outcome.compile_summary, default=str))
                     trial.set_user_attr("program_state", json.dumps(program_state(program)))
+                    trial.set_user_attr(LEARNED_ATTR, result.learned_from)
 
                     def report(mean: float, step: int) -> bool:
                         trial.report(mean, step)

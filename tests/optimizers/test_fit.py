@@ -30,6 +30,7 @@ def test_the_fit_learns_the_situations_and_selects_by_cross_validation_without_a
     result = _fit()
     program = result.program
     assert result.usage["lm_calls"] == 0 and result.kept == "optimizer"
+    assert result.learned_from == sorted(ex.record_id for ex in TRAIN + DEV)  # fit and selected on both
     assert [program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
     details = result.summary()["details"]
     assert len(details["fit_grid"]) == 8 and len(result.candidates) == 8  # 4 strengths x 2 weightings
@@ -99,6 +100,8 @@ def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_han
     compiled = result.program
     assert compiled.trained_model.fitted and not student.trained_model.fitted  # fitted on a copy
     assert compiled.trained_model.model.fit_info["refit"] == "train"  # dev judges the cascade: not fit on it
+    # ... but its settings were chosen on dev: the labeled few-shot recipe alone would have learned from train only
+    assert result.learned_from == sorted(ex.record_id for ex in TRAIN + DEV)
     assert len(compiled.lm_program.decide.demos) == 3
     compiled.configure(threshold=0.5)
     sure = [ex for ex in DEV if compiled.model_decision(ex.inputs().toDict()) is not None]

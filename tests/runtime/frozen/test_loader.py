@@ -177,7 +177,7 @@ def rewritten_dir(tmp_path_factory) -> Path:
 def test_a_prompt_an_optimizer_rewrote_is_declared_loaded_and_checked(rewritten_dir: Path, tmp_path: Path):
     manifest = verify_frozen(rewritten_dir)
     (predictor,) = manifest.predictors
-    assert manifest.format_version == 4 and predictor.prompt.instructions == "Decide in one short sentence."
+    assert manifest.format_version == FORMAT_VERSION and predictor.prompt.instructions == "Decide in one short sentence."
     assert predictor.prompt.fields[-1].prefix == "Certainty:"
     assert predictor.signature.instructions != predictor.prompt.instructions  # the hash-checked signature is kept
     for module in (load_frozen(rewritten_dir),
