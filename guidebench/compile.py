@@ -167,6 +167,26 @@ def program_spec(name: str, option: str = "--program") -> Any:
     return spec
 
 
+def check_pairing(spec: Any, recipe: optimizers.Recipe) -> None:
+    """Refuse a recipe that has nothing to change in the program: an LM optimizer given a trained program without
+    an LM (`full_auto.learned`: no prompt to compile, its model is the `fit` recipe's to fit)."""
+    if spec.trained and not spec.uses_lm and recipe.compiles_lm:
+        raise GuidebenchError(f"--program {spec.name} makes no LM call: {recipe.name} has no prompt of it to "
+                              f"compile; fit its model with --optimizer fit")
+
+
+def check_evaluable(data: "CompileData", data_dir: Path) -> None:
+    """Refuse a dataset whose test split is empty: the compile would report on nothing (dev, its selection split,
+    comes first in the import, so an empty test means an empty dev too)."""
+    if data.splits["test"].records:
+        return
+    n_dev = len(data.splits["dev"].records)
+    dev = "dev holds " + str(n_dev) if n_dev else "dev is empty too"
+    raise GuidebenchError(f"--data {data_dir}: its test split holds no record ({dev}), so the compile would "
+                          "report on nothing; the import gives whole threads (episodes) to train, then test, then "
+                          "dev: import logs of three or more into it again (`guidebench data import ... --force`)")
+
+
 def baseline_spec(name: str, kind: str) -> Any:
     """The registry spec of the baseline: any program of the kind that runs as it is (a trained one needs fitting)."""
     spec = _registered(name, "--baseline")
@@ -224,7 +244,9 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     data = data or load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     program = request.build()
     speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
@@ -299,8 +321,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     replace = force or resume_run_id is not None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
@@ -418,7 +442,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
             checkpoint.mark("compiled", compile=compile_summary)
         if result.stopped_by_budget:
             print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
-    program.save(str(files["program"]))
+    _save(program, files["program"])
 
     # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
     evals: dict[str, Any] = {}
@@ -504,6 +528,20 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
         folder = key.split(".", 1)[0] if "." in key else None
         mlflow.log_artifact(str(path), artifact_path=folder)
     tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
+
+
+def _save(program: Any, path: Path) -> None:
+    """`program.save(path)` (DSPy's JSON state), failing with the OSError of a write the machine refused.
+
+    DSPy reports every failure of its JSON save as a RuntimeError that advises saving a pickle instead; a full
+    disk is not cured by another format, and the state is never a pickle here.
+    """
+    try:
+        program.save(str(path))
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, OSError):
+            raise exc.__cause__ from None
+        raise
 
 
 def _state(program: Any) -> dict[str, Any]:
