@@ -66,7 +66,7 @@ def _run(argv: Optional[Sequence[str]]) -> int:
             return int(args.func(args) or 0)
     except GuidebenchError as exc:
         check_interrupted()
-        print(f"guidebench: error: {write_refused_line(exc) or exc}", file=sys.stderr)
+        print(f"guidebench: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a clear line for the user, the traceback kept for the bug report
         check_interrupted()

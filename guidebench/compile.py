@@ -34,7 +34,7 @@ from optimizers.estimate import CostEstimate, Stage
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
+from guidebench.evaluation import EvalData, load_eval_data, no_dataset_json, summary_table, write_outputs
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -211,10 +211,12 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
     import programs
 
-    from guidebench.outputs import check_input
+    from guidebench.outputs import check_input, written_by
 
     data_dir = check_input(Path(data_dir), "--data", ("data import", None), "a dataset folder")
     if not (data_dir / "dataset.json").is_file():
+        if written_by(data_dir) == "data import":
+            raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
     splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}

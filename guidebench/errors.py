@@ -48,13 +48,14 @@ def refused_write(exc: BaseException) -> Optional[OSError]:
     return None
 
 
-def write_refused_line(exc: BaseException) -> Optional[str]:
-    """One line for a write the machine refused (what, where, what to do), or None when `exc` is not one."""
+def write_refused_line(exc: BaseException, where: object = None) -> Optional[str]:
+    """One line for a write the machine refused (what, where: the file, else `where`; what to do), or None when
+    `exc` is not one."""
     found = refused_write(exc)
     if found is None:
         return None
     what, advice = _REFUSED_WRITES[found.errno]
-    where = f" {found.filename}" if found.filename else ""
+    where = f" {found.filename or where}" if found.filename or where else ""
     return f"cannot write{where}: {what} ({found.strerror}), not a fault of the input; {advice}"
 
 

@@ -198,7 +198,7 @@ def _run_worker(args: Namespace, index: int, run: Callable[[Namespace], Optional
         return int(run(args) or 0)
     except GuidebenchError as exc:
         check_interrupted()
-        print(f"guidebench worker {index}: error: {write_refused_line(exc) or exc}", file=sys.stderr, flush=True)
+        print(f"guidebench worker {index}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception as exc:  # one line for the user, the traceback in the log folder (as the CLI does)
         check_interrupted()

@@ -1,29 +1,18 @@
-"""Fixtures shared by the application's tests: the previous LM put back, and the loopback services of the
-scale-out tests (a workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each once per
-test module that asks for it."""
+"""Fixtures shared by the application's tests: the loopback services of the scale-out tests (a workbench home, a
+throwaway PostgreSQL cluster, `mlflow server` on it), each once per test module that asks for it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
-import dspy
 import pytest
 
 from guidebench.search import services
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup"
-
-
-@pytest.fixture
-def restore_lm() -> Iterator[None]:
-    """The commands configure DSPy's LM globally; put the previous one back after the test."""
-    previous = dspy.settings.lm
-    yield
-    dspy.configure(lm=previous)
 
 
 # ----- scale-out: the real engines on 127.0.0.1 ----------------------------------------------------

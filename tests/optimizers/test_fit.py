@@ -93,7 +93,7 @@ def test_a_program_without_a_trained_model_is_refused():
         _fit("full_auto.rules")
 
 
-def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_hands_over(fake):
+def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_hands_over(fake_lm):
     student = FullAutoCascade(threshold=1.0)  # the model is never sure enough: every turn is the LM's
     result = optimizers.get("labeled_fewshot")().compile(student, TRAIN, DEV, metrics_fullauto.metric, seed=1)
     compiled = result.program
