@@ -25,7 +25,7 @@ def refuse_unfitted(entry: str, where: str) -> None:
 # ----- writes the machine refuses ------------------------------------------------------------------
 
 # What the operating system says when it refuses a write for a reason of its own, never the input's.
-_FREE = "free some space there (or give --out, GUIDEBENCH_HOME elsewhere) and run the command again"
+_FREE = "free some space (or give --out, GUIDEBENCH_HOME another disk) and run the command again"
 _REFUSED_WRITES = {errno.ENOSPC: ("the disk is full", _FREE), errno.EDQUOT: ("the disk quota is used up", _FREE),
                    errno.EROFS: ("the file system is read-only",
                                  "give --out, GUIDEBENCH_HOME a writable place and run the command again")}
