@@ -202,6 +202,6 @@ def test_the_readme_path_runs_as_written(tmp_path, monkeypatch, capsys):
         dspy.configure(lm=previous_lm)
     # The README says which of its commands run the embedded model as written: those that call an LM.
     said = re.search(r"As written, (.+?) run the embedded model", README.read_text(encoding="utf-8")).group(1)
-    assert calling == re.findall(r"`(\w+)`", said) == ["compile", "promote"]
+    assert calling == re.findall(r"`(\w+)`", said) == ["baselines", "compile", "promote"]
     assert (tmp_path / "exports" / "fullauto-guidance" / "manifest.json").is_file()
     assert "\nfullauto-guidance@1.0.0: " in out and "evidence: 221 records of split test" in out, out
