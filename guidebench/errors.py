@@ -71,23 +71,30 @@ def _on_interrupt(signum: int, frame: object) -> None:
 
 @contextmanager
 def remembered_interrupts() -> Iterator[None]:
-    """Ctrl-C raises KeyboardInterrupt as Python's own handler does, and is remembered for the block.
+    """SIGINT (Ctrl-C, `kill -INT`) raises KeyboardInterrupt as Python's own handler does, and is remembered for
+    the block.
 
     A KeyboardInterrupt can be lost on its way up: raised inside a class body's `__set_name__` it becomes a
     RuntimeError, and a library that imports an optional part under `except Exception` goes on. Remembered, it
     still stops the command at its next `check_interrupted()`, and the command ends with rc 130, never 0.
-    Installed only where Python's own handler is (the main thread, SIGINT not ignored).
+
+    SIGINT is the workbench's stop signal (a worker supervisor stops its workers with it, DSPy's parallel
+    evaluation catches it), so it is taken also when the command started with SIGINT ignored (a shell without job
+    control starts background commands so): otherwise such a command would ignore it until DSPy's first parallel
+    evaluation and stop on it from then on. Installed in the main thread only, over Python's own handler or an
+    ignored SIGINT, never over a handler of someone else's; the previous one is put back.
     """
     _INTERRUPTED.clear()
+    previous = signal.getsignal(signal.SIGINT)
     installed = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        previous in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL)
     if installed:
         signal.signal(signal.SIGINT, _on_interrupt)
     try:
         yield
     finally:
         if installed:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, previous)
 
 
 def check_interrupted() -> None:
