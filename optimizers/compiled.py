@@ -27,7 +27,7 @@ def load_compiled(program: dspy.Module, state: Mapping[str, Any] | str | Path) -
     target: dspy.Module = NearestDemos.wrap(program) if is_knn_state(state) else program
     before = {name: (parameter, _input_prefixes(parameter)) for name, parameter in target.named_predictors()}
     target.load_state(state)
-    check_state_fits(target, state, before)
+    _check_fits(target, state, before)
     return target
 
 
@@ -35,8 +35,8 @@ def _input_prefixes(predictor: dspy.Predict) -> list[str]:
     return [str((field.json_schema_extra or {}).get("prefix", "")) for field in predictor.signature.input_fields.values()]
 
 
-def check_state_fits(target: dspy.Module, state: Mapping[str, Any],
-                     before: Mapping[str, tuple[dspy.Predict, list[str]]]) -> None:
+def _check_fits(target: dspy.Module, state: Mapping[str, Any],
+                before: Mapping[str, tuple[dspy.Predict, list[str]]]) -> None:
     """Raise `StateMismatchError` when the loaded `state` holds more than `target`'s parameters, or a predictor
     state of another signature: another number of fields, or other input prefixes than the predictor had
     before the load (`before`: name -> (predictor, its input prefixes); optimizers rewrite instructions and

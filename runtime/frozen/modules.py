@@ -369,10 +369,11 @@ class FrozenGuidanceModule:
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
             inputs = {**config_inputs(read_config(config)), **inputs}
-            handed_over = cascade and _hands_over(self.program, inputs)
+            # a cascade needs its LM only for the turns its model is not sure of
+            handed_over = cascade and not _has_lm(self) and _hands_over(self.program, inputs)
         except Exception as exc:  # an input the program cannot read is a safe pause, as any fault below
             return GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)]), None, None
-        if handed_over:  # a cascade needs its LM only for the turns its model is not sure of
+        if handed_over:
             _require_lm(self, "hands this turn to its LM program (its model is not sure of it)")
         try:
             with _lm_scope(self.lm), dspy.context(track_usage=True):
@@ -474,9 +475,13 @@ def _hands_over(program: dspy.Module, inputs: Mapping[str, Any]) -> bool:
     return decide is None or decide(inputs) is None
 
 
+def _has_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> bool:
+    return module.lm is not None or dspy.settings.lm is not None
+
+
 def _require_lm(module: FrozenGuidanceModule | FrozenPlannerModule, what: str = "calls an LM") -> None:
     """Refuse to decide without an LM: each answer would be the safe default, with the reason hidden in its errors."""
-    if not module.manifest.uses_lm or module.lm is not None or dspy.settings.lm is not None:
+    if not module.manifest.uses_lm or _has_lm(module):
         return
     raise FrozenModuleError(
         f"{module.manifest.entry} {what} and none is set: pass one, load_frozen(DIR, "
