@@ -37,7 +37,8 @@ from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_p
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import EvalData, learned_from_summary, load_eval_data, summary_table, write_outputs
+from guidebench.evaluation import (EvalData, learned_from_summary, load_eval_data, no_dataset_json, summary_table,
+                                   write_outputs)
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -177,6 +178,26 @@ def program_spec(name: str, option: str = "--program") -> Any:
     return spec
 
 
+def check_pairing(spec: Any, recipe: optimizers.Recipe) -> None:
+    """Refuse a recipe that has nothing to change in the program: an LM optimizer given a trained program without
+    an LM (`full_auto.learned`: no prompt to compile, its model is the `fit` recipe's to fit)."""
+    if spec.trained and not spec.uses_lm and recipe.compiles_lm:
+        raise GuidebenchError(f"--program {spec.name} makes no LM call: {recipe.name} has no prompt of it to "
+                              f"compile; fit its model with --optimizer fit")
+
+
+def check_evaluable(data: "CompileData", data_dir: Path) -> None:
+    """Refuse a dataset whose test split is empty: the compile would report on nothing (dev, its selection split,
+    comes first in the import, so an empty test means an empty dev too)."""
+    if data.splits["test"].records:
+        return
+    n_dev = len(data.splits["dev"].records)
+    dev = "dev holds " + str(n_dev) if n_dev else "dev is empty too"
+    raise GuidebenchError(f"--data {data_dir}: its test split holds no record ({dev}), so the compile would "
+                          "report on nothing; the import gives whole threads (episodes) to train, then test, then "
+                          "dev: import logs of three or more into it again (`guidebench data import ... --force`)")
+
+
 def baseline_spec(name: str, kind: str) -> Any:
     """The registry spec of the baseline: any program of the kind that runs as it is (a trained one needs fitting)."""
     spec = _registered(name, "--baseline")
@@ -201,10 +222,12 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
     import programs
 
-    from guidebench.outputs import check_input
+    from guidebench.outputs import check_input, written_by
 
     data_dir = check_input(Path(data_dir), "--data", ("data import", None), "a dataset folder")
     if not (data_dir / "dataset.json").is_file():
+        if written_by(data_dir) == "data import":
+            raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
     splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
@@ -234,7 +257,9 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     data = data or load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     program = request.build()
     speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
@@ -309,8 +334,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     replace = force or resume_run_id is not None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
@@ -528,6 +555,20 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
 
 
+def _save(program: Any, path: Path) -> None:
+    """`program.save(path)` (DSPy's JSON state), failing with the OSError of a write the machine refused.
+
+    DSPy reports every failure of its JSON save as a RuntimeError that advises saving a pickle instead; a full
+    disk is not cured by another format, and the state is never a pickle here.
+    """
+    try:
+        program.save(str(path))
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, OSError):
+            raise exc.__cause__ from None
+        raise
+
+
 def _state(program: Any) -> dict[str, Any]:
     return json.loads(json.dumps(program.dump_state(), default=str))
 
@@ -535,7 +576,7 @@ def _state(program: Any) -> dict[str, Any]:
 def save_program(program: Any, path: Path, provenance: Provenance) -> None:
     """`program.save` (DSPy's JSON state), with the program's provenance as its `provenance` entry: an export of
     the file carries it, and every loader of a state leaves the entry aside (`optimizers.load_compiled`)."""
-    program.save(str(path))
+    _save(program, path)
     state = json.loads(Path(path).read_text(encoding="utf-8"))
     atomic_write_json(Path(path), {**state, PROVENANCE_KEY: provenance.model_dump(mode="json")})
 

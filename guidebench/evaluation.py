@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the CLI registers `eval` without importing DSPy and SciPy (
     from evals.replay import ReplayResult
     from runtime.provenance import OverlapCheck, Provenance
 
-from guidebench.errors import GuidebenchError, refuse_unfitted
+from guidebench.errors import GuidebenchError, refuse_unfitted, refused_write
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
@@ -113,8 +113,26 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     except GuidebenchError:
         raise
     except Exception as exc:
+        if refused_write(exc):  # the machine's, not the log's
+            raise
         raise GuidebenchError(f"{path}: cannot import the log: {type(exc).__name__}: {exc}") from exc
     return target
+
+
+def no_dataset_json(path: Path) -> str:
+    """Why a folder `guidebench data import` wrote has no dataset.json, from its report: the import imported
+    nothing, or the file was deleted since (and how to get it back: import the same logs again)."""
+    try:
+        report = json.loads((path / "import_report.json").read_text(encoding="utf-8"))
+        imported, source, kind = int(report["imported"]), report["path"], report["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        imported, source, kind = 0, None, None
+    if not imported:
+        return (f"--data {path}: the `guidebench data import` that wrote it imported nothing (see "
+                f"{path / 'import_report.json'}); fix the logs and run `guidebench data import` again with --force")
+    return (f"--data {path}: its dataset.json is missing (the import wrote it with {imported:,} records; it was "
+            f"deleted since): import the logs again with the seed of the first import (its README.md names it): "
+            f"`guidebench data import {source} --kind {kind} --out {path} --force --seed SEED`")
 
 
 def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None,
@@ -136,9 +154,7 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     dataset_dir = path
     if not (path / "dataset.json").is_file():
         if written_by(path) == "data import":
-            raise GuidebenchError(f"--data {path}: the `guidebench data import` that wrote it imported nothing "
-                                  f"(see {path / 'import_report.json'}); fix the logs and run `guidebench data "
-                                  "import` again with --force")
+            raise GuidebenchError(no_dataset_json(path))
         kind = raw_log_kind(path)
         work = Path(work_dir or tempfile.mkdtemp(prefix="guidebench-eval-"))
         dataset_dir = _import_raw_log(path, kind, work)

@@ -92,21 +92,20 @@ def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, pro
 
 
 def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: int = 1, progress: bool = False,
-                   n_resamples: int = 1000, seed: int = 0, lm: str = "", reuse_logged: bool = False,
+                   n_resamples: int = 1000, seed: int = 0,
+                   logged: Optional[Mapping[str, tuple[Optional[ScoredVariant], str]]] = None,
                    on_scored: Optional[Callable[[ScoredVariant], None]] = None) -> list[ScoredVariant]:
     """Score every variant on the same frozen split (compatibility checked before any replay).
 
-    With `reuse_logged`, an MLflow compile run that logged results for exactly this split (same
+    `logged` (`logged_results`): an MLflow compile run that logged results for exactly this split (same
     dataset id, split hash, records and LM) contributes those instead of being replayed.
     """
     for variant in variants:
         check_compatible(variant, split)
+    logged = logged or {}
     scored = []
     for variant in variants:
-        item, why_not = None, ""
-        if reuse_logged and variant.details.get("result_artifacts"):
-            item, why_not = reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
-                                            n_resamples=n_resamples, seed=seed)
+        item, why_not = logged.get(variant.label, (None, ""))
         if item is None:
             item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples,
                                  seed=seed)
@@ -116,6 +115,14 @@ def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: 
             on_scored(item)
         scored.append(item)
     return scored
+
+
+def logged_results(variants: Sequence[Variant], split: FrozenSplit, *, lm: str, n_resamples: int = 1000,
+                   seed: int = 0) -> dict[str, tuple[Optional[ScoredVariant], str]]:
+    """For each MLflow variant that logged results: (the results standing in for its replay, or None; why not)."""
+    return {variant.label: reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
+                                           n_resamples=n_resamples, seed=seed)
+            for variant in variants if variant.details.get("result_artifacts")}
 
 
 # ----- assembling the board ---------------------------------------------------------------------
@@ -302,7 +309,8 @@ def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
                 scorings.append(Scoring(variant.label, variant.build(), split.records, split.kind))
             except GuidebenchError:  # its replay reports why, in its turn
                 continue
-    announce(lm, scorings)
+    if scorings:  # no line when nothing here calls the LM
+        announce(lm, scorings)
 
 
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
@@ -321,10 +329,12 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
     if earlier:
         check_same_split(earlier, frozen.ref, frozen.record_ids)
+    logged = logged_results(variants, frozen, lm=lm, n_resamples=n_resamples, seed=seed) if reuse_logged else {}
+    replayed = [variant for variant in variants if logged.get(variant.label, (None, ""))[0] is None]
     if lm and lm != "none":
-        _announce(variants, frozen, lm)
+        _announce(replayed, frozen, lm)  # a variant whose logged results stand in makes no call here
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
-                            seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
+                            seed=seed, logged=logged, on_scored=on_scored)
     scored += earlier
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
                               seed=seed, lm=lm, command=command)

@@ -129,8 +129,10 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
         except GuidebenchError:
             raise
         except Exception as exc:
-            raise GuidebenchError(f"{label or state_file}: does not load into program {spec.name}: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            owners = programs_of_state(state, spec.kind)
+            whose = f"the state of {' or '.join(owners)}, not of {spec.name}" if owners else \
+                f"does not load into program {spec.name}"
+            raise GuidebenchError(f"{label or state_file}: {whose}: {type(exc).__name__}: {exc}") from exc
     lm = dspy.settings.lm
     installed = spec.build()
     lm_program = getattr(getattr(program, "cascade", None), "lm_program", None)
@@ -140,6 +142,21 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
                         installed=installed, optimizer="none" if state_file is None else "unknown",
                         lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None,
                         provenance=provenance)
+
+
+def programs_of_state(state: Mapping[str, Any], kind: str) -> list[str]:
+    """The registered programs of a kind that a state loads into, whole (what a refused state was compiled for)."""
+    from optimizers import load_compiled
+
+    programs = _programs()
+    found = []
+    for name in programs.names(kind):
+        try:
+            load_compiled(programs.get(name), state)
+        except Exception:  # not this one
+            continue
+        found.append(name)
+    return found
 
 
 def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0, prefix: str = "") -> dict[str, MetricInterval]:

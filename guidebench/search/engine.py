@@ -54,6 +54,8 @@ from optimizers.liveness import owner_alive, owner_token
 from optimizers.metric_adapters import Metric
 from optimizers.registry import get as get_recipe
 
+from guidebench.errors import check_interrupted
+
 DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
 # The compact LM programs: a cascade asks its LM about few turns, each at the model's token rate.
 CASCADE_SEARCH_LM_PROGRAMS: tuple[str, ...] = ("full_auto.compact_state", "full_auto.compact")
@@ -427,6 +429,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
     base_lm = dspy.settings.lm
 
     def objective(trial: optuna.Trial) -> float:
+        check_interrupted()  # a Ctrl-C swallowed since the last trial (or while the study opened) stops it here
         trial.set_user_attr(OWNER_ATTR, owner_token())
         if config.lm is not None:
             trial.set_user_attr(LM_ATTR, dict(config.lm))

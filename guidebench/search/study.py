@@ -40,7 +40,7 @@ from guidebench.search.engine import SearchConfig, SearchResult, SearchSpace, Tr
 from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap
 
 from guidebench.compile import CompileData, load_compile_data
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, check_interrupted
 from guidebench.lm.identity import LMIdentity, lm_identity
 
 FAMILIES: tuple[str, ...] = ("full_auto", "planner")
@@ -189,6 +189,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
                                                            "guidebench.study": study_name},
                                       tracking_uri=request.tracking_uri, resume_run_id=parent, autolog=False) as run:
         print(f"study {study_name} in {_safe_url(storage)}; MLflow run {run.info.run_id}")
+        check_interrupted()  # a Ctrl-C swallowed while the study and the run were made: no trial starts
         result = run_search(config, space, data.trainset, data.valset, metric, program_factory=programs.get,
                             feedback_metric=feedback, observer=MlflowTrials(out), progress=progress,
                             valset=selection)

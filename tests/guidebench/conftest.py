@@ -1,30 +1,19 @@
-"""Fixtures shared by the application's tests: the previous LM put back, a program fit and exported on logs
-imported twice (the routes by which a program could be judged on records it learned from), and the loopback
-services of the scale-out tests (a workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each
-once per test module that asks for it."""
+"""Fixtures shared by the application's tests: a program fit and exported on logs imported twice (the routes by
+which a program could be judged on records it learned from), and the loopback services of the scale-out tests (a
+workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each once per test module that asks for it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
-import dspy
 import pytest
 
 from guidebench.search import services
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup"
-
-
-@pytest.fixture
-def restore_lm() -> Iterator[None]:
-    """The commands configure DSPy's LM globally; put the previous one back after the test."""
-    previous = dspy.settings.lm
-    yield
-    dspy.configure(lm=previous)
 
 
 # ----- a fitted program and the splits it learned from ---------------------------------------------

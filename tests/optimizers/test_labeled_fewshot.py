@@ -32,7 +32,7 @@ def _planner_examples() -> list:
 
 
 @pytest.mark.parametrize("name", ["full_auto.compact", "planner.compact"])
-def test_labeled_fewshot_compiles_the_compact_programs(fake, name):
+def test_labeled_fewshot_compiles_the_compact_programs(fake_lm, name):
     kind = programs.spec(name).kind
     train = FULL_AUTO_TRAIN if kind == "full_auto" else _planner_examples()
     metric = metrics_fullauto.metric if kind == "full_auto" else metrics_planner.metric

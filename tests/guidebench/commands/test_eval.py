@@ -352,3 +352,30 @@ def test_a_trained_program_straight_from_the_registry_is_refused_with_how_to_fit
     err = capsys.readouterr().err
     assert "a trained program must be fitted first: `guidebench compile --program" in err and "\n" == err[-1:]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_deleted_dataset_json_is_named_with_the_import_that_restores_it(tmp_path, monkeypatch, capsys):
+    # Not "the import imported nothing": its report counts what it imported, and the same logs and seed restore it.
+    import shlex
+
+    from guidebench.data.fullauto_writer import simulate_workspace
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    simulate_workspace(tmp_path / "logs", runs=6, seed=3)
+    data = tmp_path / "data"
+    assert main(["data", "import", str(tmp_path / "logs"), "--kind", "fullauto", "--out", str(data), "--seed", "2",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    first = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").unlink()
+    for command in (["eval", "--program", "rule", "--out", str(tmp_path / "out"), "--no-progress"],
+                    ["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--dry-run"],
+                    ["leaderboard", "--programs", "rule", "--no-track", "--out", str(tmp_path / "out")]):
+        assert main([*command, "--data", str(data)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"guidebench: error: --data {data}: its dataset.json is missing (the import wrote it "
+                              f"with {json.loads((data / 'import_report.json').read_text())['imported']:,} records; "
+                              "it was deleted since): import the logs again") and len(err.splitlines()) == 1, err
+    restore = shlex.split(err.split("`")[1].replace("SEED", str(first["seed"])))
+    assert restore[:2] == ["guidebench", "data"] and main(restore[1:]) == 0
+    assert json.loads((data / "dataset.json").read_text())["dataset_id"] == first["dataset_id"]

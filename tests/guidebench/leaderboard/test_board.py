@@ -300,11 +300,15 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     # The same run on a board of another split is replayed, its logged test results left out.
     board_dev, _ = run_leaderboard(variants, dataset, "dev", lm="fake", n_resamples=50)
     assert any(note.startswith("replayed here: no logged results") for note in board_dev.rows[0].notes)
+    assert capsys.readouterr().out.startswith("LM fake (deterministic")  # that replay called the LM, and said so
 
     out = tmp_path / "board"
     code = main(["leaderboard", "--data", str(dataset), "--programs", "rule", "--from-mlflow", "compiles",
                  "--lm", "fake", "--no-cache", "--tracking-uri", uri, "--out", str(out), "--resamples", "100"])
-    assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    # Its logged results stand in for a replay, and `rule` calls no LM: no LM line, no cost announced.
+    assert not [line for line in printed.out.splitlines() if line.startswith("LM ")], printed.out
     board = json.loads((out / JSON_FILE).read_text())
     assert {row["name"] for row in board["rows"]} == {"rule", f"predict+labeled#{run.info.run_id[:8]}"}
     compiled_row = next(row for row in board["rows"] if row["source"].startswith("mlflow:"))
