@@ -17,10 +17,12 @@ descriptions its state runs with when an optimizer rewrote its signature's: COPR
 `max_tokens` (the answer cap the program's code sets, e.g. 80 tokens for `full_auto.compact`: DSPy's program
 state does not save it) and `trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
 `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at which the model
-answers and the LM program that answers the rest); 5 adds `outcome_model` (with program.json's
-`outcome_model` entry: a planner's outcome model fit on the logs, `planner.learned`, scored by
-`runtime.outcome`). The runtime reads all five (each version is the next one without what the next one
-added: a version 3 module's predictors run their signatures' own text).
+answers and the LM program that answers the rest); 5 adds `provenance` (`runtime.provenance`: the records the program learned from, by the
+identity of their inputs, which `guidebench eval`, `leaderboard` and `promote` check their evidence against;
+a manifest without it is reported as "provenance unknown", which promotion refuses); 6 adds `outcome_model`
+(with program.json's `outcome_model` entry: a planner's outcome model fit on the logs, `planner.learned`,
+scored by `runtime.outcome`). The runtime reads all six (each version is the next one without what the next
+one added: a version 3 module's predictors run their signatures' own text).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.provenance import Provenance
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 5
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
+FORMAT_VERSION = 6
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -229,7 +232,9 @@ class FrozenManifest(BaseModel):
     rule_gate: Optional[RuleGateSpec] = None
     # Format version 4: the decision model fit on the logs (None: the program has none).
     trained_model: Optional[TrainedModelSpec] = None
-    # Format version 5: a planner's outcome model fit on the logs (None: the program has none).
+    # Format version 5: the records the program learned from (None: unknown; no hash: it learned from none).
+    provenance: Optional[Provenance] = None
+    # Format version 6: a planner's outcome model fit on the logs (None: the program has none).
     outcome_model: Optional[OutcomeModelSpec] = None
 
     @field_validator("version")
