@@ -138,8 +138,8 @@ def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
     dataset = work / "dataset"
     load = os.getloadavg()
     _run(["data", "import", str(work / "logs"), "--kind", "experiments", "--out", str(dataset), "--force"], env)
-    compile_s, compile_cpu_s = _run(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data", str(dataset),
-                      "--out", str(work / "compile"), "--force", "--no-progress"], env)
+    compile_s, compile_cpu_s = _run(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data",
+                                     str(dataset), "--out", str(work / "compile"), "--force", "--no-progress"], env)
     evals = {}
     for program in ("planner.logged", "planner.rules"):
         _run(["eval", "--program", program, "--data", str(dataset), "--split", "test", "--out",
@@ -149,7 +149,8 @@ def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
     frames = {name: _rows(folder, truth) for name, folder in evals.items()}
     numbers = acceptance(frames["planner.learned"], frames["planner.rules"], frames["planner.logged"])
     return {"scenario": scenario, "episodes": episodes, "seed": seed, "entries": made["entries"],
-            "compile_s": round(compile_s, 1), "compile_cpu_s": round(compile_cpu_s, 1), "load_average_at_start": [round(x, 2) for x in load],
+            "compile_s": round(compile_s, 1), "compile_cpu_s": round(compile_cpu_s, 1),
+            "load_average_at_start": [round(x, 2) for x in load],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "acceptance": numbers,
             "offpolicy": {name: _offpolicy(folder, numbers["true_improvement"][name]["mean"])
                           for name, folder in evals.items()},

@@ -1,11 +1,12 @@
-"""The planner dataset's outcome and propensity models: fit on its train split once, cached, handed to the scorers.
+"""The planner dataset's outcome and propensity models: fit on train + dev once, cached, handed to the scorers.
 
 The planner metrics need an estimate of what a directive brings where the logs carry no performance profile, and
 the off-policy estimates need both models (`evals.offpolicy`). `evals` cannot fit (scikit-learn lives in
-`optimizers`), so the application fits them here for a dataset (`optimizers.outcome_fitting`, on the train and dev splits, as the `fit` recipe fits `planner.learned`:
-the models never see test) and caches their JSON under `$GUIDEBENCH_HOME/outcome-models/`, keyed by the
-dataset id, the train and dev splits' hashes, the fit settings, the seed and the features version. `guidebench eval`,
-`compile` and `leaderboard` call `cycles_for` with their `--cycles-model` choice; `offpolicy_summary` turns a
+`optimizers`), so the application fits them here for a dataset (`optimizers.outcome_fitting`, on the train and
+dev splits, as the `fit` recipe fits `planner.learned`: the models never see test) and caches their JSON under
+`$GUIDEBENCH_HOME/outcome-models/`, keyed by the dataset id, the train and dev splits' hashes, the fit settings,
+the seed and the features version. `guidebench eval`, `compile`, `leaderboard`, `search` and `promote` call
+`cycles_for` with their `--cycles-model` choice (or auto); `offpolicy_summary` turns a
 replay's rows into the estimates, calibration and (for `planner.logged`) the check against what was observed.
 """
 

@@ -1,7 +1,7 @@
 """Fit the planner's outcome model and the deployed planner's propensity model with scikit-learn.
 
-From a dataset's planner records or examples (the train split, and dev when given) every logged attempt with a family and a
-best becomes a row: the packet's features for the family it tried (`runtime.outcome_features.candidate_row`),
+From a dataset's planner records or examples (the train split, and dev when given) every logged attempt with a
+family and a best becomes a row: the packet's features for the family it tried (`runtime.outcome_features.candidate_row`),
 whether it was valid, and the share of the best it took off (`evals.offpolicy.bandit`). Three things are fit:
 - P(valid): gradient-boosted trees (`GradientBoostingClassifier`) or a logistic regression;
 - the expected improvement share: gradient-boosted trees (`GradientBoostingRegressor`, depth 2 or 3) or a ridge
@@ -248,7 +248,8 @@ def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> Training
     data = training_data(records)
     skipped = ", ".join(f"{count} {why}" for why, count in sorted(data.skipped.items()))
     if data.n < MIN_ATTEMPTS:
-        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {len(records)} record(s) ({skipped or 'none skipped'}): "
+        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {len(records)} record(s) "
+                              f"({skipped or 'none skipped'}): "
                               f"an outcome model needs at least {MIN_ATTEMPTS} attempts with a family in "
                               "strategy_tags[0] and a best before them; import more logs")
     if len(set(data.groups)) < MIN_EPISODES:

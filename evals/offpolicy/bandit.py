@@ -229,5 +229,6 @@ def choices_of(rows: Sequence[dict[str, Any]]) -> list[Optional[str]]:
     return out
 
 
-__all__ = ["SKIPPED", "UNSCORED", "Attempt", "LoggedBandit", "TrainingData", "attempt_of", "attempt_of_example", "choices_of",
+__all__ = ["SKIPPED", "UNSCORED", "Attempt", "LoggedBandit", "TrainingData", "attempt_of", "attempt_of_example",
+           "choices_of",
            "observed_improvement", "training_data"]

@@ -18,7 +18,8 @@ def true_q(x: np.ndarray) -> np.ndarray:
     return np.column_stack([40 * (1 - x), 40 * x, np.full_like(x, 12.0)])
 
 
-def bandit(*, q_bias: tuple[float, float, float] = (0, 0, 0), never: int = -1, seed: int = 0) -> tuple[LoggedBandit, np.ndarray]:
+def bandit(*, q_bias: tuple[float, float, float] = (0, 0, 0), never: int = -1,
+           seed: int = 0) -> tuple[LoggedBandit, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.uniform(size=N)
     q = true_q(x)
