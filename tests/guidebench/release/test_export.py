@@ -49,7 +49,7 @@ from runtime import load_frozen
 from runtime.checksums import file_sha256, render_checksums
 from runtime.frozen.loader import verify_frozen
 from reliability_ledger import record as ledger
-from runtime.frozen.manifest import FrozenModuleError
+from runtime.frozen.manifest import FORMAT_VERSION, FrozenModuleError
 from runtime.signature_spec import spec_of
 from signatures import FullAutoDecisionSignature
 
