@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
 from .guardrails import logged_confidence
+from .shadow_log import ShadowAnswer, ShadowModule, ShadowStatus
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
 
@@ -84,6 +85,25 @@ class SourceRef(BaseModel):
     line: int
 
 
+class ShadowDecision(BaseModel):
+    """A candidate's decision on the record's turn, made beside the deployed one and never enforced: a line of
+    `shadow-decisions.jsonl` (`runtime.shadow_log`) joined to its decision by `guidebench data import`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    module: ShadowModule
+    status: ShadowStatus
+    decision: Optional[ShadowAnswer] = None
+    enforced: Optional[ShadowAnswer] = None
+    guardrail: Optional[GuardrailAudit] = None
+    error: str = ""
+    parse_errors: list[str] = Field(default_factory=list)
+    latency_s: float = 0.0
+    deadline_s: float = 0.0
+    timestamp: str = ""
+    source: Optional[SourceRef] = None
+
+
 class DecisionRecord(BaseModel):
     """One replayable Full Auto decision with its guardrail config, audit and outcome label."""
 
@@ -109,6 +129,9 @@ class DecisionRecord(BaseModel):
     parse_diagnostics: Any = None
     label: Optional[OutcomeLabel] = None
     source: Optional[SourceRef] = None
+    # Left out of the record's JSON when None: a record without a shadow keeps the text (and the dataset hashes)
+    # it had before shadow decisions existed.
+    shadow: Optional[ShadowDecision] = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("summary", mode="before")
     @classmethod
