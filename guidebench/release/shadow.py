@@ -251,11 +251,8 @@ def draw(report: ShadowReport, path: Path) -> Path:
     return path
 
 
-def write_report(report: ShadowReport, out: Path, *, force: bool = False, inputs: tuple[Path, ...] = ()) -> Path:
-    """Write `shadow_report.json` and `shadow_report.png` into the folder `out` (guidebench.outputs rules)."""
-    from guidebench.outputs import claim_output
-
-    output = claim_output(Path(out), "shadow report", force=force, inputs=list(inputs))
+def write_report(report: ShadowReport, output: Any) -> Path:
+    """Write `shadow_report.json` and `shadow_report.png` into a claimed output folder (`guidebench.outputs`)."""
     with output.writing() as staged:
         (staged / REPORT_FILE).write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
         draw(report, staged / PLOT_FILE)
