@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from runtime.records import DecisionRecord, ShadowDecision, SourceRef
+from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule, module_checksum
 
 from guidebench.errors import GuidebenchError
@@ -141,18 +141,19 @@ class ShadowJoin:
         if not candidates:
             return "shadow_unmatched", f"no decision in the log has {where}"
         for record in candidates:
-            if line.inputs_hash in (record.inputs_hash, unredacted.get(record.inputs_hash)):
-                if record.config != line.config:
+            if line.inputs_hash not in (record.inputs_hash, unredacted.get(record.inputs_hash)):
+                if line.config != record.config and line.inputs_hash == inputs_hash(record.summary, line.config):
                     return ("shadow_config_mismatch", f"the shadow was judged under {line.config.model_dump()}, the "
                             f"import judged the decision ({where}) under {record.config.model_dump()} "
                             f"({record.config_source})")
-                if record.logged is not None and record.logged.action != line.deployed_action:
-                    return ("shadow_inputs_mismatch", f"the line names deployed action {line.deployed_action}, the "
-                            f"decision ({where}) logged {record.logged.action}")
-                if record.shadow is not None:
-                    first = record.shadow.source.line if record.shadow.source else "?"
-                    return "shadow_duplicates", f"the decision ({where}) already has a shadow line (line {first})"
-                return record
+                continue
+            if record.logged is not None and record.logged.action != line.deployed_action:
+                return ("shadow_inputs_mismatch", f"the line names deployed action {line.deployed_action}, the "
+                        f"decision ({where}) logged {record.logged.action}")
+            if record.shadow is not None:
+                first = record.shadow.source.line if record.shadow.source else "?"
+                return "shadow_duplicates", f"the decision ({where}) already has a shadow line (line {first})"
+            return record
         return "shadow_inputs_mismatch", f"the decision with {where} had other inputs (inputs hash differs)"
 
     def _join(self, record: DecisionRecord, line: ShadowDecisionLine, source: SourceRef) -> None:

@@ -1,0 +1,321 @@
+"""The shadow gate on the Full Auto simulator: how often it promotes what is not better, how fast it promotes what
+is, and what a fixed-n test re-run at every look does instead.
+
+The deployed program is the simulator's own noisy policy (the one the committed sample logs come from). Each
+repetition plays seeded sessions with it deciding (the trajectory is the deployed program's) and, on every turn,
+lets each candidate decide the same turn summary under the same guardrails (the defaults for a decision of run
+"unknown", as `runtime.shadow.ShadowRunner` does), never enforced. Both are scored as `evals.shadow` scores them
+(the dispatched action against the simulator's true label), which gives one stream of paired differences per
+candidate and repetition. The candidates:
+
+- `aa`: the deployed policy itself, with its own random draws (an A/A test: identical in distribution, so every
+  difference has conditional mean 0; an identical deterministic program would give differences of exactly 0);
+- `better`: the same policy with less noise (noise 0.05, 1% unparseable answers instead of 0.15 and 4%);
+- `worse`: the same policy with more noise (noise 0.25, 6% unparseable);
+- `learned`: `full_auto.learned` fit on the committed sample (`guidebench compile --optimizer fit`), exported,
+  deciding through its frozen module (the code `ShadowRunner` calls);
+- `always_continue`: the `full_auto.always_continue` export, a clearly worse program.
+
+The gate looks after every 50 labeled decisions (and, separately, after every one), up to 2,000 decisions for
+the A/A question and 5,000 (the default `max_decisions`) for the others. The fixed-n comparison re-runs a paired
+t-test (two-sided, the normal-theory stand-in for the permutation test at these n) at the same looks and
+"promotes" at the first look with p < alpha and a positive difference. The true margin of each candidate is the
+mean of all its differences (every repetition, the whole horizon).
+
+End to end, once per condition, the real path runs: `run-loop` with the shadow export, `data import`, `shadow
+report`, a verdict and its ledger entry. A/A end to end is the learned export deciding and shadowing itself
+(identical and deterministic); `better` is the learned export beside the deployed policy; `worse` is
+`always_continue` beside it.
+
+    .venv/bin/python -m benchmarks.shadow_gate --reps 200 --work /tmp/shadow-gate
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from scipy import stats
+
+from evals.metrics_fullauto import MAX_COST, decision_cost
+from evals.sequential import confidence_sequence
+from runtime import GuardrailConfig, GuidanceDecision, apply_guardrails
+from runtime.fullauto import GuardrailContext
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOK = 50
+AA_HORIZON = 2000
+HORIZON = 5000
+ALPHA = 0.05
+POLICIES = {"aa": (0.15, 0.04), "better": (0.05, 0.01), "worse": (0.25, 0.06)}
+MODULES = ("learned", "always_continue")
+E2E = {"A/A": ("learned", "learned"), "better": (None, "learned"), "worse": (None, "always_continue")}
+E2E_RUNS = 260  # sessions: about 2,100 decisions
+
+
+def _cli(*argv: Any) -> None:
+    from guidebench.cli import main
+
+    code = main([str(part) for part in argv])
+    if code not in (0,):
+        raise SystemExit(f"guidebench {' '.join(map(str, argv))} exited {code}")
+
+
+def build_candidates(work: Path) -> dict[str, Path]:
+    """Import the committed sample, fit full_auto.learned on it, and export it and full_auto.always_continue."""
+    exports = {name: work / "exports" / name for name in MODULES}
+    if all((path / "manifest.json").is_file() for path in exports.values()):
+        return exports
+    data, fit = work / "sample-data", work / "fit"
+    if not (data / "dataset.json").is_file():
+        _cli("data", "import", ROOT / "datasets" / "sample" / "fullauto", "--kind", "fullauto", "--out", data,
+             "--no-progress")
+    if not (fit / "program.json").is_file():
+        _cli("compile", "--program", "full_auto.learned", "--optimizer", "fit", "--data", data, "--baseline",
+             "logged", "--no-progress", "--out", fit, "--force")
+    _cli("export", "--program", "full_auto.learned", "--state", fit / "program.json", "--name", "learned",
+         "--version", "1.0.0", "--out", exports["learned"], "--force")
+    _cli("export", "--program", "full_auto.always_continue", "--name", "always-continue", "--version", "1.0.0",
+         "--out", exports["always_continue"], "--force")
+    return exports
+
+
+def _objective(label: str, action: str) -> float:
+    return 1.0 - decision_cost(label, action) / MAX_COST
+
+
+def _policy(noise: float, unparseable: float) -> Callable[[Any, Any, random.Random], GuidanceDecision]:
+    from guidebench.simulators.fullauto_policy import (PolicyNoise, chat_adapter_data, deployed_raw_output,
+                                                       original_decision)
+
+    settings = PolicyNoise(noise=noise, p_unparseable=unparseable)
+    return lambda summary, _config, rng: original_decision(chat_adapter_data(
+        deployed_raw_output(summary, rng, settings)))[0]
+
+
+def _module(module: Any) -> Callable[[Any, Any, random.Random], GuidanceDecision]:
+    return lambda summary, config, _rng: module.decide(summary, config)[0]
+
+
+def stream(rep: int, shadows: dict[str, Callable], horizon: int) -> dict[str, np.ndarray]:
+    """One repetition: the paired differences of each candidate over the first `horizon` decisions."""
+    from guidebench.simulators.fullauto import FullAutoSimulator
+
+    simulator = FullAutoSimulator(10_000 + rep)
+    diffs = {name: np.zeros(horizon, dtype=np.float32) for name in shadows}
+    n, index = 0, 0
+    while n < horizon:
+        episode = simulator.episode(index)
+        rngs = {name: random.Random(f"shadow-{name}:{rep}:{index}") for name in shadows}
+        index += 1
+        while not episode.done and n < horizon:
+            summary = episode.observe()
+            result = episode.step(episode.deployed_decision())
+            line = episode.decision_lines[-1]
+            config = GuardrailConfig() if line.run_id == "unknown" else episode.guardrails
+            label, context = result.label.action, GuardrailContext.from_summary(summary)
+            deployed = _objective(label, line.action)
+            for name, shadow in shadows.items():
+                enforced, _ = apply_guardrails(shadow(summary, config, rngs[name]), context, config)
+                diffs[name][n] = _objective(label, enforced.action) - deployed
+            n += 1
+    return diffs
+
+
+def _share(hits: int, reps: int) -> dict[str, Any]:
+    """A share with its Monte Carlo error: the binomial standard error and the exact (Clopper-Pearson) 95% interval."""
+    low = float(stats.beta.ppf(0.025, hits, reps - hits + 1)) if hits else 0.0
+    high = float(stats.beta.ppf(0.975, hits + 1, reps - hits)) if hits < reps else 1.0
+    share = hits / reps
+    return {"hits": hits, "reps": reps, "share": share, "se": math.sqrt(share * (1 - share) / reps),
+            "ci95": [low, high]}
+
+
+def _first(mask: np.ndarray) -> np.ndarray:
+    """Per row, the index of the first True (or -1)."""
+    any_ = mask.any(axis=1)
+    return np.where(any_, mask.argmax(axis=1), -1)
+
+
+def _fixed_n_promotes(diffs: np.ndarray, looks: np.ndarray) -> np.ndarray:
+    """Per repetition, the first look at which a paired t-test has p < alpha and a positive mean (-1: never)."""
+    d = diffs.astype(float)
+    total, squares = np.cumsum(d, axis=1)[:, looks - 1], np.cumsum(d * d, axis=1)[:, looks - 1]
+    n = looks.astype(float)
+    mean = total / n
+    variance = np.maximum(squares - n * mean * mean, 0.0) / (n - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(variance > 0, mean / np.sqrt(variance / n), 0.0)
+    p = 2 * stats.t.sf(np.abs(t), n - 1)
+    return _first((p < ALPHA) & (mean > 0))
+
+
+def _sequential(diffs: np.ndarray, looks: np.ndarray, min_effect: float = 0.0) -> tuple[np.ndarray, np.ndarray,
+                                                                                        np.ndarray, np.ndarray]:
+    """Per repetition: the first look (index into `looks`) that promotes and that rejects, and the same for
+    looking after every decision (decision counts), -1 for never."""
+    low = np.empty(diffs.shape)
+    high = np.empty(diffs.shape)
+    for row, values in enumerate(diffs):
+        cs = confidence_sequence(values.astype(float), alpha=ALPHA)
+        low[row], high[row] = cs.low, cs.high
+    promote_look, reject_look = _first(low[:, looks - 1] > 0), _first(high[:, looks - 1] < min_effect)
+    return promote_look, reject_look, _first(low > 0), _first(high < min_effect)
+
+
+def _decided_first(promote: np.ndarray, reject: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Promotions and rejections that came first (a repetition stops at its first verdict)."""
+    never = np.iinfo(np.int64).max
+    p = np.where(promote >= 0, promote, never)
+    r = np.where(reject >= 0, reject, never)
+    return np.where(p <= r, promote, -1), np.where(r < p, reject, -1)
+
+
+def _spread(decisions: np.ndarray) -> dict[str, Any]:
+    if not decisions.size:
+        return {"median": None, "min": None, "max": None, "q25": None, "q75": None}
+    q25, median, q75 = np.percentile(decisions, [25, 50, 75])
+    return {"median": float(median), "min": int(decisions.min()), "max": int(decisions.max()), "q25": float(q25),
+            "q75": float(q75)}
+
+
+def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
+    """The gate's and the fixed-n test's verdicts over the repetitions of one candidate."""
+    diffs = diffs[:, :horizon]
+    reps = diffs.shape[0]
+    looks = np.arange(LOOK, horizon + 1, LOOK)
+    promote_look, reject_look, promote_any, reject_any = _sequential(diffs, looks)
+    promoted, rejected = _decided_first(promote_look, reject_look)
+    promoted_any, _ = _decided_first(promote_any, reject_any)
+    fixed = _fixed_n_promotes(diffs, looks)
+    rep_means = diffs.mean(axis=1)
+    margin_se = float(rep_means.std(ddof=1) / math.sqrt(reps))
+    margin = float(diffs.mean())
+    return {
+        "reps": reps, "horizon": horizon, "looks": len(looks),
+        "margin": margin, "margin_ci95": [margin - 1.96 * margin_se, margin + 1.96 * margin_se],
+        "sequential_promoted": _share(int((promoted >= 0).sum()), reps),
+        "sequential_ever_crossed_above_0": _share(int((promote_look >= 0).sum()), reps),
+        "sequential_rejected": _share(int((rejected >= 0).sum()), reps),
+        "sequential_promoted_every_decision": _share(int((promoted_any >= 0).sum()), reps),
+        "fixed_n_promoted": _share(int((fixed >= 0).sum()), reps),
+        "decisions_to_promote": _spread(looks[promoted[promoted >= 0]]),
+        "decisions_to_reject": _spread(looks[rejected[rejected >= 0]]),
+        "fixed_n_share_by_look": [float((fixed[(fixed >= 0)] <= k).sum() / reps) for k in range(len(looks))],
+        "sequential_share_by_look": [float((promoted[(promoted >= 0)] <= k).sum() / reps) for k in range(len(looks))],
+    }
+
+
+def streams(reps: int, work: Path, exports: dict[str, Path]) -> dict[str, np.ndarray]:
+    """Every candidate's differences for every repetition (cached in WORK/streams.npz)."""
+    cache = work / f"streams-{reps}.npz"
+    if cache.is_file():
+        with np.load(cache) as data:
+            return {name: data[name] for name in data.files}
+    from guidebench.release.export import load_exported
+
+    shadows = {name: _policy(*noise) for name, noise in POLICIES.items()}
+    shadows.update({name: _module(load_exported(exports[name])) for name in MODULES})
+    rows: dict[str, list[np.ndarray]] = {name: [] for name in shadows}
+    started = time.perf_counter()
+    for rep in range(reps):
+        for name, values in stream(rep, shadows, HORIZON).items():
+            rows[name].append(values)
+        if rep % 20 == 19:
+            print(f"  {rep + 1}/{reps} repetitions, {time.perf_counter() - started:.0f} s", flush=True)
+    out = {name: np.stack(values) for name, values in rows.items()}
+    np.savez_compressed(cache, **out)
+    return out
+
+
+def end_to_end(work: Path, exports: dict[str, Path]) -> dict[str, Any]:
+    """The real path once per condition: run-loop with the shadow, import, shadow report, verdict, ledger."""
+    results = {}
+    for condition, (module, shadow) in E2E.items():
+        folder = work / "e2e" / condition.replace("/", "")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        os.environ["GUIDEBENCH_HOME"] = str(folder / "home")
+        started = time.perf_counter()
+        loop = ["run-loop", "--shadow", exports[shadow], "--runs", E2E_RUNS, "--seed", 77, "--out", folder / "logs"]
+        _cli(*loop, *(["--module", exports[module]] if module else []))
+        _cli("data", "import", folder / "logs", "--kind", "fullauto", "--shadow-module", exports[shadow],
+             "--out", folder / "data", "--no-progress")
+        _cli("shadow", "report", "--module", exports[shadow], "--data", folder / "data", "--out", folder / "report")
+        report = json.loads((folder / "report" / "shadow_report.json").read_text())
+        counts = json.loads((folder / "data" / "import_report.json").read_text())
+        ledger = [json.loads(line) for line in (folder / "home" / "promotions.jsonl").read_text().splitlines()]
+        evidence = report["evidence"]
+        results[condition] = {
+            "deciding": module or "the simulator's deployed policy", "shadow": shadow,
+            "seconds": round(time.perf_counter() - started, 1), "verdict": evidence["verdict"], "n": evidence["n"],
+            "decided_at": evidence["decided_at"], "difference": evidence["difference"],
+            "cs": [evidence["cs_low"], evidence["cs_high"]], "reason": report["reason"],
+            "shadow_counts": {k: v for k, v in counts.items() if k.startswith("shadow_") and isinstance(v, int)},
+            "ledger": [f"{entry['from_state']} -> {entry['to_state']}" for entry in ledger],
+            "plot": str(folder / "report" / "shadow_report.png"),
+        }
+        print(f"  end to end {condition}: {evidence['verdict']} after {evidence['decided_at'] or evidence['n']} "
+              f"decisions; ledger {results[condition]['ledger']}", flush=True)
+    return results
+
+
+def looks_plot(results: dict[str, Any], path: Path) -> None:
+    """Share of A/A repetitions that said "promote" by each look: fixed-n test vs the sequential gate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    aa = results["aa"]
+    looks = np.arange(LOOK, AA_HORIZON + 1, LOOK)
+    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=110)
+    ax.plot(looks, aa["fixed_n_share_by_look"], color="tab:red", label="fixed-n paired test, re-run at every look")
+    ax.plot(looks, aa["sequential_share_by_look"], color="tab:blue", label="sequential gate (confidence sequence)")
+    ax.axhline(ALPHA, color="black", lw=0.8, ls="--", label=f"alpha = {ALPHA:g}")
+    ax.set_xlabel("labeled decisions so far (a look every 50)")
+    ax.set_ylabel("share of A/A runs that said promote")
+    ax.set_title(f"A candidate no better than the deployed program ({aa['reps']} seeded runs)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> None:
+    """Measure and write reports/shadow_gate.json (and the figures)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/shadow-gate"))
+    parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--no-e2e", action="store_true")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    exports = build_candidates(args.work)
+    data = streams(args.reps, args.work, exports)
+    results = {name: analyse(values, AA_HORIZON if name == "aa" else HORIZON) for name, values in data.items()}
+    results["aa_every_look_to_5000"] = analyse(data["aa"], HORIZON)
+    e2e = {} if args.no_e2e else end_to_end(args.work, exports)
+    summary = {"command": f"python -m benchmarks.shadow_gate --reps {args.reps}", "alpha": ALPHA, "look_every": LOOK,
+               "load_average_at_start": load, "seconds": round(time.perf_counter() - started, 1),
+               "candidates": results, "end_to_end": e2e}
+    (args.out / "shadow_gate.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    looks_plot(results, args.out / "shadow_looks.png")
+    if "better" in e2e:
+        shutil.copy(e2e["better"]["plot"], args.out / "shadow_example.png")
+    print(json.dumps({name: {k: v for k, v in value.items() if not k.endswith("by_look")}
+                      for name, value in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
