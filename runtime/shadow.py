@@ -125,6 +125,7 @@ class ShadowRunner:
         self._lock = threading.Lock()
         self._closed = False
         self._worker: Optional[threading.Thread] = None
+        self._handle: Any = None  # the sidecar, opened by the worker on its first line
 
     # --- the caller's side: O(1), never raises
     def submit(self, decision_line: Any, config: Any = None) -> None:
@@ -178,6 +179,8 @@ class ShadowRunner:
             job = self._jobs.get()
             try:
                 if job is _STOP:
+                    if self._handle is not None:
+                        self._handle.close()
                     return
                 line = self._shadow(job)
                 if line is not None:
@@ -250,11 +253,14 @@ class ShadowRunner:
         return ShadowDecisionLine(timestamp=_now(), status=status, **keys, **fields)
 
     def _write(self, line: ShadowDecisionLine) -> None:
+        """Append one line and flush it (a crash loses at most the line being written)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(line.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
-            with open(self.path, "a", encoding="utf-8", newline="\n") as handle:
-                handle.write(text + "\n")
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a", encoding="utf-8", newline="\n")
+            self._handle.write(json.dumps(line.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+                               + "\n")
+            self._handle.flush()
             self.counts["written"] += 1
         except OSError:
             self.counts["write_errors"] += 1

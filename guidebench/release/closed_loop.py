@@ -169,8 +169,12 @@ def _load(module_dir: Path, lm: Optional[str]) -> Any:
 
 
 def _shadow_runner(candidate: Any, folder: Path, deadline_s: float) -> Any:
+    """The production runner, but one that lets every turn wait: a simulated loop decides far faster than a real one
+    (no agent turn runs between its decisions), so the shadow falls behind it; its queue drains at the end."""
     if candidate is None:
         return None
+    import sys
+
     from runtime.shadow import ShadowRunner
 
-    return ShadowRunner(candidate, folder, deadline_s=deadline_s)
+    return ShadowRunner(candidate, folder, deadline_s=deadline_s, max_pending=sys.maxsize)
