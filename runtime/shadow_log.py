@@ -11,7 +11,7 @@ The file sits next to the workspace's `fullauto-decisions.jsonl`. `runtime.shado
   summary under `config`, the guardrail config the shadow was judged with (the run's; the defaults for a
   decision of run "unknown", whose run and config the writer had dropped, as the import reads it).
 - `module`: the candidate, `name`, `version`, `entry` and `checksum` (SHA-256 of its `checksums.sha256`,
-  the digest the promotion ledger names a module by).
+  `runtime.checksums.module_checksum`, the digest the promotion ledger names a module by).
 - `status`: `ok` (a valid decision), `invalid` (an answer that is not a valid decision, or one the module
   could only read as its safe default: `parse_errors` says why), `error` (the module raised), `timeout`
   (no answer within `deadline_s`, or not run because the shadow was behind: `error` says which).
@@ -23,10 +23,8 @@ The file sits next to the workspace's `fullauto-decisions.jsonl`. `runtime.shado
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -71,13 +69,6 @@ class ShadowModule(BaseModel):
     def same_module(self, other: "ShadowModule") -> bool:
         """True when both name one module folder: same name, version and checksum."""
         return (self.name, self.version, self.checksum) == (other.name, other.version, other.checksum)
-
-
-def module_checksum(module_dir: str | Path) -> str:
-    """A frozen module's identity: SHA-256 of its `checksums.sha256` (which covers every other file)."""
-    from runtime.frozen.manifest import CHECKSUMS_FILE
-
-    return hashlib.sha256((Path(module_dir) / CHECKSUMS_FILE).read_bytes()).hexdigest()
 
 
 class ShadowAnswer(BaseModel):

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Optional
 
 from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
-from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule, module_checksum
+from runtime.checksums import module_checksum
+from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.labels import epoch_seconds

@@ -16,7 +16,6 @@ lives in the ledger and in its registry version's `promotion_state` tag.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from typing import Any, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runtime.checksums import module_checksum
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
 
@@ -190,8 +190,9 @@ class PromotionLedger:
 # ----- helpers -----------------------------------------------------------------------------------
 
 def folder_digest(module_dir: Path) -> str:
-    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file)."""
-    return hashlib.sha256((Path(module_dir) / CHECKSUMS_FILE).read_bytes()).hexdigest()
+    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file); a shadow line
+    names its module by the same digest (`runtime.checksums.module_checksum`)."""
+    return module_checksum(module_dir)
 
 
 def _now() -> str:

@@ -13,7 +13,8 @@ from runtime import GuardrailConfig, GuidanceDecision, apply_guardrails, load_fr
 from runtime.fullauto import FullAutoTurnSummary, GuardrailContext
 from runtime.records import inputs_hash
 from runtime.shadow import ShadowRunner
-from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, module_checksum
+from runtime.checksums import module_checksum
+from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine
 
 
 @pytest.fixture(scope="module")
