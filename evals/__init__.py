@@ -22,6 +22,8 @@ if TYPE_CHECKING:
                              min_records_for)
     from evals.usage import LMCall, UsageLedger, track_calls, record_call, instrument
     from evals.sim_kernel import KernelState, state_from_profile, apply_directive
+    from evals.sequential import ConfidenceSequence, SequentialVerdict, confidence_sequence, sequential_verdict
+    from evals.shadow import ShadowPairs, paired_turns
 
 _WHERE: dict[str, str] = {
     "compare": "replay", "ReplayResult": "replay",
@@ -31,6 +33,9 @@ _WHERE: dict[str, str] = {
     "paired_mean_difference": "stats", "mcnemar": "stats", "min_records_for": "stats",
     "LMCall": "usage", "UsageLedger": "usage", "track_calls": "usage", "record_call": "usage", "instrument": "usage",
     "KernelState": "sim_kernel", "state_from_profile": "sim_kernel", "apply_directive": "sim_kernel",
+    "ConfidenceSequence": "sequential", "SequentialVerdict": "sequential", "confidence_sequence": "sequential",
+    "sequential_verdict": "sequential",
+    "ShadowPairs": "shadow", "paired_turns": "shadow",
 }
 __all__ = sorted(_WHERE)
 
