@@ -14,10 +14,13 @@ candidate and repetition. The candidates:
 - `worse`: the same policy with more noise (noise 0.25, 6% unparseable);
 - `learned`: `full_auto.learned` fit on the committed sample (`guidebench compile --optimizer fit`), exported,
   deciding through its frozen module (the code `ShadowRunner` calls);
-- `always_continue`: the `full_auto.always_continue` export, a clearly worse program.
+and end to end also `always_continue`: the `full_auto.always_continue` export, a clearly worse program.
 
 The gate looks after every 50 labeled decisions (and, separately, after every one), up to 2,000 decisions for
-the A/A question and 5,000 (the default `max_decisions`) for the others. The fixed-n comparison re-runs a paired
+the A/A question and 5,000 (the default `max_decisions`) for the others. A repetition plays on past 2,000
+decisions only until every other candidate has its verdict (what it plays after that cannot change one), and
+each candidate's true margin is estimated on the first 2,000 decisions of every repetition (a fixed length:
+the mean up to a verdict would be biased). The fixed-n comparison re-runs a paired
 t-test (two-sided, the normal-theory stand-in for the permutation test at these n) at the same looks and
 "promotes" at the first look with p < alpha and a positive difference. The true margin of each candidate is the
 mean of all its differences (every repetition, the whole horizon).
@@ -56,7 +59,8 @@ AA_HORIZON = 2000
 HORIZON = 5000
 ALPHA = 0.05
 POLICIES = {"aa": (0.15, 0.04), "better": (0.05, 0.01), "worse": (0.25, 0.06)}
-MODULES = ("learned", "always_continue")
+MODULES = ("learned",)
+EXPORTS = ("learned", "always_continue")
 E2E = {"A/A": ("learned", "learned"), "better": (None, "learned"), "worse": (None, "always_continue")}
 E2E_RUNS = 260  # sessions: about 2,100 decisions
 
@@ -71,7 +75,7 @@ def _cli(*argv: Any) -> None:
 
 def build_candidates(work: Path) -> dict[str, Path]:
     """Import the committed sample, fit full_auto.learned on it, and export it and full_auto.always_continue."""
-    exports = {name: work / "exports" / name for name in MODULES}
+    exports = {name: work / "exports" / name for name in EXPORTS}
     if all((path / "manifest.json").is_file() for path in exports.values()):
         return exports
     data, fit = work / "sample-data", work / "fit"
@@ -105,12 +109,23 @@ def _module(module: Any) -> Callable[[Any, Any, random.Random], GuidanceDecision
     return lambda summary, config, _rng: module.decide(summary, config)[0]
 
 
+def _all_decided(diffs: dict[str, np.ndarray], n: int, names: list[str]) -> bool:
+    """True when every named candidate's confidence sequence has crossed 0 (promote) or gone below 0 (reject)."""
+    for name in names:
+        cs = confidence_sequence(diffs[name][:n].astype(float), alpha=ALPHA)
+        looks = np.arange(LOOK, n + 1, LOOK) - 1
+        if not (np.any(cs.low[looks] > 0) or np.any(cs.high[looks] < 0)):
+            return False
+    return True
+
+
 def stream(rep: int, shadows: dict[str, Callable], horizon: int) -> dict[str, np.ndarray]:
-    """One repetition: the paired differences of each candidate over the first `horizon` decisions."""
+    """One repetition: the paired differences of each candidate (NaN after the repetition stopped)."""
     from guidebench.simulators.fullauto import FullAutoSimulator
 
     simulator = FullAutoSimulator(10_000 + rep)
-    diffs = {name: np.zeros(horizon, dtype=np.float32) for name in shadows}
+    diffs = {name: np.full(horizon, np.nan, dtype=np.float32) for name in shadows}
+    others = [name for name in shadows if name != "aa"]
     n, index = 0, 0
     while n < horizon:
         episode = simulator.episode(index)
@@ -127,6 +142,8 @@ def stream(rep: int, shadows: dict[str, Callable], horizon: int) -> dict[str, np
                 enforced, _ = apply_guardrails(shadow(summary, config, rngs[name]), context, config)
                 diffs[name][n] = _objective(label, enforced.action) - deployed
             n += 1
+            if n >= AA_HORIZON and n % LOOK == 0 and _all_decided(diffs, n, others):
+                return diffs
     return diffs
 
 
@@ -188,17 +205,20 @@ def _spread(decisions: np.ndarray) -> dict[str, Any]:
 
 
 def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
-    """The gate's and the fixed-n test's verdicts over the repetitions of one candidate."""
+    """The gate's and the fixed-n test's verdicts over the repetitions of one candidate (a stream that stopped
+    early, NaN-padded, had its verdict: the padding never reaches a look before it)."""
     diffs = diffs[:, :horizon]
+    margin_part = diffs[:, :AA_HORIZON].astype(float)
+    diffs = np.nan_to_num(diffs.astype(float), nan=0.0)
     reps = diffs.shape[0]
     looks = np.arange(LOOK, horizon + 1, LOOK)
     promote_look, reject_look, promote_any, reject_any = _sequential(diffs, looks)
     promoted, rejected = _decided_first(promote_look, reject_look)
     promoted_any, _ = _decided_first(promote_any, reject_any)
     fixed = _fixed_n_promotes(diffs, looks)
-    rep_means = diffs.mean(axis=1)
+    rep_means = margin_part.mean(axis=1)
     margin_se = float(rep_means.std(ddof=1) / math.sqrt(reps))
-    margin = float(diffs.mean())
+    margin = float(margin_part.mean())
     return {
         "reps": reps, "horizon": horizon, "looks": len(looks),
         "margin": margin, "margin_ci95": [margin - 1.96 * margin_se, margin + 1.96 * margin_se],
@@ -214,23 +234,38 @@ def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
     }
 
 
-def streams(reps: int, work: Path, exports: dict[str, Path]) -> dict[str, np.ndarray]:
-    """Every candidate's differences for every repetition (cached in WORK/streams.npz)."""
+_SHADOWS: dict[str, Callable] = {}
+
+
+def _init_worker(exports: dict[str, Path]) -> None:
+    """A worker process's candidates (each process loads the exported modules once)."""
+    from guidebench.release.export import load_exported
+
+    os.nice(10)
+    _SHADOWS.update({name: _policy(*noise) for name, noise in POLICIES.items()})
+    _SHADOWS.update({name: _module(load_exported(exports[name])) for name in MODULES})
+
+
+def _one(rep: int) -> dict[str, np.ndarray]:
+    return stream(rep, _SHADOWS, HORIZON)
+
+
+def streams(reps: int, work: Path, exports: dict[str, Path], processes: int) -> dict[str, np.ndarray]:
+    """Every candidate's differences for every repetition (cached in WORK/streams-REPS.npz)."""
+    import multiprocessing
+
     cache = work / f"streams-{reps}.npz"
     if cache.is_file():
         with np.load(cache) as data:
             return {name: data[name] for name in data.files}
-    from guidebench.release.export import load_exported
-
-    shadows = {name: _policy(*noise) for name, noise in POLICIES.items()}
-    shadows.update({name: _module(load_exported(exports[name])) for name in MODULES})
-    rows: dict[str, list[np.ndarray]] = {name: [] for name in shadows}
+    rows: dict[str, list[np.ndarray]] = {}
     started = time.perf_counter()
-    for rep in range(reps):
-        for name, values in stream(rep, shadows, HORIZON).items():
-            rows[name].append(values)
-        if rep % 20 == 19:
-            print(f"  {rep + 1}/{reps} repetitions, {time.perf_counter() - started:.0f} s", flush=True)
+    with multiprocessing.get_context("spawn").Pool(processes, _init_worker, (exports,)) as pool:
+        for done, result in enumerate(pool.imap(_one, range(reps)), start=1):
+            for name, values in result.items():
+                rows.setdefault(name, []).append(values)
+            if done % 20 == 0:
+                print(f"  {done}/{reps} repetitions, {time.perf_counter() - started:.0f} s", flush=True)
     out = {name: np.stack(values) for name, values in rows.items()}
     np.savez_compressed(cache, **out)
     return out
@@ -296,17 +331,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/shadow-gate"))
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--no-e2e", action="store_true")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     started = time.perf_counter()
     exports = build_candidates(args.work)
-    data = streams(args.reps, args.work, exports)
+    data = streams(args.reps, args.work, exports, args.processes)
     results = {name: analyse(values, AA_HORIZON if name == "aa" else HORIZON) for name, values in data.items()}
-    results["aa_every_look_to_5000"] = analyse(data["aa"], HORIZON)
     e2e = {} if args.no_e2e else end_to_end(args.work, exports)
     summary = {"command": f"python -m benchmarks.shadow_gate --reps {args.reps}", "alpha": ALPHA, "look_every": LOOK,
+               "processes": args.processes,
                "load_average_at_start": load, "seconds": round(time.perf_counter() - started, 1),
                "candidates": results, "end_to_end": e2e}
     (args.out / "shadow_gate.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
