@@ -166,9 +166,9 @@ def sequential_verdict(differences: Sequence[float], *, alpha: float = 0.05, min
         at = min(crossed)
         name: VerdictName = "reject" if at == reject else "promote"  # both at once: better, by less than min_effect
         bounds = (float(cs.mean[at]), float(cs.low[at]), float(cs.high[at]))
+        below = f"the minimum effect {min_effect:+g}" if min_effect > 0 else "0"
         why = (f"the {1 - alpha:.0%} confidence sequence is above 0 after {at + 1} decisions" if name == "promote" else
-               f"the {1 - alpha:.0%} confidence sequence is below the minimum effect {min_effect:+g} after "
-               f"{at + 1} decisions")
+               f"the {1 - alpha:.0%} confidence sequence is below {below} after {at + 1} decisions")
         return SequentialVerdict(name, cs.n, at + 1, *bounds, reason=why, **settings), cs
     if cs.n == 0:
         return SequentialVerdict("keep shadowing", 0, None, None, None, None, reason="no labeled paired decision yet",
