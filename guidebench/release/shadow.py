@@ -239,8 +239,9 @@ def draw(report: ShadowReport, path: Path) -> Path:
     if v.decided_at:
         ax.axvline(v.decided_at, color="tab:red" if v.verdict == "reject" else "tab:green", lw=1.0, ls=":",
                    label=f"{v.verdict} after {v.decided_at}")
-    ax.set_ylim(max(-1.0, float(cs.low[min(cs.n - 1, 9)]) - 0.05) if cs.n else -1.0,
-                min(1.0, float(cs.high[min(cs.n - 1, 9)]) + 0.05) if cs.n else 1.0)
+    if cs.n:  # the first decisions' band spans [-1, 1]: scale to the band from a twentieth of the way on
+        start = min(cs.n - 1, max(19, cs.n // 20))
+        ax.set_ylim(max(-1.0, float(cs.low[start:].min()) - 0.02), min(1.0, float(cs.high[start:].max()) + 0.02))
     ax.set_xlabel("labeled paired decisions")
     ax.set_ylabel("candidate − deployed objective")
     ax.set_title(f"{report.module.package}: {v.verdict}", fontsize=10)
