@@ -204,7 +204,7 @@ def _spread(decisions: np.ndarray) -> dict[str, Any]:
             "q75": float(q75)}
 
 
-def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
+def analyse(diffs: np.ndarray, horizon: int, fixed_n: bool = False) -> dict[str, Any]:
     """The gate's and the fixed-n test's verdicts over the repetitions of one candidate (a stream that stopped
     early, NaN-padded, had its verdict: the padding never reaches a look before it)."""
     diffs = diffs[:, :horizon]
@@ -215,7 +215,8 @@ def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
     promote_look, reject_look, promote_any, reject_any = _sequential(diffs, looks)
     promoted, rejected = _decided_first(promote_look, reject_look)
     promoted_any, _ = _decided_first(promote_any, reject_any)
-    fixed = _fixed_n_promotes(diffs, looks)
+    # the fixed-n test at every look needs the whole stream: only the A/A streams run to their horizon
+    fixed = _fixed_n_promotes(diffs, looks) if fixed_n else np.full(reps, -1)
     rep_means = margin_part.mean(axis=1)
     margin_se = float(rep_means.std(ddof=1) / math.sqrt(reps))
     margin = float(margin_part.mean())
@@ -226,10 +227,11 @@ def analyse(diffs: np.ndarray, horizon: int) -> dict[str, Any]:
         "sequential_ever_crossed_above_0": _share(int((promote_look >= 0).sum()), reps),
         "sequential_rejected": _share(int((rejected >= 0).sum()), reps),
         "sequential_promoted_every_decision": _share(int((promoted_any >= 0).sum()), reps),
-        "fixed_n_promoted": _share(int((fixed >= 0).sum()), reps),
+        **({"fixed_n_promoted": _share(int((fixed >= 0).sum()), reps)} if fixed_n else {}),
         "decisions_to_promote": _spread(looks[promoted[promoted >= 0]]),
         "decisions_to_reject": _spread(looks[rejected[rejected >= 0]]),
-        "fixed_n_share_by_look": [float((fixed[(fixed >= 0)] <= k).sum() / reps) for k in range(len(looks))],
+        **({"fixed_n_share_by_look": [float((fixed[(fixed >= 0)] <= k).sum() / reps) for k in range(len(looks))]}
+           if fixed_n else {}),
         "sequential_share_by_look": [float((promoted[(promoted >= 0)] <= k).sum() / reps) for k in range(len(looks))],
     }
 
@@ -339,7 +341,8 @@ def main() -> None:
     started = time.perf_counter()
     exports = build_candidates(args.work)
     data = streams(args.reps, args.work, exports, args.processes)
-    results = {name: analyse(values, AA_HORIZON if name == "aa" else HORIZON) for name, values in data.items()}
+    results = {name: analyse(values, AA_HORIZON, fixed_n=True) if name == "aa" else analyse(values, HORIZON)
+               for name, values in data.items()}
     e2e = {} if args.no_e2e else end_to_end(args.work, exports)
     summary = {"command": f"python -m benchmarks.shadow_gate --reps {args.reps}", "alpha": ALPHA, "look_every": LOOK,
                "processes": args.processes,

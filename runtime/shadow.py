@@ -119,7 +119,7 @@ class ShadowRunner:
         self.max_pending = max_pending
         self.max_overdue = max_overdue
         self.counts: dict[str, int] = {"submitted": 0, "written": 0, "ok": 0, "invalid": 0, "error": 0,
-                                       "timeout": 0, "unreadable": 0, "write_errors": 0, "refused": 0}
+                                       "timeout": 0, "unreadable": 0, "lost": 0, "refused": 0}
         self._jobs: queue.Queue = queue.Queue()
         self._overdue = 0
         self._lock = threading.Lock()
@@ -162,9 +162,10 @@ class ShadowRunner:
         """Stop taking decisions, write the lines of those submitted; True when every line was written in time."""
         self._closed = True
         written = self.flush(timeout)
-        if self._worker is not None:
-            self._jobs.put(_STOP)
-            self._worker.join(0 if not written else timeout)
+        worker, self._worker = self._worker, None  # stopped once: closing again waits for nothing
+        if worker is not None:
+            self._jobs.put(_STOP)  # after the lines still queued when the flush timed out
+            worker.join(timeout if written else 0)
         return written
 
     def __enter__(self) -> "ShadowRunner":
@@ -186,7 +187,7 @@ class ShadowRunner:
                 if line is not None:
                     self._write(line)
             except Exception:  # noqa: BLE001 - a bug here must not stop the next turns' lines
-                self.counts["write_errors"] += 1
+                self.counts["lost"] += 1
             finally:
                 self._jobs.task_done()
 
@@ -262,5 +263,6 @@ class ShadowRunner:
                                + "\n")
             self._handle.flush()
             self.counts["written"] += 1
-        except OSError:
-            self.counts["write_errors"] += 1
+        except OSError:  # a full disk, a folder gone: counted, and the next line tries again
+            self.counts["lost"] += 1
+            self._handle = None

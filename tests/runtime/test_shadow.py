@@ -168,6 +168,7 @@ def test_what_cannot_be_read_is_counted_never_raised(rules_dir, session, tmp_pat
     shadow.submit(lines[0].model_dump_json(), config.model_dump())  # JSON text and a dict are read
     shadow.close(30)
     shadow.submit(lines[1], config)
+    assert shadow.close(30) and shadow.close(30), "closing again waits for nothing"
     assert shadow.counts["unreadable"] == 2 and shadow.counts["refused"] == 1 and shadow.counts["written"] == 1
     assert len(_lines(tmp_path)) == 1
 
