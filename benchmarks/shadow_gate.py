@@ -3,8 +3,8 @@ is, and what a fixed-n test re-run at every look does instead.
 
 The deployed program is the simulator's own noisy policy (the one the committed sample logs come from). Each
 repetition plays seeded sessions with it deciding (the trajectory is the deployed program's) and, on every turn,
-lets each candidate decide the same turn summary under the same guardrails (the defaults for a decision of run
-"unknown", as `runtime.shadow.ShadowRunner` does), never enforced. Both are scored as `evals.shadow` scores them
+lets each candidate decide the same turn summary under the same guardrails, never enforced (decisions of run
+"unknown" are left out, as the gate leaves them out). Both are scored as `evals.shadow` scores them
 (the dispatched action against the simulator's true label), which gives one stream of paired differences per
 candidate and repetition. The candidates:
 
@@ -50,7 +50,7 @@ from scipy import stats
 
 from evals.metrics_fullauto import MAX_COST, decision_cost
 from evals.sequential import confidence_sequence
-from runtime import GuardrailConfig, GuidanceDecision, apply_guardrails
+from runtime import GuidanceDecision, apply_guardrails
 from runtime.fullauto import GuardrailContext
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +135,9 @@ def stream(rep: int, shadows: dict[str, Callable], horizon: int) -> dict[str, np
             summary = episode.observe()
             result = episode.step(episode.deployed_decision())
             line = episode.decision_lines[-1]
-            config = GuardrailConfig() if line.run_id == "unknown" else episode.guardrails
+            if line.run_id == "unknown":  # the gate leaves these out (see evals.shadow)
+                continue
+            config = episode.guardrails
             label, context = result.label.action, GuardrailContext.from_summary(summary)
             deployed = _objective(label, line.action)
             for name, shadow in shadows.items():
@@ -327,6 +329,98 @@ def looks_plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _pct(share: dict[str, Any]) -> str:
+    low, high = share["ci95"]
+    return (f"{share['hits']}/{share['reps']} = {100 * share['share']:.1f}% (SE {100 * share['se']:.1f} points; "
+            f"exact 95% CI {100 * low:.1f}-{100 * high:.1f}%)")
+
+
+def _decisions(spread: dict[str, Any]) -> str:
+    if spread["median"] is None:
+        return "never"
+    return (f"median {spread['median']:,.0f} (quartiles {spread['q25']:,.0f}-{spread['q75']:,.0f}, range "
+            f"{spread['min']:,}-{spread['max']:,})")
+
+
+def render(summary: dict[str, Any]) -> str:
+    """reports/shadow.md from the measured summary."""
+    c = summary["candidates"]
+    aa = c["aa"]
+    rows = []
+    for name, what in (("better", "less noisy policy (noise 0.05, 1% unparseable)"),
+                       ("learned", "`full_auto.learned` fit on the committed sample"),
+                       ("worse", "noisier policy (noise 0.25, 6% unparseable)")):
+        r = c[name]
+        rows.append(f"| {name} | {what} | {r['margin']:+.4f} [{r['margin_ci95'][0]:+.4f}, {r['margin_ci95'][1]:+.4f}] | "
+                    f"{_pct(r['sequential_promoted'])} | {_decisions(r['decisions_to_promote'])} | "
+                    f"{_pct(r['sequential_rejected'])} | {_decisions(r['decisions_to_reject'])} |")
+    e2e = summary.get("end_to_end") or {}
+    e2e_rows = [f"| {name} | {r['deciding']} | {r['shadow']} | {r['n']:,} | {r['verdict']} | "
+                f"{r['decided_at'] if r['decided_at'] else '-'} | {r['difference']:+.4f} [{r['cs'][0]:+.4f}, "
+                f"{r['cs'][1]:+.4f}] | {', '.join(r['ledger'])} | {r['shadow_counts'].get('shadow_joined', 0):,} of "
+                f"{r['shadow_counts'].get('shadow_lines', 0):,} | {r['seconds']} s |" for name, r in e2e.items()]
+    return f"""# The shadow gate, measured on the Full Auto simulator
+
+Reproduce: `{summary['command']}` (`benchmarks/shadow_gate.py`; {summary['processes']} processes, load average
+{summary['load_average_at_start']:.1f} at the start on 2 shared cores, {summary['seconds'] / 60:.0f} min in all).
+The deployed program is the simulator's noisy policy (the one the committed sample logs come from); every
+repetition plays seeded sessions with it deciding and lets each candidate decide the same turns, never enforced,
+scored as `guidebench shadow report` scores them (the dispatched action against the simulator's true label).
+The gate: alpha {summary['alpha']}, min_effect 0, a look every {summary['look_every']} labeled decisions
+(`evals.sequential`: the empirical-Bernstein confidence sequence of Howard et al. 2021). Monte Carlo errors:
+the binomial standard error and the exact (Clopper-Pearson) 95% interval of each share.
+
+## A/A: a candidate that is not better
+
+The candidate is the deployed policy itself with its own random draws (identical in distribution: true
+difference {aa['margin']:+.4f} [{aa['margin_ci95'][0]:+.4f}, {aa['margin_ci95'][1]:+.4f}]), looked at after every
+50 labeled decisions up to {aa['horizon']:,} ({aa['looks']} looks), {aa['reps']} seeded repetitions:
+
+| test | share of repetitions that ever said "promote" |
+|---|---|
+| sequential gate, a look every 50 | {_pct(aa['sequential_promoted'])} |
+| sequential gate, a look after every decision | {_pct(aa['sequential_promoted_every_decision'])} |
+| fixed-n paired t-test (p < 0.05, difference > 0), re-run at every look | {_pct(aa['fixed_n_promoted'])} |
+
+The fixed-n test is valid at one look; re-run at {aa['looks']} looks it promotes a candidate that is no better far
+more often than its nominal 5% (and more the longer one watches, `shadow_looks.png`). The sequential gate's
+guarantee is at most alpha / 2 = 2.5% for "promote" at any number of looks; the measured share is within it.
+An identical deterministic candidate (the same export deciding and shadowing) differs on no turn: its sequence
+never leaves 0 and the gate never promotes it (end to end below).
+
+![Share of A/A runs that said promote by each look](shadow_looks.png)
+
+## Candidates that are better or worse
+
+Up to 5,000 labeled decisions (the default `max_decisions`), {c['better']['reps']} repetitions each. The true
+margin is the mean difference over the first 2,000 decisions of every repetition, with a 95% interval over
+repetitions.
+
+| candidate | what | true margin | promoted | decisions to promote | rejected | decisions to reject |
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+A candidate better by about 0.03-0.05 is promoted after one to two thousand labeled decisions; the worse one is
+never promoted and is rejected. The confidence sequence is the price of looking as often as one likes: at the
+same n it is wider than a fixed-n interval, so a small gain takes longer to show than one fixed-size test
+would need, but the gate may stop the first time it clears.
+
+## End to end, once per condition
+
+The real path: `guidebench run-loop --shadow EXPORT --runs 260 --seed 77` (the runtime's `ShadowRunner` writing
+`shadow-decisions.jsonl`), `guidebench data import --shadow-module EXPORT`, `guidebench shadow report --module
+EXPORT`, in a fresh `GUIDEBENCH_HOME` each (its promotion ledger and MLflow registry).
+
+| condition | deciding | shadow | labeled decisions | verdict | after | difference [CS] at the verdict | ledger | shadow lines joined | wall |
+|---|---|---|---:|---|---:|---|---|---|---:|
+{chr(10).join(e2e_rows)}
+
+The "better" run's report plot:
+
+![The learned module shadowing the deployed policy](shadow_example.png)
+"""
+
+
 def main() -> None:
     """Measure and write reports/shadow_gate.json (and the figures)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -349,6 +443,7 @@ def main() -> None:
                "load_average_at_start": load, "seconds": round(time.perf_counter() - started, 1),
                "candidates": results, "end_to_end": e2e}
     (args.out / "shadow_gate.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    (args.out / "shadow.md").write_text(render(summary), encoding="utf-8")
     looks_plot(results, args.out / "shadow_looks.png")
     if "better" in e2e:
         shutil.copy(e2e["better"]["plot"], args.out / "shadow_example.png")

@@ -10,7 +10,10 @@ program scores the same on every turn.
 
 The turns come in log order (the decision's file and line, `DecisionRecord.source`), never in timestamp order:
 a clock that went backwards reorders nothing. Only turns with a shadow decision of the judged module and an
-outcome label pair up; the rest are counted (`ShadowPairs.counts`).
+outcome label pair up; the rest are counted (`ShadowPairs.counts`). Decisions of run "unknown" (made after the
+writer had dropped their run) are counted and left out too: the deployed program decided them under its run's
+guardrail config and dispatched them unenforced, while the config is lost to the log and the shadow is judged
+under the defaults, so the two are not comparable there.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from runtime.records import DecisionRecord
 from runtime.shadow_log import ShadowModule
 
 from .metrics_fullauto import MAX_COST, decision_cost
+
+ORPHAN_RUN = "unknown"  # the writer's run id of a decision made after its run state was dropped
 
 
 def dispatched_objective(label_action: str, action: str) -> float:
@@ -108,6 +113,9 @@ def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModul
             continue
         pairs.counts["shadowed"] += 1
         pairs.statuses[record.shadow.status] += 1
+        if record.run_id == ORPHAN_RUN:
+            pairs.counts["orphan"] += 1
+            continue
         if record.label is None:
             pairs.counts["awaiting_label"] += 1
             continue

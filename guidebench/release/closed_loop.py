@@ -85,7 +85,8 @@ def _play(module: Any, episode: Any, label: str, summary: LoopSummary, overrides
     raws: list[tuple[Any, Optional[dict[str, Any]]]] = []
     while not episode.done:
         observed = episode.observe()
-        model_decision, raw, usage = module.decide(observed)
+        # the run's guardrail config is an input too, as in production (a trained model weighs its min_confidence)
+        model_decision, raw, usage = module.decide(observed, episode.guardrails)
         decision, audit, record = module.enforce(observed, model_decision, episode.guardrails, raw=raw, usage=usage,
                                                  run_id=episode.run_id, sequence_id=episode.sequence + 1,
                                                  workspace_id=episode.config.workspace_id)

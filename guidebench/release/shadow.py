@@ -121,6 +121,7 @@ class ShadowReport:
                f"decisions of dataset {self.dataset_id[:12]}",
                f"turns: {p.counts['records']} decisions, {p.counts['shadowed']} shadowed ({statuses}), "
                f"{p.counts['paired']} labeled and paired, {p.counts['awaiting_label']} awaiting a label"
+               + (f", {p.counts['orphan']} of run \"unknown\" left out" if p.counts['orphan'] else "")
                + (f", {p.counts['other_module']} shadowed by another module" if p.counts['other_module'] else ""),
                f"candidate - deployed objective, with its {1 - v.alpha:.0%} confidence sequence (valid at every look):",
                f"  {'n':>6}  {'difference':>10}  confidence sequence"]
