@@ -245,7 +245,6 @@ def _init_worker(exports: dict[str, Path]) -> None:
     """A worker process's candidates (each process loads the exported modules once)."""
     from guidebench.release.export import load_exported
 
-    os.nice(10)
     _SHADOWS.update({name: _policy(*noise) for name, noise in POLICIES.items()})
     _SHADOWS.update({name: _module(load_exported(exports[name])) for name in MODULES})
 

@@ -85,6 +85,21 @@ def test_run_loop_import_report_verdict_and_ledger_end_to_end(world, tmp_path, c
     assert "in state promoted" in again.notes[0]
 
 
+def test_a_candidate_identical_to_the_deciding_module_differs_on_no_turn(world, tmp_path):
+    """The same export deciding and shadowing (its run's config as input to both): every paired difference is 0."""
+    from guidebench.data import import_logs
+    from guidebench.release.closed_loop import run_loop
+
+    ledger = PromotionLedger(tmp_path / "ledger.jsonl")
+    run_loop(world["learned"], runs=8, seed=3, out=tmp_path / "logs", shadow=world["learned"], ledger=ledger)
+    import_logs(tmp_path / "logs", "fullauto", tmp_path / "data")
+    report = shadow_report(world["learned"], data=tmp_path / "data", record=False)
+    assert report.pairs.counts["paired"] > 20 and not report.pairs.differences.any()
+    assert report.verdict.verdict == "keep shadowing" and "would not reach a verdict" in report.verdict.reason
+    orphans = report.pairs.counts["orphan"]
+    assert report.pairs.counts["shadowed"] == report.pairs.counts["paired"] + orphans
+
+
 @pytest.fixture(scope="module")
 def rules_shadowed(world, tmp_path_factory):
     """The simulator's deployed policy with the rules export shadowing it, imported (labels from the simulator)."""
