@@ -382,12 +382,12 @@ difference {aa['margin']:+.4f} [{aa['margin_ci95'][0]:+.4f}, {aa['margin_ci95'][
 | fixed-n paired t-test (p < 0.05, difference > 0), re-run at every look | {_pct(aa['fixed_n_promoted'])} |
 
 The fixed-n test is valid at one look; re-run at {aa['looks']} looks it promotes a candidate that is no better far
-more often than its nominal 5% (and more the longer one watches, `shadow_looks.png`). The sequential gate's
+more often than its nominal 5%, and more the longer one watches (the figure). The sequential gate's
 guarantee is at most alpha / 2 = 2.5% for "promote" at any number of looks; the measured share is within it.
 An identical deterministic candidate (the same export deciding and shadowing) differs on no turn: its sequence
 never leaves 0 and the gate never promotes it (end to end below).
 
-![Share of A/A runs that said promote by each look](shadow_looks.png)
+![Share of A/A runs that said promote by each look](../docs/img/shadow_looks.png)
 
 ## Candidates that are better or worse
 
@@ -416,7 +416,7 @@ EXPORT`, in a fresh `GUIDEBENCH_HOME` each (its promotion ledger and MLflow regi
 
 The "better" run's report plot:
 
-![The learned module shadowing the deployed policy](shadow_example.png)
+![The learned module shadowing the deployed policy](../docs/img/shadow_report.png)
 """
 
 
@@ -426,6 +426,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/shadow-gate"))
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "img",
+                        help="where the two figures go (the manual shows them; reports/shadow.md links them)")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--no-e2e", action="store_true")
     args = parser.parse_args()
@@ -443,9 +445,10 @@ def main() -> None:
                "candidates": results, "end_to_end": e2e}
     (args.out / "shadow_gate.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     (args.out / "shadow.md").write_text(render(summary), encoding="utf-8")
-    looks_plot(results, args.out / "shadow_looks.png")
+    args.figures.mkdir(parents=True, exist_ok=True)
+    looks_plot(results, args.figures / "shadow_looks.png")
     if "better" in e2e:
-        shutil.copy(e2e["better"]["plot"], args.out / "shadow_example.png")
+        shutil.copy(e2e["better"]["plot"], args.figures / "shadow_report.png")
     print(json.dumps({name: {k: v for k, v in value.items() if not k.endswith("by_look")}
                       for name, value in results.items()}, indent=1))
 
