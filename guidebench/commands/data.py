@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="do not use labels.jsonl; label by rules only (fullauto)")
     imp.add_argument("--shadow-module", metavar="DIR",
                      help="the module whose shadow-decisions.jsonl lines join their decisions; lines of another "
-                          "module are quarantined (fullauto; default: the module of the first valid line)")
+                          "module are quarantined (fullauto; default: the module most of the first sidecar's lines name)")
     imp.add_argument("--max-line-bytes", type=int, default=64 * 1024 * 1024,
                      help="longer lines are quarantined (default 64 MiB)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -1,7 +1,7 @@
 """Join a workspace's shadow sidecar (`shadow-decisions.jsonl`, `runtime.shadow_log`) to its decision records.
 
-One module is judged per import: the one `--shadow-module DIR` names, else the module of the first valid
-line. A line joins the decision record with its exact keys: the same workspace id, run id, sequence id, thread id and turn
+One module is judged per import: the one `--shadow-module DIR` names, else the module most lines of the first
+sidecar name (the first named, on a tie). A line joins the decision record with its exact keys: the same workspace id, run id, sequence id, thread id and turn
 id, the deployed action the line names, the guardrail config the import judged that decision under, and the
 inputs hash (summary + config) that decision has (computed before redaction, so a line whose summary held a
 secret still joins). Each line ends in exactly one count of `import_report.json`:
@@ -57,6 +57,27 @@ def judged_module(path: Optional[str | Path]) -> Optional[ShadowModule]:
                         checksum=module_checksum(path))
 
 
+def _most_named(file: Path) -> Optional[ShadowModule]:
+    """The module most lines of a sidecar name (the first named on a tie); None when no line names one that reads."""
+    from collections import Counter
+
+    from pydantic import ValidationError
+
+    from guidebench.data.ingest import read_lines
+
+    named: Counter = Counter()
+    modules: dict[tuple[str, str, str], ShadowModule] = {}
+    for line in read_lines(file):
+        try:
+            module = ShadowModule.model_validate(json.loads(line.text or "")["module"])
+        except (ValueError, KeyError, TypeError, ValidationError):
+            continue  # the validating pass quarantines it
+        key = (module.name, module.version, module.checksum)
+        modules.setdefault(key, module)
+        named[key] += 1
+    return modules[named.most_common(1)[0][0]] if named else None
+
+
 class ShadowJoin:
     """The shadow lines of an import: read per workspace, spooled by run, attached run by run."""
 
@@ -83,6 +104,8 @@ class ShadowJoin:
     def read(self) -> None:
         """Validate the workspace's sidecar, check each line's module, spool the usable ones by run id."""
         file, spool, report = self.file, self.spool, self.ctx.report
+        if self.module is None:
+            self.module = _most_named(file)
         before = report.count("shadow_invalid")
         read = 0
         try:
@@ -102,9 +125,8 @@ class ShadowJoin:
         report.shadow_module = self.module.model_dump() if self.module else None  # type: ignore[attr-defined]
 
     def _module_problem(self, named: ShadowModule) -> Optional[tuple[str, str]]:
-        if self.module is None:
-            self.module = named  # no module given: the first valid line's is judged
-            return None
+        if self.module is None:  # no line named a module that reads: this one is judged
+            self.module = named
         if named.same_module(self.module):
             return None
         if (named.name, named.version) == (self.module.name, self.module.version):

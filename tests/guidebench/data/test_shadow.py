@@ -133,6 +133,17 @@ def test_the_judged_module_decides_which_lines_count(shadowed, tmp_path):
         import_logs(shadowed["logs"], "fullauto", tmp_path / "again", shadow_module=str(tampered))
 
 
+def test_without_a_named_module_the_one_most_lines_name_is_judged(shadowed, tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(shadowed["logs"], logs)
+    lines = _sidecar(logs)
+    lines[0]["module"] = dict(lines[0]["module"], name="first-but-alone")
+    (logs / SHADOW_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    counts = _shadow_counts(import_logs(logs, "fullauto", tmp_path / "data"))
+    assert counts["shadow_module"]["name"] == "rules-candidate"
+    assert (counts["shadow_wrong_module"], counts["shadow_joined"]) == (1, len(lines) - 1)
+
+
 def test_logs_without_a_sidecar_import_as_before(shadowed, tmp_path):
     logs = tmp_path / "logs"
     shutil.copytree(shadowed["logs"], logs)
