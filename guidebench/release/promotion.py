@@ -373,9 +373,10 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     # The registered copy is the one production fetches: log the folder with the attempt.
     run_id = _log_run(registry, staged, module_dir=module_dir)
     staged.mlflow_run_id = run_id
-    registered, replaced = make_champion(registry, manifest, module_dir, digest, run_id)
+    registered = register_once(registry, manifest, module_dir, digest, run_id)
     staged.module.registry_version = registered.version
     ledger.append(staged)
+    replaced = registry.make_champion(manifest.name, registered.version)
     promoted = _record(module=staged.module, from_state="staged", to_state="promoted", outcome="promoted",
                        reasons=[champion_reason(registered, replaced)],
                        champion=_registered_ref(replaced) if replaced else None, mlflow_run_id=run_id,
@@ -384,14 +385,12 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     return promoted
 
 
-def make_champion(registry: ModuleRegistry, manifest: FrozenManifest, module_dir: Path, digest: str,
-                  run_id: str) -> tuple[RegisteredModule, Optional[RegisteredModule]]:
-    """Register the module folder logged with run `run_id` (once per digest) and give it the alias `champion`;
-    returns it and the champion it replaced (None for the first)."""
-    registered = registry.find(manifest.name, digest) or registry.register(
+def register_once(registry: ModuleRegistry, manifest: FrozenManifest, module_dir: Path, digest: str,
+                  run_id: str) -> RegisteredModule:
+    """The registry version of the module folder logged with run `run_id` (registered on first use of its digest)."""
+    return registry.find(manifest.name, digest) or registry.register(
         manifest.name, source=_artifact_source(registry, run_id), run_id=run_id, package=manifest.package,
         digest=digest, tags={"guidebench.entry": manifest.entry, "guidebench.export_path": str(module_dir)})
-    return registered, registry.make_champion(manifest.name, registered.version)
 
 
 def champion_reason(registered: RegisteredModule, replaced: Optional[RegisteredModule]) -> str:

@@ -25,7 +25,7 @@ from runtime.shadow_log import ShadowModule
 from guidebench.errors import GuidebenchError
 from guidebench.release.gates import GateCheck, SequentialGates, load_gates
 from guidebench.release.promotion import (PromotionLedger, PromotionRecord, SequentialEvidence, _log_run, _record, _ref,
-                                          champion_reason, folder_digest, make_champion, _registered_ref)
+                                          _registered_ref, champion_reason, folder_digest, register_once)
 
 REPORT_FILE = "shadow_report.json"
 PLOT_FILE = "shadow_report.png"
@@ -213,7 +213,8 @@ def _transition(report: ShadowReport, manifest: FrozenManifest, module_dir: Path
     registry = ModuleRegistry(tracking_uri)
     entry = _record(to_state="promoted", outcome="promoted", **fields)
     entry.mlflow_run_id = _log_run(registry, entry, module_dir=module_dir)
-    registered, replaced = make_champion(registry, manifest, module_dir, digest, entry.mlflow_run_id)
+    registered = register_once(registry, manifest, module_dir, digest, entry.mlflow_run_id)
+    replaced = registry.make_champion(manifest.name, registered.version)
     entry.module.registry_version = registered.version
     entry.champion = _registered_ref(replaced) if replaced else None
     entry.reasons.append(champion_reason(registered, replaced))
