@@ -91,13 +91,21 @@ def _decision_of(result: Any) -> Optional[GuidanceDecision]:
     return None
 
 
+def _check_lm(candidate: Any) -> None:
+    """A loaded module that calls an LM and has none would answer the safe pause on every turn: refused now."""
+    from runtime.frozen.modules import FrozenGuidanceModule, _require_lm
+
+    if isinstance(candidate, FrozenGuidanceModule):
+        _require_lm(candidate)
+
+
 class ShadowRunner:
     """Run a frozen candidate beside the deployed program and append its decisions to `shadow-decisions.jsonl`.
 
     `candidate`: a Full Auto frozen module folder (loaded with `load_frozen(candidate, lm=..., program=...,
     inputs=...)`) or a module `load_frozen` returned. `log_dir`: the workspace folder holding the decision log.
-    Loading refuses a module the runtime would refuse (`FrozenModuleError`), at construction; afterwards
-    nothing the candidate does reaches the caller.
+    Loading refuses a module the runtime would refuse, and one that calls an LM with none set (`FrozenModuleError`),
+    at construction; afterwards nothing the candidate does reaches the caller.
     """
 
     def __init__(self, candidate: Any, log_dir: str | Path, *, deadline_s: float = 5.0, max_pending: int = 256,
@@ -111,6 +119,7 @@ class ShadowRunner:
         manifest = candidate.manifest
         if manifest.kind != "full_auto":
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; shadow decisions are Full Auto's")
+        _check_lm(candidate)
         self.candidate = candidate
         self.module = ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
                                    checksum=module_checksum(candidate.path))

@@ -191,7 +191,14 @@ def test_the_line_contract_refuses_inconsistent_lines(rules_dir, session, tmp_pa
 def test_a_refused_module_is_refused_at_construction(rules_dir, tmp_path):
     import shutil
 
+    from frozen_support import export_program
     from runtime import FrozenModuleError
+
+    import dspy
+
+    predict = export_program("full_auto.predict", tmp_path / "predict").path
+    with dspy.context(lm=None), pytest.raises(FrozenModuleError, match="calls an LM and none is set"):
+        ShadowRunner(predict, tmp_path)  # it would pause on every turn
 
     copy = tmp_path / "tampered"
     shutil.copytree(rules_dir, copy)
