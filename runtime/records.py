@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
 from .guardrails import logged_confidence
-from .shadow_log import ShadowAnswer, ShadowModule, ShadowStatus
+from .shadow_log import ShadowOutcome
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
 
@@ -85,21 +85,12 @@ class SourceRef(BaseModel):
     line: int
 
 
-class ShadowDecision(BaseModel):
+class ShadowDecision(ShadowOutcome):
     """A candidate's decision on the record's turn, made beside the deployed one and never enforced: a line of
     `shadow-decisions.jsonl` (`runtime.shadow_log`) joined to its decision by `guidebench data import`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    module: ShadowModule
-    status: ShadowStatus
-    decision: Optional[ShadowAnswer] = None
-    enforced: Optional[ShadowAnswer] = None
-    guardrail: Optional[GuardrailAudit] = None
-    error: str = ""
-    parse_errors: list[str] = Field(default_factory=list)
-    latency_s: float = 0.0
-    deadline_s: float = 0.0
     timestamp: str = ""
     source: Optional[SourceRef] = None
 

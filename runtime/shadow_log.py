@@ -89,7 +89,45 @@ class ShadowAnswer(BaseModel):
                    reason=decision.reason, next_input=decision.next_input)
 
 
-class ShadowDecisionLine(BaseModel):
+class ShadowOutcome(BaseModel):
+    """What the candidate did on one turn: its module, status, decisions and why there is none. A sidecar line
+    (`ShadowDecisionLine`) adds the keys that join it; a dataset record's `shadow` adds where the line was."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    module: ShadowModule
+    status: ShadowStatus
+    decision: Optional[ShadowAnswer] = None
+    enforced: Optional[ShadowAnswer] = None
+    guardrail: Optional[GuardrailAudit] = None
+    error: str = ""
+    parse_errors: list[str] = Field(default_factory=list)
+    latency_s: float = Field(ge=0.0)
+    deadline_s: float = Field(gt=0.0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ShadowOutcome":
+        decided = (self.decision, self.enforced, self.guardrail)
+        if self.status == "ok" and (None in decided or self.parse_errors):
+            raise ValueError("status: an ok line has decision, enforced and guardrail, and no parse_errors")
+        if self.status in ("error", "timeout") and any(part is not None for part in decided):
+            raise ValueError(f"status: a {self.status} line has no decision, enforced or guardrail")
+        if self.status != "ok" and not (self.error or self.parse_errors):
+            raise ValueError(f"error: a {self.status} line says why (error or parse_errors)")
+        if (self.enforced is None) != (self.guardrail is None) or (self.decision is None) != (self.enforced is None):
+            raise ValueError("decision, enforced and guardrail come together")
+        if self.enforced is not None and self.guardrail is not None and \
+                (self.guardrail.enforced_action, self.guardrail.original_action) != \
+                (self.enforced.action, self.decision.action):  # type: ignore[union-attr]
+            raise ValueError("guardrail: its original and enforced actions are not the line's decision and enforced")
+        return self
+
+    def outcome(self) -> dict[str, Any]:
+        """The outcome's fields (of a line or a record), to build the other from."""
+        return {name: getattr(self, name) for name in ShadowOutcome.model_fields}
+
+
+class ShadowDecisionLine(ShadowOutcome):
     """One line of `shadow-decisions.jsonl` (schema version 1; see the module docstring)."""
 
     model_config = _LINE
@@ -105,15 +143,6 @@ class ShadowDecisionLine(BaseModel):
     deployed_action: Action
     inputs_hash: str
     config: GuardrailConfig
-    module: ShadowModule
-    status: ShadowStatus
-    decision: Optional[ShadowAnswer] = None
-    enforced: Optional[ShadowAnswer] = None
-    guardrail: Optional[GuardrailAudit] = None
-    error: str = ""
-    parse_errors: list[str] = Field(default_factory=list)
-    latency_s: float = Field(ge=0.0)
-    deadline_s: float = Field(gt=0.0)
 
     @field_validator("timestamp", "decision_timestamp")
     @classmethod
@@ -130,20 +159,3 @@ class ShadowDecisionLine(BaseModel):
     def _config(cls, value: Any) -> Any:
         # GuardrailConfig refuses unknown keys itself; its floats may come as JSON integers.
         return GuardrailConfig.model_validate(value) if isinstance(value, dict) else value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "ShadowDecisionLine":
-        decided = (self.decision, self.enforced, self.guardrail)
-        if self.status == "ok" and (None in decided or self.parse_errors):
-            raise ValueError("status: an ok line has decision, enforced and guardrail, and no parse_errors")
-        if self.status in ("error", "timeout") and any(part is not None for part in decided):
-            raise ValueError(f"status: a {self.status} line has no decision, enforced or guardrail")
-        if self.status != "ok" and not (self.error or self.parse_errors):
-            raise ValueError(f"error: a {self.status} line says why (error or parse_errors)")
-        if (self.enforced is None) != (self.guardrail is None) or (self.decision is None) != (self.enforced is None):
-            raise ValueError("decision, enforced and guardrail come together")
-        if self.enforced is not None and self.guardrail is not None and \
-                (self.guardrail.enforced_action, self.guardrail.original_action) != \
-                (self.enforced.action, self.decision.action):  # type: ignore[union-attr]
-            raise ValueError("guardrail: its original and enforced actions are not the line's decision and enforced")
-        return self

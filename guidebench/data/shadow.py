@@ -180,10 +180,7 @@ class ShadowJoin:
         return "shadow_inputs_mismatch", f"the decision with {where} had other inputs (inputs hash differs)"
 
     def _join(self, record: DecisionRecord, line: ShadowDecisionLine, source: SourceRef) -> None:
-        record.shadow = ShadowDecision(module=line.module, status=line.status, decision=line.decision,
-                                       enforced=line.enforced, guardrail=line.guardrail, error=line.error,
-                                       parse_errors=line.parse_errors, latency_s=line.latency_s,
-                                       deadline_s=line.deadline_s, timestamp=line.timestamp, source=source)
+        record.shadow = ShadowDecision(**line.outcome(), timestamp=line.timestamp, source=source)
         report = self.ctx.report
         report.add("shadow_joined")
         report.tally("shadow_statuses", line.status)

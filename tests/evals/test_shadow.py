@@ -27,7 +27,7 @@ def _record(line: int, *, shadow: str = "continue", status: str = "ok", label: s
         label=OutcomeLabel(action=label, source="simulator") if label else None,
         shadow=ShadowDecision(module=module, status=status, decision=answer if decided else None,
                               enforced=answer if decided else None, guardrail=audit if decided else None,
-                              error="" if decided else "it broke"))
+                              error="" if decided else "it broke", latency_s=0.01, deadline_s=5.0))
 
 
 def test_both_programs_are_scored_by_the_action_production_dispatches():
