@@ -11,7 +11,8 @@ LOGDIR follows `guidebench.outputs`: written beside it and renamed into place, s
 Without a module the simulator's own deployed policy decides (the noisy policy the sample logs come from). With
 a shadow module (`shadow=DIR`), the candidate decides every turn beside the deciding program through
 `runtime.shadow.ShadowRunner`, exactly as in production: never enforced, written to LOGDIR's
-`shadow-decisions.jsonl`; the promotion ledger records candidate -> shadow.
+`shadow-decisions.jsonl` (whose lines hold wall-clock times and latencies: the same seed gives the same decision
+logs, not the same sidecar); the promotion ledger records candidate -> shadow.
 """
 
 from __future__ import annotations
