@@ -11,7 +11,9 @@ Outputs (`--out`, default `<GUIDEBENCH_HOME>/compiles/<run id>/`): `program.json
 state, DSPy's JSON format; load it with `optimizers.load_compiled`), `compile.json` (summary,
 usage, paired comparison), `candidates.json` + `candidates.png`, and `dev/`, `test/`, `baseline/`
 evaluation folders (metrics.json, results.parquet, summary.json, confusion-matrix and calibration
-PNGs).
+PNGs). `program.json` and `compile.json` carry the program's provenance (`runtime.provenance`: the train
+and dev records that reached its fit, demos or selection), and each evaluation folder says how many of its
+records are among them (a compile's dev scores usually are: it selected on dev).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare, replay
@@ -31,10 +33,12 @@ from optimizers.budget import Budget
 from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
+from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_provenance
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
+from guidebench.evaluation import (EvalData, learned_from_summary, load_eval_data, no_dataset_json, summary_table,
+                                   write_outputs)
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -131,6 +135,13 @@ class CompileData:
         """Hash of each split."""
         return {name: data.split_hash for name, data in self.splits.items()}
 
+    def provenance(self, record_ids: Optional[Iterable[str]] = None) -> Provenance:
+        """The provenance of a program that learned from these train and dev records (None: from any of them)."""
+        wanted = None if record_ids is None else set(record_ids)
+        return Provenance.of(self.dataset_id, {
+            name: [r for r in self.splits[name].records if wanted is None or r.record_id in wanted]
+            for name in ("train", "dev")})
+
 
 @dataclass
 class CompileOutcome:
@@ -167,6 +178,26 @@ def program_spec(name: str, option: str = "--program") -> Any:
     return spec
 
 
+def check_pairing(spec: Any, recipe: optimizers.Recipe) -> None:
+    """Refuse a recipe that has nothing to change in the program: an LM optimizer given a trained program without
+    an LM (`full_auto.learned`: no prompt to compile, its model is the `fit` recipe's to fit)."""
+    if spec.trained and not spec.uses_lm and recipe.compiles_lm:
+        raise GuidebenchError(f"--program {spec.name} makes no LM call: {recipe.name} has no prompt of it to "
+                              f"compile; fit its model with --optimizer fit")
+
+
+def check_evaluable(data: "CompileData", data_dir: Path) -> None:
+    """Refuse a dataset whose test split is empty: the compile would report on nothing (dev, its selection split,
+    comes first in the import, so an empty test means an empty dev too)."""
+    if data.splits["test"].records:
+        return
+    n_dev = len(data.splits["dev"].records)
+    dev = "dev holds " + str(n_dev) if n_dev else "dev is empty too"
+    raise GuidebenchError(f"--data {data_dir}: its test split holds no record ({dev}), so the compile would "
+                          "report on nothing; the import gives whole threads (episodes) to train, then test, then "
+                          "dev: import logs of three or more into it again (`guidebench data import ... --force`)")
+
+
 def baseline_spec(name: str, kind: str) -> Any:
     """The registry spec of the baseline: any program of the kind that runs as it is (a trained one needs fitting)."""
     spec = _registered(name, "--baseline")
@@ -191,10 +222,12 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
     import programs
 
-    from guidebench.outputs import check_input
+    from guidebench.outputs import check_input, written_by
 
     data_dir = check_input(Path(data_dir), "--data", ("data import", None), "a dataset folder")
     if not (data_dir / "dataset.json").is_file():
+        if written_by(data_dir) == "data import":
+            raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
     splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
@@ -224,7 +257,9 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     data = data or load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     program = request.build()
     speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
@@ -299,8 +334,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     replace = force or resume_run_id is not None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
     output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
@@ -396,6 +433,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
     if stored is not None:
         program = optimizers.load_compiled(request.build(), stored)
+        # A checkpoint written before provenance was recorded: any train or dev record may have reached it.
+        provenance = read_provenance(stored) or data.provenance()
         compile_summary = dict(checkpoint.status().get("compile") or {})
         compile_summary["resumed_after_compile"] = True
         candidates = load_history(checkpoint.history_path)
@@ -413,15 +452,17 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
             raise GuidebenchError(f"--data {request.data}: {exc}") from None
         program, candidates = result.program, result.candidates
         compile_summary = result.summary()
+        provenance = data.provenance(result.learned_from)
         if checkpoint is not None:
-            checkpoint.save_program(_state(program))
+            checkpoint.save_program({**_state(program), PROVENANCE_KEY: provenance.model_dump(mode="json")})
             checkpoint.mark("compiled", compile=compile_summary)
         if result.stopped_by_budget:
             print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
-    program.save(str(files["program"]))
+    save_program(program, files["program"], provenance)
 
     # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
     evals: dict[str, Any] = {}
+    learned: dict[str, Any] = {}
     extra = {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "lm_spec": request.lm,
              "program_source": "compile", "optimizer": recipe.name}
     cache = disk_cache(checkpoint.cache_dir) if checkpoint is not None else contextlib.nullcontext()
@@ -429,14 +470,18 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         for split in ("dev", "test"):
             split_data = data.splits[split]
             records = request.eval_records(split_data.records, split)
+            learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
             result = replay(program, records, threads=request.threads, progress=progress,
                             seed=request.seed, name=f"{request.program}+{recipe.name}")
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
                 "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
-                "evaluated_records": [r.record_id for r in records]})
+                "evaluated_records": [r.record_id for r in records],
+                **learned_from_summary(provenance, learned[split])}, learned[split])
             evals[split] = (result, split_files, omitted)
             print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
+            if learned[split].overlaps:
+                print(f"note: {learned[split].line()}")
     if checkpoint is not None:
         checkpoint.mark("evaluated", compile=compile_summary)
 
@@ -453,6 +498,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         "request": asdict(request), "recipe": recipe.name, "optimizer": recipe.dspy_name,
         "settings": recipe.settings.model_dump(), "dataset_id": data.dataset_id,
         "split_hashes": data.split_hashes(), "compile": compile_summary,
+        "provenance": provenance.model_dump(mode="json"),
+        "learned_from": {split: check.model_dump(mode="json") for split, check in learned.items()},
         "dev": evals["dev"][0].metrics_dict(), "test": evals["test"][0].metrics_dict(),
         "baseline": {"program": baseline_name, "test": baseline.metrics_dict()},
         "test_vs_baseline": {name: value.to_dict() for name, value in paired["metrics"].items()},
@@ -491,6 +538,8 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     if compile_summary.get("stop_reason"):
         mlflow.set_tag("guidebench.stop_reason", compile_summary["stop_reason"])
     mlflow.set_tag("guidebench.kept", compile_summary.get("kept", ""))
+    for split, check in outcome.summary["learned_from"].items():
+        tracking_compile.log_numbers({"learned_from_overlap": check["n_overlap"]}, prefix=f"{split}.")
     for split in ("dev", "test"):
         tracking_compile.log_split_metrics(results[split].metrics, split)
         tracking_compile.log_numbers(results[split].summary.get("usage", {}), prefix=f"{split}.usage.")
@@ -506,8 +555,30 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
 
 
+def _save(program: Any, path: Path) -> None:
+    """`program.save(path)` (DSPy's JSON state), failing with the OSError of a write the machine refused.
+
+    DSPy reports every failure of its JSON save as a RuntimeError that advises saving a pickle instead; a full
+    disk is not cured by another format, and the state is never a pickle here.
+    """
+    try:
+        program.save(str(path))
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, OSError):
+            raise exc.__cause__ from None
+        raise
+
+
 def _state(program: Any) -> dict[str, Any]:
     return json.loads(json.dumps(program.dump_state(), default=str))
+
+
+def save_program(program: Any, path: Path, provenance: Provenance) -> None:
+    """`program.save` (DSPy's JSON state), with the program's provenance as its `provenance` entry: an export of
+    the file carries it, and every loader of a state leaves the entry aside (`optimizers.load_compiled`)."""
+    _save(program, path)
+    state = json.loads(Path(path).read_text(encoding="utf-8"))
+    atomic_write_json(Path(path), {**state, PROVENANCE_KEY: provenance.model_dump(mode="json")})
 
 
 __all__ = ["CompileData", "CompileOutcome", "CompileRequest", "estimate", "load_compile_data", "load_recipe",

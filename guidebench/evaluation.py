@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI registers `eval` without importing DSPy and SciPy (`guidebench --help`)
     from evals.replay import ReplayResult
+    from runtime.provenance import OverlapCheck, Provenance
 
-from guidebench.errors import GuidebenchError, refuse_unfitted
+from guidebench.errors import GuidebenchError, refuse_unfitted, refused_write
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
@@ -58,6 +59,8 @@ class LoadedProgram:
     uses_lm: bool
     source: str  # "registry" | "export"
     details: dict[str, Any] = field(default_factory=dict)
+    # What it learned from (`runtime.provenance`; None: unknown). A registry program learned from no record.
+    provenance: Optional[Provenance] = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class EvalOutput:
     files: dict[str, Path]
     run_id: Optional[str] = None
     omitted_metrics: dict[str, str] = field(default_factory=dict)
+    learned_from: Optional[OverlapCheck] = None
 
 
 # ----- data -------------------------------------------------------------------------------------
@@ -109,8 +113,26 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     except GuidebenchError:
         raise
     except Exception as exc:
+        if refused_write(exc):  # the machine's, not the log's
+            raise
         raise GuidebenchError(f"{path}: cannot import the log: {type(exc).__name__}: {exc}") from exc
     return target
+
+
+def no_dataset_json(path: Path) -> str:
+    """Why a folder `guidebench data import` wrote has no dataset.json, from its report: the import imported
+    nothing, or the file was deleted since (and how to get it back: import the same logs again)."""
+    try:
+        report = json.loads((path / "import_report.json").read_text(encoding="utf-8"))
+        imported, source, kind = int(report["imported"]), report["path"], report["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        imported, source, kind = 0, None, None
+    if not imported:
+        return (f"--data {path}: the `guidebench data import` that wrote it imported nothing (see "
+                f"{path / 'import_report.json'}); fix the logs and run `guidebench data import` again with --force")
+    return (f"--data {path}: its dataset.json is missing (the import wrote it with {imported:,} records; it was "
+            f"deleted since): import the logs again with the seed of the first import (its README.md names it): "
+            f"`guidebench data import {source} --kind {kind} --out {path} --force --seed SEED`")
 
 
 def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None,
@@ -132,9 +154,7 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     dataset_dir = path
     if not (path / "dataset.json").is_file():
         if written_by(path) == "data import":
-            raise GuidebenchError(f"--data {path}: the `guidebench data import` that wrote it imported nothing "
-                                  f"(see {path / 'import_report.json'}); fix the logs and run `guidebench data "
-                                  "import` again with --force")
+            raise GuidebenchError(no_dataset_json(path))
         kind = raw_log_kind(path)
         work = Path(work_dir or tempfile.mkdtemp(prefix="guidebench-eval-"))
         dataset_dir = _import_raw_log(path, kind, work)
@@ -180,8 +200,10 @@ def load_program(name_or_dir: str) -> LoadedProgram:
     except LookupError as exc:
         raise GuidebenchError(f"--program {name_or_dir!r}: not a folder, and {exc}") from exc
     refuse_unfitted(spec.name, "--program")
+    from runtime.provenance import NOTHING
+
     return LoadedProgram(program=spec.build(), name=spec.name, kind=spec.kind, uses_lm=spec.uses_lm,
-                         source="registry")
+                         source="registry", provenance=NOTHING)
 
 
 def load_export(path: Path, label: str = "--program") -> LoadedProgram:
@@ -206,7 +228,7 @@ def load_export(path: Path, label: str = "--program") -> LoadedProgram:
     program = module.program
     return LoadedProgram(program=program, name=f"{manifest.package}", kind=manifest.kind,
                          uses_lm=bool(getattr(manifest, "uses_lm", True)), source="export",
-                         details={"export_dir": str(path), "entry": manifest.entry})
+                         details={"export_dir": str(path), "entry": manifest.entry}, provenance=manifest.provenance)
 
 
 # ----- outputs ----------------------------------------------------------------------------------
@@ -224,8 +246,20 @@ def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict
     return kept, omitted
 
 
-def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any]) -> tuple[dict[str, Path], dict[str, str]]:
-    """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics)."""
+def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) -> dict[str, Any]:
+    """What summary.json says of the records a program learned from: its provenance (null: unknown), so that a
+    leaderboard admitting the folder checks its own split, and this split's check."""
+    return {"provenance": None if provenance is None else provenance.model_dump(mode="json"),
+            "learned_from": check.model_dump(mode="json")}
+
+
+def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any],
+                  learned_from: Optional[OverlapCheck] = None) -> tuple[dict[str, Path], dict[str, str]]:
+    """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics).
+
+    When the program learned from some of the records (`learned_from`), metrics.json flags it: its
+    `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
+    """
     from guidebench.replay_plots import replay_plots
 
     try:
@@ -233,6 +267,12 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     except OSError as exc:
         raise GuidebenchError(f"--out {out_dir}: cannot create the folder: {exc}") from exc
     metrics, omitted = split_metrics(result)
+    if learned_from is not None and learned_from.overlaps:
+        from evals.stats import MetricValue
+
+        count = float(learned_from.n_overlap or 0)
+        metrics["learned_from_overlap"] = MetricValue(value=count, ci_low=count, ci_high=count, method="degenerate",
+                                                      n=learned_from.n_records).to_dict()
     files = {
         "metrics": out_dir / "metrics.json",
         "results": out_dir / "results.parquet",
@@ -307,18 +347,22 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
 
             configure_lm(lm_spec, cache=cache)
             announce(lm_spec, [Scoring(loaded.name, loaded.program, eval_data.records, loaded.kind)])
+        from runtime.provenance import check_overlap
+
+        learned = check_overlap(loaded.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
+                                split=eval_data.split)
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
                         n_resamples=n_resamples, seed=seed, name=loaded.name)
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
-                 "lm_cache": cache,
+                 "lm_cache": cache, **learned_from_summary(loaded.provenance, learned),
                  **loaded.details}
         with output_dir.writing() as staging:
-            files, omitted = write_outputs(result, staging, extra)
+            files, omitted = write_outputs(result, staging, extra, learned)
             output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=staging, files=files,
-                                omitted_metrics=omitted)
+                                omitted_metrics=omitted, learned_from=learned)
             if track:
                 output.run_id = track_eval(output, lm_spec=lm_spec, seed=seed, tracking_uri=tracking_uri,
                                            run_name=run_name)
@@ -342,7 +386,8 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
     params = tracking.run_params(program=output.program.name, dataset_id=data.dataset_id, split=data.split,
                                  split_hash=data.split_hash, lm=lm_spec, seed=seed, kind=result.kind,
                                  program_source=output.program.source, n_records=result.n,
-                                 threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"])
+                                 threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"],
+                                 **(output.learned_from.params() if output.learned_from else {}))
     tags = {"guidebench.run_type": "eval", "guidebench.program": output.program.name}
     with tracking.tracked_run(dataset_id=data.dataset_id, kind=result.kind, params=params, tags=tags,
                               run_name=run_name or f"eval {output.program.name} {data.split}",
@@ -350,7 +395,8 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
         tracking.log_metrics(result.metrics)
         s = result.summary
         counts = {"n_records": s["n_records"], "n_errors": s["n_errors"], "n_parse_failures": s["n_parse_failures"],
-                  "n_labeled": s["n_labeled"], "wall_s": s["wall_s"], **{f"usage.{k}": v for k, v in s["usage"].items()}}
+                  "n_labeled": s["n_labeled"], "wall_s": s["wall_s"], **{f"usage.{k}": v for k, v in s["usage"].items()},
+                  "learned_from_overlap": output.learned_from.n_overlap if output.learned_from else None}
         import mlflow
 
         mlflow.log_metrics({k: float(v) for k, v in counts.items() if isinstance(v, (int, float)) and not

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import dspy
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from runtime.trained import TRAINED_MODEL_KEY, TrainedDecisionModel
 
@@ -19,7 +20,8 @@ class FitRecipeSettings(RecipeSettings):
     """Settings of the fit."""
 
     C: list[float] = Field([0.5, 2.0, 8.0, 32.0], min_length=1, description=(
-        "Inverse regularization strengths tried (larger: a looser fit); each is scored on held-out turns."))
+        "Inverse regularization strengths tried (larger: a looser fit), each above 0 and finite; each is scored "
+        "on held-out turns."))
     class_weight: list[Literal["none", "balanced"]] = Field(["none", "balanced"], min_length=1, description=(
         "Class weightings tried: 'none', or 'balanced' (rare actions weigh as much as frequent ones)."))
     ngram_max: int = Field(2, ge=1, le=3, description="Longest word n-gram of the text features (1: words only).")
@@ -28,8 +30,28 @@ class FitRecipeSettings(RecipeSettings):
     refit_on_dev: bool = Field(True, description=(
         "Fit the chosen settings on train + dev at last (more data; test stays unseen), else on train."))
     folds: int = Field(5, ge=0, le=20, description=(
-        "Choose the settings by grouped cross-validation over train + dev in this many folds (whole threads "
-        "held out; every labeled turn scored once); 0: on dev alone."))
+        "Choose the settings by grouped cross-validation over train + dev in this many folds, 2 to 20 (whole "
+        "threads held out; every labeled turn scored once); 0: on dev alone."))
+
+    @field_validator("C")
+    @classmethod
+    def _strengths(cls, values: list[float]) -> list[float]:
+        # scikit-learn refuses 0 and negative strengths with an error of its own, and an infinite one would fit
+        # without regularization and write Infinity (not JSON) into compile.json.
+        for value in values:
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{value!r} is out of range: each strength is a finite number above 0 "
+                                 "(such as [0.5, 2.0, 8.0, 32.0])")
+        return values
+
+    @field_validator("folds")
+    @classmethod
+    def _folds(cls, value: int) -> int:
+        # One fold would hold out every thread and fit on none: there is no 1-fold cross-validation.
+        if value == 1:
+            raise ValueError("1 is no cross-validation (one fold holds out every thread); use 2 to 20 folds, "
+                             "or 0 to select on dev alone")
+        return value
 
     def fit_settings(self) -> FitSettings:
         """The settings as the fitting code takes them."""

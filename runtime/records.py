@@ -33,6 +33,11 @@ def inputs_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
                                       "config": config.model_dump(mode="json")}))
 
 
+def packet_hash(packet: AdvisorPacket) -> str:
+    """Identity of a planner record's inputs: SHA-256 of canonical JSON of the packet the planner sees."""
+    return sha256_hex(canonical_json(packet.model_dump(mode="json")))
+
+
 class OutcomeLabel(BaseModel):
     """What the right action was, with where that knowledge came from."""
 
@@ -181,3 +186,8 @@ class PlannerRecord(BaseModel):
     packet: AdvisorPacket
     outcome: Optional[ExperimentLogEntry] = None
     source: Optional[SourceRef] = None
+
+    @property
+    def inputs_hash(self) -> str:
+        """Identity of the record's inputs (`packet_hash`), as a DecisionRecord's `inputs_hash` is of its own."""
+        return packet_hash(self.packet)

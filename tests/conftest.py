@@ -6,6 +6,10 @@
   (then falls back to the fake answers) and is active for the rest of the test.
 - `real_lm`: the embedded Gemma 3 270M, loaded once per session, no DSPy cache. Only for tests
   marked `@pytest.mark.slow`.
+- `restore_lm`: the LM a command configured globally is put back after the test.
+
+Fixtures every folder's tests may use live here, not in a folder's conftest.py: a test path given beside
+another folder's (`pytest tests/optimizers/... tests/guidebench/...`) sees only the conftest.py files above it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ def fake_lm() -> Iterator[dspy.LM]:
     lm = make_lm("fake", cache=False)
     with dspy.context(lm=lm):
         yield lm
+
+
+@pytest.fixture
+def restore_lm() -> Iterator[None]:
+    """The commands configure DSPy's LM globally; put the previous one back after the test (any test folder)."""
+    previous = dspy.settings.lm
+    yield
+    dspy.configure(lm=previous)
 
 
 @pytest.fixture

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     for note in data.notes:
         print(f"note: {note}")
     print(summary_table(output.result, output.omitted_metrics))
+    if output.learned_from is not None and output.learned_from.status != "clean":
+        print(f"warning: {output.learned_from.line()}")
     print(f"wrote {output.files['metrics']} and {output.files['results']}")
     if output.run_id:
         print(f"MLflow run {output.run_id}")

@@ -107,6 +107,9 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"exported {manifest.package} (entry {manifest.entry}, {manifest.demo_count} demos) to {result.path}")
     print(f"signature {manifest.signature_name} {manifest.signature_hash[:16]}..., "
           f"dsrs compiled_id {result.compiled_id}")
+    learned = manifest.provenance
+    print(f"learned from {learned.describe()}" if learned is not None else
+          "provenance unknown: the state does not record the records it learned from; `promote` refuses it")
     if result.redactions or result.dropped_keys:
         print(f"redacted {result.redactions} value(s) and dropped {len(result.dropped_keys)} secret key(s)")
     return 0

@@ -38,7 +38,7 @@ from runtime.fullauto import (
 from runtime.fullauto import f32_shortest
 from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef, inputs_hash
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import parse_json_object, validation_error_text
 from guidebench.data.labels import LabelRuleConfig, SideLabel, epoch_seconds, label_run
 from guidebench.data.redaction import might_hold_secret
@@ -204,6 +204,8 @@ def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool:
     try:
         _read_decisions(ctx, workspace, seen, spool, unredacted)
     except OSError as exc:  # e.g. no read permission: nothing of this file can be trusted to be complete
+        if refused_write(exc):  # the spool or the quarantine could not be written: not the log's fault
+            raise
         raise GuidebenchError(f"{workspace.decisions}: cannot read: {exc.strerror or exc}") from exc
 
 
@@ -294,6 +296,8 @@ def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[
 
 
 def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
+    if refused_write(exc):  # a full disk ends the import: the rest of the file is not the file's to lose
+        raise exc
     ctx.report.add("side_files_unreadable")
     ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
 

@@ -13,7 +13,9 @@ How a board is made
    first). Every metric keeps its 95% interval (`scipy.stats.bootstrap`: BCa where defined, else
    percentile; the method and resample count are stored with the value).
 4. The champion is the variant named by `champion=`, else the one package tagged `champion`
-   (or a promoted export), else the first row. Every row, the champion included, is compared with
+   (or a promoted export), else the first row; never a variant that learned from some of the
+   board's records (`runtime.provenance.check_overlap`: its row says how many, and a board where
+   every variant did is refused). Every row, the champion included, is compared with
    it on the same records (`evals.replay.compare`: the paired difference of every metric with its
    bootstrap interval and the p-value of a paired permutation test, exact up to 16 records and
    Monte Carlo above; McNemar's exact p-value for action accuracy / schema validity). Each
@@ -31,10 +33,11 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from evals.replay import COST_METRICS, ReplayResult, compare, replay
 from evals.stats import PairedComparison
+from runtime.provenance import OverlapCheck, check_overlap
 
 from guidebench import __version__
 from guidebench.errors import GuidebenchError
@@ -89,21 +92,20 @@ def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, pro
 
 
 def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: int = 1, progress: bool = False,
-                   n_resamples: int = 1000, seed: int = 0, lm: str = "", reuse_logged: bool = False,
+                   n_resamples: int = 1000, seed: int = 0,
+                   logged: Optional[Mapping[str, tuple[Optional[ScoredVariant], str]]] = None,
                    on_scored: Optional[Callable[[ScoredVariant], None]] = None) -> list[ScoredVariant]:
     """Score every variant on the same frozen split (compatibility checked before any replay).
 
-    With `reuse_logged`, an MLflow compile run that logged results for exactly this split (same
+    `logged` (`logged_results`): an MLflow compile run that logged results for exactly this split (same
     dataset id, split hash, records and LM) contributes those instead of being replayed.
     """
     for variant in variants:
         check_compatible(variant, split)
+    logged = logged or {}
     scored = []
     for variant in variants:
-        item, why_not = None, ""
-        if reuse_logged and variant.details.get("result_artifacts"):
-            item, why_not = reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
-                                            n_resamples=n_resamples, seed=seed)
+        item, why_not = logged.get(variant.label, (None, ""))
         if item is None:
             item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples,
                                  seed=seed)
@@ -113,6 +115,14 @@ def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: 
             on_scored(item)
         scored.append(item)
     return scored
+
+
+def logged_results(variants: Sequence[Variant], split: FrozenSplit, *, lm: str, n_resamples: int = 1000,
+                   seed: int = 0) -> dict[str, tuple[Optional[ScoredVariant], str]]:
+    """For each MLflow variant that logged results: (the results standing in for its replay, or None; why not)."""
+    return {variant.label: reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
+                                           n_resamples=n_resamples, seed=seed)
+            for variant in variants if variant.details.get("result_artifacts")}
 
 
 # ----- assembling the board ---------------------------------------------------------------------
@@ -134,20 +144,38 @@ def rank(scored: Sequence[ScoredVariant], cost_axis: str = "total_tokens") -> li
     return [item for _, item in sorted(enumerate(scored), key=key)]
 
 
-def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None) -> tuple[ScoredVariant, str]:
-    """The champion and why: named, else the one tagged/promoted package, else the first row."""
+def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None,
+                    learned: Optional[Mapping[str, OverlapCheck]] = None) -> tuple[ScoredVariant, str]:
+    """The champion and why: named, else the one tagged/promoted package, else the first row; never a variant
+    that learned from some of the board's records (`learned`, by label): a one-line error when it is named, or
+    when every variant did."""
+    learned = learned or {}
+    barred = [item.variant.label for item in ranked
+              if (check := learned.get(item.variant.label)) is not None and check.overlaps]
     if champion:
         for item in ranked:
             if champion in (item.variant.label, item.variant.manifest.name):
+                if item.variant.label in barred:
+                    raise GuidebenchError(f"--champion {champion!r} refused: {learned[item.variant.label].line()}")
                 return item, "named with --champion"
         raise GuidebenchError(f"--champion {champion!r} is not on the board; variants: "
                               + ", ".join(item.variant.label for item in ranked))
-    tagged = [item for item in ranked if "champion" in item.variant.manifest.tags
+    eligible = [item for item in ranked if item.variant.label not in barred]
+    if not eligible:
+        raise GuidebenchError(f"no variant can be champion: each learned from records of this split "
+                              f"({barred[0]}: {learned[barred[0]].line()})")
+    not_theirs = (f"; {len(barred)} variant(s) learned from records of this split and cannot be champion: "
+                  + ", ".join(barred)) if barred else ""
+    tagged = [item for item in eligible if "champion" in item.variant.manifest.tags
               or item.variant.details.get("promotion_state") == "promoted"]
     if len(tagged) == 1:
-        return tagged[0], "the package tagged champion / promoted"
-    why = "first row (best objective)" if _objective(ranked[0]) is not None else "first row as given (no objective)"
-    return ranked[0], why + (f"; {len(tagged)} packages claim to be champion" if len(tagged) > 1 else "")
+        return tagged[0], "the package tagged champion / promoted" + not_theirs
+    if _objective(eligible[0]) is None:
+        why = "first row as given (no objective)"
+    else:
+        why = "first row (best objective)" if eligible[0] is ranked[0] else "best objective"
+    return eligible[0], why + (f"; {len(tagged)} packages claim to be champion" if len(tagged) > 1 else "") \
+        + not_theirs
 
 
 def cost_of(result: ReplayResult) -> Cost:
@@ -231,7 +259,10 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
     check_same_split(scored, split.ref, split.record_ids)
     ranked = rank(scored, cost_axis)
-    champ, rule = choose_champion(ranked, champion)
+    learned = {item.variant.label: check_overlap(item.variant.provenance, split.records,
+                                                 dataset_id=split.ref.dataset_id, split=split.ref.split)
+               for item in ranked}
+    champ, rule = choose_champion(ranked, champion, learned)
     costs = [cost_of(item.result) for item in ranked]
     front = set(pareto_front([(_objective(item), getattr(cost, cost_axis)) for item, cost in zip(ranked, costs)]))
     records_by_id = {record.record_id: record for record in split.records}
@@ -239,6 +270,9 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     for index, (item, cost) in enumerate(zip(ranked, costs)):
         comparisons = compare_with_champion(item, champ, n_resamples=n_resamples, seed=seed)
         expected, notes = _row_notes(item, split.ref)
+        check = learned[item.variant.label]
+        if check.status != "clean":
+            notes.insert(0, ("cannot be champion: " if check.overlaps else "") + check.line())
         manifest = item.variant.manifest
         rows.append(LeaderboardRow(
             rank=index + 1, name=item.variant.label, package=manifest.name, version=manifest.version,
@@ -247,7 +281,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
             errors=item.result.errors, metrics=dict(item.result.metrics), cost=cost,
             comparison=comparisons[RANKING_METRIC],
             comparisons={k: v for k, v in comparisons.items() if k not in COST_METRICS},
-            expected=expected, notes=notes))
+            expected=expected, notes=notes, learned_from=check))
     diffs = [record_diff(champ.variant.label, champ.result.rows, item.variant.label, item.result.rows,
                          records_by_id, RANKING_METRIC) for item in ranked if item is not champ]
     notes = split.notes + [f"Every variant replayed the same {len(split.records)} records of {split.ref.describe()}."]
@@ -275,7 +309,8 @@ def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
                 scorings.append(Scoring(variant.label, variant.build(), split.records, split.kind))
             except GuidebenchError:  # its replay reports why, in its turn
                 continue
-    announce(lm, scorings)
+    if scorings:  # no line when nothing here calls the LM
+        announce(lm, scorings)
 
 
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
@@ -294,10 +329,12 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
     if earlier:
         check_same_split(earlier, frozen.ref, frozen.record_ids)
+    logged = logged_results(variants, frozen, lm=lm, n_resamples=n_resamples, seed=seed) if reuse_logged else {}
+    replayed = [variant for variant in variants if logged.get(variant.label, (None, ""))[0] is None]
     if lm and lm != "none":
-        _announce(variants, frozen, lm)
+        _announce(replayed, frozen, lm)  # a variant whose logged results stand in makes no call here
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
-                            seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
+                            seed=seed, logged=logged, on_scored=on_scored)
     scored += earlier
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
                               seed=seed, lm=lm, command=command)

@@ -7,6 +7,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals.stats import MetricValue, describe_interval, describe_test
+from runtime.provenance import OverlapCheck
 
 COST_PER = 1000
 # Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
@@ -154,9 +155,19 @@ class LeaderboardRow(BaseModel):
     comparisons: dict[str, Comparison] = Field(default_factory=dict)
     expected: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    # How many of the board's records the variant learned from: a row that did cannot be champion.
+    learned_from: Optional[OverlapCheck] = None
     # The row's own MLflow run (nested under the board's run when the board is tracked) and its page in the UI.
     mlflow_run_id: Optional[str] = None
     mlflow_url: Optional[str] = None
+
+    def verdict(self) -> str:
+        """Plain words: "champion", the comparison's verdict, or that the row is no evidence (it learned from them)."""
+        if self.champion:
+            return "champion"
+        if self.learned_from is not None and self.learned_from.overlaps:
+            return f"learned from {self.learned_from.n_overlap} of {self.learned_from.n_records}: no evidence"
+        return self.comparison.verdict()
 
 
 class Leaderboard(BaseModel):

@@ -164,7 +164,7 @@ def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         name = row.name + (" (champion)" if row.champion else "")
         rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
                      fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
-                     str(row.comparison.n), "champion" if row.champion else row.comparison.verdict(), str(row.errors),
+                     str(row.comparison.n), row.verdict(), str(row.errors),
                      fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""])
     return header, rows
 
@@ -364,7 +364,7 @@ def render_text(board: Leaderboard) -> str:
              f"{'n':>5}  {'test':<23} {'verdict':<34} {board.cost_axis + '/1k':>18}  pareto"]
     for row in board.rows:
         comparison = row.comparison
-        verdict = "champion" if row.champion else comparison.verdict()
+        verdict = row.verdict()
         lines.append(f"{row.rank:>2}  {row.name[:32]:<32} {fmt_metric(row.metrics.get(board.ranking_metric)):<26} "
                      f"{fmt_diff(comparison):<28} {fmt_p(comparison.p_value):>7} {comparison.n:>5}  "
                      f"{comparison.method:<23} {verdict:<34} "

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from evals.replay import ReplayResult, statistics
 from evals.stats import bootstrap_many
+from runtime.provenance import read_provenance
 
 from guidebench import __version__
 from guidebench.errors import GuidebenchError
@@ -101,8 +102,12 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
     manifest = PackageManifest(name=summary["program"].replace(" ", "-"), version=__version__, entry=entry,
                                compatible_with=contract_for(entry), tags=["eval-results"],
                                description=f"scored by guidebench eval into {folder}")
+    try:
+        provenance = read_provenance(summary)  # the program's, as the evaluation recorded it (absent: unknown)
+    except ValueError as exc:
+        raise GuidebenchError(f"{summary_path}: {exc}") from None
     variant = Variant(label=summary["program"], manifest=manifest, origin=f"results:{folder}",
-                      details={"mlflow_run_id": summary.get("mlflow_run_id")})
+                      details={"mlflow_run_id": summary.get("mlflow_run_id")}, provenance=provenance)
     split = SplitRef(dataset_id=summary["dataset_id"], split=summary["split"], split_hash=summary["split_hash"])
     return ScoredVariant(variant=variant, result=result, split=split, notes=notes)
 

@@ -70,7 +70,8 @@ def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                     program=manifest.entry, dataset_id=board.dataset_id, split=board.split,
                     split_hash=board.split_hash, lm=lm if item.variant.uses_lm else "none", seed=seed,
                     kind=board.kind, package=manifest.name, version=manifest.version, origin=item.variant.origin,
-                    n_records=row.n, leaderboard_run_id=parent.info.run_id)
+                    n_records=row.n, leaderboard_run_id=parent.info.run_id,
+                    **(row.learned_from.params() if row.learned_from else {}))
                 variant_tags = {"guidebench.run_type": VARIANT_RUN_TYPE, "guidebench.program": manifest.entry,
                                 "guidebench.variant": row.name}
                 with tracking.tracked_run(dataset_id=board.dataset_id, kind=board.kind, nested=True,

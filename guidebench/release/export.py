@@ -29,6 +29,7 @@ from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FI
                                      DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
                                      PromptText, RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
+from runtime.provenance import NOTHING, Provenance, read_provenance
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -62,6 +63,8 @@ class ExportSource:
     trainset_id: Optional[str] = None
     scorecard: dict[str, MetricInterval] = field(default_factory=dict)
     lm_model: Optional[str] = None
+    # The records it learned from (None: unknown, a state file that does not say); the manifest carries it.
+    provenance: Optional[Provenance] = None
 
 
 @dataclass
@@ -113,16 +116,23 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
     except LookupError as exc:
         raise GuidebenchError(str(exc)) from exc
     program = spec.build()
+    provenance: Optional[Provenance] = NOTHING  # a registry program as it is learned from no record
     if state_file is not None:
         state = read_state_file(Path(state_file))
+        try:
+            provenance = read_provenance(state)
+        except ValueError as exc:
+            raise GuidebenchError(f"{label or state_file}: {exc}") from None
         try:
             # Whatever recipe compiled it: a knn_fewshot state comes back as the program it wraps with its pool.
             program = load_compiled(program, state)
         except GuidebenchError:
             raise
         except Exception as exc:
-            raise GuidebenchError(f"{label or state_file}: does not load into program {spec.name}: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            owners = programs_of_state(state, spec.kind)
+            whose = f"the state of {' or '.join(owners)}, not of {spec.name}" if owners else \
+                f"does not load into program {spec.name}"
+            raise GuidebenchError(f"{label or state_file}: {whose}: {type(exc).__name__}: {exc}") from exc
     lm = dspy.settings.lm
     installed = spec.build()
     lm_program = getattr(getattr(program, "cascade", None), "lm_program", None)
@@ -130,7 +140,23 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
         installed.configure(lm_program=lm_program)
     return ExportSource(entry=spec.name, kind=spec.kind, uses_lm=spec.uses_lm, program=program,
                         installed=installed, optimizer="none" if state_file is None else "unknown",
-                        lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None)
+                        lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None,
+                        provenance=provenance)
+
+
+def programs_of_state(state: Mapping[str, Any], kind: str) -> list[str]:
+    """The registered programs of a kind that a state loads into, whole (what a refused state was compiled for)."""
+    from optimizers import load_compiled
+
+    programs = _programs()
+    found = []
+    for name in programs.names(kind):
+        try:
+            load_compiled(programs.get(name), state)
+        except Exception:  # not this one
+            continue
+        found.append(name)
+    return found
 
 
 def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0, prefix: str = "") -> dict[str, MetricInterval]:
@@ -316,7 +342,7 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
-        demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model,
+        demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model, provenance=source.provenance,
         dsrs_notes=carry_notes(demo_selection, rule_gate, {p.name: p.max_tokens for p in predictors if p.max_tokens},
                                trained_model, code_inputs),
     )

@@ -1,10 +1,13 @@
 """Promotion of frozen modules through explicit gates: candidate -> staged -> promoted, and rollback.
 
-`promote_module` replays the candidate and the current champion (or, before any champion, a
-measured baseline: the deployed policy's logged decisions) on the same held-out split, compares
-them with the evals layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module
-that passes is staged, then registered in the MLflow model registry under alias `champion` (the
-replaced version becomes `previous`). `rollback_module` restores `previous`.
+`promote_module` first refuses, before any replay, a module whose evidence would hold records it learned
+from (`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, whose
+provenance is unknown, is refused too: re-export it from its compile). It then replays the candidate and
+the current champion (or, before any champion, a measured baseline: the deployed policy's logged
+decisions) on the same held-out split, compares them with the evals layer's paired statistics, and
+applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
+MLflow model registry under alias `champion` (the replaced version becomes `previous`). `rollback_module`
+restores `previous`.
 
 Every attempt — refused, rejected, staged, promoted, rolled back — is appended to the promotion
 ledger (`<GUIDEBENCH_HOME>/promotions.jsonl`, one `PromotionRecord` per line, rewritten atomically
@@ -32,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runtime.checksums import module_checksum
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
+from runtime.provenance import OverlapCheck, check_overlap
 
 from guidebench.errors import GuidebenchError
 from guidebench.lm.identity import LMIdentity, lm_identity
@@ -73,6 +77,7 @@ class PromotionEvidence(BaseModel):
     baseline_metrics: dict[str, MetricInterval] = Field(default_factory=dict)
     paired: dict[str, PairedDiff] = Field(default_factory=dict)
     mcnemar: Optional[dict[str, Any]] = None
+    learned_from: Optional[OverlapCheck] = None  # the candidate learned from none of these records
 
 
 class SequentialEvidence(BaseModel):
@@ -244,15 +249,9 @@ def _run_metrics(evidence: Optional[PromotionEvidence]) -> dict[str, float]:
 
 # ----- evidence ---------------------------------------------------------------------------------
 
-def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Optional[Path], baseline: str, *,
-                    data: Path, split: str, lm: Optional[str], threads: int, seed: int,
-                    n_resamples: int, progress: bool = False) -> tuple[PromotionEvidence, Optional[str]]:
-    """Replay candidate and champion (or baseline) on one split; returns evidence and why cost is moot."""
-    from evals.replay import compare, replay
-
-    from guidebench.lm.cost import Scoring, announce
-    from guidebench.evaluation import load_eval_data, load_export, load_program
-    from guidebench.lm.factory import configure_lm
+def evidence_split(manifest: FrozenManifest, data: Path, split: str) -> Any:
+    """The held-out split the evidence comes from (`guidebench.evaluation.EvalData`), of the module's kind."""
+    from guidebench.evaluation import load_eval_data
 
     if split not in HELD_OUT_SPLITS:
         raise GuidebenchError(f"--split {split}: promotion evidence must come from a held-out split "
@@ -261,6 +260,22 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     if eval_data.kind != manifest.kind:
         raise GuidebenchError(f"--data {data} holds {eval_data.kind} records; {manifest.package} is a "
                               f"{manifest.kind} module")
+    return eval_data
+
+
+def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Optional[Path], baseline: str, *,
+                    data: Path, split: str, lm: Optional[str], threads: int, seed: int,
+                    n_resamples: int, progress: bool = False,
+                    eval_data: Any = None) -> tuple[PromotionEvidence, Optional[str]]:
+    """Replay candidate and champion (or baseline) on one split (`eval_data`, else read from `data`); returns
+    evidence and why cost is moot."""
+    from evals.replay import compare, replay
+
+    from guidebench.lm.cost import Scoring, announce
+    from guidebench.evaluation import load_export, load_program
+    from guidebench.lm.factory import configure_lm
+
+    eval_data = eval_data or evidence_split(manifest, data, split)
     candidate = load_export(module_dir)
     other = load_export(champion_dir) if champion_dir is not None else load_program(baseline)
     if other.kind != manifest.kind:
@@ -341,16 +356,27 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     if champion is not None and champion.digest == digest:
         raise GuidebenchError(f"{manifest.package} ({module_dir}) is already the champion "
                               f"(registry version {champion.version})")
+    eval_data = evidence_split(manifest, data, split)
+    learned = check_overlap(manifest.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
+                            split=eval_data.split)
+    if learned.status != "clean":  # before any replay: no evidence can come from records it learned from
+        record = _record(module=_ref(manifest, module_dir, digest), from_state=state, to_state=state,
+                         outcome="refused", reasons=[learned.line()], **common)
+        record.mlflow_run_id = _log_run(registry, record)
+        ledger.append(record)
+        return record
     champion_copy: Optional[Path] = None
     try:
         if champion is not None:
             champion_copy = registry.download(champion)
         evidence, cost_moot = gather_evidence(
             manifest, module_dir, champion_copy, baseline or DEFAULT_BASELINES[manifest.kind], data=data,
-            split=split, lm=lm, threads=threads, seed=seed, n_resamples=n_resamples, progress=progress)
+            split=split, lm=lm, threads=threads, seed=seed, n_resamples=n_resamples, progress=progress,
+            eval_data=eval_data)
     finally:
         if champion_copy is not None:
             shutil.rmtree(champion_copy.parent, ignore_errors=True)
+    evidence.learned_from = learned
     checks = evaluate_gates(gates, evidence.candidate_metrics, evidence.baseline_metrics, evidence.paired,
                             evidence.n_records, cost_uncomparable=cost_moot)
     failed = [check for check in checks if not check.passed]

@@ -17,8 +17,11 @@ descriptions its state runs with when an optimizer rewrote its signature's: COPR
 `max_tokens` (the answer cap the program's code sets, e.g. 80 tokens for `full_auto.compact`: DSPy's program
 state does not save it) and `trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
 `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at which the model
-answers and the LM program that answers the rest). The runtime reads all four (each version is the next
-one without what the next one added: a version 3 module's predictors run their signatures' own text).
+answers and the LM program that answers the rest); 5 adds `provenance` (`runtime.provenance`: the records the program learned from, by the
+identity of their inputs, which `guidebench eval`, `leaderboard` and `promote` check their evidence against;
+a manifest without it is reported as "provenance unknown", which promotion refuses). The runtime reads all
+five (each version is the next one without what the next one added: a version 3 module's predictors run
+their signatures' own text).
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.provenance import Provenance
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 4
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -213,6 +217,8 @@ class FrozenManifest(BaseModel):
     rule_gate: Optional[RuleGateSpec] = None
     # Format version 4: the decision model fit on the logs (None: the program has none).
     trained_model: Optional[TrainedModelSpec] = None
+    # Format version 5: the records the program learned from (None: unknown; no hash: it learned from none).
+    provenance: Optional[Provenance] = None
 
     @field_validator("version")
     @classmethod

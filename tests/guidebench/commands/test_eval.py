@@ -1,4 +1,5 @@
-"""`guidebench eval`: metrics.json with intervals, results.parquet, MLflow run, clean errors."""
+"""`guidebench eval`: metrics.json with intervals, results.parquet, MLflow run, clean errors; records the program
+learned from flagged in every output."""
 
 from __future__ import annotations
 
@@ -138,6 +139,53 @@ def test_eval_an_exported_module_folder(workspace, tmp_path):
     assert summary["program_source"] == "export" and summary["entry"] == "full_auto.predict"
     assert "fa-predict" in summary["program"]
     assert read_metrics(out)["lm_calls_per_decision"]["value"] >= 1.0
+
+
+def test_records_the_program_learned_from_are_flagged_in_every_output(fitted, tmp_path, tracking_uri, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from evals.data import dataset_info
+
+    info = dataset_info(fitted["ds"])
+    n = info["splits"]["dev"]["n"]
+    out = tmp_path / "dev"
+    assert main(["eval", "--program", str(fitted["ex"]), "--data", str(fitted["ds"]), "--split", "dev", "--out",
+                 str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning")]
+    assert warnings == [f"warning: {n} of the {n} records of split dev of dataset {info['dataset_id'][:12]} are "
+                        f"records the program learned from (train {info['splits']['train']['n']} + dev {n} of dataset "
+                        f"{info['dataset_id'][:12]}): its scores there are not evidence; judge it on split test"]
+    metrics = read_metrics(out)
+    assert metrics["learned_from_overlap"]["value"] == n and metrics["learned_from_overlap"]["n"] == n
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["learned_from"]["status"] == "overlap" and summary["learned_from"]["n_overlap"] == n
+    assert summary["provenance"]["splits"] == {"train": info["splits"]["train"]["n"], "dev": n}
+    run = MlflowClient(tracking_uri=tracking_uri).get_run(summary["mlflow_run_id"])
+    assert run.data.params["learned_from"] == "overlap" and run.data.params["learned_from_overlap"] == str(n)
+    assert run.data.metrics["learned_from_overlap"] == n
+    # its test split: nothing to flag, and the summary says so
+    assert main(["eval", "--program", str(fitted["ex"]), "--data", str(fitted["ds"]), "--out", str(tmp_path / "test"),
+                 "--no-track", "--no-progress"]) == 0
+    assert "warning" not in capsys.readouterr().out and "learned_from_overlap" not in read_metrics(tmp_path / "test")
+    assert json.loads((tmp_path / "test" / "summary.json").read_text())["learned_from"]["n_overlap"] == 0
+
+
+def test_a_program_with_labeled_demos_is_flagged_on_the_records_it_drew_them_from(tmp_path, capsys, restore_lm):
+    from optimizer_support import make_dataset, tracking_uri
+
+    data = make_dataset(tmp_path / "data", train=12, dev=6, test=6)
+    assert main(["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--lm", "fake",
+                 "--data", str(data), "--out", str(tmp_path / "compiled"), "--tracking-uri", tracking_uri(tmp_path),
+                 "--no-progress"]) == 0
+    assert main(["export", "--program", "full_auto.predict", "--state", str(tmp_path / "compiled" / "program.json"),
+                 "--name", "demos", "--version", "0.1.0", "--out", str(tmp_path / "export")]) == 0
+    assert "learned from train 3 of dataset " in capsys.readouterr().out  # the 3 demos drawn, nothing of dev
+    for split, flagged in (("train", 3), ("dev", 0)):
+        assert main(["eval", "--program", str(tmp_path / "export"), "--lm", "fake", "--data", str(data), "--split",
+                     split, "--out", str(tmp_path / split), "--no-track", "--no-progress"]) == 0
+        summary = json.loads((tmp_path / split / "summary.json").read_text())
+        assert summary["learned_from"]["n_overlap"] == flagged
+        assert ("warning: 3 of the 12 records of split train" in capsys.readouterr().out) == bool(flagged)
 
 
 def test_eval_planner_on_an_experiments_log(tmp_path):
@@ -304,3 +352,30 @@ def test_a_trained_program_straight_from_the_registry_is_refused_with_how_to_fit
     err = capsys.readouterr().err
     assert "a trained program must be fitted first: `guidebench compile --program" in err and "\n" == err[-1:]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_deleted_dataset_json_is_named_with_the_import_that_restores_it(tmp_path, monkeypatch, capsys):
+    # Not "the import imported nothing": its report counts what it imported, and the same logs and seed restore it.
+    import shlex
+
+    from guidebench.data.fullauto_writer import simulate_workspace
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    simulate_workspace(tmp_path / "logs", runs=6, seed=3)
+    data = tmp_path / "data"
+    assert main(["data", "import", str(tmp_path / "logs"), "--kind", "fullauto", "--out", str(data), "--seed", "2",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    first = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").unlink()
+    for command in (["eval", "--program", "rule", "--out", str(tmp_path / "out"), "--no-progress"],
+                    ["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--dry-run"],
+                    ["leaderboard", "--programs", "rule", "--no-track", "--out", str(tmp_path / "out")]):
+        assert main([*command, "--data", str(data)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"guidebench: error: --data {data}: its dataset.json is missing (the import wrote it "
+                              f"with {json.loads((data / 'import_report.json').read_text())['imported']:,} records; "
+                              "it was deleted since): import the logs again") and len(err.splitlines()) == 1, err
+    restore = shlex.split(err.split("`")[1].replace("SEED", str(first["seed"])))
+    assert restore[:2] == ["guidebench", "data"] and main(restore[1:]) == 0
+    assert json.loads((data / "dataset.json").read_text())["dataset_id"] == first["dataset_id"]

@@ -177,7 +177,7 @@ def rewritten_dir(tmp_path_factory) -> Path:
 def test_a_prompt_an_optimizer_rewrote_is_declared_loaded_and_checked(rewritten_dir: Path, tmp_path: Path):
     manifest = verify_frozen(rewritten_dir)
     (predictor,) = manifest.predictors
-    assert manifest.format_version == 4 and predictor.prompt.instructions == "Decide in one short sentence."
+    assert manifest.format_version == FORMAT_VERSION and predictor.prompt.instructions == "Decide in one short sentence."
     assert predictor.prompt.fields[-1].prefix == "Certainty:"
     assert predictor.signature.instructions != predictor.prompt.instructions  # the hash-checked signature is kept
     for module in (load_frozen(rewritten_dir),
@@ -444,18 +444,30 @@ def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_importe
     assert done.stdout.split() == ["stop", "model"]
 
 
-def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_of(trained_state: Path, tmp_path: Path,
-                                                                                   fake_lm):
+def _cascade(trained_state: Path) -> dspy.Module:
     import json
-
-    from optimizer_support import decision_records
 
     cascade = programs.get("full_auto.cascade")
     cascade.configure(threshold=0.9, lm_program="full_auto.compact")
     cascade.trained_model.load_state(json.loads(trained_state.read_text())["trained_model"])
-    state = tmp_path / "cascade.json"
-    state.write_text(json.dumps(cascade.dump_state()), encoding="utf-8")
-    folder = export_program("full_auto.cascade", tmp_path / "X", state=state).path
+    return cascade
+
+
+@pytest.fixture(scope="module")
+def cascade_dir(trained_state: Path, tmp_path_factory) -> Path:
+    """An export of a cascade (threshold 0.9, full_auto.compact) over the fitted model."""
+    import json
+
+    state = tmp_path_factory.mktemp("cascade") / "cascade.json"
+    state.write_text(json.dumps(_cascade(trained_state).dump_state()), encoding="utf-8")
+    return export_program("full_auto.cascade", tmp_path_factory.mktemp("cascade-export") / "X", state=state).path
+
+
+def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_of(trained_state: Path, cascade_dir: Path,
+                                                                                   fake_lm):
+    from optimizer_support import decision_records
+
+    cascade, folder = _cascade(trained_state), cascade_dir
     manifest = verify_frozen(folder)
     assert manifest.uses_lm and [p.name for p in manifest.predictors] == ["lm_program.decide"]
     assert (manifest.trained_model.threshold, manifest.trained_model.lm_program) == (0.9, "full_auto.compact")
@@ -467,6 +479,30 @@ def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_o
         paths.append(logged.raw_prediction["decided_by"])
         assert paths[-1] == ("model" if sure else "lm")
     assert "model" in paths and "lm" in paths and len(fake_lm.history) == paths.count("lm")
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["standalone", "installed"])
+def test_a_cascade_loaded_without_an_lm_answers_its_sure_turns_and_refuses_the_others(trained_state: Path,
+                                                                                      cascade_dir: Path, installed):
+    # docs/trained.md: a cascade needs its lm= only for the turns its model hands over.
+    from optimizer_support import decision_records
+
+    assert dspy.settings.lm is None
+    cascade = _cascade(trained_state)
+    module = load_frozen(cascade_dir, program=programs.get("full_auto.cascade") if installed else None)
+    answered = refused = 0
+    for record in decision_records(8, offset=300):
+        sure = cascade.model_decision(programs.decision_inputs(record))
+        if sure is not None:
+            decision, _, logged = module(record.summary, record.config)
+            assert decision.action == sure.action and logged.raw_prediction["decided_by"] == "model"
+            answered += 1
+        else:
+            with pytest.raises(FrozenModuleError, match="full_auto.cascade hands this turn to its LM program "
+                                                        r"\(its model is not sure of it\) and none is set: pass one"):
+                module(record.summary, record.config)
+            refused += 1
+    assert answered and refused
 # ----- planner.hybrid: its rules are code, it loads installed -------------------------------------------------
 
 
