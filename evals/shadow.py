@@ -13,7 +13,8 @@ a clock that went backwards reorders nothing. Only turns with a shadow decision 
 outcome label pair up; the rest are counted (`ShadowPairs.counts`). Decisions of run "unknown" (made after the
 writer had dropped their run) are counted and left out too: the deployed program decided them under its run's
 guardrail config and dispatched them unenforced, while the config is lost to the log and the shadow is judged
-under the defaults, so the two are not comparable there.
+under the defaults, so the two are not comparable there. So are turns whose inputs the candidate learned from
+(its `runtime.provenance.Provenance`, when known): no program is judged on records it learned from.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 from runtime.fullauto import GuardrailContext, GuidanceDecision
 from runtime.guardrails import apply_guardrails
 from runtime.records import DecisionRecord
+from runtime.provenance import Provenance, record_key
 from runtime.shadow_log import ShadowModule
 
 from .metrics_fullauto import MAX_COST, decision_cost
@@ -89,9 +91,11 @@ def _position(index: int, record: DecisionRecord) -> tuple[str, int, int]:
     return (record.source.file, record.source.line, index) if record.source else ("", 0, index)
 
 
-def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModule] = None) -> ShadowPairs:
+def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModule] = None,
+                 learned: Optional[Provenance] = None) -> ShadowPairs:
     """Pair the shadow and deployed decisions of the labeled turns (in log order) for `module` (default: the one
-    the records' shadows name; records naming two modules are refused with a ValueError)."""
+    the records' shadows name; records naming two modules are refused with a ValueError), leaving out the turns
+    whose inputs are among those `learned` holds (the candidate's provenance)."""
     ordered = [record for _, record in sorted(((_position(i, r), r) for i, r in enumerate(records)),
                                               key=lambda item: item[0])]
     modules = {(r.shadow.module.name, r.shadow.module.version, r.shadow.module.checksum): r.shadow.module
@@ -103,6 +107,7 @@ def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModul
                              "to judge")
         module = next(iter(modules.values()), None)
     pairs = ShadowPairs(module=module)
+    seen = set(learned.hashes) if learned is not None else set()
     for record in ordered:
         pairs.counts["records"] += 1
         if record.shadow is None:
@@ -115,6 +120,9 @@ def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModul
         pairs.statuses[record.shadow.status] += 1
         if record.run_id == ORPHAN_RUN:
             pairs.counts["orphan"] += 1
+            continue
+        if seen and record_key(record, learned.hash_chars) in seen:  # type: ignore[union-attr]
+            pairs.counts["learned_from"] += 1
             continue
         if record.label is None:
             pairs.counts["awaiting_label"] += 1

@@ -153,7 +153,6 @@ def _shadow_snippets() -> list[tuple[str, str]]:
 
 def test_the_shadow_snippet_writes_one_joinable_line_per_decision(tmp_path, monkeypatch, capsys):
     """The production guide's shadow snippet, as written, with a trained candidate at exports/fullauto-candidate."""
-    import json
 
     import programs
     from evals import metrics_fullauto

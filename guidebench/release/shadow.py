@@ -122,6 +122,7 @@ class ShadowReport:
                f"turns: {p.counts['records']} decisions, {p.counts['shadowed']} shadowed ({statuses}), "
                f"{p.counts['paired']} labeled and paired, {p.counts['awaiting_label']} awaiting a label"
                + (f", {p.counts['orphan']} of run \"unknown\" left out" if p.counts['orphan'] else "")
+               + (f", {p.counts['learned_from']} it learned from left out" if p.counts['learned_from'] else "")
                + (f", {p.counts['other_module']} shadowed by another module" if p.counts['other_module'] else ""),
                f"candidate - deployed objective, with its {1 - v.alpha:.0%} confidence sequence (valid at every look):",
                f"  {'n':>6}  {'difference':>10}  confidence sequence"]
@@ -153,12 +154,14 @@ def _identity(manifest: FrozenManifest, module_dir: Path) -> ShadowModule:
                         checksum=folder_digest(module_dir))
 
 
-def judge(module: ShadowModule, records: list[Any], dataset_id: str, gates: SequentialGates) -> ShadowReport:
-    """Pair the records' shadow decisions of `module` with the deployed ones and apply the sequential gate."""
+def judge(module: ShadowModule, records: list[Any], dataset_id: str, gates: SequentialGates,
+          learned: Optional[Any] = None) -> ShadowReport:
+    """Pair the records' shadow decisions of `module` with the deployed ones (leaving out the turns it learned from,
+    `learned`: its provenance) and apply the sequential gate."""
     from evals.sequential import sequential_verdict
     from evals.shadow import paired_turns
 
-    pairs = paired_turns(records, module=module)
+    pairs = paired_turns(records, module=module, learned=learned)
     if not pairs.counts["shadowed"]:
         others = {r.shadow.module.package for r in records if r.shadow is not None}
         raise GuidebenchError(f"the dataset {dataset_id[:12]} holds no shadow decision of {module.package} (checksum "
@@ -166,7 +169,11 @@ def judge(module: ShadowModule, records: list[Any], dataset_id: str, gates: Sequ
                                                             ": import the logs with their shadow-decisions.jsonl"))
     verdict, sequence = sequential_verdict(pairs.differences, alpha=gates.alpha, min_effect=gates.min_effect,
                                            max_decisions=gates.max_decisions)
-    return ShadowReport(module, dataset_id, gates, pairs, verdict, sequence)
+    report = ShadowReport(module, dataset_id, gates, pairs, verdict, sequence)
+    if learned is None:
+        report.notes.append("provenance unknown: no turn could be checked against the records the module learned "
+                            "from (its turns are live decisions, made after it was exported)")
+    return report
 
 
 def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = None,
@@ -185,7 +192,8 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
         records = load_records(data, "all")
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from None
-    report = judge(_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential)
+    report = judge(_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
+                   learned=manifest.provenance)
     if record and report.verdict.verdict != "keep shadowing":
         report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
     return report

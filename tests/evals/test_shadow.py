@@ -7,6 +7,7 @@ import pytest
 from evals.shadow import dispatched_objective, paired_turns, shadow_action
 from frozen_support import summary
 from runtime.fullauto import GuardrailAudit, GuardrailConfig
+from runtime.provenance import Provenance
 from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, ShadowDecision, SourceRef
 from runtime.shadow_log import ShadowAnswer, ShadowModule
 
@@ -57,5 +58,9 @@ def test_what_does_not_pair_is_counted():
     assert dict(pairs.counts) == {"records": 6, "shadowed": 4, "paired": 2, "awaiting_label": 1, "orphan": 1,
                                   "other_module": 1, "no_shadow": 1}
     assert dict(pairs.statuses) == {"ok": 3, "invalid": 1}
+    # no program is judged on records it learned from: a turn with the inputs of one is left out
+    learned = Provenance.of("d" * 64, {"train": [records[5]]})
+    again = paired_turns(records, module=MODULE, learned=learned)
+    assert again.counts["learned_from"] == 1 and [t.source for t in again.turns] == ["fullauto-decisions.jsonl:1"]
     with pytest.raises(ValueError, match="shadow decisions of 2 modules"):
         paired_turns(records)

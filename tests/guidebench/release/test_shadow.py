@@ -20,8 +20,9 @@ from guidebench.release.shadow import shadow_report, start_shadow
 def world(tmp_path_factory):
     """A `full_auto.learned` fit on simulated logs and exported, the exports of two rule programs, a tracking store."""
     from evals import metrics_fullauto
-    from evals.data import load_records
+    from evals.data import dataset_info, load_records
     from frozen_support import export_program
+    from runtime.provenance import Provenance
     from guidebench.data import import_logs
     from guidebench.data.fullauto_writer import simulate_workspace
     from optimizer_support import tracking_uri
@@ -36,7 +37,10 @@ def world(tmp_path_factory):
                        FitSettings(C=(2.0,), class_weight=("none",), folds=0))
     learned = programs.get("full_auto.learned")
     learned.trained_model.set_model(fitted.model)
-    (root / "state.json").write_text(json.dumps(learned.dump_state()), encoding="utf-8")
+    state = learned.dump_state()  # with what it learned from, as a compile writes it
+    records = {split: load_records(root / "train-data", split) for split in ("train", "dev")}
+    state["provenance"] = Provenance.of(dataset_info(root / "train-data")["dataset_id"], records).model_dump()
+    (root / "state.json").write_text(json.dumps(state), encoding="utf-8")
     return {"root": root, "uri": tracking_uri(root / "mlflow"),
             "learned": export_program("full_auto.learned", root / "learned", name="fa-learned", version="1.0.0",
                                       state=root / "state.json").path,
@@ -82,7 +86,8 @@ def test_run_loop_import_report_verdict_and_ledger_end_to_end(world, tmp_path, c
     # judged again, the verdict stands but nothing is recorded twice
     again = shadow_report(world["learned"], data=data, ledger=PromotionLedger(ledger), tracking_uri=world["uri"])
     assert again.verdict.verdict == "promote" and again.record is None and len(_ledger(ledger)) == 2
-    assert "in state promoted" in again.notes[0]
+    assert again.notes == [f"ledger: not recorded, the ledger has fa-learned@1.0.0 in state promoted (record the start "
+                           f"of its shadowing with: guidebench shadow start {world['learned']})"]
 
 
 def test_a_candidate_identical_to_the_deciding_module_differs_on_no_turn(world, tmp_path):
