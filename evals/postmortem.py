@@ -29,9 +29,9 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence
+from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
 from .slices import INVALID, MISSING, SLICES, row_values
-from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many,
+from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many, mean_of,
                     paired_mean_difference)
 
 FORMAT_VERSION = 1
@@ -48,7 +48,8 @@ COST_MEASURES: dict[str, str] = {"tokens": "usage.total_tokens", "seconds": "lat
 COST_RECORDS_KEPT = 10
 TEST_TEXT = ("one-sided Monte Carlo permutation test of the mean objective inside the slice against the rest "
              "({permutations:,} permutations shared by every test); Benjamini-Hochberg within each family "
-             "(slices, pairs, groups) at FDR {fdr:g}")
+             "(slices, pairs, groups) at FDR {fdr:g}; slice intervals: 95% percentile bootstrap, {resamples:,} "
+             "resamples of the whole record set shared by every slice")
 PAIRED_TEXT = ("paired difference of the objective on the same records per slice value (challenger - champion): "
                "95% bootstrap interval, paired permutation test (exact up to 16 records, else Monte Carlo), "
                "Benjamini-Hochberg across the slice values at FDR {fdr:g}")
@@ -120,6 +121,18 @@ class PostMortem(BaseModel):
         found = [s for s in (*self.slices, *self.pairs, *self.groups) if s.outlier]
         return sorted(found, key=lambda s: (s.q_value if s.q_value is not None else 1.0, s.diff_vs_rest or 0.0))
 
+    def table(self) -> list[dict[str, Any]]:
+        """One flat row per slice value, pair and group: n, every metric with its interval, the test."""
+        rows = []
+        for stat in (*self.slices, *self.pairs, *self.groups):
+            row: dict[str, Any] = {"family": stat.family, "slice": stat.slice, "value": stat.value, "n": stat.n}
+            for name, metric in stat.metrics.items():
+                row.update({name: metric.value, f"{name}.ci_low": metric.ci_low, f"{name}.ci_high": metric.ci_high})
+            row.update(diff_vs_rest=stat.diff_vs_rest, p_value=stat.p_value, q_value=stat.q_value,
+                       outlier=stat.outlier, pooled=", ".join(stat.pooled), untested=stat.untested)
+            rows.append(row)
+        return rows
+
 
 class SliceDiff(BaseModel):
     """A challenger minus the champion on one slice value's records."""
@@ -154,9 +167,25 @@ class ChallengerSlices(BaseModel):
     missing_slices: list[str] = Field(default_factory=list)
 
     def verdicts(self, verdict: str) -> list[SliceDiff]:
-        """The slice values with this verdict ("wins" / "loses"), lowest q first."""
+        """The slice values with this verdict ("wins" / "loses" / "cannot tell"), lowest q first."""
         return sorted((s for s in self.slices if s.verdict == verdict),
                       key=lambda s: (s.q_value if s.q_value is not None else 1.0))
+
+    def leaning(self, sign: int) -> list[SliceDiff]:
+        """Slice values whose difference has this sign (-1: lower, +1: higher) without significance, lowest q first."""
+        return [s for s in self.verdicts("cannot tell") if s.comparison and (s.comparison.diff or 0) * sign > 0]
+
+    def table(self) -> list[dict[str, Any]]:
+        """One flat row per slice value: n, the paired difference with its interval, p, q, verdict."""
+        rows = []
+        for item in self.slices:
+            c = item.comparison
+            rows.append({"challenger": self.challenger, "champion": self.champion, "slice": item.slice,
+                         "value": item.value, "n": item.n, "diff": c.diff if c else None,
+                         "ci_low": c.ci_low if c else None, "ci_high": c.ci_high if c else None,
+                         "p_value": c.p_value if c else None, "q_value": item.q_value, "verdict": item.verdict,
+                         "pooled": ", ".join(item.pooled), "untested": item.untested})
+        return rows
 
 
 # ----- shared pieces ------------------------------------------------------------------------------
@@ -186,23 +215,18 @@ def pooled_values(column: Sequence[str], min_n: int) -> list[tuple[str, np.ndarr
     return groups
 
 
-def _interval_metrics(kind: str, rows: Sequence[Mapping[str, Any]], names: Sequence[str], n_resamples: int,
-                      seed: int) -> dict[str, MetricValue]:
-    from .replay import statistics
-
-    available = statistics(kind, rows)
-    chosen = {name: available[name] for name in names if name in available}
-    return bootstrap_many(chosen, len(rows), n_resamples=n_resamples, seed=seed)
-
-
-def _subset(rows: Sequence[Mapping[str, Any]], mask: np.ndarray) -> list[Mapping[str, Any]]:
-    return [row for row, keep in zip(rows, mask) if keep]
+def metric_columns(kind: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """The per-record column behind each slice metric (every one is a mean of it; NaN: does not apply)."""
+    columns = {name: _scores(rows, name) for name in SLICE_METRICS[kind] if name != "tokens_per_decision"}
+    columns["tokens_per_decision"] = np.asarray(
+        [_float((row.get("usage") or {}).get("total_tokens", 0)) for row in rows], dtype=float)
+    return columns
 
 
 # ----- one program ---------------------------------------------------------------------------------
 
 class _Tester:
-    """Tests slice masks (over all rows) against the rest on the scored rows; one family at a time."""
+    """Tests slice masks (over all rows) against the rest on the scored rows."""
 
     def __init__(self, scores: np.ndarray, min_n: int, fdr: float, seed: int, permutations: int):
         self.scored = np.isfinite(scores)
@@ -218,38 +242,27 @@ class _Tester:
             return f"{outside} scored record(s) outside, fewer than {self.min_n}"
         return ""
 
-    def run(self, stats: list[SliceStat], masks: list[np.ndarray]) -> None:
-        """Fill each stat's difference, p, q and outlier flag (in place)."""
-        tested = [i for i, (stat, mask) in enumerate(zip(stats, masks)) if not stat.untested]
+    def run(self, families: list[list[tuple[SliceStat, np.ndarray]]]) -> None:
+        """Fill every stat's difference, p, q and outlier flag (in place): one permutation draw for all,
+        Benjamini-Hochberg within each family."""
+        tested = [(stat, mask[self.scored]) for family in families for stat, mask in family if not stat.untested]
         if not tested:
             return
-        members = np.stack([masks[i][self.scored] for i in tested], axis=1)
+        members = np.stack([inside for _, inside in tested], axis=1)
         p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations)
-        q = benjamini_hochberg(list(p))
-        for column, index in enumerate(tested):
-            inside = members[:, column]
-            stat = stats[index]
+        for (stat, inside), p_value in zip(tested, p):
             stat.diff_vs_rest = float(self.x[inside].mean() - self.x[~inside].mean())
-            stat.p_value, stat.q_value = float(p[column]), q[column]
-            stat.outlier = q[column] is not None and q[column] <= self.fdr and stat.diff_vs_rest < 0
+            stat.p_value = float(p_value)
+        for family in families:
+            stats = [stat for stat, _ in family if not stat.untested]
+            for stat, q in zip(stats, benjamini_hochberg([stat.p_value for stat in stats])):
+                stat.q_value = q
+                stat.outlier = q is not None and q <= self.fdr and (stat.diff_vs_rest or 0.0) < 0
 
 
-def _slice_stats(kind: str, rows: Sequence[Mapping[str, Any]], values: dict[str, list[str]], tester: _Tester,
-                 n_resamples: int, seed: int) -> tuple[list[SliceStat], list[np.ndarray]]:
-    stats, masks = [], []
-    for name, column in values.items():
-        for value, mask, pooled in pooled_values(column, tester.min_n):
-            metrics = _interval_metrics(kind, _subset(rows, mask), SLICE_METRICS[kind], n_resamples, seed)
-            stats.append(SliceStat(family="slice", slice=name, value=value, n=int(mask.sum()), metrics=metrics,
-                                   pooled=pooled, untested=tester.why_untested(mask)))
-            masks.append(mask)
-    tester.run(stats, masks)
-    return stats, masks
-
-
-def _pair_masks(slices: list[SliceStat], masks: list[np.ndarray], min_n: int) -> list[tuple[str, str, np.ndarray]]:
+def _pair_masks(slices: list[tuple[SliceStat, np.ndarray]], min_n: int) -> list[tuple[str, str, np.ndarray]]:
     """Pairs of values of two different slices holding at least `min_n` records, new record sets only."""
-    usable = [(s, m) for s, m in zip(slices, masks) if s.value not in (POOLED, MISSING, INVALID)]
+    usable = [(s, m) for s, m in slices if s.value not in (POOLED, MISSING, INVALID)]
     seen: set[bytes] = set()
     pairs = []
     for (a, ma), (b, mb) in combinations(usable, 2):
@@ -264,14 +277,26 @@ def _pair_masks(slices: list[SliceStat], masks: list[np.ndarray], min_n: int) ->
     return pairs
 
 
-def _family(kind: str, rows: Sequence[Mapping[str, Any]], family: str, entries: list[tuple[str, str, np.ndarray]],
-            tester: _Tester, n_resamples: int, seed: int, pooled: Optional[list[list[str]]] = None) -> list[SliceStat]:
-    stats = [SliceStat(family=family, slice=name, value=value, n=int(mask.sum()),
-                       metrics=_interval_metrics(kind, _subset(rows, mask), (SCORE_METRIC,), n_resamples, seed),
-                       pooled=(pooled[i] if pooled else []), untested=tester.why_untested(mask))
-             for i, (name, value, mask) in enumerate(entries)]
-    tester.run(stats, [mask for _, _, mask in entries])
-    return stats
+def _stats(family: str, entries: Sequence[tuple[str, str, np.ndarray, list[str]]],
+           tester: _Tester) -> list[tuple[SliceStat, np.ndarray]]:
+    return [(SliceStat(family=family, slice=name, value=value, n=int(mask.sum()), pooled=pooled,
+                       untested=tester.why_untested(mask)), mask) for name, value, mask, pooled in entries]
+
+
+def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: dict[str, np.ndarray], n: int,
+                  n_resamples: int, seed: int) -> None:
+    """Every slice's metrics with intervals, from one set of bootstrap resamples (one-way slices: every metric of
+    the kind; pairs and groups: the objective)."""
+    statistics = {}
+    for family in families:
+        for stat, mask in family:
+            names = columns if stat.family == "slice" else (SCORE_METRIC,)
+            for name in names:
+                statistics[(id(stat), name)] = mean_of(columns[name], mask)
+    values = shared_intervals(statistics, n, n_resamples=n_resamples, seed=seed)
+    for family in families:
+        for stat, _ in family:
+            stat.metrics = {name: values[(id(stat), name)] for name in columns if (id(stat), name) in values}
 
 
 def _cost(rows: Sequence[Mapping[str, Any]]) -> list[CostOutliers]:
@@ -306,20 +331,26 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
         raise ValueError(f"min_n must be at least 1 and fdr between 0 and 1 (got {min_n}, {fdr})")
     rows = list(rows)
     values, missing = row_values(rows, kind)
-    tester = _Tester(_scores(rows), min_n, fdr, seed, permutations)
-    overall = _interval_metrics(kind, rows, (SCORE_METRIC,), n_resamples, seed).get(SCORE_METRIC, MetricValue.empty())
-    slices, masks = _slice_stats(kind, rows, values, tester, n_resamples, seed)
-    pair_stats = (_family(kind, rows, "pair", _pair_masks(slices, masks, min_n), tester, n_resamples, seed)
-                  if pairs else [])
-    group_column = [str(row.get("group_id") or MISSING) for row in rows]
-    grouped = pooled_values(group_column, min_n)
-    groups = _family(kind, rows, "group", [("group", value, mask) for value, mask, _ in grouped], tester,
-                     n_resamples, seed, pooled=[p for _, _, p in grouped])
+    columns = metric_columns(kind, rows)
+    tester = _Tester(columns[SCORE_METRIC], min_n, fdr, seed, permutations)
+    slices = _stats("slice", [(name, value, mask, pooled) for name, column in values.items()
+                              for value, mask, pooled in pooled_values(column, min_n)], tester)
+    pair_stats = _stats("pair", [(*pair, []) for pair in _pair_masks(slices, min_n)], tester) if pairs else []
+    groups = _stats("group", [("group", value, mask, pooled) for value, mask, pooled in
+                              pooled_values([str(row.get("group_id") or MISSING) for row in rows], min_n)], tester)
+    families = [slices, pair_stats, groups]
+    tester.run(families)
+    _fill_metrics(families, columns, len(rows), n_resamples, seed)
+    # the program's own objective as metrics.json states it (BCa where defined)
+    overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows), n_resamples=n_resamples,
+                             seed=seed)[SCORE_METRIC]
+    found = [stat for stat, _ in slices]
     return PostMortem(kind=kind, program=program, n_records=len(rows), overall=overall, min_n=min_n, fdr=fdr,
                       permutations=permutations, seed=seed, n_resamples=n_resamples,
-                      test=TEST_TEXT.format(permutations=permutations, fdr=fdr), slices=slices, pairs=pair_stats,
-                      groups=groups, n_pairs_tested=sum(1 for s in pair_stats if not s.untested), cost=_cost(rows),
-                      missing_slices=missing, notes=_notes(rows, tester, slices))
+                      test=TEST_TEXT.format(permutations=permutations, fdr=fdr, resamples=n_resamples),
+                      slices=found, pairs=[stat for stat, _ in pair_stats], groups=[stat for stat, _ in groups],
+                      n_pairs_tested=sum(1 for stat, _ in pair_stats if not stat.untested), cost=_cost(rows),
+                      missing_slices=missing, notes=_notes(rows, tester, found))
 
 
 def _notes(rows: Sequence[Mapping[str, Any]], tester: _Tester, slices: list[SliceStat]) -> list[str]:

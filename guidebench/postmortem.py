@@ -64,8 +64,20 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 # ----- one program --------------------------------------------------------------------------------
 
+POOLED_SHOWN = 4
+
+
+def pooled_text(value: str, pooled: Sequence[str]) -> str:
+    """A slice value, with what a pooled value pools (the first few named, the rest counted)."""
+    if not pooled:
+        return value
+    shown = ", ".join(pooled[:POOLED_SHOWN]) + (f", +{len(pooled) - POOLED_SHOWN} more" if len(pooled) > POOLED_SHOWN
+                                                 else "")
+    return f"{value} ({shown})"
+
+
 def _value(stat: SliceStat) -> str:
-    return stat.value + (f" ({', '.join(stat.pooled)})" if stat.pooled else "")
+    return pooled_text(stat.value, stat.pooled)
 
 
 def _test_cells(stat: SliceStat) -> list[str]:
@@ -136,6 +148,24 @@ def _sort_key(stat: SliceStat, metric: str) -> tuple:
 
 # ----- against a champion -------------------------------------------------------------------------
 
+LEANING_SHOWN = 6
+
+
+def _named(diffs: Sequence[Any], limit: Optional[int] = None) -> str:
+    shown = list(diffs)[:limit] if limit else list(diffs)
+    text = "; ".join(f"{d.slice} = {d.value} ({fmt_diff(d.comparison.diff)}, q = {fmt_p(d.q_value)})" for d in shown)
+    return text + (f"; +{len(diffs) - len(shown)} more" if len(shown) < len(diffs) else "")
+
+
+def verdict_lines(cs: ChallengerSlices) -> list[tuple[str, str]]:
+    """(label, slices) lines: where the challenger loses and wins at the FDR, then where it is lower or higher
+    without significance (lowest q first)."""
+    lines = [(f"{verdict} (q ≤ {cs.fdr:g})", _named(cs.verdicts(verdict)) or "none") for verdict in ("loses", "wins")]
+    for label, sign in (("lower, not significant", -1), ("higher, not significant", 1)):
+        lines.append((label, _named(cs.leaning(sign), LEANING_SHOWN) or "none"))
+    return lines
+
+
 def comparison_lines(cs: ChallengerSlices, heading: str = "##") -> list[str]:
     """A challenger's slices against the champion: overall line, losses, wins, every slice value."""
     o = cs.overall
@@ -145,15 +175,11 @@ def comparison_lines(cs: ChallengerSlices, heading: str = "##") -> list[str]:
              f"- test: {cs.test}; minimum n {cs.min_n}"]
     if cs.missing_slices:
         lines.append(f"- slices missing from these results: {', '.join(cs.missing_slices)}")
-    for verdict in ("loses", "wins"):
-        found = cs.verdicts(verdict)
-        named = "; ".join(f"{d.slice} = {d.value} ({fmt_diff(d.comparison.diff)}, q = {fmt_p(d.q_value)})"
-                          for d in found) if found else f"none at FDR {cs.fdr:g}"
-        lines.append(f"- {verdict}: {named}")
+    lines += [f"- {label}: {text}" for label, text in verdict_lines(cs)]
     rows = []
     for d in cs.slices:
         c = d.comparison
-        rows.append([d.slice, d.value + (f" ({', '.join(d.pooled)})" if d.pooled else ""), str(d.n),
+        rows.append([d.slice, pooled_text(d.value, d.pooled), str(d.n),
                      fmt_diff(c.diff, c.ci_low, c.ci_high) if c else "—", fmt_p(c.p_value) if c else "—",
                      fmt_p(d.q_value), d.verdict if not d.untested else f"untested: {d.untested}"])
     return lines + [""] + table(["slice", "value", "n", f"Δ {cs.score_metric} [95% CI]", "p", "q", "verdict"], rows)
