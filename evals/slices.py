@@ -15,7 +15,7 @@ the wrong type (text where a count is expected, a number where a label is) gives
 values like any other, and the post-mortem pools them with the other small values.
 
 Bands (documented in docs/postmortem.md):
-- Full Auto `turn_band`: the turn count 0-1, 2, 3-4, 5+; `no_progress`: 0, 1, 2+ turns without progress;
+- Full Auto `label_reason`: the label's reason up to its first colon; `turn_band`: the turn count 0-1, 2, 3-4, 5+; `no_progress`: 0, 1, 2+ turns without progress;
   `pending`: pending approvals and tool inputs (counts written as text) as none / approvals / tool inputs /
   both; `guardrail_rule`: the rule the logged audit shows fired ("none": none fired, "no audit": the line
   had none); `run_config`: the guardrail limits of the record's run.
@@ -72,6 +72,13 @@ def _label_source(record: Any) -> str:
     return record.label.source if record.label is not None else UNLABELED
 
 
+def _label_reason(record: Any) -> str:
+    """The label's reason up to its first colon (labeling rules write "<kind>: <detail>"), at most 60 characters."""
+    if record.label is None:
+        return UNLABELED
+    return record.label.reason.split(":", 1)[0].strip()[:60] or "none"
+
+
 def _logged_rule(record: Any) -> str:
     audit = record.guardrail
     if audit is None:
@@ -103,6 +110,7 @@ def _row_label_source(row: Mapping[str, Any]) -> Any:
 FULL_AUTO_SLICES: tuple[SliceDef, ...] = (
     SliceDef("label", _label, _row_label),
     SliceDef("label_source", _label_source, _row_label_source),
+    SliceDef("label_reason", _label_reason),
     SliceDef("last_turn_status", lambda r: r.summary.last_turn_status),
     SliceDef("guardrail_rule", _logged_rule),
     SliceDef("pending", _pending),

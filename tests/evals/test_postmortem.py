@@ -168,8 +168,8 @@ def test_missing_and_wrong_typed_slice_fields_are_their_own_pooled_values(replay
 def test_rows_of_an_older_eval_name_the_slices_they_lack(replays):
     rows = [{k: v for k, v in row.items() if k != "slices"} for row in replays["planted"][:40]]
     pm = post_mortem("full_auto", rows, n_resamples=200)
-    assert pm.missing_slices == ["last_turn_status", "guardrail_rule", "pending", "turn_band", "no_progress",
-                                 "run_config"]
+    assert pm.missing_slices == ["label_reason", "last_turn_status", "guardrail_rule", "pending", "turn_band",
+                                 "no_progress", "run_config"]
     assert {s.slice for s in pm.slices} == {"label", "label_source"}
     result = compare_slices(rows, replays["oracle"][:40], "full_auto", n_resamples=200)
     assert result.missing_slices == []  # the champion's rows carry them

@@ -18,13 +18,15 @@ def _record(**summary_fields) -> DecisionRecord:
                            enforced_action="pause", enforced_confidence=0.3)
     return DecisionRecord.build(FullAutoTurnSummary(**fields), GuardrailConfig(min_confidence=0.6, max_tokens=5000),
                                 run_id="run-1", guardrail=audit,
-                                label=OutcomeLabel(action="pause", source="rule:resumed_at_once"))
+                                label=OutcomeLabel(action="pause", source="rule:resumed_at_once",
+                                                   reason="blocked: the build needs a secret"))
 
 
 def test_full_auto_values_come_from_the_record_fields():
     values = slice_values(_record(), "full_auto")
     assert values == {
-        "label": "pause", "label_source": "rule:resumed_at_once", "last_turn_status": "completed",
+        "label": "pause", "label_source": "rule:resumed_at_once", "label_reason": "blocked",
+        "last_turn_status": "completed",
         "guardrail_rule": "low_confidence", "pending": "approvals", "turn_band": "turns 3-4", "no_progress": "1",
         "run_config": "min_confidence 0.6, max_turns 200, no_progress_limit 3, max_tokens 5000",
     }
@@ -34,7 +36,8 @@ def test_full_auto_values_come_from_the_record_fields():
 def test_a_record_without_label_or_audit_has_its_own_values():
     record = _record().model_copy(update={"label": None, "guardrail": None})
     values = slice_values(record, "full_auto")
-    assert (values["label"], values["label_source"], values["guardrail_rule"]) == (UNLABELED, UNLABELED, "no audit")
+    assert (values["label"], values["label_source"], values["label_reason"], values["guardrail_rule"]) == \
+        (UNLABELED, UNLABELED, UNLABELED, "no audit")
 
 
 def test_a_count_written_as_words_is_invalid_not_a_crash():
@@ -73,7 +76,8 @@ def test_rows_of_an_older_eval_fall_back_on_their_own_columns():
             {"label_action": None, "label_source": None, "guardrail_rule": "no_progress"}]
     values, missing = row_values(rows, "full_auto")
     assert values == {"label": ["stop", UNLABELED], "label_source": ["human", UNLABELED]}
-    assert missing == ["last_turn_status", "guardrail_rule", "pending", "turn_band", "no_progress", "run_config"]
+    assert missing == ["label_reason", "last_turn_status", "guardrail_rule", "pending", "turn_band", "no_progress",
+                       "run_config"]
     planner, gone = row_values([{"current_family": None, "pivot_required": True}], "planner")
     assert planner == {"current_family": ["none"], "pivot": ["required"]}
     assert gone == ["goal", "plateau_band", "phase"]

@@ -80,8 +80,8 @@ def test_an_eval_written_before_postmortems_is_recomputed_and_names_the_slices_i
     frame.drop(columns=[c for c in frame.columns if c.startswith("slice.")]).to_parquet(old / "results.parquet")
     code, out, _ = _run(capsys, str(old))
     assert code == 0
-    assert ("note: these results carry no last_turn_status, guardrail_rule, pending, turn_band, no_progress, "
-            "run_config (written before post-mortems)") in out
+    assert ("note: these results carry no label_reason, last_turn_status, guardrail_rule, pending, turn_band, "
+            "no_progress, run_config (written before post-mortems)") in out
     assert "| label | continue |" in out and "# Post-mortem: full_auto.rules (full_auto), 48 records" in out
 
 
