@@ -4,8 +4,10 @@ slices where it wins and loses against a champion on the same records.
 
 What it computes (docs/postmortem.md explains how to read it)
 - Slices (`evals.slices`): every declared slice's values, each with n and the decision metrics of its kind
-  (`SLICE_METRICS`) with 95% bootstrap intervals (`evals.stats`). Values held by fewer than `min_n` records
-  are pooled into one `other (pooled)` value per slice, which lists what it pools; nothing is hidden.
+  (`SLICE_METRICS`) with 95% percentile bootstrap intervals from resamples shared by every slice
+  (`evals.slice_tests.shared_intervals`; the overall objective keeps the eval's BCa interval). Values held
+  by fewer than `min_n` records are pooled into one `other (pooled)` value per slice, which lists what it
+  pools; nothing is hidden.
 - Outliers: each slice value, each pair of values of two slices (the second level of SliceLine's lattice,
   Sagadeeva & Boehm 2021, with support `min_n`; a pair holding the same records as one of its parts adds
   nothing and is left out), and each group (thread or episode) is tested against the rest of the records:

@@ -48,6 +48,12 @@ def fmt_p(p_value: Optional[float]) -> str:
     return "<0.001" if p_value < 0.001 else f"{p_value:.3f}"
 
 
+def fmt_eq(name: str, p_value: Optional[float]) -> str:
+    """`p = 0.123`, `p < 0.001` or `p = —`."""
+    text = fmt_p(p_value)
+    return f"{name} {text[0]} {text[1:]}" if text.startswith("<") else f"{name} = {text}"
+
+
 def fmt_diff(diff: Optional[float], low: Optional[float] = None, high: Optional[float] = None) -> str:
     """`+diff` or `+diff [low, high]`."""
     if diff is None:
@@ -153,7 +159,7 @@ LEANING_SHOWN = 6
 
 def _named(diffs: Sequence[Any], limit: Optional[int] = None) -> str:
     shown = list(diffs)[:limit] if limit else list(diffs)
-    text = "; ".join(f"{d.slice} = {d.value} ({fmt_diff(d.comparison.diff)}, q = {fmt_p(d.q_value)})" for d in shown)
+    text = "; ".join(f"{d.slice} = {d.value} ({fmt_diff(d.comparison.diff)}, {fmt_eq('q', d.q_value)})" for d in shown)
     return text + (f"; +{len(diffs) - len(shown)} more" if len(shown) < len(diffs) else "")
 
 
@@ -171,7 +177,7 @@ def comparison_lines(cs: ChallengerSlices, heading: str = "##") -> list[str]:
     o = cs.overall
     lines = [f"{heading} {cs.challenger} vs {cs.champion}, by slice", "",
              f"- {cs.score_metric} Δ (challenger − champion): {fmt_diff(o.diff, o.ci_low, o.ci_high)}, "
-             f"p = {fmt_p(o.p_value)}, n = {o.n}",
+             f"{fmt_eq('p', o.p_value)}, n = {o.n}",
              f"- test: {cs.test}; minimum n {cs.min_n}"]
     if cs.missing_slices:
         lines.append(f"- slices missing from these results: {', '.join(cs.missing_slices)}")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
 
 from guidebench.leaderboard.split import ScoredVariant
-from guidebench.postmortem import (comparison_lines, fmt_diff, fmt_interval, fmt_p, pooled_text, table,
+from guidebench.postmortem import (comparison_lines, fmt_diff, fmt_eq, fmt_interval, fmt_p, pooled_text, table,
                                    verdict_lines)
 
 
@@ -88,7 +88,7 @@ def _challenger_html(cs: ChallengerSlices, index: int) -> str:
     o = cs.overall
     parts = [f"<h3>{_h(cs.challenger)} vs {_h(cs.champion)}, by slice</h3>",
              f"<p>{_h(cs.score_metric)} Δ (challenger − champion): {_h(fmt_diff(o.diff, o.ci_low, o.ci_high))}, "
-             f"p = {_h(fmt_p(o.p_value))}, n = {o.n}. Test: {_h(cs.test)}; minimum n {cs.min_n}.</p>"]
+             f"{_h(fmt_eq('p', o.p_value))}, n = {o.n}. Test: {_h(cs.test)}; minimum n {cs.min_n}.</p>"]
     parts.append("<ul>" + "".join(f"<li>{_h(label)}: {_h(text)}</li>" for label, text in verdict_lines(cs)) + "</ul>")
     rows, classes = [], []
     for d in cs.slices:
