@@ -279,10 +279,26 @@ def _pair_masks(slices: list[tuple[SliceStat, np.ndarray]], min_n: int) -> list[
     return pairs
 
 
+class _SameRecords:
+    """Why a slice value is not tested again: it holds exactly the records of one tested before it."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, str] = {}
+
+    def why(self, name: str, value: str, mask: np.ndarray) -> str:
+        key = np.packbits(mask).tobytes()
+        if key in self.seen:
+            return f"the same records as {self.seen[key]}"
+        self.seen[key] = f"{name} = {value}"
+        return ""
+
+
 def _stats(family: str, entries: Sequence[tuple[str, str, np.ndarray, list[str]]],
            tester: _Tester) -> list[tuple[SliceStat, np.ndarray]]:
+    same = _SameRecords()
     return [(SliceStat(family=family, slice=name, value=value, n=int(mask.sum()), pooled=pooled,
-                       untested=tester.why_untested(mask)), mask) for name, value, mask, pooled in entries]
+                       untested=tester.why_untested(mask) or same.why(name, value, mask)), mask)
+            for name, value, mask, pooled in entries]
 
 
 def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: dict[str, np.ndarray], n: int,
@@ -383,12 +399,17 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
     a, b = _scores(aligned), _scores(champion_rows)
     options = {"n_resamples": n_resamples, "seed": seed}
     diffs: list[SliceDiff] = []
+    same = _SameRecords()
     for name, column in values.items():
         for value, mask, pooled in pooled_values(column, min_n):
             both = int(np.count_nonzero(mask & np.isfinite(a) & np.isfinite(b)))
             diff = SliceDiff(slice=name, value=value, n=int(mask.sum()), pooled=pooled)
             if both < min_n:
                 diff.untested = f"{both} record(s) scored by both, fewer than {min_n}"
+            elif mask.all():
+                diff.untested = "every record: the overall difference"
+            elif why := same.why(name, value, mask):
+                diff.untested = why
             else:
                 diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
             diffs.append(diff)
