@@ -76,10 +76,11 @@ def _h(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], table_id: str,
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], table_id: str, numeric: Sequence[int] = (),
                 classes: Optional[Sequence[str]] = None) -> str:
     head = "".join(f"<th>{_h(c)}</th>" for c in header)
-    body = "".join(f'<tr class="{_h(classes[i]) if classes else ""}">' + "".join(f"<td>{_h(c)}</td>" for c in row)
+    cell = lambda i, c: f'<td class="num">{_h(c)}</td>' if i in numeric else f"<td>{_h(c)}</td>"  # noqa: E731
+    body = "".join(f'<tr class="{_h(classes[i]) if classes else ""}">' + "".join(cell(j, c) for j, c in enumerate(row))
                    + "</tr>" for i, row in enumerate(rows))
     return f'<table id="{_h(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
@@ -97,8 +98,9 @@ def _challenger_html(cs: ChallengerSlices, index: int) -> str:
                      fmt_diff(c.diff, c.ci_low, c.ci_high) if c else "—", fmt_p(c.p_value) if c else "—",
                      fmt_p(d.q_value), d.verdict if not d.untested else f"untested: {d.untested}"])
         classes.append({"wins": "fixed", "loses": "broken"}.get(d.verdict, ""))
-    parts.append(_html_table(["slice", "value", "n", f"Δ {cs.score_metric} [95% CI]", "p", "q", "verdict"], rows,
-                             f"postmortem-slices-{index}", classes))
+    table = _html_table(["slice", "value", "n", f"Δ {cs.score_metric} [95% CI]", "p", "q", "verdict"], rows,
+                        f"postmortem-slices-{index}", (2, 3, 4, 5), classes)
+    parts.append(f"<details><summary>every slice value ({len(rows)})</summary>{table}</details>")
     return "".join(parts)
 
 
@@ -110,7 +112,7 @@ def html_section(pm: Optional[BoardPostMortem]) -> str:
     parts += [_challenger_html(cs, index) for index, cs in enumerate(pm.challengers)]
     parts.append("<h3>Slices below the rest, per row</h3>")
     outliers = _outlier_rows(pm)
-    parts.append(_html_table(OUTLIER_HEADER, outliers, "postmortem-outliers") if outliers
+    parts.append(_html_table(OUTLIER_HEADER, outliers, "postmortem-outliers", (4, 5, 6, 7)) if outliers
                  else f"<p>{_h(_none_line(pm))}</p>")
     if pm.rows:
         parts.append(f"<p>Test: {_h(next(iter(pm.rows.values())).test)}. Every row's slices, pairs, groups and "
