@@ -11,13 +11,19 @@ SLICES_TABLE = "postmortem_slices.json"
 CHAMPION_TABLE = "postmortem_vs_champion.json"
 
 
+def _artifact(prefix: str, name: str) -> str:
+    """`name`, in the folder a metric prefix names ("test." -> "test/name")."""
+    return f"{prefix.rstrip('.')}/{name}" if prefix else name
+
+
 def log_postmortem(pm: Any, prefix: str = "") -> None:
-    """Log a PostMortem: `<prefix>postmortem_slices.json` and `<prefix>postmortem.n_*` metrics."""
+    """Log a PostMortem: its table (`postmortem_slices.json`, in folder `test/` for prefix "test.") and
+    `<prefix>postmortem.n_*` metrics."""
     import mlflow
 
     table = pm.table()
     if table:
-        mlflow.log_table(data=_columns(table), artifact_file=f"{prefix}{SLICES_TABLE}")
+        mlflow.log_table(data=_columns(table), artifact_file=_artifact(prefix, SLICES_TABLE))
     counts = {family: [s for s in getattr(pm, family) if not s.untested] for family in ("slices", "pairs", "groups")}
     metrics = {f"{prefix}postmortem.n_tested.{family}": len(stats) for family, stats in counts.items()}
     metrics.update({f"{prefix}postmortem.n_below.{family}": sum(s.outlier for s in stats)
@@ -26,12 +32,12 @@ def log_postmortem(pm: Any, prefix: str = "") -> None:
 
 
 def log_comparison(comparison: Any, prefix: str = "") -> None:
-    """Log a challenger's ChallengerSlices: `<prefix>postmortem_vs_champion.json` and its win / loss counts."""
+    """Log a challenger's ChallengerSlices: its table (`postmortem_vs_champion.json`) and its win / loss counts."""
     import mlflow
 
     table = comparison.table()
     if table:
-        mlflow.log_table(data=_columns(table), artifact_file=f"{prefix}{CHAMPION_TABLE}")
+        mlflow.log_table(data=_columns(table), artifact_file=_artifact(prefix, CHAMPION_TABLE))
     mlflow.log_metrics({f"{prefix}postmortem.vs_champion.n_{verdict}": float(len(comparison.verdicts(verdict)))
                         for verdict in ("wins", "loses")})
 
