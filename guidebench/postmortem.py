@@ -119,7 +119,7 @@ def render_markdown(pm: PostMortem) -> str:
     """`postmortem.md`: the header numbers, the outliers, every slice value, the groups, the cost fences."""
     from evals.postmortem import SLICE_METRICS
 
-    metrics = [m for m in SLICE_METRICS.get(pm.kind, (pm.score_metric,))]
+    metrics = list(SLICE_METRICS.get(pm.kind, (pm.score_metric,)))
     lines = [f"# Post-mortem: {pm.program or 'program'} ({pm.kind}), {pm.n_records} records", "",
              f"- {pm.score_metric}: {fmt_interval(pm.overall)}, n = {pm.overall.n}",
              f"- minimum n per slice value: {pm.min_n}; false-discovery rate: {pm.fdr:g}",
@@ -212,7 +212,7 @@ def write_postmortem(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
     return {"postmortem": json_path, "postmortem_md": md_path}
 
 
-def read_postmortem(path: Path) -> Any:
+def read_postmortem(path: Path) -> PostMortem:
     """The PostMortem in a postmortem.json; raises ValueError (one line) on an unreadable or failed one."""
     from evals.postmortem import PostMortem
 
