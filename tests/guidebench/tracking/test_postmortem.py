@@ -27,7 +27,8 @@ def test_tables_and_counts_land_in_the_run(tmp_path: Path):
     (tmp_path / "postmortem.json").write_text(pm.model_dump_json())
     (tmp_path / "failed.json").write_text(json.dumps({"error": "post-mortem not computed: RuntimeError: boom"}))
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    with mlflow.start_run() as run:
+    experiment = mlflow.set_experiment("postmortem")  # not the experiment an earlier test made active
+    with mlflow.start_run(experiment_id=experiment.experiment_id) as run:
         log_postmortem(pm)
         log_comparison(against, prefix="test.")
         log_postmortem_file(tmp_path / "failed.json", prefix="dev.")  # a failed post-mortem logs nothing
