@@ -52,6 +52,7 @@ from runtime import (
 
 from . import metrics_fullauto, metrics_planner
 from .data import group_of
+from .slices import slice_values
 from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
@@ -95,13 +96,15 @@ class ReplayResult:
         return {name: value.to_dict() for name, value in self.metrics.items()}
 
     def to_frame(self):
-        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `error.<key>` columns)."""
+        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `slice.<name>`, `error.<key>`
+        columns)."""
         import pandas as pd
 
         flat = []
         for row in self.rows:
-            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error")}
+            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error", "slices")}
             item.update({f"score.{k}": v for k, v in row.get("scores", {}).items()})
+            item.update({f"slice.{k}": v for k, v in (row.get("slices") or {}).items()})
             item.update({f"usage.{k}": v for k, v in (row.get("usage") or {}).items()})
             error = row.get("error") or {}
             for key in ("class", "message", "stage", "lm", "stack"):
@@ -247,6 +250,7 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
         "logged_model_action": record.logged.model_action if record.logged else None,
         "label_action": label.action if label else None,
         "label_source": label.source if label else None,
+        "slices": slice_values(record, "full_auto"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": metrics_fullauto.feedback(outcome),
         "usage": _usage_fields(ledger),
@@ -301,6 +305,7 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[
         "current_family": need.current_family,
         "logged_family": record.outcome.family if record.outcome else None,
         "logged_cycles": record.outcome.cycles if record.outcome else None,
+        "slices": slice_values(record, "planner"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": note,
         "usage": _usage_fields(ledger),

@@ -43,6 +43,7 @@ from guidebench import __version__
 from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.diff import record_diff
 from guidebench.leaderboard.models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow
+from guidebench.leaderboard.postmortem import board_postmortem
 from guidebench.leaderboard.results import load_eval_result, reusable_result
 from guidebench.leaderboard.split import (
     FrozenSplit,
@@ -295,7 +296,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         champion=champ.variant.label, champion_rule=rule,
         created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), guidebench_version=__version__,
         lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs, notes=notes,
-        command=command)
+        command=command, postmortem=board_postmortem(ranked, champ, n_resamples=n_resamples, seed=seed))
 
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
