@@ -302,7 +302,6 @@ def end_to_end(work: Path, exports: dict[str, Path]) -> dict[str, Any]:
             "cs": [evidence["cs_low"], evidence["cs_high"]], "reason": report["reason"],
             "shadow_counts": {k: v for k, v in counts.items() if k.startswith("shadow_") and isinstance(v, int)},
             "ledger": [f"{entry['from_state']} -> {entry['to_state']}" for entry in ledger],
-            "plot": str(folder / "report" / "shadow_report.png"),
         }
         print(f"  end to end {condition}: {evidence['verdict']} after {evidence['decided_at'] or evidence['n']} "
               f"decisions; ledger {results[condition]['ledger']}", flush=True)
@@ -458,7 +457,7 @@ def main() -> None:
     args.figures.mkdir(parents=True, exist_ok=True)
     looks_plot(results, args.figures / "shadow_looks.png")
     if "better" in e2e:
-        shutil.copy(e2e["better"]["plot"], args.figures / "shadow_report.png")
+        shutil.copy(args.work / "e2e" / "better" / "report" / "shadow_report.png", args.figures / "shadow_report.png")
     print(json.dumps({name: {k: v for k, v in value.items() if not k.endswith("by_look")}
                       for name, value in results.items()}, indent=1))
 
