@@ -406,10 +406,12 @@ repetitions.
 |---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
-A candidate better by about 0.03-0.05 is promoted after one to two thousand labeled decisions; the worse one is
-never promoted and is rejected. The confidence sequence is the price of looking as often as one likes: at the
-same n it is wider than a fixed-n interval, so a small gain takes longer to show than one fixed-size test
-would need, but the gate may stop the first time it clears.
+The smaller the gain, the more decisions it takes: {c['better']['margin']:+.3f} was shown after a median of
+{c['better']['decisions_to_promote']['median']:,.0f} labeled decisions, {c['learned']['margin']:+.3f} after
+{c['learned']['decisions_to_promote']['median']:,.0f}; the worse candidate was never promoted. The confidence
+sequence is the price of looking as often as one likes: at the same n it is wider than a fixed-n interval, so a
+gain takes longer to show than one test at a sample size fixed in advance would need, but the gate may stop the
+first time it clears.
 
 ## End to end, once per condition
 
