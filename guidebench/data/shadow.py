@@ -1,10 +1,11 @@
 """Join a workspace's shadow sidecar (`shadow-decisions.jsonl`, `runtime.shadow_log`) to its decision records.
 
 One module is judged per import: the one `--shadow-module DIR` names, else the module most lines of the first
-sidecar name (the first named, on a tie). A line joins the decision record with its exact keys: the same workspace id, run id, sequence id, thread id and turn
-id, the deployed action the line names, the guardrail config the import judged that decision under, and the
-inputs hash (summary + config) that decision has (computed before redaction, so a line whose summary held a
-secret still joins). Each line ends in exactly one count of `import_report.json`:
+sidecar name (the first named, on a tie). A line joins the decision record with its exact keys: the same
+workspace id, run id, sequence id, thread id and turn id, the deployed action the line names, the guardrail
+config the import judged that decision under, and the inputs hash (summary + config) that decision has
+(computed before redaction, so a line whose summary held a secret still joins). Each line ends in exactly one
+count of `import_report.json`:
 
     shadow_joined              attached to its decision (the record's `shadow`)
     shadow_invalid             not JSON, not the line contract, or a schema version this guidebench does not read
@@ -28,8 +29,8 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
 from runtime.checksums import module_checksum
+from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule
 
 from guidebench.errors import GuidebenchError
