@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from evals.slices import SLICES, SliceDef, slice_values
     from evals.slice_tests import below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
     from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
+    from evals.sequential import ConfidenceSequence, SequentialVerdict, confidence_sequence, sequential_verdict
+    from evals.shadow import ShadowPairs, paired_turns
 
 _WHERE: dict[str, str] = {
     "compare": "replay", "ReplayResult": "replay",
@@ -40,6 +42,9 @@ _WHERE: dict[str, str] = {
     "shared_intervals": "slice_tests",
     "ChallengerSlices": "postmortem", "PostMortem": "postmortem", "compare_slices": "postmortem",
     "post_mortem": "postmortem",
+    "ConfidenceSequence": "sequential", "SequentialVerdict": "sequential", "confidence_sequence": "sequential",
+    "sequential_verdict": "sequential",
+    "ShadowPairs": "shadow", "paired_turns": "shadow",
 }
 __all__ = sorted(_WHERE)
 
