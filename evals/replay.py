@@ -56,6 +56,7 @@ from . import metrics_fullauto, metrics_planner
 from .cycles import CyclesModel
 from .data import group_of
 from .offpolicy.bandit import observed_improvement
+from .slices import slice_values
 from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
@@ -99,13 +100,15 @@ class ReplayResult:
         return {name: value.to_dict() for name, value in self.metrics.items()}
 
     def to_frame(self):
-        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `error.<key>` columns)."""
+        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `slice.<name>`, `error.<key>`
+        columns)."""
         import pandas as pd
 
         flat = []
         for row in self.rows:
-            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error")}
+            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error", "slices")}
             item.update({f"score.{k}": v for k, v in row.get("scores", {}).items()})
+            item.update({f"slice.{k}": v for k, v in (row.get("slices") or {}).items()})
             item.update({f"usage.{k}": v for k, v in (row.get("usage") or {}).items()})
             error = row.get("error") or {}
             for key in ("class", "message", "stage", "lm", "stack"):
@@ -251,6 +254,7 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
         "logged_model_action": record.logged.model_action if record.logged else None,
         "label_action": label.action if label else None,
         "label_source": label.source if label else None,
+        "slices": slice_values(record, "full_auto"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": metrics_fullauto.feedback(outcome),
         "usage": _usage_fields(ledger),
@@ -318,6 +322,7 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
         "observed_improvement": observed_improvement(record),
         "cycles_model": outcome.cycles_model.name,
         "unscored": outcome.extra.get("unscored"),
+        "slices": slice_values(record, "planner"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": note,
         "usage": _usage_fields(ledger),

@@ -555,6 +555,7 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     import mlflow
 
     from guidebench.tracking import compile as tracking_compile
+    from guidebench.tracking.postmortem import log_postmortem_file
 
     results = {**outcome.replays, "paired": outcome.paired}
     compile_summary = outcome.summary["compile"]
@@ -576,6 +577,7 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
         tracking_compile.log_numbers({"wall_s": results[split].summary.get("wall_s")}, prefix=f"{split}.")
     tracking_compile.log_split_metrics(results["baseline"].metrics, "baseline.test")
     tracking_compile.log_paired(results["paired"]["metrics"], prefix="test.vs_baseline.")
+    log_postmortem_file(outcome.files.get("test.postmortem"), prefix="test.")
     tracking_compile.log_numbers({"wall_s": outcome.summary["wall_s"]}, prefix="total.")
     for key, path in outcome.files.items():
         if key == "compile" or not Path(path).is_file():

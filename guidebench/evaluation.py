@@ -269,11 +269,12 @@ def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) 
 
 def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any],
                   learned_from: Optional[OverlapCheck] = None) -> tuple[dict[str, Path], dict[str, str]]:
-    """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics).
+    """metrics.json, results.parquet, summary.json, the plots and the post-mortem; returns (files, omitted metrics).
 
     When the program learned from some of the records (`learned_from`), metrics.json flags it: its
     `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
     """
+    from guidebench.postmortem import write_postmortem
     from guidebench.replay_plots import offpolicy_calibration_png, replay_plots
 
     try:
@@ -302,6 +303,7 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
         files["offpolicy_calibration"] = offpolicy_calibration_png(
             off_policy["calibration"], out_dir / "offpolicy_calibration.png",
             f"{result.program}: outcome model on the logged attempts")
+    files.update(write_postmortem(result, out_dir))  # postmortem.json and .md (guidebench.postmortem)
     return files, omitted
 
 
@@ -427,6 +429,7 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
                run_name: Optional[str] = None) -> str:
     """Log one evaluation to MLflow (params, metrics with intervals, artifacts); returns the run id."""
     from guidebench.tracking import runs as tracking
+    from guidebench.tracking.postmortem import log_postmortem_file
 
     result, data = output.result, output.data
     params = tracking.run_params(program=output.program.name, dataset_id=data.dataset_id, split=data.split,
@@ -450,6 +453,7 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
                             (isinstance(v, float) and math.isnan(v))})
         mlflow.log_metrics(offpolicy_metrics(result))
         tracking.log_artifacts(output.files)
+        log_postmortem_file(output.files.get("postmortem"))  # its slice table and counts
         return run.info.run_id
 
 

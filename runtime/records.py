@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
 from .guardrails import logged_confidence
+from .shadow_log import ShadowOutcome
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
 
@@ -89,6 +90,16 @@ class SourceRef(BaseModel):
     line: int
 
 
+class ShadowDecision(ShadowOutcome):
+    """A candidate's decision on the record's turn, made beside the deployed one and never enforced: a line of
+    `shadow-decisions.jsonl` (`runtime.shadow_log`) joined to its decision by `guidebench data import`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    timestamp: str = ""
+    source: Optional[SourceRef] = None
+
+
 class DecisionRecord(BaseModel):
     """One replayable Full Auto decision with its guardrail config, audit and outcome label."""
 
@@ -114,6 +125,9 @@ class DecisionRecord(BaseModel):
     parse_diagnostics: Any = None
     label: Optional[OutcomeLabel] = None
     source: Optional[SourceRef] = None
+    # Left out of the record's JSON when None: a record without a shadow keeps the text (and the dataset hashes)
+    # it had before shadow decisions existed.
+    shadow: Optional[ShadowDecision] = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("summary", mode="before")
     @classmethod

@@ -146,6 +146,43 @@ def test_the_installed_program_snippet_runs_as_written(tmp_path, monkeypatch):
     assert enforced.action in ACTIONS and record.model == f"program:{entry}"
 
 
+def _shadow_snippets() -> list[tuple[str, str]]:
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    return [(page.name, block) for page in pages for block in _python_blocks(page) if "ShadowRunner(" in block]
+
+
+def test_the_shadow_snippet_writes_one_joinable_line_per_decision(tmp_path, monkeypatch, capsys):
+    """The production guide's shadow snippet, as written, with a trained candidate at exports/fullauto-candidate."""
+
+    import programs
+    from evals import metrics_fullauto
+    from frozen_support import export_program
+    from optimizer_support import decision_examples
+    from optimizers.fitting import FitSettings, fit_model
+    from runtime import ShadowDecisionLine
+
+    snippets = _shadow_snippets()
+    assert {name for name, _ in snippets} >= {"workflow.md"}
+    learned = programs.get("full_auto.learned")
+    learned.trained_model.set_model(fit_model(decision_examples(16), decision_examples(8, offset=100),
+                                              metrics_fullauto.metric,
+                                              FitSettings(C=(1.0,), class_weight=("none",), folds=0)).model)
+    (tmp_path / "state.json").write_text(json.dumps(learned.dump_state()), encoding="utf-8")
+    for index, (name, code) in enumerate(snippets):
+        folder = tmp_path / str(index)
+        (folder / "datasets").mkdir(parents=True)
+        (folder / "datasets" / "sample").symlink_to(REPO / "datasets" / "sample")
+        export_program("full_auto.learned", folder / "exports" / "fullauto-candidate", state=tmp_path / "state.json")
+        monkeypatch.chdir(folder)
+        exec(compile(code, f"<{name} shadow snippet>", "exec"), {"__name__": "__snippet__"})  # noqa: S102
+        written = (folder / "runs" / "shadowed" / "shadow-decisions.jsonl").read_text(encoding="utf-8").splitlines()
+        with open(REPO / "datasets" / "sample" / "fullauto" / "fullauto-decisions.jsonl", encoding="utf-8") as log:
+            first = [json.loads(next(log)) for _ in range(20)]
+        lines = [ShadowDecisionLine.model_validate_json(text) for text in written]
+        assert [(l.run_id, l.turn_id) for l in lines] == [(d["run_id"], d["turn_id"]) for d in first]
+        assert {l.status for l in lines} == {"ok"} and capsys.readouterr().out.startswith("20 lines")
+
+
 # ----- the README's by-hand path ------------------------------------------------------------------
 
 def _tour_commands() -> list[list[str]]:

@@ -48,6 +48,7 @@ from guidebench import __version__
 from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.diff import record_diff
 from guidebench.leaderboard.models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow, OffPolicyCell
+from guidebench.leaderboard.postmortem import board_postmortem
 from guidebench.leaderboard.results import load_eval_result, reusable_result
 from guidebench.leaderboard.split import (
     FrozenSplit,
@@ -338,7 +339,8 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), guidebench_version=__version__,
         lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs,
         notes=notes + (list(cycles.notes) if cycles is not None else []), command=command,
-        cycles_model=cycles.estimator if cycles is not None else "")
+        cycles_model=cycles.estimator if cycles is not None else "",
+        postmortem=board_postmortem(ranked, champ, n_resamples=n_resamples, seed=seed))
 
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:

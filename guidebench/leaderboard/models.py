@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals.stats import MetricValue, describe_interval, describe_test
 from runtime.provenance import OverlapCheck
 
+from guidebench.leaderboard.postmortem import BoardPostMortem
+
 COST_PER = 1000
 # Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
 LOWER_IS_BETTER: frozenset[str] = frozenset({
@@ -222,6 +224,7 @@ class Leaderboard(BaseModel):
     mlflow_run_id: Optional[str] = None
     # A planner board: what estimates cycles_improvement and improvement_ratio ("sim", "learned", ...) and how.
     cycles_model: str = ""
+    postmortem: Optional[BoardPostMortem] = None  # slices, outliers, wins and losses (leaderboard.postmortem)
 
     def row(self, name: str) -> LeaderboardRow:
         """The row of a variant by name."""

@@ -24,6 +24,7 @@ from guidebench.leaderboard.models import (
     lower_is_better,
 )
 from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG, write_plots
+from guidebench.leaderboard.postmortem import html_section, markdown_lines
 
 JSON_FILE = "leaderboard.json"
 MARKDOWN_FILE = "leaderboard.md"
@@ -251,6 +252,7 @@ def render_markdown(board: Leaderboard) -> str:
     lines += ["", f"Pareto front ({board.ranking_metric} against {board.cost_axis.replace('_', ' ')}): "
               + ", ".join(board.pareto), ""]
     lines += ["## Plots", "", f"![metrics]({METRICS_PNG})", "", f"![quality against cost]({QUALITY_COST_PNG})", ""]
+    lines += markdown_lines(board.postmortem)
     lines += ["## Per-record differences with the champion", ""]
     if not board.diffs:
         lines.append("No challenger on this board.")
@@ -366,6 +368,7 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
     sections += ["<h2>Cost per 1,000 decisions</h2>",
                  _html_table(*_cost_table(board), table_id="cost-table", row_classes=classes, numeric_from=1),
                  f"<p>Pareto front: {_h(', '.join(board.pareto))}</p>",
+                 html_section(board.postmortem),
                  "<h2>Per-record differences with the champion</h2>"]
     sections += [_html_diff(d) for d in board.diffs] or ["<p>No challenger on this board.</p>"]
     notes = board.notes + [f"{row.name}: {note}" for row in board.rows for note in row.notes]

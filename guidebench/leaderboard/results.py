@@ -26,7 +26,7 @@ from guidebench.leaderboard.packages import PackageManifest, SplitRef, Variant, 
 
 SUMMARY_FILE = "summary.json"
 RESULTS_FILE = "results.parquet"
-_NESTED = ("score.", "usage.", "error.")
+_NESTED = ("score.", "usage.", "error.", "slice.")
 
 
 def _plain(value: Any) -> Any:
@@ -39,13 +39,16 @@ def _plain(value: Any) -> Any:
 
 
 def rows_from_frame(frame: Any) -> list[dict[str, Any]]:
-    """Replay rows back from `ReplayResult.to_frame()` columns (`score.*`, `usage.*`, `error.*`)."""
+    """Replay rows back from `ReplayResult.to_frame()` columns (`score.*`, `usage.*`, `slice.*`, `error.*`)."""
     rows = []
     for record in frame.to_dict(orient="records"):
         row: dict[str, Any] = {k: _plain(v) for k, v in record.items() if not k.startswith(_NESTED)}
         # Scores keep NaN: it means "does not apply to this record", which the statistics skip.
         row["scores"] = {k[len("score."):]: float(v) for k, v in record.items() if k.startswith("score.")}
         row["usage"] = {k[len("usage."):]: _plain(v) or 0 for k, v in record.items() if k.startswith("usage.")}
+        slices = {k[len("slice."):]: _plain(v) for k, v in record.items() if k.startswith("slice.")}
+        if slices:  # an eval written before slices has none; `evals.slices` says which are missing
+            row["slices"] = slices
         error = {k[len("error."):]: _plain(v) for k, v in record.items() if k.startswith("error.")}
         row["error"] = error if error.get("class") else None
         rows.append(row)

@@ -47,6 +47,19 @@ def _finite(values: Mapping[str, float]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
+def _log_postmortem(board: Leaderboard, name: str) -> None:
+    """The row's own post-mortem and, for a challenger, its slices against the champion."""
+    from guidebench.tracking.postmortem import log_comparison, log_postmortem
+
+    if board.postmortem is None:
+        return
+    if name in board.postmortem.rows:
+        log_postmortem(board.postmortem.rows[name])
+    for comparison in board.postmortem.challengers:
+        if comparison.challenger == name:
+            log_comparison(comparison)
+
+
 def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                       write_files: Callable[[Leaderboard], Mapping[str, Path]], *, lm: str, seed: int,
                       tracking_uri: Optional[str] = None) -> tuple[str, Mapping[str, Path]]:
@@ -88,6 +101,7 @@ def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                     results = Path(work) / f"results-{_safe_key(row.name).replace('/', '_')}.parquet"
                     item.result.to_frame().to_parquet(results, index=False)
                     mlflow.log_artifact(str(results), artifact_path="results")
+                    _log_postmortem(board, row.name)
             files = write_files(board)
             tracking.log_artifacts(files, artifact_path="leaderboard")
         champion = board.row(board.champion)

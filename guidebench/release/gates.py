@@ -16,6 +16,10 @@ any of them:
     guardrail_override_rate = 0.0
     parse_failure_rate = 0.0
     [min_values]                     # absolute floors, e.g. objective = 0.5
+    [sequential]                     # the shadow gate (`guidebench shadow report`), valid at every look
+    alpha = 0.05                     # its confidence sequence holds at every look with probability 1 - alpha
+    min_effect = 0.0                 # reject once the gain is surely below this (0: once surely worse)
+    max_decisions = 5000             # reject at this many labeled decisions without a verdict
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ from runtime.frozen.manifest import MetricInterval
 from guidebench.errors import GuidebenchError
 
 
+class SequentialGates(BaseModel):
+    """The shadow gate's settings (`evals.sequential`): `[sequential]` in a gates file."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    min_effect: float = Field(default=0.0, ge=0.0, le=1.0)
+    max_decisions: int = Field(default=5000, ge=1)
+
+
 class GatesConfig(BaseModel):
     """The promotion gates."""
 
@@ -48,6 +62,7 @@ class GatesConfig(BaseModel):
     max_cost_ratio: float = Field(default=1.15, gt=0.0)
     min_values: dict[str, float] = Field(default_factory=dict)
     min_records: int = Field(default=20, ge=1)
+    sequential: SequentialGates = Field(default_factory=SequentialGates)
 
     @model_validator(mode="after")
     def _resolvable(self) -> "GatesConfig":

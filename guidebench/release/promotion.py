@@ -19,7 +19,6 @@ lives in the ledger and in its registry version's `promotion_state` tag.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from typing import Any, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runtime.checksums import module_checksum
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
 from runtime.provenance import OverlapCheck, check_overlap
@@ -42,7 +42,7 @@ from guidebench.lm.identity import LMIdentity, lm_identity
 from guidebench.release.gates import GateCheck, GatesConfig, PairedDiff, evaluate_gates, load_gates
 from guidebench.release.model_registry import CHAMPION, ModuleRegistry, RegisteredModule
 
-Outcome = Literal["refused", "rejected", "staged", "promoted", "rolled_back"]
+Outcome = Literal["refused", "rejected", "staged", "shadow", "promoted", "rolled_back"]
 LEDGER_FILE = "promotions.jsonl"
 # Baseline measured when no champion exists yet: what production actually decided.
 DEFAULT_BASELINES: dict[str, str] = {"full_auto": "logged", "planner": "planner.rules"}
@@ -80,6 +80,28 @@ class PromotionEvidence(BaseModel):
     learned_from: Optional[OverlapCheck] = None  # the candidate learned from none of these records
 
 
+class SequentialEvidence(BaseModel):
+    """The shadow gate behind a verdict (`guidebench.release.shadow`): the candidate's shadow decisions and the
+    deployed program's on the same labeled turns, and their confidence sequence."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    dataset_id: str
+    verdict: str
+    n: int  # labeled paired decisions
+    decided_at: Optional[int] = None  # the look at which the confidence sequence first crossed
+    difference: Optional[float] = None  # candidate - deployed objective at that look (else at n)
+    cs_low: Optional[float] = None
+    cs_high: Optional[float] = None
+    alpha: float
+    min_effect: float
+    max_decisions: int
+    method: str = "empirical-Bernstein confidence sequence (Howard et al. 2021, stitching boundary)"
+    candidate_objective: Optional[float] = None  # means over the n paired decisions
+    deployed_objective: Optional[float] = None
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
 class PromotionRecord(BaseModel):
     """One promotion attempt or state change, with its reasons."""
 
@@ -87,7 +109,7 @@ class PromotionRecord(BaseModel):
 
     attempt_id: str
     at: str
-    action: Literal["promote", "rollback"]
+    action: Literal["promote", "rollback", "shadow"]
     module: ModuleRef
     from_state: str
     to_state: str
@@ -98,6 +120,7 @@ class PromotionRecord(BaseModel):
     checks: list[GateCheck] = Field(default_factory=list)
     champion: Optional[ModuleRef] = None
     evidence: Optional[PromotionEvidence] = None
+    sequential: Optional[SequentialEvidence] = None
     mlflow_run_id: Optional[str] = None
 
 
@@ -172,8 +195,9 @@ class PromotionLedger:
 # ----- helpers -----------------------------------------------------------------------------------
 
 def folder_digest(module_dir: Path) -> str:
-    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file)."""
-    return hashlib.sha256((Path(module_dir) / CHECKSUMS_FILE).read_bytes()).hexdigest()
+    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file); a shadow line
+    names its module by the same digest (`runtime.checksums.module_checksum`)."""
+    return module_checksum(module_dir)
 
 
 def _now() -> str:
@@ -380,20 +404,31 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     # The registered copy is the one production fetches: log the folder with the attempt.
     run_id = _log_run(registry, staged, module_dir=module_dir)
     staged.mlflow_run_id = run_id
-    registered = registry.find(manifest.name, digest) or registry.register(
-        manifest.name, source=_artifact_source(registry, run_id), run_id=run_id, package=manifest.package,
-        digest=digest, tags={"guidebench.entry": manifest.entry, "guidebench.export_path": str(module_dir)})
+    registered = register_once(registry, manifest, module_dir, digest, run_id)
     staged.module.registry_version = registered.version
     ledger.append(staged)
     replaced = registry.make_champion(manifest.name, registered.version)
     promoted = _record(module=staged.module, from_state="staged", to_state="promoted", outcome="promoted",
-                       reasons=[f"alias {CHAMPION} -> version {registered.version}"
-                                + (f"; previous champion {replaced.package} (version {replaced.version}) is now "
-                                   f"alias previous" if replaced else "; first champion")],
+                       reasons=[champion_reason(registered, replaced)],
                        champion=_registered_ref(replaced) if replaced else None, mlflow_run_id=run_id,
                        checks=checks, evidence=evidence, **common)
     ledger.append(promoted)
     return promoted
+
+
+def register_once(registry: ModuleRegistry, manifest: FrozenManifest, module_dir: Path, digest: str,
+                  run_id: str) -> RegisteredModule:
+    """The registry version of the module folder logged with run `run_id` (registered on first use of its digest)."""
+    return registry.find(manifest.name, digest) or registry.register(
+        manifest.name, source=_artifact_source(registry, run_id), run_id=run_id, package=manifest.package,
+        digest=digest, tags={"guidebench.entry": manifest.entry, "guidebench.export_path": str(module_dir)})
+
+
+def champion_reason(registered: RegisteredModule, replaced: Optional[RegisteredModule]) -> str:
+    """The ledger's reason for a new champion."""
+    return (f"alias {CHAMPION} -> version {registered.version}"
+            + (f"; previous champion {replaced.package} (version {replaced.version}) is now alias previous"
+               if replaced else "; first champion"))
 
 
 def _artifact_source(registry: ModuleRegistry, run_id: str) -> str:

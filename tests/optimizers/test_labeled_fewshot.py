@@ -51,7 +51,7 @@ def test_labeled_fewshot_compiles_the_compact_programs(fake_lm, name):
     assert [dict(d) for d in reloaded.predictors()[0].demos] == [dict(d) for d in predictor.demos]
 
 
-def test_the_program_learned_from_the_demos_drawn_and_nothing_else(fake):
+def test_the_program_learned_from_the_demos_drawn_and_nothing_else(fake_lm):
     dev = decision_examples(4, offset=100)
     result = optimizers.get("labeled_fewshot")().compile(programs.get("full_auto.predict"), FULL_AUTO_TRAIN, dev,
                                                          metrics_fullauto.metric, seed=2)

@@ -81,8 +81,10 @@ def test_compile_run_has_params_metrics_and_artifacts(workspace, compiled):
     artifacts = set(_artifacts(compiled.info.run_id))
     for name in ("program.json", "compile.json", "candidates.json", "candidates.png", "dev/results.parquet",
                  "dev/confusion_matrix.png", "dev/calibration.png", "test/results.parquet", "test/metrics.json",
-                 "test/confusion_matrix.png", "baseline/results.parquet"):
+                 "test/confusion_matrix.png", "baseline/results.parquet", "test/postmortem.json",
+                 "test/postmortem.md", "test/postmortem_slices.json"):
         assert name in artifacts, name
+    assert "test.postmortem.n_tested.slices" in metrics  # the test split's post-mortem, as figures
     # Candidates the optimizer evaluated are nested runs.
     nested = _runs(workspace, f"tags.mlflow.parentRunId = '{compiled.info.run_id}'")
     assert nested and all("score" in run.data.metrics for run in nested)
