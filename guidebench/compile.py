@@ -65,6 +65,7 @@ class CompileRequest:
     out: Optional[str] = None
     rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
     temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
+    cycles_model: str = "auto"  # a planner's improvement estimate: sim | learned | auto (guidebench.outcome_models)
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -77,7 +78,10 @@ class CompileRequest:
             return self.baseline
         import programs
 
-        return "logged" if programs.spec(self.program).trained else self.program
+        spec = programs.spec(self.program)
+        if not spec.trained:
+            return self.program
+        return "planner.logged" if spec.kind == "planner" else "logged"
 
     def build(self, name: Optional[str] = None) -> Any:
         """A fresh instance of the program (or of `name`), with the requested rule gate when it is this program.
@@ -352,7 +356,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    metric, feedback = _metrics(spec.kind)
+    cycles = _cycles(request, data) if spec.kind == "planner" else None
+    metric, feedback = _metrics(spec.kind, cycles)
 
     params = tracking.run_params(
         program=request.program, dataset_id=data.dataset_id, split="train+dev", split_hash=data.split_hashes()["train"],
@@ -366,6 +371,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         lm_info=lm_info(lm) if lm is not None else "none",
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
         rules=request.rules or "program default",
+        **({"cycles_model": cycles.name, "cycles_estimator": cycles.estimator} if cycles is not None else {}),
         temperature="lm default" if request.temperature is None else request.temperature,
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
@@ -375,10 +381,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     if not track:
         if output is None:
             return _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, None,
-                                         progress)
+                                         progress, cycles)
         with output.writing() as staging:
             outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, staging,
-                                            progress)
+                                            progress, cycles)
         return _moved(outcome, staging, Path(request.out))
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
                                       tags=tags, tracking_uri=request.tracking_uri,
@@ -392,7 +398,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         output = output or claim_output(out, "compile", force=replace, inputs=[Path(request.data)])
         with output.writing() as staging:
             outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, checkpoint,
-                                            staging, progress)
+                                            staging, progress, cycles)
             outcome.run_id = run_id
             # Params cannot change on a resumed run: the effective settings of this part are tags.
             import mlflow
@@ -414,16 +420,41 @@ def _moved(outcome: CompileOutcome, staging: Path, out: Path) -> CompileOutcome:
     return outcome
 
 
-def _metrics(kind: str) -> tuple[Any, Any]:
+def _metrics(kind: str, cycles: Any = None) -> tuple[Any, Any]:
     from evals import metrics_fullauto, metrics_planner
 
-    module = metrics_fullauto if kind == "full_auto" else metrics_planner
-    return module.metric, module.gepa_metric
+    if kind == "planner":
+        return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
+    return metrics_fullauto.metric, metrics_fullauto.gepa_metric
+
+
+def _cycles(request: CompileRequest, data: CompileData) -> Any:
+    """The cycles model the planner metric and the evaluations use (chosen on the records the compile scores)."""
+    from guidebench.outcome_models import cycles_for
+
+    cycles = cycles_for(request.cycles_model, data.splits["test"].records, data.dataset_dir, split="test",
+                        seed=request.seed)
+    for note in cycles.notes:
+        print(f"note: {note}")
+    return cycles
+
+
+def _scored(request: CompileRequest, program: Any, records: list[Any], name: str, progress: bool,
+            cycles: Any) -> Any:
+    """A replay of `program` on `records`, with the planner's cycles model and off-policy estimates."""
+    from guidebench.evaluation import add_offpolicy
+
+    result = replay(program, records, threads=request.threads, progress=progress, seed=request.seed, name=name,
+                    cycles_model=cycles.model if cycles is not None else None)
+    if cycles is not None:
+        add_offpolicy(result, records, cycles, program=name, seed=request.seed,
+                      replays_log=bool(getattr(program, "replays_log", False)))
+    return result
 
 
 def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
-                          out: Optional[Path], progress: bool) -> CompileOutcome:
+                          out: Optional[Path], progress: bool, cycles: Any = None) -> CompileOutcome:
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {"program": out / "program.json", "compile": out / "compile.json"}
@@ -471,8 +502,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
             split_data = data.splits[split]
             records = request.eval_records(split_data.records, split)
             learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
-            result = replay(program, records, threads=request.threads, progress=progress,
-                            seed=request.seed, name=f"{request.program}+{recipe.name}")
+            result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
                 "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
@@ -487,8 +517,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(request.build(baseline_name), request.eval_records(data.splits["test"].records),
-                      threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
+    baseline = _scored(request, request.build(baseline_name), request.eval_records(data.splits["test"].records),
+                       baseline_name, progress, cycles)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})
     paired = compare(evals["test"][0], baseline, seed=request.seed)

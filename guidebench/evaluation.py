@@ -246,6 +246,20 @@ def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict
     return kept, omitted
 
 
+IMPROVEMENT_METRICS = ("cycles_improvement", "improvement_ratio", "effect_abs_error", "effect_calibration",
+                       "objective")
+
+
+def name_estimator(result: ReplayResult) -> None:
+    """Put the cycles model's name on the planner metrics that depend on it (metrics.json and MLflow carry it)."""
+    model = result.summary.get("cycles_model")
+    if result.kind != "planner" or not model:
+        return
+    for name in IMPROVEMENT_METRICS:
+        if name in result.metrics:
+            result.metrics[name] = result.metrics[name].model_copy(update={"estimator": model["name"]})
+
+
 def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) -> dict[str, Any]:
     """What summary.json says of the records a program learned from: its provenance (null: unknown), so that a
     leaderboard admitting the folder checks its own split, and this split's check."""
@@ -261,7 +275,7 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
     """
     from guidebench.postmortem import write_postmortem
-    from guidebench.replay_plots import replay_plots
+    from guidebench.replay_plots import offpolicy_calibration_png, replay_plots
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -284,6 +298,11 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     summary = {**result.summary, **extra_summary, "omitted_metrics": omitted}
     files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     files.update(replay_plots(result.kind, result.rows, out_dir, result.program))
+    off_policy = result.summary.get("off_policy")
+    if off_policy and off_policy["calibration"]["n"]:
+        files["offpolicy_calibration"] = offpolicy_calibration_png(
+            off_policy["calibration"], out_dir / "offpolicy_calibration.png",
+            f"{result.program}: outcome model on the logged attempts")
     files.update(write_postmortem(result, out_dir))  # postmortem.json and .md (guidebench.postmortem)
     return files, omitted
 
@@ -318,11 +337,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
              threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
              progress: bool = True, seed: int = 0, n_resamples: int = 1000,
              run_name: Optional[str] = None, max_records: Optional[int] = None, cache: bool = True,
-             force: bool = False) -> EvalOutput:
+             force: bool = False, cycles_model: str = "auto") -> EvalOutput:
     """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow.
 
     With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
     OUT follows `guidebench.outputs`: checked before any replay, written aside, renamed into place.
+    A planner's improvement is estimated by `cycles_model` (`guidebench.outcome_models.cycles_for`), and its
+    choices get off-policy estimates whenever the dataset's outcome model can be fit.
     """
     from evals.replay import replay
 
@@ -353,9 +374,20 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
 
         learned = check_overlap(loaded.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
                                 split=eval_data.split)
+        cycles = None
+        if eval_data.kind == "planner":
+            from guidebench.outcome_models import cycles_for
+
+            cycles = cycles_for(cycles_model, eval_data.records, eval_data.dataset_dir, split=eval_data.split,
+                                seed=seed)
+            eval_data.notes.extend(cycles.notes)
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
-                        n_resamples=n_resamples, seed=seed, name=loaded.name)
+                        n_resamples=n_resamples, seed=seed, name=loaded.name,
+                        cycles_model=cycles.model if cycles is not None else None)
+        if cycles is not None:
+            add_offpolicy(result, eval_data.records, cycles, program=loaded.name, seed=seed,
+                          replays_log=bool(getattr(loaded.program, "replays_log", False)))
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
@@ -379,6 +411,20 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         shutil.rmtree(work, ignore_errors=True)
 
 
+def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, program: str, seed: int,
+                  replays_log: bool = False) -> None:
+    """The cycles model's name on the metrics, and the off-policy estimates in the summary (when models exist)."""
+    from guidebench.outcome_models import offpolicy_summary
+
+    if result.summary.get("cycles_model") is None:
+        result.summary["cycles_model"] = {"name": cycles.name, "estimator": cycles.estimator}
+    result.summary["cycles_model"]["notes"] = list(cycles.notes)
+    if cycles.models is not None:
+        result.summary["off_policy"] = offpolicy_summary(records, result.rows, cycles.models, program=program,
+                                                         seed=seed, replays_log=replays_log)
+    name_estimator(result)
+
+
 def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Optional[str],
                run_name: Optional[str] = None) -> str:
     """Log one evaluation to MLflow (params, metrics with intervals, artifacts); returns the run id."""
@@ -390,6 +436,7 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
                                  split_hash=data.split_hash, lm=lm_spec, seed=seed, kind=result.kind,
                                  program_source=output.program.source, n_records=result.n,
                                  threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"],
+                                 **cycles_params(result),
                                  **(output.learned_from.params() if output.learned_from else {}))
     tags = {"guidebench.run_type": "eval", "guidebench.program": output.program.name}
     with tracking.tracked_run(dataset_id=data.dataset_id, kind=result.kind, params=params, tags=tags,
@@ -404,9 +451,32 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
 
         mlflow.log_metrics({k: float(v) for k, v in counts.items() if isinstance(v, (int, float)) and not
                             (isinstance(v, float) and math.isnan(v))})
+        mlflow.log_metrics(offpolicy_metrics(result))
         tracking.log_artifacts(output.files)
         log_postmortem_file(output.files.get("postmortem"))  # its slice table and counts
         return run.info.run_id
+
+
+def cycles_params(result: ReplayResult) -> dict[str, str]:
+    """MLflow params naming the planner's cycles model and the off-policy estimator (empty for Full Auto)."""
+    model = result.summary.get("cycles_model")
+    if not model:
+        return {}
+    params = {"cycles_model": model["name"], "cycles_estimator": model["estimator"]}
+    if result.summary.get("off_policy"):
+        params["offpolicy_estimator"] = result.summary["off_policy"]["headline"]
+    return params
+
+
+def offpolicy_metrics(result: ReplayResult) -> dict[str, float]:
+    """Flat MLflow metrics of the off-policy estimates: `offpolicy.<estimator>[_ci_low|_ci_high|_ess]`."""
+    flat: dict[str, float] = {}
+    for name, estimate in ((result.summary.get("off_policy") or {}).get("estimates") or {}).items():
+        flat[f"offpolicy.{name}_ess"] = float(estimate["ess"])
+        for suffix, key in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            if estimate[key] is not None:
+                flat[f"offpolicy.{name}{suffix}"] = float(estimate[key])
+    return flat
 
 
 def metric_names(kind: str) -> Sequence[str]:

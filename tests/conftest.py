@@ -126,3 +126,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _TEMP_KEY = pytest.StashKey[set]()
+
+
+# ----- planner logs without a performance profile (the outcome-model tests) -------------------------
+
+@pytest.fixture(scope="session")
+def profile_free_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An experiments dataset of runner-shaped logs with no side file: no packet carries a performance profile."""
+    from planner_logs_support import imported, logs_without_side_files
+
+    root = tmp_path_factory.mktemp("planner-logs")
+    return imported(logs_without_side_files(root / "logs"), root / "dataset")
+
+
+@pytest.fixture(scope="session")
+def outcome_fit(profile_free_dataset: Path):
+    """The outcome and propensity models fit on that dataset's train and dev splits (once per session)."""
+    from optimizers.outcome_fitting import fit_outcome_models_once
+    from planner_logs_support import records_of
+
+    return fit_outcome_models_once(records_of(profile_free_dataset, "train"), records_of(profile_free_dataset, "dev"))

@@ -134,6 +134,30 @@ class ChallengerDiff(BaseModel):
     records: list[RecordDiff]
 
 
+class OffPolicyCell(BaseModel):
+    """A row's off-policy estimate of its improvement of the best per record (cycles): the headline estimator's
+    value with its interval (None: unsupported, `note` says why), its effective sample size, and every estimator
+    in one line each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    estimator: str
+    value: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    ess: float
+    n: int
+    supported: bool
+    note: str = ""
+    all: dict[str, str] = Field(default_factory=dict)
+
+    def text(self) -> str:
+        """"412.3 [350.1, 470.8]" or "unsupported"."""
+        if self.value is None:
+            return "unsupported" if not self.supported else "—"
+        return f"{self.value:,.1f} [{self.ci_low:,.1f}, {self.ci_high:,.1f}]"
+
+
 class LeaderboardRow(BaseModel):
     """One variant on the board: every metric with its interval, cost, and its comparison with the champion."""
 
@@ -162,6 +186,8 @@ class LeaderboardRow(BaseModel):
     # The row's own MLflow run (nested under the board's run when the board is tracked) and its page in the UI.
     mlflow_run_id: Optional[str] = None
     mlflow_url: Optional[str] = None
+    # A planner's off-policy estimate of its improvement (None: no outcome model, or not a planner board).
+    off_policy: Optional[OffPolicyCell] = None
 
     def verdict(self) -> str:
         """Plain words: "champion", the comparison's verdict, or that the row is no evidence (it learned from them)."""
@@ -196,6 +222,8 @@ class Leaderboard(BaseModel):
     notes: list[str] = Field(default_factory=list)
     command: str = ""
     mlflow_run_id: Optional[str] = None
+    # A planner board: what estimates cycles_improvement and improvement_ratio ("sim", "learned", ...) and how.
+    cycles_model: str = ""
     postmortem: Optional[BoardPostMortem] = None  # slices, outliers, wins and losses (leaderboard.postmortem)
 
     def row(self, name: str) -> LeaderboardRow:

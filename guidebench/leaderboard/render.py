@@ -125,11 +125,23 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
                  f"on `{board.ranking_metric}` (McNemar's exact test for accuracy); Δ intervals: "
                  f"{_diff_interval_methods(board)}; verdicts at p < {ALPHA:g}, n = {board.n_records}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
+        *([("Cycles model", board.cycles_model)] if board.cycles_model else []),
+        *([("Off-policy", OFF_POLICY_TEXT)] if _has_off_policy(board) else []),
         ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),
         ("LM", board.lm or "—"),
         ("Created", board.created_at),
         ("MLflow run", board.mlflow_run_id or "—"),
     ]
+
+
+OFF_POLICY_TEXT = ("each row's expected improvement of the best per record (cycles) from the logs, doubly robust "
+                   "(outcome and propensity models fit on train + dev), 95% interval by a bootstrap over episodes, "
+                   "with the effective sample size of its importance weights (\"unsupported\": the logs rarely "
+                   "tried that row's choices in such states; docs/offpolicy.md)")
+
+
+def _has_off_policy(board: Leaderboard) -> bool:
+    return any(row.off_policy is not None for row in board.rows)
 
 
 def _interval_method(board: Leaderboard) -> str:
@@ -158,15 +170,23 @@ def _diff_interval_methods(board: Leaderboard) -> str:
 
 
 def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    off_policy = _has_off_policy(board)
     header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "verdict",
               "errors", f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
+    if off_policy:
+        header[3:3] = ["improvement, off-policy [95% CI]", "estimator", "ESS"]
     rows = []
     for row in board.rows:
         name = row.name + (" (champion)" if row.champion else "")
-        rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
-                     fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
-                     str(row.comparison.n), row.verdict(), str(row.errors),
-                     fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""])
+        cells = [str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
+                 fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
+                 str(row.comparison.n), row.verdict(), str(row.errors),
+                 fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""]
+        if off_policy:
+            cell = row.off_policy
+            cells[3:3] = ["—", "—", "—"] if cell is None else \
+                [cell.text(), cell.estimator.upper(), f"{cell.ess:.1f} of {cell.n}"]
+        rows.append(cells)
     return header, rows
 
 
@@ -219,6 +239,11 @@ def render_markdown(board: Leaderboard) -> str:
         lines += ["Each row's MLflow run (metrics, intervals, per-record results; open with `mlflow ui`):", ""]
         lines += [f"- {name}: [{run_id}]({url})" if url else f"- {name}: {run_id}"
                   for name, run_id, url in _run_links(board)] + [""]
+    if _has_off_policy(board):
+        lines += ["Off-policy estimates of each row's improvement per record (cycles), every estimator:", ""]
+        lines += _md_table(["variant", "DM", "IPW", "DR"],
+                           [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
+                            for row in board.rows if row.off_policy is not None]) + [""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:

@@ -98,7 +98,8 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
         raise GuidebenchError(f"{results_path}: unreadable: {type(exc).__name__}: {exc}") from exc
     kind = summary["kind"]
     metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed)
-    keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm")
+    keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm",
+            "cycles_model")
     result = ReplayResult(kind=kind, program=summary["program"], rows=rows, metrics=metrics,
                           summary={k: summary[k] for k in keep if k in summary})
     entry = canonical_entry(_entry_of(summary), f"{summary_path}: field program")

@@ -286,7 +286,12 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
         identity = lm_identity(spec, configure_lm(spec))
         announce(spec, [Scoring(p.name, p.program, eval_data.records, p.kind) for p in (candidate, other)
                                  if p.uses_lm])
-    options = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
+    options: dict[str, Any] = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
+    if eval_data.kind == "planner":  # the improvement by the dataset's cycles model, named on both replays
+        from guidebench.outcome_models import cycles_for
+
+        cycles = cycles_for("auto", eval_data.records, eval_data.dataset_dir, split=eval_data.split, seed=seed)
+        options["cycles_model"] = cycles.model
     ours = replay(candidate.program, eval_data.records, name=manifest.package, **options)
     theirs = replay(other.program, eval_data.records, name=other.name, **options)
     comparison = compare(ours, theirs, n_resamples=n_resamples, seed=seed)

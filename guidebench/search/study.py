@@ -170,7 +170,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
                           resume={"study": study_name})
     lm = configure_lm(request.lm)
-    metric, feedback = _metrics(request.family)
+    metric, feedback = _metrics(request.family, data)
     announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
@@ -253,8 +253,14 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
     provenance = provenance or search_provenance(result, data)
     learned = check_overlap(provenance, split.records, dataset_id=data.dataset_id, split="test")
     name = f"search best (trial {result.best_trial})"
+    cycles = _cycles(data)
     with dspy.context(lm=lm.copy(temperature=float(best.get("temperature", 0.0)))):
-        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name)
+        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name,
+                            cycles_model=cycles.model if cycles is not None else None)
+    if cycles is not None:
+        from guidebench.evaluation import add_offpolicy
+
+        add_offpolicy(evaluation, split.records, cycles, program=name, seed=seed)
     _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
                                     "split_hash": split.split_hash, "program": best["program"],
                                     "program_source": f"search {result.study_name}, trial {result.best_trial}",
@@ -271,11 +277,25 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
     return evaluation
 
 
-def _metrics(family: str) -> tuple[Any, Any]:
+def _cycles(data: CompileData) -> Any:
+    """A planner search's cycles model (`--cycles-model auto` on the test split: guidebench.outcome_models)."""
+    if data.kind != "planner":
+        return None
+    from guidebench.outcome_models import cycles_for
+
+    cycles = cycles_for("auto", data.splits["test"].records, data.dataset_dir, split="test")
+    for note in cycles.notes:
+        print(f"note: {note}")
+    return cycles
+
+
+def _metrics(family: str, data: Optional[CompileData] = None) -> tuple[Any, Any]:
     from evals import metrics_fullauto, metrics_planner
 
-    module = metrics_fullauto if family == "full_auto" else metrics_planner
-    return module.metric, module.gepa_metric
+    if family == "full_auto":
+        return metrics_fullauto.metric, metrics_fullauto.gepa_metric
+    cycles = _cycles(data) if data is not None else None
+    return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
 
 
 def _existing_search_run(dataset_id: str, kind: str, study: str, tracking_uri: Optional[str]) -> Optional[str]:

@@ -140,3 +140,30 @@ def test_without_a_dev_split_the_fit_selects_on_held_out_train_threads():
     assert chosen["n_train"] == len(TRAIN) and chosen["n_dev"] == 0 and chosen["n_scored"] >= 0.2 * len(TRAIN)
     assert [result.program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
     assert _fit(dev=[]).summary()["details"]["fit"]["selected_on"].endswith("cross-validation over train threads")
+
+
+# ----- planner.learned: the outcome model ----------------------------------------------------------------------
+
+def test_the_fit_of_planner_learned_is_its_outcome_model_on_train_and_dev(profile_free_dataset, outcome_fit):
+    from evals import metrics_planner
+    from planner_logs_support import records_of
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    train = [programs.planner_example(r) for r in records_of(profile_free_dataset, "train")]
+    dev = [programs.planner_example(r) for r in records_of(profile_free_dataset, "dev")]
+    result = optimizers.get("fit")().compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
+    model = getattr(result.program, OUTCOME_MODEL_KEY).model
+    assert model.to_state() == outcome_fit.outcome.to_state()  # examples and records: the same attempts, one fit
+    details = result.summary()["details"]
+    assert details["fit"]["n_train"] == len(train) and details["fit"]["n_dev"] == len(dev)
+    assert {row["target"] for row in details["fit_grid"]} >= {"gain", "valid"}
+    assert result.usage["lm_calls"] == 0 and len(result.candidates) == 1
+
+
+def test_planner_learned_on_too_few_attempts_is_a_recipe_error():
+    from planner_logs_support import entry, record
+
+    examples = [programs.planner_example(record("e", i, [], entry(i, "family:schedule", cycles=990)))
+                for i in range(1, 6)]
+    with pytest.raises(RecipeError, match="at least 30 attempts"):
+        optimizers.get("fit")().compile(programs.get("planner.learned"), examples, [], lambda *a: 0.0)

@@ -293,6 +293,29 @@ def test_a_trained_program_compiles_with_fit_against_the_logged_policy_without_a
     assert run.data.params["lm"] == "none" and run.data.params["baseline"] == "logged"
 
 
+def test_planner_learned_compiles_with_fit_on_logs_without_a_profile(profile_free_dataset, outcome_fit, workspace,
+                                                                   tmp_path, monkeypatch, capsys):
+    from guidebench.lm import factory
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(factory, "configure_lm", lambda *a, **k: pytest.fail("no LM is needed to fit or replay"))
+    out = tmp_path / "learned"
+    assert main(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data", str(profile_free_dataset),
+                 "--tracking-uri", workspace["uri"], "--no-progress", "--out", str(out)]) == 0
+    assert "cycles model auto: 0 of" in capsys.readouterr().out
+    summary = json.loads((out / "compile.json").read_text())
+    assert summary["baseline"]["program"] == "planner.logged" and summary["compile"]["usage"]["lm_calls"] == 0
+    assert summary["test"]["pivot_compliance"]["value"] == 1.0
+    assert summary["test"]["cycles_improvement"]["estimator"] == "learned"
+    state = json.loads((out / "program.json").read_text())
+    assert state["outcome_model"]["model"]["fit"] == outcome_fit.chosen  # the one fit on train + dev
+    test = json.loads((out / "test" / "summary.json").read_text())
+    assert set(test["off_policy"]["estimates"]) == {"dm", "ipw", "dr"}
+    assert (out / "test" / "offpolicy_calibration.png").is_file()
+    run = mlflow.MlflowClient(tracking_uri=workspace["uri"]).get_run(summary["mlflow_run_id"])
+    assert run.data.params["cycles_model"] == "learned" and run.data.params["baseline"] == "planner.logged"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--program", "full_auto.rules", "--optimizer", "fit"], "is a rule policy without an LM: there is nothing to compile"),
     (["--program", "full_auto.learned", "--optimizer", "fit", "--baseline", "full_auto.cascade"],

@@ -37,7 +37,7 @@ def tracking_uri(tmp_path_factory):
 def read_metrics(out: Path) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
     for name, value in metrics.items():
-        assert set(value) == METRIC_KEYS, name
+        assert set(value) - {"estimator"} == METRIC_KEYS, name  # a planner's improvement metrics name theirs
         assert value["ci_low"] <= value["value"] <= value["ci_high"], name
         assert value["n"] > 0, name
     return metrics
@@ -198,6 +198,51 @@ def test_eval_planner_on_an_experiments_log(tmp_path):
             "effect_calibration"} <= set(metrics)
     assert metrics["schema_validity"]["value"] == 1.0
     assert (out / "calibration.png").is_file()
+
+
+def test_eval_planner_on_logs_without_a_profile_estimates_with_the_learned_model(profile_free_dataset, outcome_fit,
+                                                                                tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "planner.rules", "--data", str(profile_free_dataset), "--split", "test",
+                 "--out", str(out), "--no-track", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "cycles model auto: 0 of" in printed and "off-policy DR" in printed
+    metrics = read_metrics(out)
+    assert metrics["cycles_improvement"]["estimator"] == "learned" and metrics["cycles_improvement"]["value"] > 0
+    assert "estimator" not in metrics["pivot_compliance"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cycles_model"]["name"] == "learned" and "train and dev" in summary["cycles_model"]["estimator"]
+    off = summary["off_policy"]
+    assert set(off["estimates"]) == {"dm", "ipw", "dr"} and off["headline"] == "dr"
+    assert off["models"]["fit"]["trained_on_sha256"] == outcome_fit.chosen["trained_on_sha256"]
+    assert off["calibration"]["n"] > 0 and (out / "offpolicy_calibration.png").is_file()
+    frame = pd.read_parquet(out / "results.parquet")
+    assert set(frame["cycles_model"]) == {"learned"} and frame["observed_improvement"].notna().any()
+
+
+def test_eval_with_the_simulator_on_logs_without_a_profile_leaves_the_improvement_out(profile_free_dataset,
+                                                                                      tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "planner.logged", "--data", str(profile_free_dataset), "--split", "test",
+                 "--cycles-model", "sim", "--out", str(out), "--no-track", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "carry no performance profile: the simulator does not apply" in printed
+    assert "cycles_improvement" not in read_metrics(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "cycles_improvement" in summary["omitted_metrics"] and summary["off_policy"]["on_policy"] is True
+    check = summary["off_policy"]["logged_check"]["dm"]
+    assert check["observed"] is not None and isinstance(check["observed_inside_interval"], bool)
+
+
+def test_the_learned_cycles_model_on_too_few_attempts_is_one_line(tmp_path, capsys):
+    from planner_logs_support import imported, logs_without_side_files
+
+    dataset = imported(logs_without_side_files(tmp_path / "logs", episodes=1), tmp_path / "ds")
+    code = main(["eval", "--program", "planner.rules", "--data", str(dataset), "--split", "train",
+                 "--cycles-model", "learned", "--out", str(tmp_path / "out"), "--no-track", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--cycles-model learned: cannot fit the outcome model" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -510,3 +510,20 @@ def test_verdicts_in_plain_words():
     assert comparison("objective", -0.1, 0.03).verdict() == "worse, p = 0.030"
     assert comparison("parse_failure_rate", -0.1, 0.03).verdict() == "better, p = 0.030"  # lower is better
     assert comparison("objective", 0.3, 0.25).verdict() == "cannot tell apart (p = 0.250, n = 40)"
+
+
+def test_a_planner_board_shows_each_rows_off_policy_estimate_and_defaults_to_the_deployed_planner(
+        profile_free_dataset, outcome_fit, tmp_path, monkeypatch):
+    from guidebench.leaderboard.render import render_markdown
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    board, _ = run_leaderboard(from_registry(["planner.rules", "planner.logged"]), profile_free_dataset, "test",
+                               n_resamples=200)
+    assert board.champion == "planner.logged" and "deployed planner" in board.champion_rule
+    assert board.cycles_model.startswith("learned")
+    logged, rules = board.row("planner.logged"), board.row("planner.rules")
+    assert logged.off_policy.ess == logged.off_policy.n and "on-policy" in logged.off_policy.note
+    assert rules.off_policy.estimator == "dr" and set(rules.off_policy.all) == {"dm", "ipw", "dr"}
+    assert rules.off_policy.value is None or rules.off_policy.ci_low <= rules.off_policy.value <= rules.off_policy.ci_high
+    text = render_markdown(board)
+    assert "improvement, off-policy [95% CI]" in text and "**Cycles model**: learned" in text

@@ -49,7 +49,7 @@ from runtime import load_frozen
 from runtime.checksums import file_sha256, render_checksums
 from runtime.frozen.loader import verify_frozen
 from reliability_ledger import record as ledger
-from runtime.frozen.manifest import FrozenModuleError
+from runtime.frozen.manifest import FORMAT_VERSION, FrozenModuleError
 from runtime.signature_spec import spec_of
 from signatures import FullAutoDecisionSignature
 
@@ -75,7 +75,7 @@ def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: 
     assert manifest["promotion_state"] == "candidate" and manifest["demo_count"] == 3
     assert manifest["created_at"].endswith("Z")
     # A registry program as it is learned from no record (its seed demos are hand-written): nothing to refuse.
-    assert manifest["format_version"] == 5 and manifest["provenance"]["hashes"] == []
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["provenance"]["hashes"] == []
     # The state is dspy's own JSON format: the installed program loads it directly.
     program = programs.get("full_auto.predict")
     program.load(str(pristine / "program.json"))

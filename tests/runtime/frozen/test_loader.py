@@ -422,17 +422,23 @@ def test_an_installed_program_without_a_trained_model_is_refused(learned_dir: Pa
     assert "has no trained_model" in refusal(learned_dir, program=programs.get("full_auto.rules"))
 
 
+# The first lines of a subprocess in which scikit-learn cannot be imported (a meta-path finder refuses it).
+NO_SCIKIT_LEARN = (
+    "import sys\n"
+    "class Block:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
+    "            raise ImportError('scikit-learn is not importable here')\n"
+    "sys.meta_path.insert(0, Block())\n"
+)
+
+
 def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_imported(learned_dir: Path):
     import subprocess
     import sys
 
     script = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
-        "            raise ImportError('scikit-learn is not importable here')\n"
-        "sys.meta_path.insert(0, Block())\n"
+        NO_SCIKIT_LEARN +
         "from runtime import load_frozen\n"
         "module = load_frozen(sys.argv[1])\n"
         "decision, audit, record = module({'thread_id': 't', 'turn_id': 'u', 'last_turn_status': 'failed',\n"
@@ -528,3 +534,62 @@ def test_the_planner_hybrid_loads_installed_and_is_refused_standalone(tmp_path: 
     assert (directive.strategy_family, errors, used_default) == (rule.strategy_family, [], False)
     with dspy.context(lm=DummyLM([{"primary_hypothesis": ""}])):  # nothing usable: the rule planner's directive
         assert module(packet) == (rule, [], False)
+
+
+# ----- planner.learned: an outcome model fit on the logs, scored with NumPy -------------------------------------
+
+@pytest.fixture(scope="module")
+def planner_learned_dir(outcome_fit, tmp_path_factory) -> Path:
+    import json
+
+    from programs.planner_learned import PlannerLearned
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    program = PlannerLearned()
+    getattr(program, OUTCOME_MODEL_KEY).set_model(outcome_fit.outcome)
+    root = tmp_path_factory.mktemp("planner-learned")
+    state = root / "state.json"
+    state.write_text(json.dumps(program.dump_state()), encoding="utf-8")
+    return export_program("planner.learned", root / "X", state=state).path
+
+
+def test_planner_learned_loads_installed_and_decides_where_scikit_learn_cannot_be_imported(
+        planner_learned_dir: Path, profile_free_dataset: Path, outcome_fit):
+    import subprocess
+    import sys
+
+    from planner_logs_support import records_of
+
+    manifest = verify_frozen(planner_learned_dir)
+    assert manifest.format_version == FORMAT_VERSION and manifest.outcome_model.families == outcome_fit.outcome.families
+    assert not manifest.uses_lm and manifest.predictors == []
+    packet = records_of(profile_free_dataset, "test")[3].packet
+    script = (
+        NO_SCIKIT_LEARN +
+        "from runtime import load_frozen\n"
+        "from programs.planner_learned import PlannerLearned\n"
+        "module = load_frozen(sys.argv[1], program=PlannerLearned)\n"
+        "result = module(open(sys.argv[2]).read())\n"
+        "assert not any(name.startswith('sklearn') for name in sys.modules)\n"
+        "print(result.directive.strategy_family, result.directive.expected_effect_cycles, result.used_default)\n")
+    packet_file = planner_learned_dir.parent / "packet.json"
+    packet_file.write_text(packet.model_dump_json(), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", script, str(planner_learned_dir), str(packet_file)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    family, effect, used_default = done.stdout.split()
+    expected = load_frozen(planner_learned_dir, program=programs.get("planner.learned"))(packet).directive
+    assert (family, int(effect), used_default) == (expected.strategy_family, expected.expected_effect_cycles, "False")
+
+
+def test_planner_learned_standalone_or_edited_is_refused(planner_learned_dir: Path, tmp_path: Path):
+    assert "load it with program=" in refusal(planner_learned_dir)
+    assert "has no outcome_model" in refusal(planner_learned_dir, program=programs.get("planner.rules"))
+    copy = tmp_path / "X"
+    shutil.copytree(planner_learned_dir, copy)
+    edit_json(copy, "program.json", lambda s: s["outcome_model"]["model"].update(families=["family:x"]))
+    assert "outcome_model is invalid" in refusal(copy, program=programs.get("planner.learned"))
+    shutil.rmtree(copy)
+    shutil.copytree(planner_learned_dir, copy)
+    edit_json(copy, "manifest.json", lambda m: m["outcome_model"].update(n_features=3))
+    assert "has n_features" in refusal(copy, program=programs.get("planner.learned"))
