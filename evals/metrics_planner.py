@@ -12,19 +12,24 @@ Per record (one packet, one directive):
   whenever `runtime.pivot_required` says a pivot is due, the directive pivots: it leaves the current
   family, and in the near-bound regime it picks a bound-lowering family (`family:reduce_loads` or
   `family:break_deps`). With no current family, any allowed family is a pivot.
-- `cycles_improvement`: expected drop of the best cycles when the directive is applied in the
-  simulated kernel (`evals.sim_kernel`) from the example's state, averaged over `ROLLOUTS` seeded
-  rollouts. The state is rebuilt exactly from the packet's performance profile, else from the
-  best cycles by the simulator's nominal prior.
-- `improvement_ratio`: that drop over the best drop a plain directive (Medium risk, no modifiers)
-  of any allowed family achieves on the same rollouts, clipped to [0, 1]; 1 when nothing can improve.
+- `cycles_improvement`: expected drop of the best cycles when the directive is carried out, by the record's
+  cycles model (`evals.cycles`): the kernel simulator's seeded rollouts from the state the packet's
+  performance profile rebuilds exactly (`sim`; only for packets that carry one), or the outcome model fit on
+  the train and dev splits (`learned`, the directive's family from the packet alone). A record the model cannot
+  estimate (no profile for the simulator, no best or a family never seen in train for the learned model) gets
+  no value: it is left out of the mean, never filled in.
+- `improvement_ratio`: that drop over the best drop a plain directive (Medium risk, no modifiers) of any
+  allowed family achieves by the same model, clipped to [0, 1]; 1 when nothing can improve.
 - `effect_abs_error`, `effect_calibration`: `expected_effect_cycles` is the expected change of the
   cycles (negative = fewer cycles, like `delta_vs_best`). Its error is |(-expected_effect_cycles) -
   cycles_improvement| in cycles; calibration = max(0, 1 - error / max(10, cycles_improvement)).
 - `parse_failure_rate`, `error_rate`: unparseable output; the program raised.
 A directive the loop runner would reject (unparseable, schema-invalid, blocked family, or the program
 raised) scores 0 on compliance and on improvement: the loop makes no change that iteration. Its
-effect calibration is left out.
+effect calibration is left out. A program that replays the log (`planner.logged`, `replays_log`) was carried
+out as logged: its improvement is estimated for the logged family even when that family was blocked (its
+compliance and objective still score 0), its effect calibration is left out (the log holds no forecast), and a
+record whose log names no family (`strategy_tags[0]`) is not scored at all (`unscored`).
 
 Objective (what optimizers maximise), per record:
     objective = 0 when the directive is not schema-valid, the output failed to parse, the program raised,
@@ -40,7 +45,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Mapping, Optional, Sequence
 
 from runtime import (AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_required, validate_directive,
@@ -49,10 +53,9 @@ from runtime.advisor import FAMILIES
 from runtime.pivot import HARD_PLATEAU, family_of, packet_pivot_inputs
 from runtime.inputs import tail_entries
 
-from . import sim_kernel
+from .cycles import ROLLOUTS, CyclesModel, SimulatorCycles
 from .stats import MetricValue, Statistic, bootstrap_many, mean_of
 
-ROLLOUTS = 32
 BOUND_LOWERING = ("family:reduce_loads", "family:break_deps")
 EFFECT_SCALE_FLOOR = 10.0
 WEIGHTS = {"pivot_compliance": 0.4, "improvement_ratio": 0.5, "effect_calibration": 0.1}
@@ -89,6 +92,12 @@ class PlannerOutcome:
     rollouts: int = ROLLOUTS
     extra: dict[str, Any] = field(default_factory=dict)
     original_errors: tuple[str, ...] = ()
+    cycles: Optional[CyclesModel] = None  # None: the simulator (it applies only to packets with a profile)
+
+    @property
+    def cycles_model(self) -> CyclesModel:
+        """The model that estimates this record's improvement."""
+        return self.cycles if self.cycles is not None else _SIMULATOR
 
 
 def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
@@ -117,43 +126,13 @@ def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
                             near_bound=any(r.startswith("near_bound") for r in reasons))
 
 
-def kernel_state(packet: AdvisorPacket) -> Optional[sim_kernel.KernelState]:
-    """The simulated kernel state behind a packet (exact from its profile, else the nominal prior)."""
-    if packet.performance_profile is not None:
-        try:
-            return sim_kernel.state_from_profile(packet.performance_profile)
-        except ValueError:
-            pass
-    best = packet.best_cycles if packet.best_cycles is not None else packet.experiment_summary.best_cycles
-    return sim_kernel.nominal_state(best) if best is not None else None
+_SIMULATOR = SimulatorCycles()
 
 
-def _seed(record_id: str) -> int:
-    return sim_kernel.derive_seed("cycles_improvement", record_id)
-
-
-@lru_cache(maxsize=65536)
-def _improvement(state_json: str, family: str, modifiers: tuple[str, ...], risk: str, seed: int,
-                 rollouts: int) -> float:
-    state = sim_kernel.KernelState.model_validate_json(state_json)
-    directive = {"strategy_family": family, "strategy_modifiers": list(modifiers), "risk": risk}
-    return sim_kernel.expected_improvement(state, directive, seed=seed, rollouts=rollouts)
-
-
-def expected_cycles_improvement(state: sim_kernel.KernelState, directive: Mapping[str, Any], seed: int,
-                                rollouts: int = ROLLOUTS) -> float:
-    """Mean drop of the best cycles over seeded rollouts of the directive from the state (cached)."""
-    modifiers = tuple(m for m in directive.get("strategy_modifiers") or () if isinstance(m, str))
-    risk = directive.get("risk") if directive.get("risk") in ("Low", "Medium", "High") else "Medium"
-    return _improvement(state.model_dump_json(), directive["strategy_family"], modifiers, risk, seed, rollouts)
-
-
-def best_plain_improvement(state: sim_kernel.KernelState, families: Sequence[str], seed: int,
-                           rollouts: int = ROLLOUTS) -> tuple[float, str]:
-    """The best expected drop among plain directives (Medium risk, no modifiers) of the given families."""
-    options = [(expected_cycles_improvement(state, {"strategy_family": f, "risk": "Medium"}, seed, rollouts), f)
-               for f in families]
-    return max(options, key=lambda item: (item[0], -FAMILIES.index(item[1])))
+def compliant_families(packet: AdvisorPacket) -> tuple[str, ...]:
+    """The families a directive may choose at this packet and comply with the pivot protocol."""
+    need = pivot_requirement(packet)
+    return tuple(f for f in FAMILIES if _complies(f, need))
 
 
 def directive_of(pred: Any) -> tuple[Optional[dict[str, Any]], list[str], list[str]]:
@@ -180,15 +159,21 @@ def directive_of(pred: Any) -> tuple[Optional[dict[str, Any]], list[str], list[s
     return directive, errors, parse_errors
 
 
-def outcome_of(record: PlannerRecord, pred: Any, *, error: Optional[str] = None,
-               rollouts: int = ROLLOUTS) -> PlannerOutcome:
-    """Score-ready outcome of a planner prediction on a record."""
+def outcome_of(record: PlannerRecord, pred: Any, *, error: Optional[str] = None, rollouts: int = ROLLOUTS,
+               cycles: Optional[CyclesModel] = None, replays_log: bool = False) -> PlannerOutcome:
+    """Score-ready outcome of a planner prediction on a record (`replays_log`: the program replays the log)."""
     directive, schema_errors, parse_errors = directive_of(pred) if error is None else (None, ["program raised"], [])
     original = (validate_directive_original(directive, record.packet.strategy_family_constraints)
                 if directive is not None else list(schema_errors))
+    extra: dict[str, Any] = {}
+    unscored = getattr(pred, "unscored", None) if error is None else None
+    if unscored:
+        extra["unscored"] = str(unscored)
+    if replays_log and error is None:
+        extra["replays_log"] = True
     return PlannerOutcome(record_id=record.record_id, packet=record.packet, directive=directive,
                           schema_errors=tuple(schema_errors), parse_errors=tuple(parse_errors), error=error,
-                          rollouts=rollouts, original_errors=tuple(original))
+                          rollouts=rollouts, original_errors=tuple(original), extra=extra, cycles=cycles)
 
 
 def _family(directive: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -213,13 +198,33 @@ def _effect(directive: Optional[Mapping[str, Any]]) -> Optional[float]:
     return -float(value)
 
 
+def _estimate(outcome: PlannerOutcome, need: PivotRequirement,
+              applied: bool) -> tuple[Optional[float], Optional[float], Optional[tuple[float, str]]]:
+    """(improvement, ratio, best plain option) of the directive by the record's cycles model; None: no estimate."""
+    model, packet = outcome.cycles_model, outcome.packet
+    if not model.applies(packet):
+        return None, None, None
+    if not applied:  # the loop runner rejects the directive (or runs the no-change safe default): nothing improves
+        return 0.0, 0.0, None
+    gain = model.improvement(outcome.record_id, packet, outcome.directive or {}, outcome.rollouts)
+    best = model.best_allowed(outcome.record_id, packet, need.allowed, outcome.rollouts)
+    if gain is None:
+        return None, None, best
+    if best is None:
+        return gain, None, None
+    return gain, (1.0 if best[0] <= 0 else min(1.0, max(0.0, gain / best[0]))), best
+
+
 def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
     """Per-record scores (NaN where a metric does not apply)."""
     nan = math.nan
     need = pivot_requirement(outcome.packet)
+    if outcome.extra.get("unscored"):
+        return {name: nan for name in (*METRIC_NAMES, "pivot_required")}
     family = _family(outcome.directive)
     valid = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None
     allowed = family is not None and family in need.allowed
+    replayed = bool(outcome.extra.get("replays_log"))
     scores: dict[str, float] = {
         "schema_validity": float(valid),
         "directive_valid_strict": float(valid),
@@ -231,27 +236,23 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
         "pivot_required": float(need.required),
         "cycles_improvement": nan, "improvement_ratio": nan, "effect_abs_error": nan, "effect_calibration": nan,
     }
-    state = kernel_state(outcome.packet)
-    if state is not None and not (valid and allowed):
-        # The loop runner rejects the directive (or runs the no-change safe default): nothing improves.
-        scores["cycles_improvement"] = 0.0
-        scores["improvement_ratio"] = 0.0
-    elif state is not None:
-        seed = _seed(outcome.record_id)
-        gain = expected_cycles_improvement(state, outcome.directive, seed, outcome.rollouts)
-        best, _ = best_plain_improvement(state, need.allowed, seed, outcome.rollouts)
+    # A replayed log line was carried out as logged, blocked family or not.
+    applied = valid and family is not None and (allowed or replayed)
+    gain, ratio, _ = _estimate(outcome, need, applied)
+    if gain is not None:
         scores["cycles_improvement"] = gain
-        scores["improvement_ratio"] = 1.0 if best <= 0 else min(1.0, max(0.0, gain / best))
-        predicted = _effect(outcome.directive)
-        if predicted is not None:
-            err = abs(predicted - gain)
-            scores["effect_abs_error"] = err
-            scores["effect_calibration"] = max(0.0, 1.0 - err / max(EFFECT_SCALE_FLOOR, gain))
+    if ratio is not None:
+        scores["improvement_ratio"] = ratio
+    predicted = _effect(outcome.directive)
+    if applied and gain is not None and predicted is not None and not replayed:
+        err = abs(predicted - gain)
+        scores["effect_abs_error"] = err
+        scores["effect_calibration"] = max(0.0, 1.0 - err / max(EFFECT_SCALE_FLOOR, gain))
     if not valid or not allowed:
         scores["objective"] = 0.0
     else:
         parts = {name: scores[name] for name in WEIGHTS}
-        # Without a kernel state the improvement terms are unknown: weigh what is known.
+        # Without an estimate the improvement terms are unknown: weigh what is known.
         known = {name: value for name, value in parts.items() if not math.isnan(value)}
         weight = sum(WEIGHTS[name] for name in known)
         scores["objective"] = sum(WEIGHTS[n] * v for n, v in known.items()) / weight if weight else 0.0
@@ -295,25 +296,33 @@ def feedback_by_metric(outcome: PlannerOutcome) -> dict[str, str]:
                                          f"keeps {family}; pick {target}.")
         elif need.required:
             notes["pivot_compliance"] = f"Pivoted to {family} as required ({'; '.join(need.reasons)})."
-    state = kernel_state(outcome.packet)
+    if outcome.extra.get("unscored"):
+        notes["cycles_improvement"] = f"Not scored: {outcome.extra['unscored']}."
+        return notes
+    model = outcome.cycles_model
     usable = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
-        and family is not None and family in need.allowed
-    if state is not None and not usable:
+        and family is not None and (family in need.allowed or bool(outcome.extra.get("replays_log")))
+    gain, _, best = _estimate(outcome, need, usable)
+    if not model.applies(outcome.packet):
+        notes["cycles_improvement"] = (f"No improvement estimate: the {model.name} cycles model does not apply to "
+                                       f"this packet ({model.context(outcome.record_id, outcome.packet)}).")
+    elif not usable:
         notes["cycles_improvement"] = "The loop runner rejects this directive, so the kernel does not improve."
-    elif state is not None:
-        seed = _seed(outcome.record_id)
-        gain = expected_cycles_improvement(state, outcome.directive, seed, outcome.rollouts)
-        best, best_family = best_plain_improvement(state, need.allowed, seed, outcome.rollouts)
-        bound = f"slack {state.slack_fraction:.1%} of the tight bound {state.tight_lb_cycles}, binding {state.binding_bound}"
-        if best > 0 and gain < 0.8 * best:
+    elif gain is None:
+        notes["cycles_improvement"] = (f"No improvement estimate for {family}: the {model.name} model has none "
+                                       "(a family the train split never tried).")
+    else:
+        context = model.context(outcome.record_id, outcome.packet)
+        if best is not None and best[0] > 0 and gain < 0.8 * best[0]:
             notes["cycles_improvement"] = (f"{family} is expected to cut the best by {gain:.1f} cycles, while "
-                                           f"{best_family} would cut {best:.1f} ({bound}).")
+                                           f"{best[1]} would cut {best[0]:.1f} ({context}).")
         else:
-            notes["cycles_improvement"] = f"{family} is expected to cut the best by {gain:.1f} cycles ({bound})."
+            notes["cycles_improvement"] = f"{family} is expected to cut the best by {gain:.1f} cycles ({context})."
         predicted = _effect(outcome.directive)
-        if predicted is not None and abs(predicted - gain) > max(EFFECT_SCALE_FLOOR, gain):
-            notes["effect_calibration"] = (f"expected_effect_cycles {-predicted:g} is off: the simulator expects "
-                                           f"{-gain:.0f} (negative means fewer cycles).")
+        if predicted is not None and abs(predicted - gain) > max(EFFECT_SCALE_FLOOR, gain) \
+                and not outcome.extra.get("replays_log"):
+            notes["effect_calibration"] = (f"expected_effect_cycles {-predicted:g} is off: the {model.name} model "
+                                           f"expects {-gain:.0f} (negative means fewer cycles).")
     return notes
 
 
@@ -356,18 +365,31 @@ def record_of_example(example: Any) -> PlannerRecord:
     return PlannerRecord(record_id=record_id, episode_id="", iteration_id=0, packet=packet)
 
 
-def metric(example: Any, pred: Any, trace: Any = None) -> float:
+def metric(example: Any, pred: Any, trace: Any = None, *, cycles: Optional[CyclesModel] = None) -> float:
     """DSPy metric: the per-record objective; while bootstrapping demos (trace set) 1.0 only when near-best."""
-    value = score_outcome(outcome_of(record_of_example(example), pred))["objective"]
+    value = score_outcome(outcome_of(record_of_example(example), pred, cycles=cycles))["objective"]
     if trace is not None:
         return 1.0 if value >= 0.9 else 0.0
     return float(value)
 
 
 def gepa_metric(gold: Any, pred: Any, trace: Any = None, pred_name: Optional[str] = None,
-                pred_trace: Any = None) -> Any:
+                pred_trace: Any = None, *, cycles: Optional[CyclesModel] = None) -> Any:
     """GEPA metric: `dspy.Prediction(score=..., feedback=...)` for one planner example."""
     import dspy
 
-    outcome = outcome_of(record_of_example(gold), pred)
+    outcome = outcome_of(record_of_example(gold), pred, cycles=cycles)
     return dspy.Prediction(score=float(score_outcome(outcome)["objective"]), feedback=feedback(outcome))
+
+
+def metrics_with(cycles: Optional[CyclesModel]) -> tuple[Any, Any]:
+    """(metric, gepa_metric) that estimate the improvement with `cycles` (None: the simulator)."""
+    def scored(example: Any, pred: Any, trace: Any = None) -> float:
+        return metric(example, pred, trace, cycles=cycles)
+
+    def reflective(gold: Any, pred: Any, trace: Any = None, pred_name: Optional[str] = None,
+                   pred_trace: Any = None) -> Any:
+        return gepa_metric(gold, pred, trace, pred_name, pred_trace, cycles=cycles)
+
+    scored.__name__, reflective.__name__ = f"metric[{getattr(cycles, 'name', 'sim')}]", "gepa_metric"
+    return scored, reflective

@@ -50,8 +50,13 @@ from runtime import (
     apply_guardrails,
 )
 
+from runtime.advisor import FAMILIES
+
 from . import metrics_fullauto, metrics_planner
+from .cycles import CyclesModel
 from .data import group_of
+from .offpolicy.bandit import observed_improvement
+from .slices import slice_values
 from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
@@ -95,13 +100,15 @@ class ReplayResult:
         return {name: value.to_dict() for name, value in self.metrics.items()}
 
     def to_frame(self):
-        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `error.<key>` columns)."""
+        """The rows as a flat pandas DataFrame (`score.<metric>`, `usage.<key>`, `slice.<name>`, `error.<key>`
+        columns)."""
         import pandas as pd
 
         flat = []
         for row in self.rows:
-            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error")}
+            item = {k: v for k, v in row.items() if k not in ("scores", "usage", "error", "slices")}
             item.update({f"score.{k}": v for k, v in row.get("scores", {}).items()})
+            item.update({f"slice.{k}": v for k, v in (row.get("slices") or {}).items()})
             item.update({f"usage.{k}": v for k, v in (row.get("usage") or {}).items()})
             error = row.get("error") or {}
             for key in ("class", "message", "stage", "lm", "stack"):
@@ -247,6 +254,7 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
         "logged_model_action": record.logged.model_action if record.logged else None,
         "label_action": label.action if label else None,
         "label_source": label.source if label else None,
+        "slices": slice_values(record, "full_auto"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": metrics_fullauto.feedback(outcome),
         "usage": _usage_fields(ledger),
@@ -260,7 +268,8 @@ def _decided_by(pred: Any) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[str, Any]:
+def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: Optional[CyclesModel],
+                    replays_log: bool) -> dict[str, Any]:
     import programs
 
     started = time.perf_counter()
@@ -268,25 +277,29 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[
     ledger = None
     pred: Any = None
     try:
-        inputs = _stage("inputs", lambda: programs.planner_inputs(record.packet))
+        inputs = _stage("inputs", lambda: programs.planner_inputs(record))
         with track_calls() as ledger:
             pred = _stage("program", lambda: program(**inputs))
     except ReplayStageError as exc:
         error = _diagnostics(exc.stage, exc.original)
     latency = time.perf_counter() - started
     outcome = metrics_planner.outcome_of(
-        record, pred, error=f"{error['class']}: {error['message']}" if error else None, rollouts=rollouts)
+        record, pred, error=f"{error['class']}: {error['message']}" if error else None, rollouts=rollouts,
+        cycles=cycles, replays_log=replays_log)
     try:
         scores = metrics_planner.score_outcome(outcome)
         note = metrics_planner.feedback(outcome)
-    except Exception as exc:  # a packet the simulator cannot take is a scored failure, not a crash
+    except Exception as exc:  # a packet the cycles model cannot take is a scored failure, not a crash
         error = error or _diagnostics("metrics", exc)
         outcome = metrics_planner.outcome_of(record, None, error=f"{error['class']}: {error['message']}",
-                                             rollouts=rollouts)
+                                             rollouts=rollouts, cycles=cycles)
         scores = metrics_planner.score_outcome(outcome)
         note = metrics_planner.feedback(outcome)
     need = metrics_planner.pivot_requirement(record.packet)
     directive = outcome.directive
+    family = (directive or {}).get("strategy_family")
+    carried_out = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
+        and family in need.allowed or (replays_log and error is None and family in FAMILIES)
     return {
         "record_id": record.record_id,
         "group_id": record.episode_id,
@@ -301,6 +314,15 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int) -> dict[
         "current_family": need.current_family,
         "logged_family": record.outcome.family if record.outcome else None,
         "logged_cycles": record.outcome.cycles if record.outcome else None,
+        # what the loop runner carries out (None: it rejects the directive), for the off-policy estimates
+        "applied_family": family if carried_out and not outcome.extra.get("unscored") else None,
+        "allowed_families": json.dumps(list(need.allowed)),
+        "compliant_families": json.dumps(list(metrics_planner.compliant_families(record.packet))),
+        "best_cycles": record.packet.best_cycles,
+        "observed_improvement": observed_improvement(record),
+        "cycles_model": outcome.cycles_model.name,
+        "unscored": outcome.extra.get("unscored"),
+        "slices": slice_values(record, "planner"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": note,
         "usage": _usage_fields(ledger),
@@ -373,8 +395,11 @@ def _summary(kind: str, rows: Sequence[Mapping[str, Any]], wall_s: float, thread
 
 def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: bool = True,
            n_resamples: int = 1000, seed: int = 0, rollouts: int = metrics_planner.ROLLOUTS,
-           name: Optional[str] = None) -> ReplayResult:
-    """Run a program over records (in parallel threads), apply guardrails as production, score each record."""
+           name: Optional[str] = None, cycles_model: Optional[CyclesModel] = None) -> ReplayResult:
+    """Run a program over records (in parallel threads), apply guardrails as production, score each record.
+
+    `cycles_model` estimates a planner's improvement of the best (`evals.cycles`; None: the simulator, which
+    applies only to packets with a performance profile)."""
     records = list(records)
     instance, program_name, declared = resolve_program(program)
     kind = _kind_of(records, declared)
@@ -382,7 +407,7 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
     if kind == "full_auto":
         run_one = lambda record: _replay_decision(instance, record, replays_log)  # noqa: E731
     else:
-        run_one = lambda record: _replay_planner(instance, record, rollouts)  # noqa: E731
+        run_one = lambda record: _replay_planner(instance, record, rollouts, cycles_model, replays_log)  # noqa: E731
 
     rows: list[Optional[dict[str, Any]]] = [None] * len(records)
     started = time.perf_counter()
@@ -413,6 +438,12 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
     metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed)
     summary = _summary(kind, done, wall, threads)
     summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed)
+    if kind == "planner":
+        model = cycles_model or metrics_planner.SimulatorCycles()
+        summary["cycles_model"] = {"name": model.name, "estimator": model.estimator,
+                                   "estimated": sum(1 for r in done if not math.isnan(
+                                       r["scores"].get("cycles_improvement", math.nan))),
+                                   "unscored": sum(1 for r in done if r.get("unscored"))}
     return ReplayResult(kind=kind, program=name or program_name, rows=done, metrics=metrics, summary=summary)
 
 

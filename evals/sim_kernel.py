@@ -13,8 +13,9 @@ Everything the planner's packet shows follows from it (`performance_profile`):
 `min_cycles_by_engine[e] = ceil(count[e] / SLOT_LIMITS[e])`, `resource_lb = max` of those,
 `tight_lb = max(resource_lb, cp_lb)`, slack = `cycles - tight_lb`, `schedule_slack_pct` =
 slack / tight_lb (a fraction). The state is therefore carried by a profile and rebuilt exactly
-from it (`state_from_profile`); without one, `nominal_state` spreads the best cycles over the
-bounds by a fixed, documented prior.
+from it (`state_from_profile`). Without one there is no state: the simulator's constants (its floors, its
+slot mix) are this one kernel's and are never applied to a packet they were not fitted on
+(`evals.cycles`; a learned outcome model estimates such packets instead).
 
 A directive is applied by `apply_directive(state, directive, rng)`:
 
@@ -199,21 +200,6 @@ def state_from_profile(profile: PerformanceProfile | Mapping[str, Any]) -> Kerne
         raise ValueError(f"performance_profile lacks {', '.join(missing)}: cannot rebuild the kernel state")
     counts = {e: int(p.task_counts_by_engine.get(e, 0)) for e in ENGINES}
     return KernelState(task_counts=counts, cp_lb_cycles=int(p.cp_lb_cycles), cycles=int(p.schedule_cycles_estimate))
-
-
-def nominal_state(best_cycles: int) -> KernelState:
-    """A state for a best with no profile: the gap above the kernel's floor split by a fixed prior.
-
-    Prior: 45% of the gap is schedule slack, the load bound sits at floor + 55% of the gap, the
-    critical path 10 cycles under it, and the other engines keep the typical start mix.
-    """
-    floor = math.ceil(LOAD_FLOOR_TASKS / SLOT_LIMITS["load"])
-    gap = max(0, best_cycles - floor)
-    load_lb = floor + round(0.55 * gap)
-    counts = {"alu": 9600, "valu": 7000, "load": 2 * load_lb, "store": 576, "flow": 420}
-    cp = max(CP_FLOOR_CYCLES, load_lb - 10)
-    tight = max(load_lb, cp, math.ceil(counts["valu"] / SLOT_LIMITS["valu"]))
-    return KernelState(task_counts=counts, cp_lb_cycles=cp, cycles=max(best_cycles, tight))
 
 
 def initial_state(rng: random.Random) -> KernelState:

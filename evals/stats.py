@@ -24,10 +24,10 @@ function at `W = 1`. This one form covers plain means of per-record scores and r
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 from scipy import stats as scipy_stats
 
 import warnings
@@ -71,7 +71,8 @@ class Statistic:
 
 
 class MetricValue(BaseModel):
-    """One aggregate with its 95% interval: `{"value", "ci_low", "ci_high", "n", "method", "n_resamples"}`."""
+    """One aggregate with its 95% interval: `{"value", "ci_low", "ci_high", "n", "method", "n_resamples"}` (and
+    `estimator` where one is chosen)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,11 +82,21 @@ class MetricValue(BaseModel):
     n: int
     method: Optional[str] = None  # "bca", "percentile" (scipy.stats.bootstrap) or "degenerate" (no spread)
     n_resamples: Optional[int] = None
+    # What estimated the per-record values, where that is a choice (the planner's cycles model: "sim", "learned")
+    estimator: Optional[str] = None
 
     @classmethod
     def empty(cls) -> "MetricValue":
         """The value of a metric with no record to compute it on."""
         return cls(value=None, ci_low=None, ci_high=None, n=0)
+
+    @model_serializer(mode="wrap")
+    def _named_estimator_only(self, handler: Any) -> dict:
+        """Every serialization (metrics.json, boards, MLflow) carries `estimator` only when one is named."""
+        data = handler(self)
+        if data.get("estimator") is None:
+            data.pop("estimator", None)
+        return data
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 
 from guidebench.commands import build_parser
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, write_refused_line
 from guidebench.home import guidebench_home
 from guidebench.tracking.runs import quiet_mlflow
 
@@ -44,6 +44,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script."""
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
                         format="%(levelname)s %(name)s: %(message)s")
+    # Ctrl-C is caught from the first import a command makes, and one a library swallowed still ends it with 130.
+    with remembered_interrupts():
+        try:
+            code = _run(argv)
+            check_interrupted()
+            return code
+        except KeyboardInterrupt:
+            print("guidebench: interrupted", file=sys.stderr)
+            return 130
+
+
+def _run(argv: Optional[Sequence[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -54,12 +66,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with _api_base(getattr(args, "api_base", None)), quiet_mlflow():
             return int(args.func(args) or 0)
     except GuidebenchError as exc:
+        check_interrupted()
         print(f"guidebench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("guidebench: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:  # a clear line for the user, the traceback kept for the bug report
+        check_interrupted()
+        refused = write_refused_line(exc)  # a full disk is the machine's, not a bug: no traceback to keep
+        if refused:
+            print(f"guidebench: error: {refused}", file=sys.stderr)
+            return 2
         if args.debug:
             raise
         log = guidebench_home() / "last-error.log"

@@ -11,7 +11,9 @@ Outputs (`--out`, default `<GUIDEBENCH_HOME>/compiles/<run id>/`): `program.json
 state, DSPy's JSON format; load it with `optimizers.load_compiled`), `compile.json` (summary,
 usage, paired comparison), `candidates.json` + `candidates.png`, and `dev/`, `test/`, `baseline/`
 evaluation folders (metrics.json, results.parquet, summary.json, confusion-matrix and calibration
-PNGs).
+PNGs). `program.json` and `compile.json` carry the program's provenance (`runtime.provenance`: the train
+and dev records that reached its fit, demos or selection), and each evaluation folder says how many of its
+records are among them (a compile's dev scores usually are: it selected on dev).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare, replay
@@ -31,10 +33,12 @@ from optimizers.budget import Budget
 from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
+from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_provenance
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import EvalData, load_eval_data, summary_table, write_outputs
+from guidebench.evaluation import (EvalData, learned_from_summary, load_eval_data, no_dataset_json, summary_table,
+                                   write_outputs)
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -63,6 +67,7 @@ class CompileRequest:
     out: Optional[str] = None
     rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
     temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
+    cycles_model: str = "auto"  # a planner's improvement estimate: sim | learned | auto (guidebench.outcome_models)
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -75,7 +80,10 @@ class CompileRequest:
             return self.baseline
         import programs
 
-        return "logged" if programs.spec(self.program).trained else self.program
+        spec = programs.spec(self.program)
+        if not spec.trained:
+            return self.program
+        return "planner.logged" if spec.kind == "planner" else "logged"
 
     def build(self, name: Optional[str] = None) -> Any:
         """A fresh instance of the program (or of `name`), with the requested rule gate when it is this program.
@@ -133,6 +141,13 @@ class CompileData:
         """Hash of each split."""
         return {name: data.split_hash for name, data in self.splits.items()}
 
+    def provenance(self, record_ids: Optional[Iterable[str]] = None) -> Provenance:
+        """The provenance of a program that learned from these train and dev records (None: from any of them)."""
+        wanted = None if record_ids is None else set(record_ids)
+        return Provenance.of(self.dataset_id, {
+            name: [r for r in self.splits[name].records if wanted is None or r.record_id in wanted]
+            for name in ("train", "dev")})
+
 
 @dataclass
 class CompileOutcome:
@@ -169,6 +184,26 @@ def program_spec(name: str, option: str = "--program") -> Any:
     return spec
 
 
+def check_pairing(spec: Any, recipe: optimizers.Recipe) -> None:
+    """Refuse a recipe that has nothing to change in the program: an LM optimizer given a trained program without
+    an LM (`full_auto.learned`: no prompt to compile, its model is the `fit` recipe's to fit)."""
+    if spec.trained and not spec.uses_lm and recipe.compiles_lm:
+        raise GuidebenchError(f"--program {spec.name} makes no LM call: {recipe.name} has no prompt of it to "
+                              f"compile; fit its model with --optimizer fit")
+
+
+def check_evaluable(data: "CompileData", data_dir: Path) -> None:
+    """Refuse a dataset whose test split is empty: the compile would report on nothing (dev, its selection split,
+    comes first in the import, so an empty test means an empty dev too)."""
+    if data.splits["test"].records:
+        return
+    n_dev = len(data.splits["dev"].records)
+    dev = "dev holds " + str(n_dev) if n_dev else "dev is empty too"
+    raise GuidebenchError(f"--data {data_dir}: its test split holds no record ({dev}), so the compile would "
+                          "report on nothing; the import gives whole threads (episodes) to train, then test, then "
+                          "dev: import logs of three or more into it again (`guidebench data import ... --force`)")
+
+
 def baseline_spec(name: str, kind: str) -> Any:
     """The registry spec of the baseline: any program of the kind that runs as it is (a trained one needs fitting)."""
     spec = _registered(name, "--baseline")
@@ -193,10 +228,12 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
     import programs
 
-    from guidebench.outputs import check_input
+    from guidebench.outputs import check_input, written_by
 
     data_dir = check_input(Path(data_dir), "--data", ("data import", None), "a dataset folder")
     if not (data_dir / "dataset.json").is_file():
+        if written_by(data_dir) == "data import":
+            raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
     splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
@@ -226,7 +263,9 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     no LM call."""
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     data = data or load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     program = request.build()
     speed = lm_speed(request.lm)
     cost = recipe.estimate(program, data.trainset, data.valset, count_tokens=token_counter(request.lm), **speed)
@@ -302,8 +341,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
     recipe = load_recipe(request)
     spec = program_spec(request.program)
+    check_pairing(spec, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
+    check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
@@ -319,7 +360,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    metric, feedback = _metrics(spec.kind)
+    cycles = _cycles(request, data) if spec.kind == "planner" else None
+    metric, feedback = _metrics(spec.kind, cycles)
 
     params = tracking.run_params(
         program=request.program, dataset_id=data.dataset_id, split="train+dev", split_hash=data.split_hashes()["train"],
@@ -333,6 +375,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         lm_info=lm_info(lm) if lm is not None else "none",
         eval_limit=request.eval_limit or "none", dev_limit=request.dev_limit or "none",
         rules=request.rules or "program default",
+        **({"cycles_model": cycles.name, "cycles_estimator": cycles.estimator} if cycles is not None else {}),
         temperature="lm default" if request.temperature is None else request.temperature,
         **recipe.params(), **request.budget().as_params())
     tags = {"guidebench.run_type": "compile", "guidebench.program": request.program,
@@ -342,10 +385,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     if not track:
         if output is None:
             return _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, None,
-                                         progress)
+                                         progress, cycles)
         with output.writing() as staging:
             outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, None, staging,
-                                            progress)
+                                            progress, cycles)
         return _moved(outcome, staging, Path(request.out))
     with tracking_compile.compile_run(dataset_id=data.dataset_id, kind=spec.kind, run_name=run_name, params=params,
                                       tags=tags, tracking_uri=request.tracking_uri,
@@ -361,7 +404,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         output.resume = {RUN_ID_KEY: run_id}  # the marker names the run, which a later --resume checks
         with output.writing() as staging:
             outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, checkpoint,
-                                            staging, progress)
+                                            staging, progress, cycles)
             outcome.run_id = run_id
             # Params cannot change on a resumed run: the effective settings of this part are tags.
             import mlflow
@@ -383,16 +426,41 @@ def _moved(outcome: CompileOutcome, staging: Path, out: Path) -> CompileOutcome:
     return outcome
 
 
-def _metrics(kind: str) -> tuple[Any, Any]:
+def _metrics(kind: str, cycles: Any = None) -> tuple[Any, Any]:
     from evals import metrics_fullauto, metrics_planner
 
-    module = metrics_fullauto if kind == "full_auto" else metrics_planner
-    return module.metric, module.gepa_metric
+    if kind == "planner":
+        return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
+    return metrics_fullauto.metric, metrics_fullauto.gepa_metric
+
+
+def _cycles(request: CompileRequest, data: CompileData) -> Any:
+    """The cycles model the planner metric and the evaluations use (chosen on the records the compile scores)."""
+    from guidebench.outcome_models import cycles_for
+
+    cycles = cycles_for(request.cycles_model, data.splits["test"].records, data.dataset_dir, split="test",
+                        seed=request.seed)
+    for note in cycles.notes:
+        print(f"note: {note}")
+    return cycles
+
+
+def _scored(request: CompileRequest, program: Any, records: list[Any], name: str, progress: bool,
+            cycles: Any) -> Any:
+    """A replay of `program` on `records`, with the planner's cycles model and off-policy estimates."""
+    from guidebench.evaluation import add_offpolicy
+
+    result = replay(program, records, threads=request.threads, progress=progress, seed=request.seed, name=name,
+                    cycles_model=cycles.model if cycles is not None else None)
+    if cycles is not None:
+        add_offpolicy(result, records, cycles, program=name, seed=request.seed,
+                      replays_log=bool(getattr(program, "replays_log", False)))
+    return result
 
 
 def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
-                          out: Optional[Path], progress: bool) -> CompileOutcome:
+                          out: Optional[Path], progress: bool, cycles: Any = None) -> CompileOutcome:
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {"program": out / "program.json", "compile": out / "compile.json"}
@@ -402,6 +470,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
     if stored is not None:
         program = optimizers.load_compiled(request.build(), stored)
+        # A checkpoint written before provenance was recorded: any train or dev record may have reached it.
+        provenance = read_provenance(stored) or data.provenance()
         compile_summary = dict(checkpoint.status().get("compile") or {})
         compile_summary["resumed_after_compile"] = True
         candidates = load_history(checkpoint.history_path)
@@ -419,15 +489,17 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
             raise GuidebenchError(f"--data {request.data}: {exc}") from None
         program, candidates = result.program, result.candidates
         compile_summary = result.summary()
+        provenance = data.provenance(result.learned_from)
         if checkpoint is not None:
-            checkpoint.save_program(_state(program))
+            checkpoint.save_program({**_state(program), PROVENANCE_KEY: provenance.model_dump(mode="json")})
             checkpoint.mark("compiled", compile=compile_summary)
         if result.stopped_by_budget:
             print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
-    program.save(str(files["program"]))
+    save_program(program, files["program"], provenance)
 
     # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
     evals: dict[str, Any] = {}
+    learned: dict[str, Any] = {}
     extra = {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "lm_spec": request.lm,
              "program_source": "compile", "optimizer": recipe.name}
     cache = disk_cache(checkpoint.cache_dir) if checkpoint is not None else contextlib.nullcontext()
@@ -435,21 +507,24 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         for split in ("dev", "test"):
             split_data = data.splits[split]
             records = request.eval_records(split_data.records, split)
-            result = replay(program, records, threads=request.threads, progress=progress,
-                            seed=request.seed, name=f"{request.program}+{recipe.name}")
+            learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
+            result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
                 "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
-                "evaluated_records": [r.record_id for r in records]})
+                "evaluated_records": [r.record_id for r in records],
+                **learned_from_summary(provenance, learned[split])}, learned[split])
             evals[split] = (result, split_files, omitted)
             print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
+            if learned[split].overlaps:
+                print(f"note: {learned[split].line()}")
     if checkpoint is not None:
         checkpoint.mark("evaluated", compile=compile_summary)
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = replay(request.build(baseline_name), request.eval_records(data.splits["test"].records),
-                      threads=request.threads, progress=progress, seed=request.seed, name=baseline_name)
+    baseline = _scored(request, request.build(baseline_name), request.eval_records(data.splits["test"].records),
+                       baseline_name, progress, cycles)
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})
     paired = compare(evals["test"][0], baseline, seed=request.seed)
@@ -459,6 +534,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         "request": asdict(request), "recipe": recipe.name, "optimizer": recipe.dspy_name,
         "settings": recipe.settings.model_dump(), "dataset_id": data.dataset_id,
         "split_hashes": data.split_hashes(), "compile": compile_summary,
+        "provenance": provenance.model_dump(mode="json"),
+        "learned_from": {split: check.model_dump(mode="json") for split, check in learned.items()},
         "dev": evals["dev"][0].metrics_dict(), "test": evals["test"][0].metrics_dict(),
         "baseline": {"program": baseline_name, "test": baseline.metrics_dict()},
         "test_vs_baseline": {name: value.to_dict() for name, value in paired["metrics"].items()},
@@ -484,6 +561,7 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     import mlflow
 
     from guidebench.tracking import compile as tracking_compile
+    from guidebench.tracking.postmortem import log_postmortem_file
 
     results = {**outcome.replays, "paired": outcome.paired}
     compile_summary = outcome.summary["compile"]
@@ -497,12 +575,15 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     if compile_summary.get("stop_reason"):
         mlflow.set_tag("guidebench.stop_reason", compile_summary["stop_reason"])
     mlflow.set_tag("guidebench.kept", compile_summary.get("kept", ""))
+    for split, check in outcome.summary["learned_from"].items():
+        tracking_compile.log_numbers({"learned_from_overlap": check["n_overlap"]}, prefix=f"{split}.")
     for split in ("dev", "test"):
         tracking_compile.log_split_metrics(results[split].metrics, split)
         tracking_compile.log_numbers(results[split].summary.get("usage", {}), prefix=f"{split}.usage.")
         tracking_compile.log_numbers({"wall_s": results[split].summary.get("wall_s")}, prefix=f"{split}.")
     tracking_compile.log_split_metrics(results["baseline"].metrics, "baseline.test")
     tracking_compile.log_paired(results["paired"]["metrics"], prefix="test.vs_baseline.")
+    log_postmortem_file(outcome.files.get("test.postmortem"), prefix="test.")
     tracking_compile.log_numbers({"wall_s": outcome.summary["wall_s"]}, prefix="total.")
     for key, path in outcome.files.items():
         if key == "compile" or not Path(path).is_file():
@@ -512,8 +593,30 @@ def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
     tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
 
 
+def _save(program: Any, path: Path) -> None:
+    """`program.save(path)` (DSPy's JSON state), failing with the OSError of a write the machine refused.
+
+    DSPy reports every failure of its JSON save as a RuntimeError that advises saving a pickle instead; a full
+    disk is not cured by another format, and the state is never a pickle here.
+    """
+    try:
+        program.save(str(path))
+    except RuntimeError as exc:
+        if isinstance(exc.__cause__, OSError):
+            raise exc.__cause__ from None
+        raise
+
+
 def _state(program: Any) -> dict[str, Any]:
     return json.loads(json.dumps(program.dump_state(), default=str))
+
+
+def save_program(program: Any, path: Path, provenance: Provenance) -> None:
+    """`program.save` (DSPy's JSON state), with the program's provenance as its `provenance` entry: an export of
+    the file carries it, and every loader of a state leaves the entry aside (`optimizers.load_compiled`)."""
+    _save(program, path)
+    state = json.loads(Path(path).read_text(encoding="utf-8"))
+    atomic_write_json(Path(path), {**state, PROVENANCE_KEY: provenance.model_dump(mode="json")})
 
 
 __all__ = ["CompileData", "CompileOutcome", "CompileRequest", "estimate", "load_compile_data", "load_recipe",

@@ -1,4 +1,11 @@
-"""Errors the CLI reports as one clear line instead of a traceback."""
+"""Errors the CLI reports as one clear line instead of a traceback, and the two ends a command does not choose:
+a write the machine refuses (a full disk) and Ctrl-C."""
+
+import errno
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 
 class GuidebenchError(Exception):
@@ -13,3 +20,84 @@ def refuse_unfitted(entry: str, where: str) -> None:
         raise GuidebenchError(f"{where} {entry}: a trained program must be fitted first: `guidebench compile "
                               f"--program {entry} --optimizer fit --data DIR`, then use its compile (`--results "
                               "COMPILE/test`, `--from-mlflow`) or its export")
+
+
+# ----- writes the machine refuses ------------------------------------------------------------------
+
+# What the operating system says when it refuses a write for a reason of its own, never the input's.
+_FREE = "free some space (or give --out, GUIDEBENCH_HOME another disk) and run the command again"
+_REFUSED_WRITES = {errno.ENOSPC: ("the disk is full", _FREE), errno.EDQUOT: ("the disk quota is used up", _FREE),
+                   errno.EROFS: ("the file system is read-only",
+                                 "give --out, GUIDEBENCH_HOME a writable place and run the command again")}
+# SQLite (MLflow's and Optuna's stores) says it in words, not with an errno.
+_SQLITE_FULL = "database or disk is full"
+
+
+def refused_write(exc: BaseException) -> Optional[OSError]:
+    """The OSError behind `exc` (itself, or what it was raised from or during) when the machine refused a write
+    (full disk, quota, read-only file system); None when the failure is something else."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _REFUSED_WRITES:
+            return current
+        if _SQLITE_FULL in str(current):
+            return OSError(errno.ENOSPC, _SQLITE_FULL)
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def write_refused_line(exc: BaseException, where: object = None) -> Optional[str]:
+    """One line for a write the machine refused (what, where: the file, else `where`; what to do), or None when
+    `exc` is not one."""
+    found = refused_write(exc)
+    if found is None:
+        return None
+    what, advice = _REFUSED_WRITES[found.errno]
+    where = f" {found.filename or where}" if found.filename or where else ""
+    return f"cannot write{where}: {what} ({found.strerror}), not a fault of the input; {advice}"
+
+
+# ----- Ctrl-C ------------------------------------------------------------------------------------
+
+_INTERRUPTED = threading.Event()
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def remembered_interrupts() -> Iterator[None]:
+    """SIGINT (Ctrl-C, `kill -INT`) raises KeyboardInterrupt as Python's own handler does, and is remembered for
+    the block.
+
+    A KeyboardInterrupt can be lost on its way up: raised inside a class body's `__set_name__` it becomes a
+    RuntimeError, and a library that imports an optional part under `except Exception` goes on. Remembered, it
+    still stops the command at its next `check_interrupted()`, and the command ends with rc 130, never 0.
+
+    SIGINT is the workbench's stop signal (a worker supervisor stops its workers with it, DSPy's parallel
+    evaluation catches it), so it is taken also when the command started with SIGINT ignored (a shell without job
+    control starts background commands so): otherwise such a command would ignore it until DSPy's first parallel
+    evaluation and stop on it from then on. Installed in the main thread only, over Python's own handler or an
+    ignored SIGINT, never over a handler of someone else's; the previous one is put back.
+    """
+    _INTERRUPTED.clear()
+    previous = signal.getsignal(signal.SIGINT)
+    installed = threading.current_thread() is threading.main_thread() and \
+        previous in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL)
+    if installed:
+        signal.signal(signal.SIGINT, _on_interrupt)
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, previous)
+
+
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt when Ctrl-C was pressed, even if the KeyboardInterrupt it raised was swallowed."""
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt

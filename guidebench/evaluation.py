@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI registers `eval` without importing DSPy and SciPy (`guidebench --help`)
     from evals.replay import ReplayResult
+    from runtime.provenance import OverlapCheck, Provenance
 
-from guidebench.errors import GuidebenchError, refuse_unfitted
+from guidebench.errors import GuidebenchError, refuse_unfitted, refused_write
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
@@ -58,6 +59,8 @@ class LoadedProgram:
     uses_lm: bool
     source: str  # "registry" | "export"
     details: dict[str, Any] = field(default_factory=dict)
+    # What it learned from (`runtime.provenance`; None: unknown). A registry program learned from no record.
+    provenance: Optional[Provenance] = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class EvalOutput:
     files: dict[str, Path]
     run_id: Optional[str] = None
     omitted_metrics: dict[str, str] = field(default_factory=dict)
+    learned_from: Optional[OverlapCheck] = None
 
 
 # ----- data -------------------------------------------------------------------------------------
@@ -109,8 +113,26 @@ def _import_raw_log(path: Path, kind: str, work: Path) -> Path:
     except GuidebenchError:
         raise
     except Exception as exc:
+        if refused_write(exc):  # the machine's, not the log's
+            raise
         raise GuidebenchError(f"{path}: cannot import the log: {type(exc).__name__}: {exc}") from exc
     return target
+
+
+def no_dataset_json(path: Path) -> str:
+    """Why a folder `guidebench data import` wrote has no dataset.json, from its report: the import imported
+    nothing, or the file was deleted since (and how to get it back: import the same logs again)."""
+    try:
+        report = json.loads((path / "import_report.json").read_text(encoding="utf-8"))
+        imported, source, kind = int(report["imported"]), report["path"], report["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        imported, source, kind = 0, None, None
+    if not imported:
+        return (f"--data {path}: the `guidebench data import` that wrote it imported nothing (see "
+                f"{path / 'import_report.json'}); fix the logs and run `guidebench data import` again with --force")
+    return (f"--data {path}: its dataset.json is missing (the import wrote it with {imported:,} records; it was "
+            f"deleted since): import the logs again with the seed of the first import (its README.md names it): "
+            f"`guidebench data import {source} --kind {kind} --out {path} --force --seed SEED`")
 
 
 def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = None,
@@ -132,9 +154,7 @@ def load_eval_data(path: Path, split: Optional[str], work_dir: Optional[Path] = 
     dataset_dir = path
     if not (path / "dataset.json").is_file():
         if written_by(path) == "data import":
-            raise GuidebenchError(f"--data {path}: the `guidebench data import` that wrote it imported nothing "
-                                  f"(see {path / 'import_report.json'}); fix the logs and run `guidebench data "
-                                  "import` again with --force")
+            raise GuidebenchError(no_dataset_json(path))
         kind = raw_log_kind(path)
         work = Path(work_dir or tempfile.mkdtemp(prefix="guidebench-eval-"))
         dataset_dir = _import_raw_log(path, kind, work)
@@ -180,8 +200,10 @@ def load_program(name_or_dir: str) -> LoadedProgram:
     except LookupError as exc:
         raise GuidebenchError(f"--program {name_or_dir!r}: not a folder, and {exc}") from exc
     refuse_unfitted(spec.name, "--program")
+    from runtime.provenance import NOTHING
+
     return LoadedProgram(program=spec.build(), name=spec.name, kind=spec.kind, uses_lm=spec.uses_lm,
-                         source="registry")
+                         source="registry", provenance=NOTHING)
 
 
 def signature_classes() -> dict[str, Any]:
@@ -223,7 +245,8 @@ def load_export(path: Path, label: str = "--program", *, lm: Any = None) -> Load
         raise GuidebenchError(f"{label} {path}: {exc}") from exc
     return LoadedProgram(program=module.program, name=f"{manifest.package}", kind=manifest.kind,
                          uses_lm=bool(getattr(manifest, "uses_lm", True)), source="export",
-                         details={"export_dir": str(path), "entry": manifest.entry, "module": module})
+                         details={"export_dir": str(path), "entry": manifest.entry, "module": module},
+                         provenance=manifest.provenance)
 
 
 # ----- outputs ----------------------------------------------------------------------------------
@@ -241,15 +264,48 @@ def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict
     return kept, omitted
 
 
-def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any]) -> tuple[dict[str, Path], dict[str, str]]:
-    """metrics.json, results.parquet, summary.json and the plots; returns (files, omitted metrics)."""
-    from guidebench.replay_plots import replay_plots
+IMPROVEMENT_METRICS = ("cycles_improvement", "improvement_ratio", "effect_abs_error", "effect_calibration",
+                       "objective")
+
+
+def name_estimator(result: ReplayResult) -> None:
+    """Put the cycles model's name on the planner metrics that depend on it (metrics.json and MLflow carry it)."""
+    model = result.summary.get("cycles_model")
+    if result.kind != "planner" or not model:
+        return
+    for name in IMPROVEMENT_METRICS:
+        if name in result.metrics:
+            result.metrics[name] = result.metrics[name].model_copy(update={"estimator": model["name"]})
+
+
+def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) -> dict[str, Any]:
+    """What summary.json says of the records a program learned from: its provenance (null: unknown), so that a
+    leaderboard admitting the folder checks its own split, and this split's check."""
+    return {"provenance": None if provenance is None else provenance.model_dump(mode="json"),
+            "learned_from": check.model_dump(mode="json")}
+
+
+def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any],
+                  learned_from: Optional[OverlapCheck] = None) -> tuple[dict[str, Path], dict[str, str]]:
+    """metrics.json, results.parquet, summary.json, the plots and the post-mortem; returns (files, omitted metrics).
+
+    When the program learned from some of the records (`learned_from`), metrics.json flags it: its
+    `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
+    """
+    from guidebench.postmortem import write_postmortem
+    from guidebench.replay_plots import offpolicy_calibration_png, replay_plots
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise GuidebenchError(f"--out {out_dir}: cannot create the folder: {exc}") from exc
     metrics, omitted = split_metrics(result)
+    if learned_from is not None and learned_from.overlaps:
+        from evals.stats import MetricValue
+
+        count = float(learned_from.n_overlap or 0)
+        metrics["learned_from_overlap"] = MetricValue(value=count, ci_low=count, ci_high=count, method="degenerate",
+                                                      n=learned_from.n_records).to_dict()
     files = {
         "metrics": out_dir / "metrics.json",
         "results": out_dir / "results.parquet",
@@ -260,6 +316,12 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     summary = {**result.summary, **extra_summary, "omitted_metrics": omitted}
     files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     files.update(replay_plots(result.kind, result.rows, out_dir, result.program))
+    off_policy = result.summary.get("off_policy")
+    if off_policy and off_policy["calibration"]["n"]:
+        files["offpolicy_calibration"] = offpolicy_calibration_png(
+            off_policy["calibration"], out_dir / "offpolicy_calibration.png",
+            f"{result.program}: outcome model on the logged attempts")
+    files.update(write_postmortem(result, out_dir))  # postmortem.json and .md (guidebench.postmortem)
     return files, omitted
 
 
@@ -293,11 +355,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
              threads: int = 1, out_dir: Path, tracking_uri: Optional[str] = None, track: bool = True,
              progress: bool = True, seed: int = 0, n_resamples: int = 1000,
              run_name: Optional[str] = None, max_records: Optional[int] = None, cache: bool = True,
-             force: bool = False) -> EvalOutput:
+             force: bool = False, cycles_model: str = "auto") -> EvalOutput:
     """Replay a program on a split, write OUT/metrics.json and OUT/results.parquet, log the run to MLflow.
 
     With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
     OUT follows `guidebench.outputs`: checked before any replay, written aside, renamed into place.
+    A planner's improvement is estimated by `cycles_model` (`guidebench.outcome_models.cycles_for`), and its
+    choices get off-policy estimates whenever the dataset's outcome model can be fit.
     """
     from evals.replay import replay
 
@@ -324,18 +388,33 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
 
             configure_lm(lm_spec, cache=cache)
             announce(lm_spec, [Scoring(loaded.name, loaded.program, eval_data.records, loaded.kind)])
+        from runtime.provenance import check_overlap
+
+        learned = check_overlap(loaded.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
+                                split=eval_data.split)
+        cycles = None
+        if eval_data.kind == "planner":
+            from guidebench.outcome_models import cycles_for
+
+            cycles = cycles_for(cycles_model, eval_data.records, eval_data.dataset_dir, split=eval_data.split,
+                                seed=seed)
+            eval_data.notes.extend(cycles.notes)
         started = time.time()
         result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
-                        n_resamples=n_resamples, seed=seed, name=loaded.name)
+                        n_resamples=n_resamples, seed=seed, name=loaded.name,
+                        cycles_model=cycles.model if cycles is not None else None)
+        if cycles is not None:
+            add_offpolicy(result, eval_data.records, cycles, program=loaded.name, seed=seed,
+                          replays_log=bool(getattr(loaded.program, "replays_log", False)))
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
-                 "lm_cache": cache,
+                 "lm_cache": cache, **learned_from_summary(loaded.provenance, learned),
                  **loaded.details}
         with output_dir.writing() as staging:
-            files, omitted = write_outputs(result, staging, extra)
+            files, omitted = write_outputs(result, staging, extra, learned)
             output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=staging, files=files,
-                                omitted_metrics=omitted)
+                                omitted_metrics=omitted, learned_from=learned)
             if track:
                 output.run_id = track_eval(output, lm_spec=lm_spec, seed=seed, tracking_uri=tracking_uri,
                                            run_name=run_name)
@@ -350,16 +429,33 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         shutil.rmtree(work, ignore_errors=True)
 
 
+def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, program: str, seed: int,
+                  replays_log: bool = False) -> None:
+    """The cycles model's name on the metrics, and the off-policy estimates in the summary (when models exist)."""
+    from guidebench.outcome_models import offpolicy_summary
+
+    if result.summary.get("cycles_model") is None:
+        result.summary["cycles_model"] = {"name": cycles.name, "estimator": cycles.estimator}
+    result.summary["cycles_model"]["notes"] = list(cycles.notes)
+    if cycles.models is not None:
+        result.summary["off_policy"] = offpolicy_summary(records, result.rows, cycles.models, program=program,
+                                                         seed=seed, replays_log=replays_log)
+    name_estimator(result)
+
+
 def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Optional[str],
                run_name: Optional[str] = None) -> str:
     """Log one evaluation to MLflow (params, metrics with intervals, artifacts); returns the run id."""
     from guidebench.tracking import runs as tracking
+    from guidebench.tracking.postmortem import log_postmortem_file
 
     result, data = output.result, output.data
     params = tracking.run_params(program=output.program.name, dataset_id=data.dataset_id, split=data.split,
                                  split_hash=data.split_hash, lm=lm_spec, seed=seed, kind=result.kind,
                                  program_source=output.program.source, n_records=result.n,
-                                 threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"])
+                                 threads=result.summary.get("threads", 1), n_resamples=result.summary["n_resamples"],
+                                 **cycles_params(result),
+                                 **(output.learned_from.params() if output.learned_from else {}))
     tags = {"guidebench.run_type": "eval", "guidebench.program": output.program.name}
     with tracking.tracked_run(dataset_id=data.dataset_id, kind=result.kind, params=params, tags=tags,
                               run_name=run_name or f"eval {output.program.name} {data.split}",
@@ -367,13 +463,38 @@ def track_eval(output: EvalOutput, *, lm_spec: str, seed: int, tracking_uri: Opt
         tracking.log_metrics(result.metrics)
         s = result.summary
         counts = {"n_records": s["n_records"], "n_errors": s["n_errors"], "n_parse_failures": s["n_parse_failures"],
-                  "n_labeled": s["n_labeled"], "wall_s": s["wall_s"], **{f"usage.{k}": v for k, v in s["usage"].items()}}
+                  "n_labeled": s["n_labeled"], "wall_s": s["wall_s"], **{f"usage.{k}": v for k, v in s["usage"].items()},
+                  "learned_from_overlap": output.learned_from.n_overlap if output.learned_from else None}
         import mlflow
 
         mlflow.log_metrics({k: float(v) for k, v in counts.items() if isinstance(v, (int, float)) and not
                             (isinstance(v, float) and math.isnan(v))})
+        mlflow.log_metrics(offpolicy_metrics(result))
         tracking.log_artifacts(output.files)
+        log_postmortem_file(output.files.get("postmortem"))  # its slice table and counts
         return run.info.run_id
+
+
+def cycles_params(result: ReplayResult) -> dict[str, str]:
+    """MLflow params naming the planner's cycles model and the off-policy estimator (empty for Full Auto)."""
+    model = result.summary.get("cycles_model")
+    if not model:
+        return {}
+    params = {"cycles_model": model["name"], "cycles_estimator": model["estimator"]}
+    if result.summary.get("off_policy"):
+        params["offpolicy_estimator"] = result.summary["off_policy"]["headline"]
+    return params
+
+
+def offpolicy_metrics(result: ReplayResult) -> dict[str, float]:
+    """Flat MLflow metrics of the off-policy estimates: `offpolicy.<estimator>[_ci_low|_ci_high|_ess]`."""
+    flat: dict[str, float] = {}
+    for name, estimate in ((result.summary.get("off_policy") or {}).get("estimates") or {}).items():
+        flat[f"offpolicy.{name}_ess"] = float(estimate["ess"])
+        for suffix, key in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            if estimate[key] is not None:
+                flat[f"offpolicy.{name}{suffix}"] = float(estimate[key])
+    return flat
 
 
 def metric_names(kind: str) -> Sequence[str]:

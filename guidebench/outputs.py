@@ -82,6 +82,7 @@ WRITERS: dict[str, Writer] = {writer.command: writer for writer in (
     Writer("demo", "demo", "a demo folder"),
     Writer("run-loop", "run-loop", "a run-loop log folder"),
     Writer("search", "search", "a search folder"),
+    Writer("shadow report", "shadow-report", "a shadow report folder"),
 )}
 _BY_ROLE = {writer.role: writer for writer in WRITERS.values()}
 

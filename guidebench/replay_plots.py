@@ -113,6 +113,32 @@ def family_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Pat
     return path
 
 
+def offpolicy_calibration_png(calibration: Mapping[str, Any], path: Path, title: str) -> Path:
+    """Reliability plot of the outcome model: each bin's mean predicted against mean observed improvement (cycles),
+    with the observed mean's 95% interval, and the diagonal."""
+    bins = calibration.get("bins") or []
+    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    if bins:
+        predicted = [b["predicted"] for b in bins]
+        observed = [b["observed"] for b in bins]
+        errors = [[b["observed"] - b["observed_low"] for b in bins], [b["observed_high"] - b["observed"] for b in bins]]
+        ax.errorbar(predicted, observed, yerr=errors, fmt="o", color="#1f77b4", capsize=3, label="bins (95% CI)")
+        top = max(max(predicted), max(b["observed_high"] for b in bins), 1.0)
+        ax.plot([0, top], [0, top], color="#999999", linestyle="--", linewidth=1, label="calibrated")
+        ratio, corr, cover = (calibration.get(k) for k in ("mean_ratio", "correlation", "coverage"))
+        ax.text(0.02, 0.98, f"n {calibration['n']}; mean ratio {ratio if ratio is None else round(ratio, 2)}; "
+                f"corr {corr if corr is None else round(corr, 2)}; coverage {cover if cover is None else round(cover, 2)}",
+                transform=ax.transAxes, va="top", fontsize=7)
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_xlabel("predicted improvement (cycles)")
+    ax.set_ylabel("observed improvement (cycles)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def replay_plots(kind: str, rows: Sequence[Mapping[str, Any]], out_dir: Path, program: str) -> dict[str, Path]:
     """Write the plots of one replay into out_dir; returns {name: path}."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,14 @@ A recipe is a DSPy optimizer plus its documented settings. Subclasses declare:
 - `_optimize(program, trainset, valset, ctx) -> dspy.Module`: run the DSPy optimizer;
 - `_plan(n_train, n_val, n_predictors) -> list[Stage]`: how many LM calls each stage makes, with
   how many demos in the prompt, for `estimate()` (the `--dry-run`);
-- optionally `_salvage(ctx)`: the best program the optimizer holds when the budget stops it.
+- optionally `_salvage(ctx)`: the best program the optimizer holds when the budget stops it;
+- `selects_on_dev` (False for a recipe that never looks at the valset) and, to be more precise than "every
+  training example it was given", `_reached(compiled, trainset, valset)`.
+
+`CompileResult.learned_from` lists the record ids of every example that reached a fit, a demo or a selection
+(the training examples the optimizer was given, the dev examples it selected on, and train + dev when a
+program's trained part was fitted first): the compile records them as the program's provenance
+(`runtime.provenance`), so that it is never judged on them.
 
 `Recipe.compile` wraps `_optimize` with the budget guard, the candidate tracker and the compile's
 disk cache, catches `BudgetExceeded` at the compile boundary and returns a `CompileResult`. A program
@@ -126,6 +133,7 @@ class CompileResult:
     retries: int = 0  # optimizer runs repeated after transient LM failures
     transient_lm_errors: int = 0  # LM calls that still failed after their own retries (all attempts)
     details: dict[str, Any] = field(default_factory=dict)  # what a recipe reports of its choices (the fit's grid)
+    learned_from: list[str] = field(default_factory=list)  # record ids that reached a fit, a demo or a selection
 
     @property
     def best_candidate(self) -> Optional[Candidate]:
@@ -161,6 +169,8 @@ class Recipe:
     # False for a recipe that fits a trained model instead of compiling LM predictors (`fit`): it sees every
     # training example, and a program's trained part is not fitted beforehand.
     compiles_lm: ClassVar[bool] = True
+    # False for a recipe that never looks at the valset (it learns from train alone: demos, bootstrapped traces).
+    selects_on_dev: ClassVar[bool] = True
 
     def __init__(self, settings: RecipeSettings | Mapping[str, Any] | None = None, *, source: str = "defaults") -> None:
         self.source = source
@@ -264,8 +274,12 @@ class Recipe:
         """
         if not trainset:
             raise RecipeError(f"{self.name}: the training set is empty")
+        reached: list[dspy.Example] = []
         if self.compiles_lm:
-            program = _fitted_first(program, trainset, valset, metric, seed)
+            fitted = _fitted_first(program, trainset, valset, metric, seed)
+            if fitted is not program:  # the fit learned from train and selected on train + dev
+                reached += [*trainset, *valset]
+            program = fitted
             narrow = getattr(program, "lm_examples", None)
             if callable(narrow):
                 # A program that decides some inputs without its LM (full_auto.hybrid's rule gate, a cascade's sure
@@ -323,6 +337,7 @@ class Recipe:
             seed=seed, stopped_by_budget=stop_reason is not None, stop_reason=stop_reason, kept=kept,
             candidates=list(tracker.candidates), usage=guard.usage(), wall_s=time.perf_counter() - started,
             retries=attempt, transient_lm_errors=transient_total, details=dict(ctx.state.get("details") or {}),
+            learned_from=_record_ids([*reached, *self._reached(compiled, trainset, valset)]),
         )
 
     def _keep_best(self, program: dspy.Module, ctx: CompileContext) -> tuple[dspy.Module, str]:
@@ -340,6 +355,12 @@ class Recipe:
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:
         raise NotImplementedError
+
+    def _reached(self, compiled: dspy.Module, trainset: Sequence[dspy.Example],
+                 valset: Sequence[dspy.Example]) -> list[dspy.Example]:
+        """The examples that reached a demo or a selection: every training example the optimizer was given, and the
+        dev examples when it selects on them."""
+        return [*trainset, *(valset if self.selects_on_dev else [])]
 
     def _salvage(self, program: dspy.Module, ctx: CompileContext) -> Optional[dspy.Module]:
         """The best program the optimizer built before the budget stopped it (None: nothing usable)."""
@@ -369,6 +390,11 @@ class Recipe:
         return CostEstimate.from_stages(self.name, stages, sizes, seconds_per_call=seconds_per_call,
                                         prompt_tokens_per_s=prompt_tokens_per_s,
                                         completion_tokens_per_s=completion_tokens_per_s)
+
+
+def _record_ids(examples: Sequence[dspy.Example]) -> list[str]:
+    """The sorted, distinct record ids of examples (an example built without one has none to give)."""
+    return sorted({str(ex.get("record_id")) for ex in examples if ex.get("record_id")})
 
 
 def _fitted_first(program: dspy.Module, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],

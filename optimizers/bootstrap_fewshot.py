@@ -36,6 +36,7 @@ class BootstrapFewShotRecipe(Recipe):
     dspy_name = "BootstrapFewShot"
     summary = "demos from the program's own metric-approved traces"
     Settings = BootstrapFewShotSettings
+    selects_on_dev = False
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:

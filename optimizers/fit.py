@@ -1,25 +1,36 @@
-"""Fit: a linear decision model, its settings chosen by cross-validation over train + dev (no LM call)."""
+"""Fit: a trained model, its settings chosen by cross-validation over train + dev (no LM call).
+
+Full Auto (`full_auto.learned`, `full_auto.cascade`): a linear decision model (`optimizers.fitting`). Planner
+(`planner.learned`): the outcome model of each family's attempt (`optimizers.outcome_fitting`); the decision
+model's settings below do not apply to it.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import dspy
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from evals.offpolicy.bandit import attempt_of_example
+from programs.planner_learned import OutcomeModelParameter
+from runtime.outcome import OUTCOME_MODEL_KEY
 from runtime.trained import TRAINED_MODEL_KEY, TrainedDecisionModel
 
 from .base import CompileContext, Recipe, RecipeError, RecipeSettings
 from .candidates import Candidate
 from .estimate import Stage
 from .fitting import FitError, FitSettings, fit_program
+from .outcome_fitting import OutcomeFitError, fit_outcome_models_once
 
 
 class FitRecipeSettings(RecipeSettings):
     """Settings of the fit."""
 
     C: list[float] = Field([0.5, 2.0, 8.0, 32.0], min_length=1, description=(
-        "Inverse regularization strengths tried (larger: a looser fit); each is scored on held-out turns."))
+        "Inverse regularization strengths tried (larger: a looser fit), each above 0 and finite; each is scored "
+        "on held-out turns."))
     class_weight: list[Literal["none", "balanced"]] = Field(["none", "balanced"], min_length=1, description=(
         "Class weightings tried: 'none', or 'balanced' (rare actions weigh as much as frequent ones)."))
     ngram_max: int = Field(2, ge=1, le=3, description="Longest word n-gram of the text features (1: words only).")
@@ -28,8 +39,28 @@ class FitRecipeSettings(RecipeSettings):
     refit_on_dev: bool = Field(True, description=(
         "Fit the chosen settings on train + dev at last (more data; test stays unseen), else on train."))
     folds: int = Field(5, ge=0, le=20, description=(
-        "Choose the settings by grouped cross-validation over train + dev in this many folds (whole threads "
-        "held out; every labeled turn scored once); 0: on dev alone."))
+        "Choose the settings by grouped cross-validation over train + dev in this many folds, 2 to 20 (whole "
+        "threads held out; every labeled turn scored once); 0: on dev alone."))
+
+    @field_validator("C")
+    @classmethod
+    def _strengths(cls, values: list[float]) -> list[float]:
+        # scikit-learn refuses 0 and negative strengths with an error of its own, and an infinite one would fit
+        # without regularization and write Infinity (not JSON) into compile.json.
+        for value in values:
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{value!r} is out of range: each strength is a finite number above 0 "
+                                 "(such as [0.5, 2.0, 8.0, 32.0])")
+        return values
+
+    @field_validator("folds")
+    @classmethod
+    def _folds(cls, value: int) -> int:
+        # One fold would hold out every thread and fit on none: there is no 1-fold cross-validation.
+        if value == 1:
+            raise ValueError("1 is no cross-validation (one fold holds out every thread); use 2 to 20 folds, "
+                             "or 0 to select on dev alone")
+        return value
 
     def fit_settings(self) -> FitSettings:
         """The settings as the fitting code takes them."""
@@ -56,6 +87,8 @@ class FitRecipe(Recipe):
                                       instructions_hash="", state={TRAINED_MODEL_KEY: {"model": model.to_state()}},
                                       note=note))
 
+        if outcome_parameters(program):
+            return _fit_planner(program, trainset, valset, ctx)
         try:
             outcome = fit_program(program, trainset, valset, ctx.metric, settings.fit_settings(), seed=ctx.seed,
                                   on_candidate=candidate)
@@ -63,9 +96,38 @@ class FitRecipe(Recipe):
             raise RecipeError(f"fit: {exc}") from None
         if outcome is None:
             raise RecipeError(f"fit: program {type(program).__name__} has no trained model to fit; fit "
-                              "full_auto.learned or full_auto.cascade")
+                              "full_auto.learned, full_auto.cascade or planner.learned")
         ctx.state["details"] = {"fit": outcome.chosen, "fit_grid": outcome.grid}
         return program
 
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         return [Stage("fit and cross-validate", 0, note="no LM call")]
+
+
+def outcome_parameters(program: dspy.Module) -> list[OutcomeModelParameter]:
+    """The program's planner outcome-model parameters (`planner.learned`)."""
+    return [p for _, p in program.named_parameters() if isinstance(p, OutcomeModelParameter)]
+
+
+def _fit_planner(program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
+                 ctx: CompileContext) -> dspy.Module:
+    """Fit a planner's outcome model on the train + dev attempts (`optimizers.outcome_fitting`; no LM call).
+
+    Selection is grouped cross-validation over the episodes of train + dev, so the model is fit on both; what
+    it was fit on is its state's `fit` entry (counts and the SHA-256 of the record ids).
+    """
+    try:
+        fitted = fit_outcome_models_once([attempt_of_example(ex) for ex in trainset],
+                                         [attempt_of_example(ex) for ex in valset], seed=ctx.seed)
+    except OutcomeFitError as exc:
+        raise RecipeError(f"fit: {exc}") from None
+    for parameter in outcome_parameters(program):
+        parameter.set_model(fitted.outcome)
+    score = -min((row["held_out_loss"] for row in fitted.grid if row["target"] == "gain"
+                  and row["held_out_loss"] is not None), default=0.0)
+    ctx.tracker.add(Candidate(index=-1, score=score, n_examples=len(trainset) + len(valset), n_demos=0,
+                              instructions_hash="", state={OUTCOME_MODEL_KEY: {"model": fitted.outcome.to_state()}},
+                              note=f"gain {fitted.chosen['gain_model']}, valid {fitted.chosen['valid_model']} "
+                                   "(score: minus the held-out squared error of the gain share)"))
+    ctx.state["details"] = {"fit": fitted.chosen, "fit_grid": fitted.grid}
+    return program

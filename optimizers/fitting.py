@@ -52,7 +52,7 @@ class FitSettings:
     max_features: int = 20_000
     max_iter: int = 3_000
     refit_on_dev: bool = True
-    folds: int = 5  # grouped cross-validation over train + dev; 0 or 1: select on dev alone
+    folds: int = 5  # grouped cross-validation over train + dev (2 or more folds); 0: select on dev alone
 
 
 @dataclass
@@ -314,7 +314,12 @@ def selection_split(examples: Sequence[dspy.Example], share: float = 0.2) -> tup
     kept = [ex for ex in examples if all(ex is not other for other in held)]
     if len(kept) < 2 or not held:
         raise FitError(f"{len(examples)} labeled train example(s) and no dev split: too few to fit a model and "
-                       "choose its settings; import more logs")
+                       "choose its settings (it takes three or more: two to fit on, one to choose with); import "
+                       "more logs")
+    if len(set(_labels(kept))) < 2:
+        raise FitError(f"{len(examples)} labeled train example(s) and no dev split: with {len(held)} held out to "
+                       f"choose its settings, the {len(kept)} left to fit the model on are all {_labels(kept)[0]!r}; a "
+                       "decision model needs two or more label classes (import more logs)")
     return kept, held
 
 

@@ -183,6 +183,7 @@ class KNNFewShotRecipe(Recipe):
     dspy_name = "KNNFewShot"
     summary = "the k most similar training examples as demos, per input (no LM call)"
     Settings = KNNFewShotSettings
+    selects_on_dev = False
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:

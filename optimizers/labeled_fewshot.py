@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Sequence
 
 import dspy
 from pydantic import Field
@@ -26,6 +27,7 @@ class LabeledFewShotRecipe(Recipe):
     dspy_name = "LabeledFewShot"
     summary = "k labeled training examples as demos (no LM call)"
     Settings = LabeledFewShotSettings
+    selects_on_dev = False
 
     def _optimize(self, program: dspy.Module, trainset: list[dspy.Example], valset: list[dspy.Example],
                   ctx: CompileContext) -> dspy.Module:
@@ -35,6 +37,12 @@ class LabeledFewShotRecipe(Recipe):
         random.Random(ctx.seed).shuffle(pool)
         settings: LabeledFewShotSettings = ctx.settings  # type: ignore[assignment]
         return dspy.LabeledFewShot(k=settings.k).compile(program, trainset=pool, sample=settings.sample)
+
+    def _reached(self, compiled: dspy.Module, trainset: Sequence[dspy.Example],
+                 valset: Sequence[dspy.Example]) -> list[dspy.Example]:
+        """Only the examples drawn as demos: the rest of the training set never reached the program."""
+        drawn = {demo.get("record_id") for predictor in compiled.predictors() for demo in predictor.demos}
+        return [ex for ex in trainset if ex.get("record_id") in drawn]
 
     @classmethod
     def search_overrides(cls, demos: int, candidates: int) -> dict[str, int]:

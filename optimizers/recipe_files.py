@@ -59,8 +59,10 @@ def wrap_words(text: str, width: int) -> list[str]:
 
 
 def explain_errors(exc: ValidationError) -> str:
+    """Each error as `field 'name' = value: what is wrong` (the value as given, when there is one)."""
     parts = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error.get("loc", ())) or "settings"
-        parts.append(f"field {where!r}: {error.get('msg')}")
+        given = "" if error.get("type") == "missing" else f" = {error.get('input')!r}"
+        parts.append(f"field {where!r}{given}: {str(error.get('msg')).removeprefix('Value error, ')}")
     return "; ".join(parts)

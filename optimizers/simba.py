@@ -38,6 +38,7 @@ class SIMBARecipe(Recipe):
     dspy_name = "SIMBA"
     summary = "mini-batch ascent with self-written rules and trajectory demos"
     Settings = SIMBASettings
+    selects_on_dev = False
     uses_candidates = True
     lm_roles = {"prompt_lm": "prompt"}
 

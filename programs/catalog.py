@@ -53,5 +53,11 @@ register("planner.hybrid", "programs.planner_hybrid:PlannerHybrid", kind="planne
 register("planner.rules", "programs.rules_planner:PlannerRules", kind="planner", uses_lm=False,
          description="Reference planner, no LM: follows the pivot policy (least-tried allowed family, lower "
                      "the bound when near it).")
+register("planner.learned", "programs.planner_learned:PlannerLearned", kind="planner", uses_lm=False, trained=True,
+         description="An outcome model fit on the logs (the fit recipe) picks the allowed family of highest expected "
+                     "improvement (pivot compliance 1.0 by construction); the rest as planner.rules, no LM call.")
+register("planner.logged", "programs.planner_logged:PlannerLogged", kind="planner", uses_lm=False,
+         description="The deployed planner's directives as logged (family from strategy_tags[0]); the planner "
+                     "board's default champion.")
 register("logged", "programs.logged:LoggedDecisionProgram", kind="full_auto", uses_lm=False,
          description="the deployed policy's decisions as logged (model's own action and confidence from the audit)")

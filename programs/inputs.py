@@ -26,6 +26,8 @@ DECISION_EXTRA_FIELDS: tuple[str, ...] = tuple(dict.fromkeys((
 LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_reason", "logged_next_input")
 # The whole packet, and the compact rendering of it (`planner.compact`; `goal` is shared).
 PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet", *COMPACT_PACKET_NAMES)
+# Present only when the inputs come from a PlannerRecord: the log line of the attempt that followed.
+PLANNER_LOGGED_FIELDS: tuple[str, ...] = ("logged_entry",)
 
 # Confidence a labeled demonstration carries when its label does not state one: how much the
 # label's source is trusted. Demos must carry a confidence (design.md), and a constant 1.0 would
@@ -126,12 +128,16 @@ def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
 
 
 def planner_inputs(packet: Any) -> dict[str, str]:
-    """Signature inputs of the planner (compact text), the full packet JSON as `packet` and the compact fields.
+    """Signature inputs of the planner (compact text), the full packet JSON as `packet` and the compact fields;
+    given a PlannerRecord, also its logged attempt as `logged_entry` (JSON; what `planner.logged` replays).
 
     The rendering is `runtime.inputs.packet_inputs`, which a frozen planner loaded standalone uses too.
     """
-    packet, _ = _packet_of(packet)
-    return packet_inputs(packet)
+    packet, record = _packet_of(packet)
+    inputs = packet_inputs(packet)
+    if record is not None and record.outcome is not None:
+        inputs["logged_entry"] = record.outcome.model_dump_json()
+    return inputs
 
 
 def given_family_inputs(packet: AdvisorPacket, family: str, reasons: Sequence[str]) -> dict[str, str]:
@@ -221,13 +227,13 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
     # The directive needs a family even when the logged attempt had none (an old log's tags): `logged_family` says
     # which attempts were really in theirs (`planner.hybrid` learns only from attempts in the family it is given).
     example = dspy.Example(**inputs, **directive.model_dump(), record_id=record.record_id,
-                           outcome_valid=record.outcome.valid, outcome_cycles=record.outcome.cycles,
-                           logged_family=record.outcome.family)
+                           episode_id=record.episode_id, outcome_valid=record.outcome.valid,
+                           outcome_cycles=record.outcome.cycles, logged_family=record.outcome.family)
     return example.with_inputs(*inputs)
 
 
 __all__ = [
-    "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS",
+    "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS", "PLANNER_LOGGED_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
     "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
 ]

@@ -119,12 +119,26 @@ class RuleChoice:
     recovery: bool  # three invalid attempts in a row: start again from the last valid kernel
 
 
-def rule_choice(packet: AdvisorPacket) -> RuleChoice:
-    """The family the pivot protocol leaves, the least-tried among the candidates, and the reasons behind it.
+@dataclass(frozen=True)
+class ProtocolView:
+    """What the pivot protocol says about the next directive, as the rule planner reads a packet."""
 
-    The family always complies with the protocol as `evals.metrics_planner` scores it: allowed by the
-    packet's constraints, bound-lowering near the bound, and not the current family when any rule but
-    `near_bound` demands a pivot (near the bound alone, the current bound-lowering family may go on).
+    entries: list[dict[str, Any]]
+    allowed: list[str]  # allowed by the constraints (blocked ones out)
+    compliant: list[str]  # the families a directive may choose and comply (a subset of `allowed`)
+    current: Optional[str]
+    reasons: list[str]
+    must_leave: bool
+    lowering: bool  # near the bound: the family must lower it
+    recovery: bool  # three invalid attempts in a row: start again from the last valid kernel
+
+
+def protocol_view(packet: AdvisorPacket) -> ProtocolView:
+    """The pivot protocol on a packet: allowed and compliant families, the rules in force and why.
+
+    A compliant family is what `evals.metrics_planner` scores as compliant: allowed by the packet's constraints,
+    bound-lowering near the bound, and not the current family when any rule but `near_bound` demands a pivot
+    (near the bound alone, the current bound-lowering family may go on).
     """
     entries = tail_entries(packet)
     stated = packet.strategy_family_constraints
@@ -143,23 +157,34 @@ def rule_choice(packet: AdvisorPacket) -> RuleChoice:
     # Every rule but near_bound demands a new family; near the bound alone, any bound-lowering one will do.
     leave = [f for f in allowed if f != current] or allowed
     must_leave = any(reason != "near_bound" for reason in reasons)
-
     if lowering:
-        candidates = [f for f in (leave if must_leave else allowed) if f in BOUND_LOWERING] \
+        compliant = [f for f in (leave if must_leave else allowed) if f in BOUND_LOWERING] \
             or [f for f in allowed if f in BOUND_LOWERING] or allowed
-    elif must_leave or two_strikes(entries):
-        if not must_leave:
-            reasons.append(f"two_strikes: the last two {current} attempts did not improve")
-        candidates = leave
-    elif current in allowed and entries and _improved(entries[-1], entries[:-1]):
-        candidates = [current]
-        reasons.append(f"keep {current}: the last attempt improved")
     else:
-        candidates = allowed
+        compliant = leave if must_leave else allowed
+    return ProtocolView(entries=entries, allowed=allowed, compliant=compliant, current=current, reasons=reasons,
+                        must_leave=must_leave, lowering=lowering,
+                        recovery=invalid_streak(entries) >= INVALID_RECOVERY)
+
+
+def rule_choice(packet: AdvisorPacket) -> RuleChoice:
+    """The family the pivot protocol leaves, the least-tried among the candidates, and the reasons behind it.
+
+    The family always complies with the protocol as `evals.metrics_planner` scores it (`protocol_view`).
+    """
+    view = protocol_view(packet)
+    entries, reasons = view.entries, list(view.reasons)
+    candidates = view.compliant
+    if not view.lowering and not view.must_leave:
+        if two_strikes(entries):
+            reasons.append(f"two_strikes: the last two {view.current} attempts did not improve")
+            candidates = [f for f in view.allowed if f != view.current] or view.allowed
+        elif view.current in view.allowed and entries and _improved(entries[-1], entries[:-1]):
+            candidates = [view.current]
+            reasons.append(f"keep {view.current}: the last attempt improved")
     tries = family_tries(entries)
     family = min(candidates, key=lambda f: (tries[f], FAMILIES.index(f)))
-    return RuleChoice(family=family, reasons=tuple(reasons), lowering=lowering,
-                      recovery=invalid_streak(entries) >= INVALID_RECOVERY)
+    return RuleChoice(family=family, reasons=tuple(reasons), lowering=view.lowering, recovery=view.recovery)
 
 
 def plan_steps(choice: RuleChoice, changes: Sequence[str], best: Optional[int]) -> list[str]:

@@ -29,6 +29,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def module_checksum(root: str | os.PathLike) -> str:
+    """A frozen module's identity: SHA-256 of its `checksums.sha256` (which covers every other file)."""
+    return file_sha256(Path(root) / CHECKSUMS_FILE)
+
+
 def render_checksums(digests: dict[str, str]) -> str:
     """The canonical checksums text for {relative path: sha256}."""
     return "".join(f"{digests[path]}  {path}\n" for path in sorted(digests))

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
 from .guardrails import logged_confidence
+from .shadow_log import ShadowOutcome
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
 
@@ -30,6 +31,11 @@ def inputs_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
     """Identity of a decision's inputs: SHA-256 of canonical JSON of summary + config."""
     return sha256_hex(canonical_json({"summary": summary.model_dump(mode="json"),
                                       "config": config.model_dump(mode="json")}))
+
+
+def packet_hash(packet: AdvisorPacket) -> str:
+    """Identity of a planner record's inputs: SHA-256 of canonical JSON of the packet the planner sees."""
+    return sha256_hex(canonical_json(packet.model_dump(mode="json")))
 
 
 class OutcomeLabel(BaseModel):
@@ -84,6 +90,16 @@ class SourceRef(BaseModel):
     line: int
 
 
+class ShadowDecision(ShadowOutcome):
+    """A candidate's decision on the record's turn, made beside the deployed one and never enforced: a line of
+    `shadow-decisions.jsonl` (`runtime.shadow_log`) joined to its decision by `guidebench data import`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    timestamp: str = ""
+    source: Optional[SourceRef] = None
+
+
 class DecisionRecord(BaseModel):
     """One replayable Full Auto decision with its guardrail config, audit and outcome label."""
 
@@ -109,6 +125,9 @@ class DecisionRecord(BaseModel):
     parse_diagnostics: Any = None
     label: Optional[OutcomeLabel] = None
     source: Optional[SourceRef] = None
+    # Left out of the record's JSON when None: a record without a shadow keeps the text (and the dataset hashes)
+    # it had before shadow decisions existed.
+    shadow: Optional[ShadowDecision] = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("summary", mode="before")
     @classmethod
@@ -167,3 +186,8 @@ class PlannerRecord(BaseModel):
     packet: AdvisorPacket
     outcome: Optional[ExperimentLogEntry] = None
     source: Optional[SourceRef] = None
+
+    @property
+    def inputs_hash(self) -> str:
+        """Identity of the record's inputs (`packet_hash`), as a DecisionRecord's `inputs_hash` is of its own."""
+        return packet_hash(self.packet)

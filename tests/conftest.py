@@ -6,6 +6,10 @@
   (then falls back to the fake answers) and is active for the rest of the test.
 - `real_lm`: the embedded Gemma 3 270M, loaded once per session, no DSPy cache. Only for tests
   marked `@pytest.mark.slow`.
+- `restore_lm`: the LM a command configured globally is put back after the test.
+
+Fixtures every folder's tests may use live here, not in a folder's conftest.py: a test path given beside
+another folder's (`pytest tests/optimizers/... tests/guidebench/...`) sees only the conftest.py files above it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,14 @@ def fake_lm() -> Iterator[dspy.LM]:
     lm = make_lm("fake", cache=False)
     with dspy.context(lm=lm):
         yield lm
+
+
+@pytest.fixture
+def restore_lm() -> Iterator[None]:
+    """The commands configure DSPy's LM globally; put the previous one back after the test (any test folder)."""
+    previous = dspy.settings.lm
+    yield
+    dspy.configure(lm=previous)
 
 
 @pytest.fixture
@@ -200,3 +212,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# ----- planner logs without a performance profile (the outcome-model tests) -------------------------
+
+@pytest.fixture(scope="session")
+def profile_free_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An experiments dataset of runner-shaped logs with no side file: no packet carries a performance profile."""
+    from planner_logs_support import imported, logs_without_side_files
+
+    root = tmp_path_factory.mktemp("planner-logs")
+    return imported(logs_without_side_files(root / "logs"), root / "dataset")
+
+
+@pytest.fixture(scope="session")
+def outcome_fit(profile_free_dataset: Path):
+    """The outcome and propensity models fit on that dataset's train and dev splits (once per session)."""
+    from optimizers.outcome_fitting import fit_outcome_models_once
+    from planner_logs_support import records_of
+
+    return fit_outcome_models_once(records_of(profile_free_dataset, "train"), records_of(profile_free_dataset, "dev"))

@@ -35,8 +35,9 @@ GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("data",),                #   log import (and the redaction tracking applies),
     ("tracking",),            #   MLflow,
     ("lm",),                  #   LMs, what their calls cost (and the loopback processes of the LM server and
-                              #   search's services)
-    ("replay_plots",),        # use cases, each above those it runs: replay plots,
+                              #   search's services),
+    ("outcome_models",),      #   a planner dataset's outcome and propensity models, fit once and cached
+    ("replay_plots", "postmortem"),  # use cases, each above those it runs: replay plots, post-mortem files,
     ("evaluation",),          #   one program's eval,
     ("compile",),             #   one compile,
     ("leaderboard",),         #   the leaderboard (its variants, scored on one split),

@@ -37,6 +37,18 @@ def add_tracking_uri(parser: ArgumentParser, text: Optional[str] = TRACKING_URI_
     parser.add_argument("--tracking-uri", default=None, metavar="URI", help=text)
 
 
+CYCLES_MODEL_CHOICES = ("auto", "sim", "learned")  # guidebench.outcome_models.CYCLES_MODELS, without importing it
+
+
+def add_cycles_model(parser: ArgumentParser) -> None:
+    """The `--cycles-model` option of the commands that score planners."""
+    parser.add_argument("--cycles-model", choices=CYCLES_MODEL_CHOICES, default="auto",
+                        help="what estimates a planner's improvement of the best: sim (the kernel simulator, only "
+                             "for records whose packet carries a performance profile), learned (an outcome model "
+                             "fit on the dataset's train and dev splits), auto (default: sim when every record carries a "
+                             "profile, else learned); outputs name the one used")
+
+
 class DeferredParser(argparse.ArgumentParser):
     """A (sub)command parser that can add arguments on first use: when it parses or shows its help.
 

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base, add_tracking_uri
+from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier compile")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print the estimate as JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_cycles_model(parser)
     parser.set_defaults(func=run)
 
     listing = subparsers.add_parser("optimizers", help="list the optimizer recipes",
@@ -131,7 +132,7 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
                           max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, baseline=args.baseline,
                           threads=args.threads, eval_limit=args.eval_limit, dev_limit=args.dev_limit,
                           tracking_uri=args.tracking_uri, out=str(Path(args.out).resolve()) if args.out else None,
-                          rules=args.rules, temperature=args.temperature)
+                          rules=args.rules, temperature=args.temperature, cycles_model=args.cycles_model)
 
 
 def run(args: argparse.Namespace) -> int:

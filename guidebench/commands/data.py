@@ -17,6 +17,8 @@ def _import(args: argparse.Namespace) -> int:
         options["label_rules"] = args.label_rules
     if args.ignore_side_labels:
         options["ignore_side_labels"] = True
+    if args.shadow_module:
+        options["shadow_module"] = args.shadow_module
     if args.max_line_bytes < 1:
         raise GuidebenchError(f"--max-line-bytes must be positive, got {args.max_line_bytes}")
     report = import_logs(args.path, args.kind, args.out, seed=args.seed, progress=args.progress,
@@ -65,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                            "guidebench.data.labels.LabelRuleConfig)")
     imp.add_argument("--ignore-side-labels", action="store_true",
                      help="do not use labels.jsonl; label by rules only (fullauto)")
+    imp.add_argument("--shadow-module", metavar="DIR",
+                     help="the module whose shadow-decisions.jsonl lines join their decisions; lines of another "
+                          "module are quarantined (fullauto; default: the module most of the first sidecar's lines name)")
     imp.add_argument("--max-line-bytes", type=int, default=64 * 1024 * 1024,
                      help="longer lines are quarantined (default 64 MiB)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
-from guidebench.commands import add_api_base, add_tracking_uri
+from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="OUT",
                         help="output folder (new or empty; see --force)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier evaluation")
+    add_cycles_model(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,13 +54,24 @@ def run(args: argparse.Namespace) -> int:
     output = evaluate(args.program, args.data, split=args.split, lm=args.lm, threads=args.threads,
                       out_dir=args.out, tracking_uri=args.tracking_uri, track=not args.no_track,
                       progress=not args.no_progress, seed=args.seed, n_resamples=args.resamples,
-                      max_records=args.max_records, cache=not args.no_cache, force=args.force)
+                      max_records=args.max_records, cache=not args.no_cache, force=args.force,
+                      cycles_model=args.cycles_model)
     data = output.data
     print(f"{output.program.name} on {args.data} (split {data.split}, {len(data.records)} records, "
           f"dataset {data.dataset_id[:12]})")
     for note in data.notes:
         print(f"note: {note}")
     print(summary_table(output.result, output.omitted_metrics))
+    model = output.result.summary.get("cycles_model")
+    if model:
+        print(f"cycles model: {model['estimator']}")
+    if output.result.summary.get("off_policy"):
+        from guidebench.outcome_models import describe
+
+        for line in describe(output.result.summary["off_policy"]):
+            print(line)
+    if output.learned_from is not None and output.learned_from.status != "clean":
+        print(f"warning: {output.learned_from.line()}")
     print(f"wrote {output.files['metrics']} and {output.files['results']}")
     if output.run_id:
         print(f"MLflow run {output.run_id}")

@@ -65,8 +65,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run-loop", help="drive the Full Auto simulator with a frozen module and write its decision logs",
         description="Run simulated coding-agent runs whose turn-to-turn decisions come from a frozen module "
                     "(events -> summary -> decision -> guardrails -> dispatch) and write the original log "
-                    "layout, which `guidebench data import` reads back.")
-    loop.add_argument("--module", required=True, type=Path, metavar="DIR", help="exported frozen module folder")
+                    "layout, which `guidebench data import` reads back. With --shadow, a candidate decides "
+                    "every turn beside it (never enforced) into shadow-decisions.jsonl.")
+    loop.add_argument("--module", type=Path, metavar="DIR",
+                      help="exported frozen module folder that decides (default: the simulator's deployed policy)")
+    loop.add_argument("--shadow", type=Path, metavar="DIR",
+                      help="exported Full Auto module that decides beside it, never enforced (records candidate -> "
+                           "shadow in the promotion ledger)")
+    loop.add_argument("--shadow-deadline", type=float, default=5.0, metavar="S",
+                      help="seconds the shadow may take per decision before it is recorded as a timeout (default 5)")
+    loop.add_argument("--ledger", type=Path, default=None, metavar="FILE",
+                      help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
     loop.add_argument("--runs", type=int, default=3, metavar="N", help="simulated runs (default 3)")
     loop.add_argument("--seed", type=int, default=0, metavar="S", help="simulator seed (default 0)")
     loop.add_argument("--out", required=True, type=Path, metavar="LOGDIR", help="workspace log folder to write")
@@ -98,6 +107,9 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"exported {manifest.package} (entry {manifest.entry}, {manifest.demo_count} demos) to {result.path}")
     print(f"signature {manifest.signature_name} {manifest.signature_hash[:16]}..., "
           f"dsrs compiled_id {result.compiled_id}")
+    learned = manifest.provenance
+    print(f"learned from {learned.describe()}" if learned is not None else
+          "provenance unknown: the state does not record the records it learned from; `promote` refuses it")
     if result.redactions or result.dropped_keys:
         print(f"redacted {result.redactions} value(s) and dropped {len(result.dropped_keys)} secret key(s)")
     return 0
@@ -147,7 +159,13 @@ def run_loop_command(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise GuidebenchError(f"--runs {args.runs}: must be at least 1")
+    if args.shadow_deadline <= 0:
+        raise GuidebenchError(f"--shadow-deadline {args.shadow_deadline:g}: must be positive")
+    from guidebench.release.promotion import PromotionLedger
+
     summary = run_loop(args.module, runs=args.runs, seed=args.seed, out=args.out, lm=args.lm,
-                       max_turns=args.max_turns, min_confidence=args.min_confidence, force=args.force)
+                       max_turns=args.max_turns, min_confidence=args.min_confidence, force=args.force,
+                       shadow=args.shadow, shadow_deadline_s=args.shadow_deadline,
+                       ledger=PromotionLedger(args.ledger) if args.ledger else None)
     print(summary.describe())
     return 0

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base, add_tracking_uri
+from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
 
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="replay MLflow variants even when their run logged results on exactly this split")
     parser.add_argument("--champion", default=None, metavar="NAME",
                         help="variant every row is compared with (default: the package tagged champion, else "
-                             "the first row)")
+                             "planner.logged on a planner board, else the first row)")
     parser.add_argument("--cost-axis", default="total_tokens",
                         choices=("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens"),
                         help="cost per 1,000 decisions used for the Pareto front (default total_tokens)")
@@ -59,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="OUT",
                         help="output folder (new or empty; see --force)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier leaderboard")
+    add_cycles_model(parser)
     parser.set_defaults(func=run)
 
 
@@ -122,7 +123,8 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
                                     champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
                                     n_resamples=args.resamples, seed=args.seed, lm=lm, results=args.results,
                                     reuse_logged=not args.rescore, eval_limit=args.eval_limit,
-                                    command=command_line(["leaderboard", *_argv_of(args)]))
+                                    command=command_line(["leaderboard", *_argv_of(args)]),
+                                    cycles_model=args.cycles_model)
     if args.no_track:
         files = write(board)
     else:
@@ -161,6 +163,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         argv += ["--lm", args.lm]
     if args.no_cache:
         argv.append("--no-cache")
+    if args.cycles_model != "auto":
+        argv += ["--cycles-model", args.cycles_model]
     argv += ["--out", str(args.out)]
     return argv
 

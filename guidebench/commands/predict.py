@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 if TYPE_CHECKING:  # pydantic is imported where a file is read: `guidebench --help` stays light
     from pydantic import ValidationError
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refuse_unfitted
 
 # Text fields of a turn summary that hold JSON: a file may give them as objects; they are stored as
 # the pretty JSON text the loop writes.
@@ -147,6 +147,7 @@ def _program(name: str) -> tuple[Any, Any]:
         spec = programs.spec(name)
     except programs.UnknownProgramError as exc:
         raise GuidebenchError(str(exc)) from None
+    refuse_unfitted(spec.name, "--program")  # the registry's trained programs have no model until a compile fits one
     return spec, spec.build()
 
 

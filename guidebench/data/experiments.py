@@ -38,7 +38,7 @@ from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX
 from runtime.advisor import ExperimentLogEntry, PerformanceProfile
 from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import validation_error_text
 from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, strict_int
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
@@ -263,6 +263,8 @@ def import_experiments(ctx: ImportContext) -> None:
         try:
             import_episode(ctx, log)
         except OSError as exc:  # lines read before the failure are counted; the rest of the file is lost
+            if refused_write(exc):  # a full disk ends the import: the rest of the file is not the file's to lose
+                raise
             ctx.report.add("files_unreadable")
             ctx.report.note(f"{ctx.display(log)}: cannot read: {exc.strerror or exc}")
 

@@ -12,7 +12,8 @@ dropped their run) are their own orphan group, counted in `orphan_decisions`, no
 Pass 2 takes one run at a time: joins the raw lines by (run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
 and emits the records, which the dataset splits by thread (`evals.data.group_of`: a thread's runs and
 its orphan decisions stay together). Only the primary decisions file counts in `read`; unusable lines of
-side files go to `quarantine-side.jsonl` with their own counts.
+side files go to `quarantine-side.jsonl` with their own counts. A workspace's shadow sidecar
+(`shadow-decisions.jsonl`) is joined run by run too (`guidebench.data.shadow`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pydantic import ValidationError
 
@@ -35,12 +36,14 @@ from runtime.fullauto import (
     RunFile,
 )
 from runtime.fullauto import f32_shortest
-from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef
+from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef, inputs_hash
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import parse_json_object, validation_error_text
 from guidebench.data.labels import LabelRuleConfig, SideLabel, epoch_seconds, label_run
+from guidebench.data.redaction import might_hold_secret
 from guidebench.data.registry import ImportContext, register_importer
+from guidebench.data.shadow import ShadowJoin, judged_module
 from guidebench.data.spool import GroupedSpool
 
 DECISIONS_FILE = "fullauto-decisions.jsonl"
@@ -194,15 +197,29 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
-    """Validate, join configs, deduplicate and spool the decision lines of one workspace."""
+def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool,
+              unredacted: Optional[dict[str, str]] = None) -> None:
+    """Validate, join configs, deduplicate and spool the decision lines of one workspace (`unredacted`: collects
+    the inputs hash each redacted decision had before redaction, which its shadow line names)."""
     try:
-        _read_decisions(ctx, workspace, seen, spool)
+        _read_decisions(ctx, workspace, seen, spool, unredacted)
     except OSError as exc:  # e.g. no read permission: nothing of this file can be trusted to be complete
+        if refused_write(exc):  # the spool or the quarantine could not be written: not the log's fault
+            raise
         raise GuidebenchError(f"{workspace.decisions}: cannot read: {exc.strerror or exc}") from exc
 
 
-def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool) -> None:
+def _unredacted_hash(text: str, config: GuardrailConfig) -> Optional[str]:
+    """The inputs hash of a decision line as written, before redaction (None when it does not read)."""
+    try:
+        summary = DecisionLogLine.model_validate_json(text).summary
+    except (ValidationError, ValueError):
+        return None
+    return inputs_hash(FullAutoTurnSummary.model_validate(summary.model_dump()), config)
+
+
+def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool,
+                    unredacted: Optional[dict[str, str]]) -> None:
     configs = RunConfigs(ctx, workspace)
     source_name = ctx.relative(workspace.decisions)
     for line, logged, obj in ctx.model_lines(workspace.decisions, DecisionLogLine, desc="decisions",
@@ -220,6 +237,10 @@ def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], 
         except (UnicodeEncodeError, ValueError) as exc:  # e.g. an unpaired \ud83d escape UTF-8 cannot store
             ctx.reject(workspace.decisions, line, f"text cannot be stored as UTF-8: {str(exc)[:200]}")
             continue
+        if unredacted is not None and obj is not None and might_hold_secret(line.text or ""):
+            original = _unredacted_hash(line.text or "", config)
+            if original is not None and original != record.inputs_hash:
+                unredacted[record.inputs_hash] = original
         digest = bytes.fromhex(record.inputs_hash)
         if digest in seen:
             ctx.report.add("duplicates")
@@ -275,6 +296,8 @@ def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[
 
 
 def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
+    if refused_write(exc):  # a full disk ends the import: the rest of the file is not the file's to lose
+        raise exc
     ctx.report.add("side_files_unreadable")
     ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
 
@@ -345,14 +368,19 @@ def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[
     ctx.report.add("labels_unmatched", len([item for item in lines if id(item) not in used]))
 
 
+AttachShadows = Callable[[str, list[DecisionRecord]], None]
+
+
 def _run_records(ctx: ImportContext, spool: GroupedSpool, raw: GroupedSpool, labels: GroupedSpool,
-                 run_id: str, use_side_labels: bool) -> list[DecisionRecord]:
-    """One run's records, ordered, with their raw lines and side labels joined."""
+                 run_id: str, use_side_labels: bool, shadows: Optional[AttachShadows] = None) -> list[DecisionRecord]:
+    """One run's records, ordered, with their raw lines, side labels and shadow lines joined."""
     records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
     records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
     _join_raw(ctx, records, [json.loads(text) for text in raw.read_group(run_id)])
     if use_side_labels:
         _side_labels(ctx, records, [SideLabel.model_validate_json(text) for text in labels.read_group(run_id)])
+    if shadows is not None:
+        shadows(run_id, records)
     return records
 
 
@@ -375,7 +403,7 @@ def _threads(spool: GroupedSpool, orphans: list[DecisionRecord]) -> dict[str, li
 
 
 def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw: GroupedSpool,
-              labels: GroupedSpool, rules: LabelRuleConfig) -> None:
+              labels: GroupedSpool, rules: LabelRuleConfig, shadows: Optional[AttachShadows] = None) -> None:
     """Join raw lines and labels run by run, then label each thread's decisions along its timeline.
 
     "What happened next" after a pause or stop is in the next run of the same thread (formats.md
@@ -383,12 +411,13 @@ def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw
     with the events of those runs.
     """
     use_side_labels = not ctx.options.get("ignore_side_labels", False)
-    orphans = _run_records(ctx, spool, raw, labels, ORPHAN_RUN, use_side_labels) if spool.size(ORPHAN_RUN) else []
+    orphans = (_run_records(ctx, spool, raw, labels, ORPHAN_RUN, use_side_labels, shadows)
+               if spool.size(ORPHAN_RUN) else [])
     threads = _threads(spool, orphans)
     with ctx.bar(len(threads), "label threads", unit="thread") as progress:
         for thread_id, run_ids in threads.items():
             records = [record for run_id in run_ids
-                       for record in _run_records(ctx, spool, raw, labels, run_id, use_side_labels)]
+                       for record in _run_records(ctx, spool, raw, labels, run_id, use_side_labels, shadows)]
             records += [record for record in orphans if record.thread_id == thread_id]
             records.sort(key=_timeline_key)
             events = [event for run_id in run_ids for event in _read_events(ctx, workspace, run_id)]
@@ -440,18 +469,25 @@ def label_rules_from(value: Any) -> LabelRuleConfig:
 def import_fullauto(ctx: ImportContext) -> None:
     """Importer of kind `fullauto` (see the module docstring)."""
     rules = label_rules_from(ctx.options.get("label_rules"))
+    shadow_join = ShadowJoin(ctx, judged_module(ctx.options.get("shadow_module")))
     seen: set[bytes] = set()
     for key in ("runs", "runs_missing_config", "orphan_decisions", "labeled", "unlabeled"):
         ctx.report.add(key, 0)
     for index, workspace in enumerate(find_workspaces(ctx.path)):
         with GroupedSpool(ctx.workdir / f"decisions-{index}.jsonl") as spool, \
                 GroupedSpool(ctx.workdir / f"raw-{index}.jsonl") as raw, \
-                GroupedSpool(ctx.workdir / f"labels-{index}.jsonl") as labels:
-            _pass_one(ctx, workspace, seen, spool)
+                GroupedSpool(ctx.workdir / f"labels-{index}.jsonl") as labels, \
+                GroupedSpool(ctx.workdir / f"shadow-{index}.jsonl") as shadow:
+            shadowed = shadow_join.begin(workspace.root, shadow)
+            _pass_one(ctx, workspace, seen, spool, shadow_join.unredacted if shadowed else None)
             _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw,
                         accept=lambda r: _finite(r.raw_prediction) and _finite(r.parse_diagnostics))
             _side_spool(ctx, workspace.labels, "labels", SideLabel, labels)
-            _pass_two(ctx, workspace, spool, raw, labels, rules)
+            if shadowed:
+                shadow_join.read()
+            _pass_two(ctx, workspace, spool, raw, labels, rules, shadow_join.attach if shadowed else None)
+            if shadowed:
+                shadow_join.finish(set(spool.groups()))
 
 
 register_importer("fullauto", import_fullauto)

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping, Optional
 from evals.data import SPLITS, DatasetRow, assign_splits, write_dataset
 
 from guidebench import __version__
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refused_write, write_refused_line
 from guidebench.data.card import write_card
 from guidebench.data.ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
 from guidebench.data.redaction import PatternRedactor
@@ -79,7 +79,13 @@ def import_logs(
     output = claim_output(Path(out), "data import", force=force, inputs=[source])
     final = Path(out)
     with output.writing() as target:
-        report = _import_into(target, final, source, kind, seed, fractions, progress, max_line_bytes, options)
+        try:
+            report = _import_into(target, final, source, kind, seed, fractions, progress, max_line_bytes, options)
+        except OSError as exc:
+            line = write_refused_line(exc, final)  # the logs were read; the dataset could not be written
+            if line is None:
+                raise
+            raise GuidebenchError(line) from exc
     if report.imported == 0:
         raise NothingImportedError(
             f"{source}: nothing could be imported ({report.read} line(s) read, {report.quarantined} "
@@ -105,6 +111,8 @@ def _import_into(target: Path, final: Path, source: Path, kind: str, seed: int,
             try:
                 IMPORTERS[kind](ctx)
             except OSError as exc:  # the OS would not let us read a log: name it, in one line
+                if refused_write(exc):  # not the log's fault: the spool or the quarantine could not be written
+                    raise
                 raise GuidebenchError(f"{exc.filename or source}: cannot read: {exc.strerror or exc}") from None
             quarantine.close()
             side_quarantine.close()

@@ -22,6 +22,11 @@ CASCADE = "full_auto.cascade"
 COMPARED_WITH = {"full_auto": "logged", "planner": "planner.rules"}
 PACKAGE_NAME = "fullauto-demo"
 PACKAGE_VERSION = "1.0.0"
+# The shadowed candidate: always continue, a program known to be worse than the deployed policy, so that a quick run
+# reaches a verdict (reject, after about 700 decisions); a gain of a point or two needs thousands (reports/shadow.md).
+SHADOW_PROGRAM = "full_auto.always_continue"
+SHADOW_NAME = "fullauto-always-continue"
+SHADOW_SEED = 11
 ORPHAN_RUN = "unknown"  # the writer's run id of decisions made after their run state was dropped
 # The share of turns a cascade fitted on the demo's train split hands to its LM at its default threshold
 # (measured on the sample: about 0.2); only the estimate of LM calls printed at the start uses it.
@@ -48,6 +53,7 @@ class Plan:
     loop_runs: int
     loop_max_turns: int
     estimated_minutes: float  # measured on 2 idle cores with the embedded model, see docs/demo.md
+    shadow_runs: int = 90  # simulated sessions in which a candidate shadows the deployed policy (no LM)
 
     def cost_line(self, lm: str) -> str:
         """The demo's one line on its LM and cost: the plan's calls, their tokens and the measured minutes."""
@@ -85,7 +91,7 @@ QUICK = Plan(name="quick", fullauto_threads=30, dev_records=(10, 25), test_recor
 FULL = Plan(name="full", fullauto_threads=10_000, dev_records=(100, 250), test_records=(150, 300), episodes=24,
             episode_iterations=None, planner_eval_limit=2, fit_C=(0.5, 2.0, 8.0), lm_demos=3, lm_dev_limit=40,
             planner_demos=1, search_trials=3, search_demos=(1, 3), loop_runs=2, loop_max_turns=5,
-            estimated_minutes=20.0)
+            estimated_minutes=20.0, shadow_runs=150)
 
 
 def gates_text(n_records: int) -> str:

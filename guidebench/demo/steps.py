@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from guidebench.demo.plan import (CASCADE, COMPARED_WITH, COMPILES, FULL, FULLAUTO_BASELINES, PACKAGE_NAME,
-                                  PACKAGE_VERSION, PLANNER_BASELINES, QUICK, SUMMARY_FILE, gates_text, recipe_settings,
-                                  recipe_text)
+                                  PACKAGE_VERSION, PLANNER_BASELINES, QUICK, SHADOW_NAME, SHADOW_PROGRAM, SHADOW_SEED,
+                                  SUMMARY_FILE,
+                                  gates_text, recipe_settings, recipe_text)
 from guidebench.demo.runner import Runner, StepFailed, demo_environment, share_model_files
 from guidebench.demo.sample import (choose_fullauto_subset, jsonl, sample_dir, write_experiment_subset,
                                     write_fullauto_subset)
@@ -95,6 +96,7 @@ class Demo:
             ("export the best compiled Full Auto variant", self.step_export),
             ("promote it through the gates", self.step_promote),
             ("load it with the runtime and drive simulated runs", self.step_loop),
+            ("shadow a candidate beside the deployed policy", self.step_shadow),
         ]
         self.echo(f"guidebench demo ({plan.name}): {len(steps)} steps; everything goes to {self.out}")
         self.echo(plan.cost_line(self.options.lm))
@@ -368,6 +370,31 @@ class Demo:
                                     "reimported_records": sum(v["n"] for v in info["splits"].values())}
         self.echo(f"run-loop: {sum(actions.values())} decisions ({dict(actions)}), read back as dataset "
                   f"{info['dataset_id'][:12]}")
+
+
+    # --- step 14: shadow
+    def step_shadow(self) -> None:
+        """Let a candidate decide beside the simulator's deployed policy (never enforced), import the logs with its
+        shadow decisions, and judge it with the sequential gate (no LM call)."""
+        module, logs, data = self.path("export", SHADOW_NAME), self.path("shadow", "logs"), self.path("shadow", "data")
+        report = self.path("reports", "shadow")
+        self.runner.run(["export", "--program", SHADOW_PROGRAM, "--name", SHADOW_NAME, "--version", PACKAGE_VERSION,
+                         "--out", module, "--force", "--tag", "demo"])
+        self.runner.run(["run-loop", "--shadow", module, "--runs", self.plan.shadow_runs, "--seed", SHADOW_SEED,
+                         "--out", logs])
+        self.runner.run(["data", "import", logs, "--kind", "fullauto", "--shadow-module", module, "--out", data,
+                         "--no-progress"])
+        self.runner.run(["shadow", "report", "--module", module, "--data", data, "--out", report])
+        found = read_json(report / "shadow_report.json")
+        evidence = found["evidence"]
+        self.summary["shadow"] = {"module": str(module), "logs": str(logs), "dataset": str(data),
+                                  "report": str(report), "plot": str(report / "shadow_report.png"),
+                                  "verdict": evidence["verdict"], "n": evidence["n"],
+                                  "decided_at": evidence["decided_at"], "difference": evidence["difference"],
+                                  "cs": [evidence["cs_low"], evidence["cs_high"]], "reason": found["reason"],
+                                  "ledger": (found["ledger"] or {}).get("to_state")}
+        self.echo(f"shadow gate on {SHADOW_PROGRAM}: {evidence['verdict']} ({found['reason']}); "
+                  f"{evidence['n']} labeled decisions paired; plot {report / 'shadow_report.png'}")
 
 
 def runtime_check(module_dir: Path, data: Path, lm_spec: str) -> dict[str, Any]:

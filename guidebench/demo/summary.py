@@ -126,6 +126,12 @@ def closing_lines(summary: dict[str, Any]) -> list[str]:
         f"exported module: {export.get('dir')}  (promotion: {promotion.get('outcome', 'n/a')})",
         f"  it is          {quality_and_cost(export['board_row']) if export.get('board_row') else 'n/a'}",
         f"load it:         {export.get('load')}",
+    ]
+    shadow = summary.get("shadow")
+    if shadow:
+        lines.append(f"shadow gate:     {shadow['verdict']} after {shadow['decided_at'] or shadow['n']} labeled decisions "
+                     f"(plot {shadow['plot']})")
+    lines += [
         f"MLflow:          {mlflow.get('tracking_uri')}",
         f"open its UI:     {mlflow.get('ui_command')}",
         f"summary:         {out / SUMMARY_FILE}",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from guidebench.leaderboard.pareto import pareto_front
     from guidebench.leaderboard.tracking import track_leaderboard
     from guidebench.leaderboard.packages import PackageManifest, Variant, resolve_variants
+    from guidebench.leaderboard.postmortem import BoardPostMortem, board_postmortem
 
 _WHERE: dict[str, str] = {
     "build_leaderboard": "board", "run_leaderboard": "board", "score_variants": "board", "rank": "board", "choose_champion": "board",
@@ -25,6 +26,7 @@ _WHERE: dict[str, str] = {
     "pareto_front": "pareto",
     "track_leaderboard": "tracking",
     "PackageManifest": "packages", "Variant": "packages", "resolve_variants": "packages",
+    "BoardPostMortem": "postmortem", "board_postmortem": "postmortem",
 }
 __all__ = sorted(_WHERE)
 

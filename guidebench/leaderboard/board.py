@@ -13,7 +13,10 @@ How a board is made
    first). Every metric keeps its 95% interval (`scipy.stats.bootstrap`: BCa where defined, else
    percentile; the method and resample count are stored with the value).
 4. The champion is the variant named by `champion=`, else the one package tagged `champion`
-   (or a promoted export), else the first row. Every row, the champion included, is compared with
+   (or a promoted export), else on a planner board the deployed planner as logged (`planner.logged`), else
+   the first row; never a variant that learned from some of the
+   board's records (`runtime.provenance.check_overlap`: its row says how many, and a board where
+   every variant did is refused). Every row, the champion included, is compared with
    it on the same records (`evals.replay.compare`: the paired difference of every metric with its
    bootstrap interval and the p-value of a paired permutation test, exact up to 16 records and
    Monte Carlo above; McNemar's exact p-value for action accuracy / schema validity). Each
@@ -21,7 +24,10 @@ How a board is made
    (difference 0, p-value 1).
 5. Cost per 1,000 decisions from the replay's LM ledgers; the Pareto front is taken on
    (`objective`, cost axis), `total_tokens` by default.
-6. A per-record diff of each challenger against the champion lists the records whose per-record
+6. A planner board estimates the improvement of the best with one cycles model for every replayed row
+   (`--cycles-model`; a stored result scored with another is noted) and puts each row's off-policy estimate
+   (doubly robust, with its interval and effective sample size; `evals.offpolicy`) next to it.
+7. A per-record diff of each challenger against the champion lists the records whose per-record
    `objective` changed (fixed / broken) or whose decision changed at equal score, with inputs and
    both decisions.
 """
@@ -31,15 +37,18 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+from evals.offpolicy import OffPolicyEstimate
 from evals.replay import COST_METRICS, ReplayResult, compare, replay
 from evals.stats import PairedComparison
+from runtime.provenance import OverlapCheck, check_overlap
 
 from guidebench import __version__
 from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.diff import record_diff
-from guidebench.leaderboard.models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow
+from guidebench.leaderboard.models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow, OffPolicyCell
+from guidebench.leaderboard.postmortem import board_postmortem
 from guidebench.leaderboard.results import load_eval_result, reusable_result
 from guidebench.leaderboard.split import (
     FrozenSplit,
@@ -56,6 +65,7 @@ __all__ = ["FrozenSplit", "ScoredVariant", "SplitMismatchError", "build_leaderbo
            "load_split", "rank", "run_leaderboard", "score_variant", "score_variants"]
 
 RANKING_METRIC = "objective"
+DEPLOYED_PLANNER = "planner.logged"
 SUITE_KIND = {"full_auto": "full_auto", "fullauto": "full_auto", "planner": "planner", "experiments": "planner"}
 COST_AXES: tuple[str, ...] = ("total_tokens", "lm_calls", "seconds", "prompt_tokens", "completion_tokens")
 
@@ -75,12 +85,12 @@ def check_compatible(variant: Variant, split: FrozenSplit) -> None:
 
 
 def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, progress: bool = False,
-                  n_resamples: int = 1000, seed: int = 0) -> ScoredVariant:
-    """Replay one variant on the frozen split."""
+                  n_resamples: int = 1000, seed: int = 0, cycles: Any = None) -> ScoredVariant:
+    """Replay one variant on the frozen split (`cycles`: a planner board's cycles model)."""
     check_compatible(variant, split)
     program = variant.build()
     result = replay(program, split.records, threads=threads, progress=progress, n_resamples=n_resamples,
-                    seed=seed, name=variant.label)
+                    seed=seed, name=variant.label, cycles_model=getattr(cycles, "model", None))
     notes = []
     trained_on = variant.details.get("dataset_id")
     if trained_on and trained_on != split.ref.dataset_id:
@@ -89,30 +99,38 @@ def score_variant(variant: Variant, split: FrozenSplit, *, threads: int = 1, pro
 
 
 def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: int = 1, progress: bool = False,
-                   n_resamples: int = 1000, seed: int = 0, lm: str = "", reuse_logged: bool = False,
-                   on_scored: Optional[Callable[[ScoredVariant], None]] = None) -> list[ScoredVariant]:
+                   n_resamples: int = 1000, seed: int = 0,
+                   logged: Optional[Mapping[str, tuple[Optional[ScoredVariant], str]]] = None,
+                   on_scored: Optional[Callable[[ScoredVariant], None]] = None,
+                   cycles: Any = None) -> list[ScoredVariant]:
     """Score every variant on the same frozen split (compatibility checked before any replay).
 
-    With `reuse_logged`, an MLflow compile run that logged results for exactly this split (same
+    `logged` (`logged_results`): an MLflow compile run that logged results for exactly this split (same
     dataset id, split hash, records and LM) contributes those instead of being replayed.
     """
     for variant in variants:
         check_compatible(variant, split)
+    logged = logged or {}
     scored = []
     for variant in variants:
-        item, why_not = None, ""
-        if reuse_logged and variant.details.get("result_artifacts"):
-            item, why_not = reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
-                                            n_resamples=n_resamples, seed=seed)
+        item, why_not = logged.get(variant.label, (None, ""))
         if item is None:
             item = score_variant(variant, split, threads=threads, progress=progress, n_resamples=n_resamples,
-                                 seed=seed)
+                                 seed=seed, cycles=cycles)
             if variant.details.get("result_artifacts"):
                 item.notes.append(f"replayed here: {why_not or 'reuse of logged results is off (--rescore)'}")
         if on_scored is not None:
             on_scored(item)
         scored.append(item)
     return scored
+
+
+def logged_results(variants: Sequence[Variant], split: FrozenSplit, *, lm: str, n_resamples: int = 1000,
+                   seed: int = 0) -> dict[str, tuple[Optional[ScoredVariant], str]]:
+    """For each MLflow variant that logged results: (the results standing in for its replay, or None; why not)."""
+    return {variant.label: reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
+                                           n_resamples=n_resamples, seed=seed)
+            for variant in variants if variant.details.get("result_artifacts")}
 
 
 # ----- assembling the board ---------------------------------------------------------------------
@@ -134,20 +152,41 @@ def rank(scored: Sequence[ScoredVariant], cost_axis: str = "total_tokens") -> li
     return [item for _, item in sorted(enumerate(scored), key=key)]
 
 
-def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None) -> tuple[ScoredVariant, str]:
-    """The champion and why: named, else the one tagged/promoted package, else the first row."""
+def choose_champion(ranked: Sequence[ScoredVariant], champion: Optional[str] = None,
+                    learned: Optional[Mapping[str, OverlapCheck]] = None) -> tuple[ScoredVariant, str]:
+    """The champion and why: named, else the one tagged/promoted package, else the deployed planner as logged
+    (`planner.logged`, on a planner board), else the first row; never a variant that learned from some of the
+    board's records (`learned`, by label): a one-line error when it is named, or when every variant did."""
+    learned = learned or {}
+    barred = [item.variant.label for item in ranked
+              if (check := learned.get(item.variant.label)) is not None and check.overlaps]
     if champion:
         for item in ranked:
             if champion in (item.variant.label, item.variant.manifest.name):
+                if item.variant.label in barred:
+                    raise GuidebenchError(f"--champion {champion!r} refused: {learned[item.variant.label].line()}")
                 return item, "named with --champion"
         raise GuidebenchError(f"--champion {champion!r} is not on the board; variants: "
                               + ", ".join(item.variant.label for item in ranked))
-    tagged = [item for item in ranked if "champion" in item.variant.manifest.tags
+    eligible = [item for item in ranked if item.variant.label not in barred]
+    if not eligible:
+        raise GuidebenchError(f"no variant can be champion: each learned from records of this split "
+                              f"({barred[0]}: {learned[barred[0]].line()})")
+    not_theirs = (f"; {len(barred)} variant(s) learned from records of this split and cannot be champion: "
+                  + ", ".join(barred)) if barred else ""
+    tagged = [item for item in eligible if "champion" in item.variant.manifest.tags
               or item.variant.details.get("promotion_state") == "promoted"]
     if len(tagged) == 1:
-        return tagged[0], "the package tagged champion / promoted"
-    why = "first row (best objective)" if _objective(ranked[0]) is not None else "first row as given (no objective)"
-    return ranked[0], why + (f"; {len(tagged)} packages claim to be champion" if len(tagged) > 1 else "")
+        return tagged[0], "the package tagged champion / promoted" + not_theirs
+    deployed = [item for item in eligible if item.variant.label == DEPLOYED_PLANNER]
+    if not tagged and deployed:
+        return deployed[0], "the deployed planner as logged (a planner board's default)" + not_theirs
+    if _objective(eligible[0]) is None:
+        why = "first row as given (no objective)"
+    else:
+        why = "first row (best objective)" if eligible[0] is ranked[0] else "best objective"
+    return eligible[0], why + (f"; {len(tagged)} packages claim to be champion" if len(tagged) > 1 else "") \
+        + not_theirs
 
 
 def cost_of(result: ReplayResult) -> Cost:
@@ -194,6 +233,37 @@ def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_res
     return comparisons
 
 
+def _cycles_note(item: ScoredVariant, cycles: Any) -> Optional[str]:
+    """A note when a planner row's improvement was estimated by another cycles model than the board's."""
+    if cycles is None:
+        return None
+    used = (item.result.summary.get("cycles_model") or {}).get("name", "sim (scored before models were named)")
+    if used != cycles.name:
+        return (f"its cycles_improvement and improvement_ratio were estimated by {used}, the board's other rows by "
+                f"{cycles.name}: compare them by the off-policy column, or re-score it")
+    return None
+
+
+def _off_policy(item: ScoredVariant, split: FrozenSplit, cycles: Any, seed: int) -> Optional[OffPolicyCell]:
+    """The row's headline off-policy estimate, from its records' choices and the dataset's models."""
+    if cycles is None or cycles.models is None:
+        return None
+    from guidebench.outcome_models import offpolicy_summary
+
+    ids = [row["record_id"] for row in item.result.rows]
+    by_id = {record.record_id: record for record in split.records}
+    replays_log = item.variant.label == DEPLOYED_PLANNER or item.variant.manifest.entry == DEPLOYED_PLANNER
+    summary = offpolicy_summary([by_id[i] for i in ids], item.result.rows, cycles.models,
+                                program=item.variant.label, seed=seed, replays_log=replays_log)
+    item.result.summary["off_policy"] = summary
+    head = summary["estimates"][summary["headline"]]
+    return OffPolicyCell(estimator=head["estimator"], value=head["value"], ci_low=head["ci_low"],
+                         ci_high=head["ci_high"], ess=head["ess"], n=head["n"], supported=head["supported"],
+                         note=head["note"] + (" (on-policy: the logged choices weigh 1)" if replays_log else ""),
+                         all={name: OffPolicyEstimate.model_validate(e).text()
+                              for name, e in summary["estimates"].items()})
+
+
 def _row_notes(item: ScoredVariant, board: SplitRef) -> tuple[dict[str, float], list[str]]:
     manifest = item.variant.manifest
     notes = list(item.notes)
@@ -225,13 +295,16 @@ def _row_notes(item: ScoredVariant, board: SplitRef) -> tuple[dict[str, float], 
 
 def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, champion: Optional[str] = None,
                       cost_axis: str = "total_tokens", n_resamples: int = 1000, seed: int = 0, lm: str = "",
-                      command: str = "") -> Leaderboard:
+                      command: str = "", cycles: Any = None) -> Leaderboard:
     """Rank scored variants on one frozen split into a board (refusing results from any other split)."""
     if cost_axis not in COST_AXES:
         raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
     check_same_split(scored, split.ref, split.record_ids)
     ranked = rank(scored, cost_axis)
-    champ, rule = choose_champion(ranked, champion)
+    learned = {item.variant.label: check_overlap(item.variant.provenance, split.records,
+                                                 dataset_id=split.ref.dataset_id, split=split.ref.split)
+               for item in ranked}
+    champ, rule = choose_champion(ranked, champion, learned)
     costs = [cost_of(item.result) for item in ranked]
     front = set(pareto_front([(_objective(item), getattr(cost, cost_axis)) for item, cost in zip(ranked, costs)]))
     records_by_id = {record.record_id: record for record in split.records}
@@ -239,6 +312,10 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     for index, (item, cost) in enumerate(zip(ranked, costs)):
         comparisons = compare_with_champion(item, champ, n_resamples=n_resamples, seed=seed)
         expected, notes = _row_notes(item, split.ref)
+        notes += [note for note in [_cycles_note(item, cycles)] if note]
+        check = learned[item.variant.label]
+        if check.status != "clean":
+            notes.insert(0, ("cannot be champion: " if check.overlaps else "") + check.line())
         manifest = item.variant.manifest
         rows.append(LeaderboardRow(
             rank=index + 1, name=item.variant.label, package=manifest.name, version=manifest.version,
@@ -247,7 +324,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
             errors=item.result.errors, metrics=dict(item.result.metrics), cost=cost,
             comparison=comparisons[RANKING_METRIC],
             comparisons={k: v for k, v in comparisons.items() if k not in COST_METRICS},
-            expected=expected, notes=notes))
+            expected=expected, notes=notes, learned_from=check, off_policy=_off_policy(item, split, cycles, seed)))
     diffs = [record_diff(champ.variant.label, champ.result.rows, item.variant.label, item.result.rows,
                          records_by_id, RANKING_METRIC) for item in ranked if item is not champ]
     notes = split.notes + [f"Every variant replayed the same {len(split.records)} records of {split.ref.describe()}."]
@@ -260,8 +337,10 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         n_records=len(split.records), subset=split.subset, ranking_metric=RANKING_METRIC, cost_axis=cost_axis,
         champion=champ.variant.label, champion_rule=rule,
         created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), guidebench_version=__version__,
-        lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs, notes=notes,
-        command=command)
+        lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs,
+        notes=notes + (list(cycles.notes) if cycles is not None else []), command=command,
+        cycles_model=cycles.estimator if cycles is not None else "",
+        postmortem=board_postmortem(ranked, champ, n_resamples=n_resamples, seed=seed))
 
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
@@ -275,18 +354,27 @@ def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:
                 scorings.append(Scoring(variant.label, variant.build(), split.records, split.kind))
             except GuidebenchError:  # its replay reports why, in its turn
                 continue
-    announce(lm, scorings)
+    if scorings:  # no line when nothing here calls the LM
+        announce(lm, scorings)
 
 
 def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "test", *, threads: int = 1,
                     champion: Optional[str] = None, cost_axis: str = "total_tokens", progress: bool = False,
                     n_resamples: int = 1000, seed: int = 0, lm: str = "", command: str = "",
                     results: Sequence[Path] = (), reuse_logged: bool = True, eval_limit: Optional[int] = None,
-                    on_scored: Optional[Callable[[ScoredVariant], None]] = None,
+                    on_scored: Optional[Callable[[ScoredVariant], None]] = None, cycles_model: str = "auto",
                     ) -> tuple[Leaderboard, list[ScoredVariant]]:
-    """Load and verify the split, admit earlier results of the same split (eval folders), score the rest, rank."""
+    """Load and verify the split, admit earlier results of the same split (eval folders), score the rest, rank.
+
+    A planner board estimates the improvement with `cycles_model` (`guidebench.outcome_models.cycles_for`) and
+    puts every row's off-policy estimate next to it."""
     started = time.perf_counter()
     frozen = limit_split(load_split(data_dir, split), eval_limit)
+    cycles = None
+    if frozen.kind == "planner":
+        from guidebench.outcome_models import cycles_for
+
+        cycles = cycles_for(cycles_model, frozen.records, frozen.data_dir, split=frozen.ref.split, seed=seed)
     earlier = [load_eval_result(Path(path), board=frozen.ref, n_resamples=n_resamples, seed=seed) for path in results]
     unique_labels(list(variants) + [item.variant for item in earlier])
     for item in earlier:
@@ -294,12 +382,14 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
     if earlier:
         check_same_split(earlier, frozen.ref, frozen.record_ids)
+    logged = logged_results(variants, frozen, lm=lm, n_resamples=n_resamples, seed=seed) if reuse_logged else {}
+    replayed = [variant for variant in variants if logged.get(variant.label, (None, ""))[0] is None]
     if lm and lm != "none":
-        _announce(variants, frozen, lm)
+        _announce(replayed, frozen, lm)  # a variant whose logged results stand in makes no call here
     scored = score_variants(variants, frozen, threads=threads, progress=progress, n_resamples=n_resamples,
-                            seed=seed, lm=lm, reuse_logged=reuse_logged, on_scored=on_scored)
+                            seed=seed, logged=logged, on_scored=on_scored, cycles=cycles)
     scored += earlier
     board = build_leaderboard(scored, frozen, champion=champion, cost_axis=cost_axis, n_resamples=n_resamples,
-                              seed=seed, lm=lm, command=command)
+                              seed=seed, lm=lm, command=command, cycles=cycles)
     board.notes.append(f"Scored {len(scored)} variants in {time.perf_counter() - started:.1f} s.")
     return board, scored

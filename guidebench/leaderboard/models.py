@@ -7,6 +7,9 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals.stats import MetricValue, describe_interval, describe_test
+from runtime.provenance import OverlapCheck
+
+from guidebench.leaderboard.postmortem import BoardPostMortem
 
 COST_PER = 1000
 # Metrics where less is better (for labels and arrows only; ranking always uses `objective`).
@@ -131,6 +134,30 @@ class ChallengerDiff(BaseModel):
     records: list[RecordDiff]
 
 
+class OffPolicyCell(BaseModel):
+    """A row's off-policy estimate of its improvement of the best per record (cycles): the headline estimator's
+    value with its interval (None: unsupported, `note` says why), its effective sample size, and every estimator
+    in one line each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    estimator: str
+    value: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    ess: float
+    n: int
+    supported: bool
+    note: str = ""
+    all: dict[str, str] = Field(default_factory=dict)
+
+    def text(self) -> str:
+        """"412.3 [350.1, 470.8]" or "unsupported"."""
+        if self.value is None:
+            return "unsupported" if not self.supported else "—"
+        return f"{self.value:,.1f} [{self.ci_low:,.1f}, {self.ci_high:,.1f}]"
+
+
 class LeaderboardRow(BaseModel):
     """One variant on the board: every metric with its interval, cost, and its comparison with the champion."""
 
@@ -154,9 +181,21 @@ class LeaderboardRow(BaseModel):
     comparisons: dict[str, Comparison] = Field(default_factory=dict)
     expected: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    # How many of the board's records the variant learned from: a row that did cannot be champion.
+    learned_from: Optional[OverlapCheck] = None
     # The row's own MLflow run (nested under the board's run when the board is tracked) and its page in the UI.
     mlflow_run_id: Optional[str] = None
     mlflow_url: Optional[str] = None
+    # A planner's off-policy estimate of its improvement (None: no outcome model, or not a planner board).
+    off_policy: Optional[OffPolicyCell] = None
+
+    def verdict(self) -> str:
+        """Plain words: "champion", the comparison's verdict, or that the row is no evidence (it learned from them)."""
+        if self.champion:
+            return "champion"
+        if self.learned_from is not None and self.learned_from.overlaps:
+            return f"learned from {self.learned_from.n_overlap} of {self.learned_from.n_records}: no evidence"
+        return self.comparison.verdict()
 
 
 class Leaderboard(BaseModel):
@@ -183,6 +222,9 @@ class Leaderboard(BaseModel):
     notes: list[str] = Field(default_factory=list)
     command: str = ""
     mlflow_run_id: Optional[str] = None
+    # A planner board: what estimates cycles_improvement and improvement_ratio ("sim", "learned", ...) and how.
+    cycles_model: str = ""
+    postmortem: Optional[BoardPostMortem] = None  # slices, outliers, wins and losses (leaderboard.postmortem)
 
     def row(self, name: str) -> LeaderboardRow:
         """The row of a variant by name."""

@@ -18,6 +18,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from runtime.provenance import NOTHING, Provenance, read_provenance
+
 from guidebench.errors import GuidebenchError, refuse_unfitted
 
 PACKAGE_FILE = "package.json"
@@ -111,6 +113,8 @@ class Variant:
     origin: str
     state_path: Optional[Path] = None
     details: dict[str, Any] = field(default_factory=dict)
+    # The records it learned from (`runtime.provenance`; None: unknown): a board checks its split against them.
+    provenance: Optional[Provenance] = None
 
     @property
     def kind(self) -> str:
@@ -162,6 +166,18 @@ def load_state_file(program: Any, path: Path, label: str) -> Any:
                               f"{type(exc).__name__}: {exc}") from exc
 
 
+def state_provenance(path: Path) -> Optional[Provenance]:
+    """The provenance a state JSON file records (None: unknown); a malformed one is a one-line error."""
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise GuidebenchError(f"{path}: not readable JSON: {exc}") from exc
+    try:
+        return read_provenance(state) if isinstance(state, dict) else None
+    except ValueError as exc:
+        raise GuidebenchError(f"{path}: {exc}") from None
+
+
 def contract_for(entry: str) -> str:
     """The input contract a registry program consumes (`GuidanceInputs@v1` or `AdvisorPacket@v1`)."""
     import programs
@@ -195,7 +211,7 @@ def from_registry(names: Iterable[str]) -> list[Variant]:
         refuse_unfitted(entry, "--programs")
         manifest = PackageManifest(name=name, version=__version__, entry=entry,
                                    compatible_with=contract_for(entry), tags=["registry"])
-        variants.append(Variant(label=name, manifest=manifest, origin=f"registry:{name}"))
+        variants.append(Variant(label=name, manifest=manifest, origin=f"registry:{name}", provenance=NOTHING))
     return variants
 
 
@@ -247,7 +263,8 @@ def from_package_folder(folder: Path) -> Variant:
         if not state_path.is_file():
             raise GuidebenchError(f"{manifest_path}: field state: file {state_path} does not exist")
     return Variant(label=f"{manifest.name}@{manifest.version}", manifest=manifest,
-                   origin=f"package:{folder}", state_path=state_path)
+                   origin=f"package:{folder}", state_path=state_path,
+                   provenance=NOTHING if state_path is None else state_provenance(state_path))
 
 
 def is_export_folder(folder: Path) -> bool:
@@ -279,7 +296,7 @@ def from_export_folder(folder: Path) -> Variant:
                               f"{first['msg']}") from exc
     return Variant(label=f"{manifest.name}@{manifest.version}", manifest=manifest, origin=f"export:{folder}",
                    details={"export_dir": str(folder), "promotion_state": frozen.promotion_state,
-                            "mlflow_run_id": frozen.mlflow_run_id})
+                            "mlflow_run_id": frozen.mlflow_run_id}, provenance=frozen.provenance)
 
 
 def _scorecard_values(scorecard: Any) -> dict[str, float]:
@@ -397,7 +414,8 @@ def _variant_of_run(client: Any, run: Any, cache_dir: Optional[Path]) -> Optiona
                    origin=f"mlflow:{run.info.run_id}", state_path=local,
                    details={"mlflow_run_id": run.info.run_id, "optimizer": optimizer,
                             "dataset_id": params.get("dataset_id"), "seed": params.get("seed"),
-                            "result_artifacts": result_artifacts, "tracking_uri": client.tracking_uri})
+                            "result_artifacts": result_artifacts, "tracking_uri": client.tracking_uri},
+                   provenance=state_provenance(local))
 
 
 def _run_claims(run: Any, split: str = "test") -> tuple[dict[str, float], Optional[SplitRef]]:

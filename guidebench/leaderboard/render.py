@@ -24,6 +24,7 @@ from guidebench.leaderboard.models import (
     lower_is_better,
 )
 from guidebench.leaderboard.plots import METRICS_PNG, QUALITY_COST_PNG, write_plots
+from guidebench.leaderboard.postmortem import html_section, markdown_lines
 
 JSON_FILE = "leaderboard.json"
 MARKDOWN_FILE = "leaderboard.md"
@@ -124,11 +125,23 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
                  f"on `{board.ranking_metric}` (McNemar's exact test for accuracy); Δ intervals: "
                  f"{_diff_interval_methods(board)}; verdicts at p < {ALPHA:g}, n = {board.n_records}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
+        *([("Cycles model", board.cycles_model)] if board.cycles_model else []),
+        *([("Off-policy", OFF_POLICY_TEXT)] if _has_off_policy(board) else []),
         ("Cost axis", f"{board.cost_axis.replace('_', ' ')} per 1,000 decisions"),
         ("LM", board.lm or "—"),
         ("Created", board.created_at),
         ("MLflow run", board.mlflow_run_id or "—"),
     ]
+
+
+OFF_POLICY_TEXT = ("each row's expected improvement of the best per record (cycles) from the logs, doubly robust "
+                   "(outcome and propensity models fit on train + dev), 95% interval by a bootstrap over episodes, "
+                   "with the effective sample size of its importance weights (\"unsupported\": the logs rarely "
+                   "tried that row's choices in such states; docs/offpolicy.md)")
+
+
+def _has_off_policy(board: Leaderboard) -> bool:
+    return any(row.off_policy is not None for row in board.rows)
 
 
 def _interval_method(board: Leaderboard) -> str:
@@ -157,15 +170,23 @@ def _diff_interval_methods(board: Leaderboard) -> str:
 
 
 def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    off_policy = _has_off_policy(board)
     header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "verdict",
               "errors", f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
+    if off_policy:
+        header[3:3] = ["improvement, off-policy [95% CI]", "estimator", "ESS"]
     rows = []
     for row in board.rows:
         name = row.name + (" (champion)" if row.champion else "")
-        rows.append([str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
-                     fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
-                     str(row.comparison.n), "champion" if row.champion else row.comparison.verdict(), str(row.errors),
-                     fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""])
+        cells = [str(row.rank), name, fmt_metric(row.metrics.get(board.ranking_metric)),
+                 fmt_diff(row.comparison), fmt_p(row.comparison.p_value), row.comparison.test(),
+                 str(row.comparison.n), row.verdict(), str(row.errors),
+                 fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""]
+        if off_policy:
+            cell = row.off_policy
+            cells[3:3] = ["—", "—", "—"] if cell is None else \
+                [cell.text(), cell.estimator.upper(), f"{cell.ess:.1f} of {cell.n}"]
+        rows.append(cells)
     return header, rows
 
 
@@ -218,6 +239,11 @@ def render_markdown(board: Leaderboard) -> str:
         lines += ["Each row's MLflow run (metrics, intervals, per-record results; open with `mlflow ui`):", ""]
         lines += [f"- {name}: [{run_id}]({url})" if url else f"- {name}: {run_id}"
                   for name, run_id, url in _run_links(board)] + [""]
+    if _has_off_policy(board):
+        lines += ["Off-policy estimates of each row's improvement per record (cycles), every estimator:", ""]
+        lines += _md_table(["variant", "DM", "IPW", "DR"],
+                           [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
+                            for row in board.rows if row.off_policy is not None]) + [""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
@@ -226,6 +252,7 @@ def render_markdown(board: Leaderboard) -> str:
     lines += ["", f"Pareto front ({board.ranking_metric} against {board.cost_axis.replace('_', ' ')}): "
               + ", ".join(board.pareto), ""]
     lines += ["## Plots", "", f"![metrics]({METRICS_PNG})", "", f"![quality against cost]({QUALITY_COST_PNG})", ""]
+    lines += markdown_lines(board.postmortem)
     lines += ["## Per-record differences with the champion", ""]
     if not board.diffs:
         lines.append("No challenger on this board.")
@@ -341,6 +368,7 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
     sections += ["<h2>Cost per 1,000 decisions</h2>",
                  _html_table(*_cost_table(board), table_id="cost-table", row_classes=classes, numeric_from=1),
                  f"<p>Pareto front: {_h(', '.join(board.pareto))}</p>",
+                 html_section(board.postmortem),
                  "<h2>Per-record differences with the champion</h2>"]
     sections += [_html_diff(d) for d in board.diffs] or ["<p>No challenger on this board.</p>"]
     notes = board.notes + [f"{row.name}: {note}" for row in board.rows for note in row.notes]
@@ -364,7 +392,7 @@ def render_text(board: Leaderboard) -> str:
              f"{'n':>5}  {'test':<23} {'verdict':<34} {board.cost_axis + '/1k':>18}  pareto"]
     for row in board.rows:
         comparison = row.comparison
-        verdict = "champion" if row.champion else comparison.verdict()
+        verdict = row.verdict()
         lines.append(f"{row.rank:>2}  {row.name[:32]:<32} {fmt_metric(row.metrics.get(board.ranking_metric)):<26} "
                      f"{fmt_diff(comparison):<28} {fmt_p(comparison.p_value):>7} {comparison.n:>5}  "
                      f"{comparison.method:<23} {verdict:<34} "

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from evals.replay import ReplayResult, statistics
 from evals.stats import bootstrap_many
+from runtime.provenance import read_provenance
 
 from guidebench import __version__
 from guidebench.errors import GuidebenchError
@@ -25,7 +26,7 @@ from guidebench.leaderboard.packages import PackageManifest, SplitRef, Variant, 
 
 SUMMARY_FILE = "summary.json"
 RESULTS_FILE = "results.parquet"
-_NESTED = ("score.", "usage.", "error.")
+_NESTED = ("score.", "usage.", "error.", "slice.")
 
 
 def _plain(value: Any) -> Any:
@@ -38,13 +39,16 @@ def _plain(value: Any) -> Any:
 
 
 def rows_from_frame(frame: Any) -> list[dict[str, Any]]:
-    """Replay rows back from `ReplayResult.to_frame()` columns (`score.*`, `usage.*`, `error.*`)."""
+    """Replay rows back from `ReplayResult.to_frame()` columns (`score.*`, `usage.*`, `slice.*`, `error.*`)."""
     rows = []
     for record in frame.to_dict(orient="records"):
         row: dict[str, Any] = {k: _plain(v) for k, v in record.items() if not k.startswith(_NESTED)}
         # Scores keep NaN: it means "does not apply to this record", which the statistics skip.
         row["scores"] = {k[len("score."):]: float(v) for k, v in record.items() if k.startswith("score.")}
         row["usage"] = {k[len("usage."):]: _plain(v) or 0 for k, v in record.items() if k.startswith("usage.")}
+        slices = {k[len("slice."):]: _plain(v) for k, v in record.items() if k.startswith("slice.")}
+        if slices:  # an eval written before slices has none; `evals.slices` says which are missing
+            row["slices"] = slices
         error = {k[len("error."):]: _plain(v) for k, v in record.items() if k.startswith("error.")}
         row["error"] = error if error.get("class") else None
         rows.append(row)
@@ -94,15 +98,20 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
         raise GuidebenchError(f"{results_path}: unreadable: {type(exc).__name__}: {exc}") from exc
     kind = summary["kind"]
     metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed)
-    keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm")
+    keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm",
+            "cycles_model")
     result = ReplayResult(kind=kind, program=summary["program"], rows=rows, metrics=metrics,
                           summary={k: summary[k] for k in keep if k in summary})
     entry = canonical_entry(_entry_of(summary), f"{summary_path}: field program")
     manifest = PackageManifest(name=summary["program"].replace(" ", "-"), version=__version__, entry=entry,
                                compatible_with=contract_for(entry), tags=["eval-results"],
                                description=f"scored by guidebench eval into {folder}")
+    try:
+        provenance = read_provenance(summary)  # the program's, as the evaluation recorded it (absent: unknown)
+    except ValueError as exc:
+        raise GuidebenchError(f"{summary_path}: {exc}") from None
     variant = Variant(label=summary["program"], manifest=manifest, origin=f"results:{folder}",
-                      details={"mlflow_run_id": summary.get("mlflow_run_id")})
+                      details={"mlflow_run_id": summary.get("mlflow_run_id")}, provenance=provenance)
     split = SplitRef(dataset_id=summary["dataset_id"], split=summary["split"], split_hash=summary["split_hash"])
     return ScoredVariant(variant=variant, result=result, split=split, notes=notes)
 

@@ -47,6 +47,19 @@ def _finite(values: Mapping[str, float]) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
+def _log_postmortem(board: Leaderboard, name: str) -> None:
+    """The row's own post-mortem and, for a challenger, its slices against the champion."""
+    from guidebench.tracking.postmortem import log_comparison, log_postmortem
+
+    if board.postmortem is None:
+        return
+    if name in board.postmortem.rows:
+        log_postmortem(board.postmortem.rows[name])
+    for comparison in board.postmortem.challengers:
+        if comparison.challenger == name:
+            log_comparison(comparison)
+
+
 def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                       write_files: Callable[[Leaderboard], Mapping[str, Path]], *, lm: str, seed: int,
                       tracking_uri: Optional[str] = None) -> tuple[str, Mapping[str, Path]]:
@@ -70,7 +83,8 @@ def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                     program=manifest.entry, dataset_id=board.dataset_id, split=board.split,
                     split_hash=board.split_hash, lm=lm if item.variant.uses_lm else "none", seed=seed,
                     kind=board.kind, package=manifest.name, version=manifest.version, origin=item.variant.origin,
-                    n_records=row.n, leaderboard_run_id=parent.info.run_id)
+                    n_records=row.n, leaderboard_run_id=parent.info.run_id,
+                    **(row.learned_from.params() if row.learned_from else {}))
                 variant_tags = {"guidebench.run_type": VARIANT_RUN_TYPE, "guidebench.program": manifest.entry,
                                 "guidebench.variant": row.name}
                 with tracking.tracked_run(dataset_id=board.dataset_id, kind=board.kind, nested=True,
@@ -87,6 +101,7 @@ def track_leaderboard(board: Leaderboard, scored: Sequence[ScoredVariant],
                     results = Path(work) / f"results-{_safe_key(row.name).replace('/', '_')}.parquet"
                     item.result.to_frame().to_parquet(results, index=False)
                     mlflow.log_artifact(str(results), artifact_path="results")
+                    _log_postmortem(board, row.name)
             files = write_files(board)
             tracking.log_artifacts(files, artifact_path="leaderboard")
         champion = board.row(board.champion)

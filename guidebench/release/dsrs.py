@@ -23,8 +23,8 @@ from typing import Any, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.frozen.manifest import (DemoSelection, FrozenManifest, MetricInterval, PromotionState, RuleGateSpec,
-                                     TrainedModelSpec)
+from runtime.frozen.manifest import (DemoSelection, FrozenManifest, MetricInterval, OutcomeModelSpec, PromotionState,
+                                     RuleGateSpec, TrainedModelSpec)
 from runtime.records import canonical_json, sha256_hex
 
 OMITTED_WHEN_ABSENT: tuple[str, ...] = ("compiled_id", "trainset_id", "instruction")
@@ -173,7 +173,7 @@ def compiled_id(signature_name: str, optimizer: str, instruction: Optional[str],
 
 def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGateSpec] = None,
                 caps: Optional[dict[str, int]] = None, trained_model: Optional[TrainedModelSpec] = None,
-                code_inputs: Sequence[str] = ()) -> list[str]:
+                code_inputs: Sequence[str] = (), outcome_model: Optional[OutcomeModelSpec] = None) -> list[str]:
     """What the CompiledModuleManifest and its hub file can and cannot carry for a module (empty: everything);
     `caps`: the answer cap of each predictor that sets one; `code_inputs`: predictor inputs the program's code
     computes (the runtime's rendering has none of them)."""
@@ -198,6 +198,11 @@ def carry_notes(selection: Optional[DemoSelection], rule_gate: Optional[RuleGate
                      f"{trained_model.kind} model fit on the logs ({trained_model.scorer}, {trained_model.n_features} "
                      "features; program.json's trained_model), and the original runtime has no such model: it can "
                      "only prompt an LM; run it with runtime.load_frozen")
+    if outcome_model is not None:
+        notes.append(f"the outcome model is not carried: this planner chooses the allowed family of highest "
+                     f"expected improvement by a model fit on the logs ({outcome_model.scorer}, "
+                     f"{outcome_model.n_features} features, {outcome_model.gain} gain model; program.json's "
+                     "outcome_model), and the original runtime has no such model: run it with runtime.load_frozen")
     if caps:
         notes.append("the answer cap is not carried: this module caps its answers at "
                      f"{', '.join(f'{cap} tokens ({name})' for name, cap in sorted(caps.items()))}, and the original's "

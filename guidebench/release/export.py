@@ -26,9 +26,14 @@ from runtime.checksums import write_checksums
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
-                                     DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval, PredictorSpec,
-                                     PromptText, RuleGateSpec, TrainedModelSpec, valid_name, valid_version)
+                                     DemoSelection, FrozenManifest, FrozenModuleError, MetricInterval,
+                                     OutcomeModelSpec, PredictorSpec, PromptText, RuleGateSpec, TrainedModelSpec,
+                                     valid_name, valid_version)
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
+from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
+from runtime.outcome_features import FEATURES_VERSION as OUTCOME_FEATURES_VERSION
+from runtime.outcome_features import ROW_NAMES
+from runtime.provenance import NOTHING, Provenance, read_provenance
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -63,6 +68,8 @@ class ExportSource:
     trainset_id: Optional[str] = None
     scorecard: dict[str, MetricInterval] = field(default_factory=dict)
     lm_model: Optional[str] = None
+    # The records it learned from (None: unknown, a state file that does not say); the manifest carries it.
+    provenance: Optional[Provenance] = None
 
 
 @dataclass
@@ -114,16 +121,23 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
     except LookupError as exc:
         raise GuidebenchError(str(exc)) from exc
     program = spec.build()
+    provenance: Optional[Provenance] = NOTHING  # a registry program as it is learned from no record
     if state_file is not None:
         state = read_state_file(Path(state_file))
+        try:
+            provenance = read_provenance(state)
+        except ValueError as exc:
+            raise GuidebenchError(f"{label or state_file}: {exc}") from None
         try:
             # Whatever recipe compiled it: a knn_fewshot state comes back as the program it wraps with its pool.
             program = load_compiled(program, state)
         except GuidebenchError:
             raise
         except Exception as exc:
-            raise GuidebenchError(f"{label or state_file}: does not load into program {spec.name}: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            owners = programs_of_state(state, spec.kind)
+            whose = f"the state of {' or '.join(owners)}, not of {spec.name}" if owners else \
+                f"does not load into program {spec.name}"
+            raise GuidebenchError(f"{label or state_file}: {whose}: {type(exc).__name__}: {exc}") from exc
     lm = dspy.settings.lm
     installed = spec.build()
     lm_program = getattr(getattr(program, "cascade", None), "lm_program", None)
@@ -131,7 +145,23 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
         installed.configure(lm_program=lm_program)
     return ExportSource(entry=spec.name, kind=spec.kind, uses_lm=spec.uses_lm, program=program,
                         installed=installed, optimizer="none" if state_file is None else "unknown",
-                        lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None)
+                        lm_model=getattr(lm, "model", None) if spec.uses_lm and lm is not None else None,
+                        provenance=provenance)
+
+
+def programs_of_state(state: Mapping[str, Any], kind: str) -> list[str]:
+    """The registered programs of a kind that a state loads into, whole (what a refused state was compiled for)."""
+    from optimizers import load_compiled
+
+    programs = _programs()
+    found = []
+    for name in programs.names(kind):
+        try:
+            load_compiled(programs.get(name), state)
+        except Exception:  # not this one
+            continue
+        found.append(name)
+    return found
 
 
 def scorecard_from_metrics(metrics: Mapping[str, float], n: int = 0, prefix: str = "") -> dict[str, MetricInterval]:
@@ -284,7 +314,8 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
                    created_at: str, tags: Iterable[str] = (), evals: Iterable[str] = (),
                    demo_selection: Optional[DemoSelection] = None,
                    rule_gate: Optional[RuleGateSpec] = None,
-                   trained_model: Optional[TrainedModelSpec] = None) -> FrozenManifest:
+                   trained_model: Optional[TrainedModelSpec] = None,
+                   outcome_model: Optional[OutcomeModelSpec] = None) -> FrozenManifest:
     """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does; `rule_gate`:
     the rules that decide before its LM, if any)."""
     from guidebench.tracking.runs import git_commit
@@ -303,9 +334,10 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         split=source.split, split_hash=source.split_hash, scorecard=source.scorecard,
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
-        demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model,
+        demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model, provenance=source.provenance,
+        outcome_model=outcome_model,
         dsrs_notes=carry_notes(demo_selection, rule_gate, {p.name: p.max_tokens for p in predictors if p.max_tokens},
-                               trained_model, code_inputs),
+                               trained_model, code_inputs, outcome_model),
     )
 
 
@@ -359,12 +391,14 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
             if isinstance(entry, dict) and "demos" in entry:
                 entry["demos"] = []  # never used: every call gets the demos chosen for its input
     installed = {n for n, _ in source.installed.named_predictors()}
-    exported = {k for k in state if k not in ("metadata", RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY)}
+    exported = {k for k in state if k not in ("metadata", RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY,
+                                              OUTCOME_MODEL_KEY)}
     if installed != exported:
         raise GuidebenchError(f"program {source.entry}: state holds predictors {sorted(exported)}, "
                               f"the installed program has {sorted(installed)}")
     rule_gate = _rule_gate(source.entry, state.get(RULE_GATE_KEY))
     trained_model = _trained_model(source.entry, state)
+    outcome_model = _outcome_model(source.entry, state)
     predictors = describe_predictors(source.installed, source.kind, state)
     for predictor in predictors:  # a prompt an optimizer rewrote is declared: the loader holds program.json to it
         predictor.prompt = PromptText.rewritten(predictor.signature, state.get(predictor.name, {}))
@@ -376,7 +410,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               demo_selection=None if selection is None else DemoSelection(
                                   k=selection.k, vectorizer=selection.vectorizer.name, fields=selection.fields,
                                   nearest_last=selection.nearest_last, pool_size=len(selection.pool)),
-                              rule_gate=rule_gate, trained_model=trained_model)
+                              rule_gate=rule_gate, trained_model=trained_model, outcome_model=outcome_model)
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
     try:
@@ -417,6 +451,19 @@ def _trained_model(entry: str, state: Mapping[str, Any]) -> Optional[TrainedMode
     return TrainedModelSpec(features_version=FEATURES_VERSION, classes=model.classes,
                             n_features=int(model.coef.shape[1]), threshold=cascade.get("threshold"),
                             lm_program=cascade.get("lm_program"))
+
+
+def _outcome_model(entry: str, state: Mapping[str, Any]) -> Optional[OutcomeModelSpec]:
+    """The manifest's summary of the state's planner outcome model (None without one); an unfitted one is refused."""
+    if OUTCOME_MODEL_KEY not in state:
+        return None
+    try:
+        model = OutcomeModel.from_state((state[OUTCOME_MODEL_KEY] or {}).get("model"))
+    except OutcomeModelError as exc:
+        raise GuidebenchError(f"program {entry} has no usable outcome model ({exc}); fit it first: `guidebench "
+                              f"compile --program {entry} --optimizer fit --data DATASET`") from None
+    return OutcomeModelSpec(features_version=OUTCOME_FEATURES_VERSION, families=model.families,
+                            n_features=len(ROW_NAMES), gain=model.gain.type, valid=model.valid.type)
 
 
 def _demo_selection(source: ExportSource) -> tuple[Any, Optional[DemoSelector]]:

@@ -16,11 +16,15 @@ any of them:
     guardrail_override_rate = 0.0
     parse_failure_rate = 0.0
     [min_values]                     # absolute floors, e.g. objective = 0.5
+    [sequential]                     # the shadow gate (`guidebench shadow report`), valid at every look
+    alpha = 0.05                     # its confidence sequence holds at every look with probability 1 - alpha
+    min_effect = 0.0                 # reject once the gain is surely below this (0: once surely worse)
+    max_decisions = 5000             # reject at this many labeled decisions without a verdict
 
 A `[max_increase]` section adds gates to those two defaults or changes their allowance; it never drops one
-(an allowance of 1.0 lets a rate rise all the way). Every metric name (`objective`, `cost_metric`, the keys
-of both sections) must be one that replay measures: a misspelt name is refused, not a gate that can never
-be met or checks nothing.
+(an allowance of 1.0 lets a rate rise all the way). Every metric name (`objective`, `cost_metric`, the keys of
+`[max_increase]` and `[min_values]`) must be one that replay measures: a misspelt name is refused, not a gate
+that can never be met or checks nothing.
 """
 
 from __future__ import annotations
@@ -43,21 +47,25 @@ from guidebench.errors import GuidebenchError
 DEFAULT_MAX_INCREASE: dict[str, float] = {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.0}
 
 
-def metric_names() -> frozenset[str]:
-    """Every aggregate a replay measures (both kinds' quality metrics and the cost metrics): what a gate may name."""
-    from evals import metrics_fullauto, metrics_planner
-    from evals.replay import COST_METRICS
-
-    return frozenset((*metrics_fullauto.METRIC_NAMES, *metrics_planner.METRIC_NAMES, *COST_METRICS))
-
-
 def _known_metric(name: str) -> str:
-    known = metric_names()
+    from guidebench.evaluation import metric_names
+
+    known = {*metric_names("full_auto"), *metric_names("planner")}
     if name not in known:
         close = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown metric {name!r}{hint}; replay measures {', '.join(sorted(known))}")
     return name
+
+
+class SequentialGates(BaseModel):
+    """The shadow gate's settings (`evals.sequential`): `[sequential]` in a gates file."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    min_effect: float = Field(default=0.0, ge=0.0, le=1.0)
+    max_decisions: int = Field(default=5000, ge=1)
 
 
 class GatesConfig(BaseModel):
@@ -73,6 +81,7 @@ class GatesConfig(BaseModel):
     max_cost_ratio: float = Field(default=1.15, gt=0.0)
     min_values: dict[str, float] = Field(default_factory=dict)
     min_records: int = Field(default=20, ge=1)
+    sequential: SequentialGates = Field(default_factory=SequentialGates)
 
     @field_validator("max_increase", mode="before")
     @classmethod

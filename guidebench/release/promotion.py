@@ -1,10 +1,13 @@
 """Promotion of frozen modules through explicit gates: candidate -> staged -> promoted, and rollback.
 
-`promote_module` replays the candidate and the current champion (or, before any champion, a
-measured baseline: the deployed policy's logged decisions) on the same held-out split, compares
-them with the evals layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module
-that passes is staged, then registered in the MLflow model registry under alias `champion` (the
-replaced version becomes `previous`). `rollback_module` restores `previous`.
+`promote_module` first refuses, before any replay, a module whose evidence would hold records it learned
+from (`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, whose
+provenance is unknown, is refused too: re-export it from its compile). It then replays the candidate and
+the current champion (or, before any champion, a measured baseline: the deployed policy's logged
+decisions) on the same held-out split, compares them with the evals layer's paired statistics, and
+applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
+MLflow model registry under alias `champion` (the replaced version becomes `previous`). `rollback_module`
+restores `previous`.
 
 Every attempt — refused, rejected, staged, promoted, rolled back — is appended to the promotion
 ledger (`<GUIDEBENCH_HOME>/promotions.jsonl`, one `PromotionRecord` per line, rewritten atomically
@@ -16,7 +19,6 @@ lives in the ledger and in its registry version's `promotion_state` tag.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -30,15 +32,17 @@ from typing import Any, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runtime.checksums import module_checksum
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
+from runtime.provenance import OverlapCheck, check_overlap
 
 from guidebench.errors import GuidebenchError
 from guidebench.lm.identity import LMIdentity, lm_identity
 from guidebench.release.gates import GateCheck, GatesConfig, PairedDiff, evaluate_gates, load_gates
 from guidebench.release.model_registry import CHAMPION, ModuleRegistry, RegisteredModule
 
-Outcome = Literal["refused", "rejected", "staged", "promoted", "rolled_back"]
+Outcome = Literal["refused", "rejected", "staged", "shadow", "promoted", "rolled_back"]
 LEDGER_FILE = "promotions.jsonl"
 # Baseline measured when no champion exists yet: what production actually decided.
 DEFAULT_BASELINES: dict[str, str] = {"full_auto": "logged", "planner": "planner.rules"}
@@ -73,6 +77,29 @@ class PromotionEvidence(BaseModel):
     baseline_metrics: dict[str, MetricInterval] = Field(default_factory=dict)
     paired: dict[str, PairedDiff] = Field(default_factory=dict)
     mcnemar: Optional[dict[str, Any]] = None
+    learned_from: Optional[OverlapCheck] = None  # the candidate learned from none of these records
+
+
+class SequentialEvidence(BaseModel):
+    """The shadow gate behind a verdict (`guidebench.release.shadow`): the candidate's shadow decisions and the
+    deployed program's on the same labeled turns, and their confidence sequence."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    dataset_id: str
+    verdict: str
+    n: int  # labeled paired decisions
+    decided_at: Optional[int] = None  # the look at which the confidence sequence first crossed
+    difference: Optional[float] = None  # candidate - deployed objective at that look (else at n)
+    cs_low: Optional[float] = None
+    cs_high: Optional[float] = None
+    alpha: float
+    min_effect: float
+    max_decisions: int
+    method: str = "empirical-Bernstein confidence sequence (Howard et al. 2021, stitching boundary)"
+    candidate_objective: Optional[float] = None  # means over the n paired decisions
+    deployed_objective: Optional[float] = None
+    counts: dict[str, int] = Field(default_factory=dict)
 
 
 class PromotionRecord(BaseModel):
@@ -82,7 +109,7 @@ class PromotionRecord(BaseModel):
 
     attempt_id: str
     at: str
-    action: Literal["promote", "rollback"]
+    action: Literal["promote", "rollback", "shadow"]
     module: ModuleRef
     from_state: str
     to_state: str
@@ -93,6 +120,7 @@ class PromotionRecord(BaseModel):
     checks: list[GateCheck] = Field(default_factory=list)
     champion: Optional[ModuleRef] = None
     evidence: Optional[PromotionEvidence] = None
+    sequential: Optional[SequentialEvidence] = None
     mlflow_run_id: Optional[str] = None
 
 
@@ -167,8 +195,9 @@ class PromotionLedger:
 # ----- helpers -----------------------------------------------------------------------------------
 
 def folder_digest(module_dir: Path) -> str:
-    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file)."""
-    return hashlib.sha256((Path(module_dir) / CHECKSUMS_FILE).read_bytes()).hexdigest()
+    """Identity of a frozen module folder: SHA-256 of its checksums file (which covers every file); a shadow line
+    names its module by the same digest (`runtime.checksums.module_checksum`)."""
+    return module_checksum(module_dir)
 
 
 def _now() -> str:
@@ -220,15 +249,9 @@ def _run_metrics(evidence: Optional[PromotionEvidence]) -> dict[str, float]:
 
 # ----- evidence ---------------------------------------------------------------------------------
 
-def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Optional[Path], baseline: str, *,
-                    data: Path, split: str, lm: Optional[str], threads: int, seed: int,
-                    n_resamples: int, progress: bool = False) -> tuple[PromotionEvidence, Optional[str]]:
-    """Replay candidate and champion (or baseline) on one split; returns evidence and why cost is moot."""
-    from evals.replay import compare, replay
-
-    from guidebench.lm.cost import Scoring, announce
-    from guidebench.evaluation import load_eval_data, load_export, load_program
-    from guidebench.lm.factory import configure_lm
+def evidence_split(manifest: FrozenManifest, data: Path, split: str) -> Any:
+    """The held-out split the evidence comes from (`guidebench.evaluation.EvalData`), of the module's kind."""
+    from guidebench.evaluation import load_eval_data
 
     if split not in HELD_OUT_SPLITS:
         raise GuidebenchError(f"--split {split}: promotion evidence must come from a held-out split "
@@ -237,6 +260,22 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     if eval_data.kind != manifest.kind:
         raise GuidebenchError(f"--data {data} holds {eval_data.kind} records; {manifest.package} is a "
                               f"{manifest.kind} module")
+    return eval_data
+
+
+def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Optional[Path], baseline: str, *,
+                    data: Path, split: str, lm: Optional[str], threads: int, seed: int,
+                    n_resamples: int, progress: bool = False,
+                    eval_data: Any = None) -> tuple[PromotionEvidence, Optional[str]]:
+    """Replay candidate and champion (or baseline) on one split (`eval_data`, else read from `data`); returns
+    evidence and why cost is moot."""
+    from evals.replay import compare, replay
+
+    from guidebench.lm.cost import Scoring, announce
+    from guidebench.evaluation import load_export, load_program
+    from guidebench.lm.factory import configure_lm
+
+    eval_data = eval_data or evidence_split(manifest, data, split)
     candidate = load_export(module_dir)
     other = load_export(champion_dir) if champion_dir is not None else load_program(baseline)
     if other.kind != manifest.kind:
@@ -247,7 +286,12 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
         identity = lm_identity(spec, configure_lm(spec))
         announce(spec, [Scoring(p.name, p.program, eval_data.records, p.kind) for p in (candidate, other)
                                  if p.uses_lm])
-    options = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
+    options: dict[str, Any] = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
+    if eval_data.kind == "planner":  # the improvement by the dataset's cycles model, named on both replays
+        from guidebench.outcome_models import cycles_for
+
+        cycles = cycles_for("auto", eval_data.records, eval_data.dataset_dir, split=eval_data.split, seed=seed)
+        options["cycles_model"] = cycles.model
     ours = replay(candidate.program, eval_data.records, name=manifest.package, **options)
     theirs = replay(other.program, eval_data.records, name=other.name, **options)
     comparison = compare(ours, theirs, n_resamples=n_resamples, seed=seed)
@@ -317,16 +361,27 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     if champion is not None and champion.digest == digest:
         raise GuidebenchError(f"{manifest.package} ({module_dir}) is already the champion "
                               f"(registry version {champion.version})")
+    eval_data = evidence_split(manifest, data, split)
+    learned = check_overlap(manifest.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
+                            split=eval_data.split)
+    if learned.status != "clean":  # before any replay: no evidence can come from records it learned from
+        record = _record(module=_ref(manifest, module_dir, digest), from_state=state, to_state=state,
+                         outcome="refused", reasons=[learned.line()], **common)
+        record.mlflow_run_id = _log_run(registry, record)
+        ledger.append(record)
+        return record
     champion_copy: Optional[Path] = None
     try:
         if champion is not None:
             champion_copy = registry.download(champion)
         evidence, cost_moot = gather_evidence(
             manifest, module_dir, champion_copy, baseline or DEFAULT_BASELINES[manifest.kind], data=data,
-            split=split, lm=lm, threads=threads, seed=seed, n_resamples=n_resamples, progress=progress)
+            split=split, lm=lm, threads=threads, seed=seed, n_resamples=n_resamples, progress=progress,
+            eval_data=eval_data)
     finally:
         if champion_copy is not None:
             shutil.rmtree(champion_copy.parent, ignore_errors=True)
+    evidence.learned_from = learned
     checks = evaluate_gates(gates, evidence.candidate_metrics, evidence.baseline_metrics, evidence.paired,
                             evidence.n_records, cost_uncomparable=cost_moot)
     failed = [check for check in checks if not check.passed]
@@ -349,20 +404,31 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     # The registered copy is the one production fetches: log the folder with the attempt.
     run_id = _log_run(registry, staged, module_dir=module_dir)
     staged.mlflow_run_id = run_id
-    registered = registry.find(manifest.name, digest) or registry.register(
-        manifest.name, source=_artifact_source(registry, run_id), run_id=run_id, package=manifest.package,
-        digest=digest, tags={"guidebench.entry": manifest.entry, "guidebench.export_path": str(module_dir)})
+    registered = register_once(registry, manifest, module_dir, digest, run_id)
     staged.module.registry_version = registered.version
     ledger.append(staged)
     replaced = registry.make_champion(manifest.name, registered.version)
     promoted = _record(module=staged.module, from_state="staged", to_state="promoted", outcome="promoted",
-                       reasons=[f"alias {CHAMPION} -> version {registered.version}"
-                                + (f"; previous champion {replaced.package} (version {replaced.version}) is now "
-                                   f"alias previous" if replaced else "; first champion")],
+                       reasons=[champion_reason(registered, replaced)],
                        champion=_registered_ref(replaced) if replaced else None, mlflow_run_id=run_id,
                        checks=checks, evidence=evidence, **common)
     ledger.append(promoted)
     return promoted
+
+
+def register_once(registry: ModuleRegistry, manifest: FrozenManifest, module_dir: Path, digest: str,
+                  run_id: str) -> RegisteredModule:
+    """The registry version of the module folder logged with run `run_id` (registered on first use of its digest)."""
+    return registry.find(manifest.name, digest) or registry.register(
+        manifest.name, source=_artifact_source(registry, run_id), run_id=run_id, package=manifest.package,
+        digest=digest, tags={"guidebench.entry": manifest.entry, "guidebench.export_path": str(module_dir)})
+
+
+def champion_reason(registered: RegisteredModule, replaced: Optional[RegisteredModule]) -> str:
+    """The ledger's reason for a new champion."""
+    return (f"alias {CHAMPION} -> version {registered.version}"
+            + (f"; previous champion {replaced.package} (version {replaced.version}) is now alias previous"
+               if replaced else "; first champion"))
 
 
 def _artifact_source(registry: ModuleRegistry, run_id: str) -> str:

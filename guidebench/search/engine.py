@@ -15,7 +15,8 @@
   workers share one study. Trials killed without a goodbye are detected by their heartbeat and
   retried once; on the same host a trial whose process died (`kill -9`) is failed and queued for its
   retry as soon as the search starts again (`reap_dead_trials`: each trial records its owner).
-- Each trial stores its compiled program state and compile summary as trial attributes, and an
+- Each trial stores its compiled program state, compile summary and the record ids its compile learned from
+  (`CompileResult.learned_from`, the search's provenance of its best trial) as trial attributes, and an
   optional `TrialObserver` (the application's MLflow nested runs) sees every trial.
 - The task LM's identity (`SearchConfig.lm`) is recorded on the study and on each trial; a study
   recorded with another model (or model file), or one holding trials but no LM, is refused
@@ -53,6 +54,8 @@ from optimizers.liveness import owner_alive, owner_token
 from optimizers.metric_adapters import Metric
 from optimizers.registry import get as get_recipe
 
+from guidebench.errors import check_interrupted
+
 DEFAULT_OPTIMIZERS: tuple[str, ...] = ("labeled_fewshot", "knn_fewshot", "bootstrap_fewshot", "bootstrap_random_search")
 # The compact LM programs: a cascade asks its LM about few turns, each at the model's token rate.
 CASCADE_SEARCH_LM_PROGRAMS: tuple[str, ...] = ("full_auto.compact_state", "full_auto.compact")
@@ -62,6 +65,7 @@ GRACE_S = 120
 OWNER_ATTR = "owner"  # trial user attribute: the process running it (`optimizers.liveness.owner_token`)
 TRACKING_RUN_ATTR = "mlflow_run_id"  # trial user attribute: the tracking run of the trial, when one is observed
 LM_ATTR = "lm"  # study and trial user attribute: the task LM's identity (`SearchConfig.lm`)
+LEARNED_ATTR = "learned_from"  # trial user attribute: the record ids its compile learned from
 LM_IDENTITY_KEYS: tuple[str, ...] = ("model", "model_sha256")  # what must match to resume a study
 
 
@@ -158,6 +162,13 @@ class SearchResult:
             return None
         attrs = study.trials[self.best_trial].user_attrs
         return json.loads(attrs["program_state"]) if "program_state" in attrs else None
+
+    def best_learned_from(self, study: Optional[optuna.Study] = None) -> Optional[list[str]]:
+        """The record ids the best trial's compile learned from (None: a trial recorded before they were kept)."""
+        study = study or optuna.load_study(study_name=self.study_name, storage=self.storage)
+        if self.best_trial is None:
+            return None
+        return study.trials[self.best_trial].user_attrs.get(LEARNED_ATTR)
 
 
 class TrialObserver(Protocol):
@@ -418,6 +429,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
     base_lm = dspy.settings.lm
 
     def objective(trial: optuna.Trial) -> float:
+        check_interrupted()  # a Ctrl-C swallowed since the last trial (or while the study opened) stops it here
         trial.set_user_attr(OWNER_ATTR, owner_token())
         if config.lm is not None:
             trial.set_user_attr(LM_ATTR, dict(config.lm))
@@ -447,6 +459,7 @@ def run_search(config: SearchConfig, space: SearchSpace, trainset: Sequence[dspy
                     outcome.compile_summary = result.summary()
                     trial.set_user_attr("compile", json.dumps(outcome.compile_summary, default=str))
                     trial.set_user_attr("program_state", json.dumps(program_state(program)))
+                    trial.set_user_attr(LEARNED_ATTR, result.learned_from)
 
                     def report(mean: float, step: int) -> bool:
                         trial.report(mean, step)

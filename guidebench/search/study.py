@@ -14,7 +14,10 @@ dev, is then replayed once on the whole test split at its temperature (`test/`, 
 `guidebench eval --out`, so `guidebench leaderboard --results OUT/test` ranks it); nothing is selected on test.
 OUT follows `guidebench.outputs`: checked before the search, written aside and renamed into place at its
 end; the same study's earlier folder is replaced without `--force` (the search resumes it), another
-study's only with `--force`. The study's DSPy cache is kept apart, in `<GUIDEBENCH_HOME>/search-cache/<study>/`.
+study's only with `--force`. `program.json` carries the best trial's provenance (`runtime.provenance`: the
+records its compile learned from and the dev records the trials were judged on), so an export of it is never
+judged on them; the test re-score says how many of its records are among them (none, unless the logs repeat
+inputs across splits). The study's DSPy cache is kept apart, in `<GUIDEBENCH_HOME>/search-cache/<study>/`.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from optimizers.budget import Budget
 from optimizers.checkpoint import atomic_write_json
 from guidebench.search.engine import SearchConfig, SearchResult, SearchSpace, TrialOutcome, run_search, trial_seed
 
+from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap
+
 from guidebench.compile import CompileData, load_compile_data
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, check_interrupted
 from guidebench.lm.identity import LMIdentity, lm_identity
 
 FAMILIES: tuple[str, ...] = ("full_auto", "planner")
@@ -165,7 +170,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
                           resume={"study": study_name})
     lm = configure_lm(request.lm)
-    metric, feedback = _metrics(request.family)
+    metric, feedback = _metrics(request.family, data)
     announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
@@ -184,6 +189,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
                                                            "guidebench.study": study_name},
                                       tracking_uri=request.tracking_uri, resume_run_id=parent, autolog=False) as run:
         print(f"study {study_name} in {_safe_url(storage)}; MLflow run {run.info.run_id}")
+        check_interrupted()  # a Ctrl-C swallowed while the study and the run were made: no trial starts
         result = run_search(config, space, data.trainset, data.valset, metric, program_factory=programs.get,
                             feedback_metric=feedback, observer=MlflowTrials(out), progress=progress,
                             valset=selection)
@@ -194,12 +200,14 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
         tracking_compile.log_numbers({"trials.finished": sum(t.state in ("COMPLETE", "PRUNED") for t in result.trials),
                                       "trials.pruned": sum(t.state == "PRUNED" for t in result.trials),
                                       "trials.failed": sum(t.state == "FAIL" for t in result.trials)})
+        provenance = search_provenance(result, data)
         with output.writing() as staging:
-            files = _write_outputs(result, staging, data)
+            files = _write_outputs(result, staging, data, provenance)
             for path in files.values():
                 mlflow.log_artifact(str(path))
             if request.rescore_test and result.best_value is not None and result.best_state() is not None:
-                rescore_best_on_test(result, data, staging / "test", lm=lm, seed=request.seed, progress=progress)
+                rescore_best_on_test(result, data, staging / "test", lm=lm, seed=request.seed, progress=progress,
+                                     provenance=provenance)
     return result, out
 
 
@@ -219,39 +227,75 @@ def claim_study(config: SearchConfig, lm: LMIdentity) -> SearchConfig:
     return config
 
 
+def search_provenance(result: SearchResult, data: CompileData) -> Provenance:
+    """What the best trial learned from: the records its compile did and the dev records the trials were judged on
+    (the search chose it on them); every train and dev record for a trial recorded before they were kept."""
+    ids = result.best_learned_from()
+    if ids is None:
+        return data.provenance()
+    return data.provenance([*ids, *(str(ex.get("record_id")) for ex in data.valset)])
+
+
 def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,
-                         progress: bool = True) -> Any:
-    """Replay the best trial (chosen on dev) on the whole test split at its temperature; write and log it."""
+                         progress: bool = True, provenance: Optional[Provenance] = None) -> Any:
+    """Replay the best trial (chosen on dev) on the whole test split at its temperature; write and log it, with
+    how many test records the best trial learned from (`provenance`, default `search_provenance`)."""
     import mlflow
 
     import programs
     from evals.replay import replay
-    from guidebench.evaluation import summary_table, write_outputs
+    from guidebench.evaluation import learned_from_summary, summary_table, write_outputs
     from guidebench.tracking import compile as tracking_compile
 
     best = result.best_params
     program = optimizers.load_compiled(programs.get(best["program"]), result.best_state())
     split = data.splits["test"]
+    provenance = provenance or search_provenance(result, data)
+    learned = check_overlap(provenance, split.records, dataset_id=data.dataset_id, split="test")
     name = f"search best (trial {result.best_trial})"
+    cycles = _cycles(data)
     with dspy.context(lm=lm.copy(temperature=float(best.get("temperature", 0.0)))):
-        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name)
+        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name,
+                            cycles_model=cycles.model if cycles is not None else None)
+    if cycles is not None:
+        from guidebench.evaluation import add_offpolicy
+
+        add_offpolicy(evaluation, split.records, cycles, program=name, seed=seed)
     _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
                                     "split_hash": split.split_hash, "program": best["program"],
                                     "program_source": f"search {result.study_name}, trial {result.best_trial}",
-                                    "optimizer": best["optimizer"], "best_params": best})
+                                    "optimizer": best["optimizer"], "best_params": best,
+                                    **learned_from_summary(provenance, learned)}, learned)
     tracking_compile.log_split_metrics(evaluation.metrics, "best.test")
     tracking_compile.log_numbers(evaluation.summary.get("usage", {}), prefix="best.test.usage.")
+    tracking_compile.log_numbers({"learned_from_overlap": learned.n_overlap}, prefix="best.test.")
     mlflow.log_artifacts(str(out), artifact_path="best_test")
     print(f"\nbest trial {result.best_trial} re-scored on test ({len(split.records)} records, selected on dev)\n"
           f"{summary_table(evaluation, omitted)}")
+    if learned.overlaps:
+        print(f"note: {learned.line()}")
     return evaluation
 
 
-def _metrics(family: str) -> tuple[Any, Any]:
+def _cycles(data: CompileData) -> Any:
+    """A planner search's cycles model (`--cycles-model auto` on the test split: guidebench.outcome_models)."""
+    if data.kind != "planner":
+        return None
+    from guidebench.outcome_models import cycles_for
+
+    cycles = cycles_for("auto", data.splits["test"].records, data.dataset_dir, split="test")
+    for note in cycles.notes:
+        print(f"note: {note}")
+    return cycles
+
+
+def _metrics(family: str, data: Optional[CompileData] = None) -> tuple[Any, Any]:
     from evals import metrics_fullauto, metrics_planner
 
-    module = metrics_fullauto if family == "full_auto" else metrics_planner
-    return module.metric, module.gepa_metric
+    if family == "full_auto":
+        return metrics_fullauto.metric, metrics_fullauto.gepa_metric
+    cycles = _cycles(data) if data is not None else None
+    return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
 
 
 def _existing_search_run(dataset_id: str, kind: str, study: str, tracking_uri: Optional[str]) -> Optional[str]:
@@ -276,7 +320,7 @@ def _safe_url(url: str) -> str:
     return url
 
 
-def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[str, Path]:
+def _write_outputs(result: SearchResult, out: Path, data: CompileData, provenance: Provenance) -> dict[str, Path]:
     from guidebench.tracking.compile import candidate_plot
 
     files = {"trials": out / "trials.json"}
@@ -291,7 +335,7 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData) -> dict[s
     state = result.best_state()
     if state is not None:
         files["program"] = out / "program.json"
-        atomic_write_json(files["program"], state)
+        atomic_write_json(files["program"], {**state, PROVENANCE_KEY: provenance.model_dump(mode="json")})
         recipe_cls = optimizers.get(result.best_params["optimizer"])
         recipe = recipe_cls(recipe_cls.search_overrides(result.best_params["demos"],
                                                         result.best_params.get("candidates", 0)))

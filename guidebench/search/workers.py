@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, write_refused_line
 from guidebench.tracking.runs import quiet_mlflow
 
 logger = logging.getLogger(__name__)
@@ -184,21 +184,34 @@ def worker_main(args: Namespace, index: int, run: Callable[[Namespace], Optional
     """Entry point of one worker process: an ordinary `guidebench search` (`run`, the command's) on the shared study."""
     logging.basicConfig(level=os.environ.get("GUIDEBENCH_LOG_LEVEL", "WARNING"),
                         format=f"%(levelname)s worker {index} %(name)s: %(message)s")
+    with remembered_interrupts():  # as the CLI's: a Ctrl-C a library swallows still stops the worker
+        try:
+            code = _run_worker(args, index, run)
+            check_interrupted()
+        except KeyboardInterrupt:
+            code = 130
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def _run_worker(args: Namespace, index: int, run: Callable[[Namespace], Optional[int]]) -> int:
     try:
         with quiet_mlflow():
-            code = int(run(args) or 0)
+            return int(run(args) or 0)
     except GuidebenchError as exc:
+        check_interrupted()
         print(f"guidebench worker {index}: error: {exc}", file=sys.stderr, flush=True)
-        code = 2
-    except KeyboardInterrupt:
-        code = 130
+        return 2
     except Exception as exc:  # one line for the user, the traceback in the log folder (as the CLI does)
+        check_interrupted()
+        refused = write_refused_line(exc)
+        if refused:
+            print(f"guidebench worker {index}: error: {refused}", file=sys.stderr, flush=True)
+            return 2
         log = _error_log(index)
         print(f"guidebench worker {index}: error: {type(exc).__name__}: {exc} (traceback in {log})", file=sys.stderr,
               flush=True)
-        code = 1
-    sys.stdout.flush()
-    sys.exit(code)
+        return 1
 
 
 def _error_log(index: int) -> Path:

@@ -22,7 +22,11 @@
   8. a module with a decision model fit on the logs (`trained_model`: `full_auto.learned`, `full_auto.cascade`)
      holds a model state in program.json's `trained_model` entry that the runtime scorer accepts (every array
      of the declared shape, finite numbers) with the manifest's classes and feature count, and a cascade's
-     `cascade` entry names the manifest's threshold and LM program; a module without one has neither entry.
+     `cascade` entry names the manifest's threshold and LM program; a module without one has neither entry;
+  9. a planner with an outcome model fit on the logs (`outcome_model`: `planner.learned`) holds a model state in
+     program.json's `outcome_model` entry that `runtime.outcome` accepts, with the manifest's families, feature
+     count and scorer types; its rules are code, so it loads with program= (NumPy scores the model: no
+     scikit-learn); a module without one has no such entry.
 
 A module with a rule gate applies `runtime.rules.rule_decision` first: a turn whose deciding rule is
 gated gets the rule's decision without an LM call (standalone, `FrozenDecisionProgram` does it; an
@@ -63,6 +67,9 @@ from runtime.frozen.manifest import (COMPATIBLE_WITH, FORMAT_VERSION, KNN_FILE, 
                                      dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
+from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
+from runtime.outcome_features import FEATURES_VERSION as OUTCOME_FEATURES_VERSION
+from runtime.outcome_features import ROW_NAMES
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -110,16 +117,16 @@ def _manifest(root: Path) -> FrozenManifest:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
                                 "predictor prompt (version 4 added it)")
     # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
-    for field, version, full_auto_only in (("demo_selection", 2, False), ("rule_gate", 3, True),
-                                           ("trained_model", 4, True)):
+    for field, version, only in (("demo_selection", 2, None), ("rule_gate", 3, "full_auto"),
+                                 ("trained_model", 4, "full_auto"), ("outcome_model", 6, "planner")):
         if getattr(manifest, field) is None:
             continue
         if manifest.format_version < version:
             raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
                                     f"{field} (version {version} added it)")
-        if full_auto_only and manifest.kind != "full_auto":
+        if only is not None and manifest.kind != only:
             raise FrozenModuleError(f"{MANIFEST_FILE} declares a {field} for a {manifest.kind} module; "
-                                    "only full_auto modules have one")
+                                    f"only {only} modules have one")
     _check_kind(manifest)
     capped = [p.name for p in manifest.predictors if p.max_tokens is not None]
     if capped and manifest.format_version < 4:
@@ -172,8 +179,9 @@ def read_program_state(root: Path, manifest: FrozenManifest) -> dict[str, Any]:
     state = {k: v for k, v in state.items() if k != "metadata"}
     _check_rule_gate(state.get(RULE_GATE_KEY), manifest)
     read_trained_model(state, manifest)
+    read_outcome_model(state, manifest)
     expected = sorted(p.name for p in manifest.predictors)
-    found = sorted(k for k in state if k not in (RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY))
+    found = sorted(k for k in state if k not in (RULE_GATE_KEY, TRAINED_MODEL_KEY, CASCADE_KEY, OUTCOME_MODEL_KEY))
     if found != expected:
         raise FrozenModuleError(f"{PROGRAM_FILE} holds predictors {found}, the manifest lists {expected}")
     demos = 0
@@ -268,6 +276,26 @@ def read_trained_model(state: dict[str, Any], manifest: FrozenManifest) -> Optio
     return model
 
 
+def read_outcome_model(state: dict[str, Any], manifest: FrozenManifest) -> Optional[OutcomeModel]:
+    """program.json's planner outcome model (None without one), checked against the manifest's `outcome_model`."""
+    declared, entry = manifest.outcome_model, state.get(OUTCOME_MODEL_KEY)
+    if declared is None:
+        if entry is not None:
+            raise FrozenModuleError(f"{PROGRAM_FILE} holds an {OUTCOME_MODEL_KEY} but {MANIFEST_FILE} declares none")
+        return None
+    try:
+        model = OutcomeModel.from_state(entry.get("model") if isinstance(entry, dict) else None)
+    except OutcomeModelError as exc:
+        raise FrozenModuleError(f"{PROGRAM_FILE} {OUTCOME_MODEL_KEY} is invalid: {exc}") from None
+    found = {"features_version": OUTCOME_FEATURES_VERSION, "families": model.families, "n_features": len(ROW_NAMES),
+             "gain": model.gain.type, "valid": model.valid.type}
+    for key, value in found.items():
+        if getattr(declared, key) != value:
+            raise FrozenModuleError(f"{PROGRAM_FILE} {OUTCOME_MODEL_KEY} has {key} {value!r}, {MANIFEST_FILE} "
+                                    f"declares {getattr(declared, key)!r}")
+    return model
+
+
 def read_demo_selection(root: Path, manifest: FrozenManifest) -> Optional[DemoSelector]:
     """knn.json as a `DemoSelector` (None for fixed demos), checked against the manifest's demo_selection."""
     declared = manifest.demo_selection
@@ -331,6 +359,9 @@ def _installed_program(program: Any, manifest: FrozenManifest, state: dict[str, 
     if manifest.trained_model is not None and TRAINED_MODEL_KEY not in parameters:
         raise FrozenModuleError(f"installed program {manifest.entry} has no {TRAINED_MODEL_KEY}; the module was "
                                 "exported with a decision model fit on the logs")
+    if manifest.outcome_model is not None and OUTCOME_MODEL_KEY not in parameters:
+        raise FrozenModuleError(f"installed program {manifest.entry} has no {OUTCOME_MODEL_KEY}; the module was "
+                                "exported with an outcome model fit on the logs")
     gate = parameters.get(RULE_GATE_KEY)
     if manifest.rule_gate is not None and gate is None:
         # dspy's load_state skips entries the program has no parameter for: the rules would be dropped silently.

@@ -17,8 +17,12 @@ descriptions its state runs with when an optimizer rewrote its signature's: COPR
 `max_tokens` (the answer cap the program's code sets, e.g. 80 tokens for `full_auto.compact`: DSPy's program
 state does not save it) and `trained_model` (with program.json's `trained_model` entry: a decision model fit on the logs,
 `full_auto.learned`, and for `full_auto.cascade` its `cascade` entry: the threshold at which the model
-answers and the LM program that answers the rest). The runtime reads all four (each version is the next
-one without what the next one added: a version 3 module's predictors run their signatures' own text).
+answers and the LM program that answers the rest); 5 adds `provenance` (`runtime.provenance`: the records the program learned from, by the
+identity of their inputs, which `guidebench eval`, `leaderboard` and `promote` check their evidence against;
+a manifest without it is reported as "provenance unknown", which promotion refuses); 6 adds `outcome_model`
+(with program.json's `outcome_model` entry: a planner's outcome model fit on the logs, `planner.learned`,
+scored by `runtime.outcome`). The runtime reads all six (each version is the next one without what the next
+one added: a version 3 module's predictors run their signatures' own text).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.provenance import Provenance
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 4
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
+FORMAT_VERSION = 6
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -172,6 +177,20 @@ class TrainedModelSpec(BaseModel):
     lm_program: Optional[str] = None
 
 
+class OutcomeModelSpec(BaseModel):
+    """A planner's outcome model fit on the logs: program.json's `outcome_model`, summarised (the loader checks both
+    agree)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scorer: Literal["runtime.outcome.OutcomeModel"] = "runtime.outcome.OutcomeModel"
+    features_version: int
+    families: list[str] = Field(min_length=1)
+    n_features: int = Field(ge=1)
+    gain: Literal["trees", "linear"]
+    valid: Literal["trees", "linear"]
+
+
 class FrozenManifest(BaseModel):
     """`manifest.json` of a frozen module."""
 
@@ -213,6 +232,10 @@ class FrozenManifest(BaseModel):
     rule_gate: Optional[RuleGateSpec] = None
     # Format version 4: the decision model fit on the logs (None: the program has none).
     trained_model: Optional[TrainedModelSpec] = None
+    # Format version 5: the records the program learned from (None: unknown; no hash: it learned from none).
+    provenance: Optional[Provenance] = None
+    # Format version 6: a planner's outcome model fit on the logs (None: the program has none).
+    outcome_model: Optional[OutcomeModelSpec] = None
 
     @field_validator("version")
     @classmethod

@@ -25,7 +25,8 @@ A module exported with a rule gate (`full_auto.hybrid`) decides the turns its ga
 `runtime.rules.rule_decision`, the function the workbench's rule policy runs, and asks the LM about the
 rest; the prediction's `decided_by` names the rule or says "lm". A module with a trained model
 (`runtime.trained`) lets it decide every turn (`full_auto.learned`, no LM) or, for a cascade, the turns where
-the probability of its answer reaches the threshold (`decided_by` "model"); the LM answers the rest.
+the probability of its answer reaches the threshold (`decided_by` "model"); the LM answers the rest. A cascade
+loaded without an LM decides the turns its model is sure of and raises `FrozenModuleError` on the others only.
 """
 
 from __future__ import annotations
@@ -152,6 +153,14 @@ class FrozenDecisionProgram(dspy.Module):
         """The decision model fit on the logs (None: none)."""
         return self._model
 
+    def model_decision(self, inputs: Mapping[str, Any]) -> Optional[GuidanceDecision]:
+        """The trained model's decision when it answers the turn (every turn without a threshold, a cascade's when
+        sure), else None (as `programs.learned.FullAutoCascade.model_decision`)."""
+        if self._model is None:
+            return None
+        decision = self._model.decide(inputs)
+        return decision if self._threshold is None or decision.confidence >= self._threshold else None
+
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """The gated rule's decision when one takes the turn; else the trained model's when it is sure; else
         predict, then parse into a validated decision (safe `pause` on any error)."""
@@ -162,10 +171,9 @@ class FrozenDecisionProgram(dspy.Module):
             if gated is not None:
                 decision, rule = gated
                 return _prediction(decision, rule=rule, decided_by=rule)
-        if self._model is not None:
-            decision = self._model.decide(inputs)
-            if self._threshold is None or decision.confidence >= self._threshold:
-                return _prediction(decision, decided_by="model")
+        decision = self.model_decision(inputs)
+        if decision is not None:
+            return _prediction(decision, decided_by="model")
         raw: Any = None
         try:
             raw = _predict(self.predictor, _signature_inputs(self._spec, inputs))
@@ -349,14 +357,25 @@ class FrozenGuidanceModule:
         config is an input too (a trained model weighs the confidence the guardrails demand).
 
         Raises `FrozenInputError` for a summary it cannot read and `FrozenModuleError` when the module calls an
-        LM and none is set (every answer would be the safe pause); any fault of the program itself is that pause.
+        LM and none is set (every answer would be the safe pause; a cascade: on a turn its model hands over);
+        any fault of the program itself is that pause.
         """
         summary = read_summary(summary)
-        _require_lm(self)
+        model = self.manifest.trained_model
+        cascade = model is not None and model.threshold is not None
+        if not cascade:
+            _require_lm(self)
         prediction: Any = None
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
             inputs = {**config_inputs(read_config(config)), **inputs}
+            # a cascade needs its LM only for the turns its model is not sure of
+            handed_over = cascade and not _has_lm(self) and _hands_over(self.program, inputs)
+        except Exception as exc:  # an input the program cannot read is a safe pause, as any fault below
+            return GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)]), None, None
+        if handed_over:
+            _require_lm(self, "hands this turn to its LM program (its model is not sure of it)")
+        try:
             with _lm_scope(self.lm), dspy.context(track_usage=True):
                 prediction = self.program(**inputs)
             decision = getattr(prediction, "decision", None)
@@ -447,11 +466,24 @@ class FrozenPlannerModule:
         return PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
 
 
-def _require_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> None:
+def _hands_over(program: dspy.Module, inputs: Mapping[str, Any]) -> bool:
+    """True when a cascade's model leaves this turn to its LM program (the standalone program or the installed one,
+    inside its KNN demo wrapper if any; a program that cannot say is taken to hand every turn over)."""
+    while isinstance(program, NearestDemosProgram):
+        program = program.program
+    decide = getattr(program, "model_decision", None)
+    return decide is None or decide(inputs) is None
+
+
+def _has_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> bool:
+    return module.lm is not None or dspy.settings.lm is not None
+
+
+def _require_lm(module: FrozenGuidanceModule | FrozenPlannerModule, what: str = "calls an LM") -> None:
     """Refuse to decide without an LM: each answer would be the safe default, with the reason hidden in its errors."""
-    if not module.manifest.uses_lm or module.lm is not None or dspy.settings.lm is not None:
+    if not module.manifest.uses_lm or _has_lm(module):
         return
     raise FrozenModuleError(
-        f"{module.manifest.entry} calls an LM and none is set: pass one, load_frozen(DIR, "
+        f"{module.manifest.entry} {what} and none is set: pass one, load_frozen(DIR, "
         "lm=dspy.LM(\"openai/gpt-4o-mini\")) with any LiteLLM model string (the workbench's embedded model: "
         "lm=guidebench.lm.factory.make_lm(\"local\")), or dspy.configure(lm=...) before deciding", str(module.path))

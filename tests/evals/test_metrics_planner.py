@@ -200,3 +200,68 @@ def test_rules_planner_always_complies_and_aggregates_with_intervals():
     aggregate = mp.aggregate([{"scores": s} for s in rows])
     assert set(aggregate) == set(mp.METRIC_NAMES)
     assert all(v.ci_low is not None and v.ci_low <= v.value <= v.ci_high for v in aggregate.values())
+
+
+# ----- where the improvement estimate comes from (evals.cycles) ---------------------------------------------
+
+def _learned():
+    from evals.cycles import LearnedCycles
+    from runtime.outcome import MODEL_KIND, OutcomeModel
+    from runtime.outcome_features import FEATURES_VERSION, ROW_NAMES
+
+    is_loads = ROW_NAMES.index(f"is:{REDUCE}")
+    tree = {"feature": [is_loads, 0, 0], "threshold": [0.5, 0, 0], "left": [1, -1, -1], "right": [2, -1, -1],
+            "value": [0.0, 0.004, 0.01]}  # loads takes 1% of the best, the others 0.4%
+    return LearnedCycles(OutcomeModel({
+        "kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
+        "families": [SCHEDULE, REDUCE], "valid": {"type": "trees", "link": "logistic", "bias": 2.0, "trees": []},
+        "gain": {"type": "trees", "link": "identity", "bias": 0.0, "trees": [tree]}, "fit": {}}))
+
+
+def test_without_a_profile_the_simulator_makes_up_no_state():
+    pk = packet([entry(1, SCHEDULE, 50_000)])  # a kernel the simulator's constants were never fitted on
+    s = scores(pk, directive(REDUCE))
+    assert math.isnan(s["cycles_improvement"]) and math.isnan(s["improvement_ratio"])
+    assert s["objective"] == pytest.approx(1.0)  # only what is known is weighed: compliance
+    note = mp.feedback_by_metric(mp.outcome_of(record(pk), dspy.Prediction(directive=directive(REDUCE))))
+    assert "does not apply" in note["cycles_improvement"]
+
+
+def test_the_learned_model_estimates_in_cycles_and_rates_against_the_best_allowed_family():
+    pk = packet([entry(1, SCHEDULE, 50_000)])
+    learned = _learned()
+    pred = dspy.Prediction(directive=directive(SCHEDULE, effect=-200), directive_errors=[], parse_errors=[])
+    s = mp.score_outcome(mp.outcome_of(record(pk), pred, cycles=learned))
+    assert s["cycles_improvement"] == pytest.approx(200.0)  # 0.4% of 50,000
+    assert s["improvement_ratio"] == pytest.approx(0.4)  # against reduce_loads' 500
+    assert s["effect_calibration"] == pytest.approx(1.0)
+    never = dspy.Prediction(directive=directive(BREAK), directive_errors=[], parse_errors=[])
+    unseen = mp.score_outcome(mp.outcome_of(record(pk), never, cycles=learned))
+    assert math.isnan(unseen["cycles_improvement"])  # a family never seen in train: no number
+
+
+def test_a_replayed_log_line_is_estimated_as_carried_out_and_an_unscored_one_not_at_all():
+    tail = [entry(1, REDUCE, 50_000), entry(2, REDUCE, 50_100)]
+    pk = packet(tail)
+    assert REDUCE in pk.strategy_family_constraints.blocked_families
+    pred = dspy.Prediction(directive=directive(REDUCE), directive_errors=[], parse_errors=[])
+    replayed = mp.score_outcome(mp.outcome_of(record(pk), pred, cycles=_learned(), replays_log=True))
+    assert replayed["objective"] == 0.0 and replayed["pivot_compliance"] == 0.0
+    assert replayed["cycles_improvement"] == pytest.approx(500.0) and math.isnan(replayed["effect_calibration"])
+    unscored = dspy.Prediction(directive=directive(), directive_errors=[], parse_errors=[], unscored="no family")
+    assert all(math.isnan(v) for v in mp.score_outcome(mp.outcome_of(record(pk), unscored)).values())
+
+
+def test_choosing_the_cycles_model():
+    from evals.cycles import SimulatorCycles, choose_cycles_model
+
+    profiled, bare = packet([entry(1, SCHEDULE, 1700)], ROOMY), packet([entry(1, SCHEDULE, 1700)])
+    learned = _learned()
+    model, notes = choose_cycles_model([profiled, profiled], "auto", learned)
+    assert isinstance(model, SimulatorCycles) and "2 of 2" in notes[0]
+    model, notes = choose_cycles_model([profiled, bare], "auto", learned)
+    assert model is learned and "1 of 2" in notes[0]
+    model, notes = choose_cycles_model([profiled, bare], "sim", learned)
+    assert isinstance(model, SimulatorCycles) and "1 of 2 records carry no performance profile" in notes[0]
+    model, notes = choose_cycles_model([bare], "auto", None)
+    assert model is None and "left out" in notes[-1]

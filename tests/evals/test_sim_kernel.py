@@ -16,7 +16,6 @@ from evals.sim_kernel import (
     apply_directive,
     expected_improvement,
     initial_state,
-    nominal_state,
     performance_profile,
     state_from_profile,
 )
@@ -60,14 +59,6 @@ def test_state_round_trips_through_its_profile():
 def test_profile_without_counts_cannot_rebuild_a_state():
     with pytest.raises(ValueError, match="task_counts_by_engine"):
         state_from_profile({"cp_lb_cycles": 1300, "schedule_cycles_estimate": 1400})
-
-
-def test_nominal_state_keeps_the_best_and_a_consistent_bound():
-    for best in (1290, 1350, 1441, 1700):
-        s = nominal_state(best)
-        assert s.cycles == best
-        assert s.tight_lb_cycles <= best
-        assert s.slack_cycles >= 0
 
 
 def test_initial_states_are_in_the_published_range():

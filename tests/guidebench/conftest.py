@@ -1,6 +1,6 @@
-"""Fixtures shared by the application's tests: the previous LM put back, and the loopback services of the
-scale-out tests (a workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each once per
-test module that asks for it."""
+"""Fixtures shared by the application's tests: a program fit and exported on logs imported twice (the routes by
+which a program could be judged on records it learned from), and the loopback services of the scale-out tests (a
+workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each once per test module that asks for it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
-import dspy
 import pytest
 
 from guidebench.search import services
@@ -20,12 +18,38 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup"
 
 
-@pytest.fixture
-def restore_lm() -> Iterator[None]:
-    """The commands configure DSPy's LM globally; put the previous one back after the test."""
-    previous = dspy.settings.lm
-    yield
-    dspy.configure(lm=previous)
+# ----- a fitted program and the splits it learned from ---------------------------------------------
+
+# The fit's smallest grid: the routes need a program that learned from train + dev, not a good one.
+FIT_RECIPE = 'optimizer = "fit"\n[settings]\nC = [1.0]\nclass_weight = ["none"]\nfolds = 2\n'
+
+
+@pytest.fixture(scope="session")
+def fitted(tmp_path_factory) -> dict[str, Path | str]:
+    """Simulated Full Auto logs imported as `ds` (seed 0) and again as `ds1` (seed 1: other splits, the same
+    inputs), `full_auto.learned` fit on `ds` (`fit`: cross-validated over train + dev, refit on both) and exported
+    (`ex`, tagged champion: a board would crown it unless it learned from its records), tracked in `uri`.
+    Read-only for the tests."""
+    from guidebench.cli import main
+    from optimizer_support import tracking_uri
+
+    root = tmp_path_factory.mktemp("fitted")
+    (root / "fit.toml").write_text(FIT_RECIPE, encoding="utf-8")
+    world: dict[str, Path | str] = {name: root / name for name in ("logs", "ds", "ds1", "fit", "ex")}
+    world["uri"] = tracking_uri(root)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GUIDEBENCH_HOME", str(root / "home"))
+        steps = [["data", "simulate", "fullauto", "--runs", "12", "--seed", "3", "--out", str(world["logs"])],
+                 ["data", "import", str(world["logs"]), "--kind", "fullauto", "--out", str(world["ds"])],
+                 ["data", "import", str(world["logs"]), "--kind", "fullauto", "--seed", "1", "--out", str(world["ds1"])],
+                 ["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--recipe", str(root / "fit.toml"),
+                  "--data", str(world["ds"]), "--out", str(world["fit"]), "--tracking-uri", str(world["uri"]),
+                  "--no-progress"],
+                 ["export", "--program", "full_auto.learned", "--state", str(root / "fit" / "program.json"),
+                  "--name", "learned", "--version", "0.1.0", "--tag", "champion", "--out", str(world["ex"])]]
+        for argv in steps:
+            assert main(argv) == 0, argv
+    return world
 
 
 # ----- scale-out: the real engines on 127.0.0.1 ----------------------------------------------------

@@ -85,6 +85,113 @@ def test_deferred_arguments_are_added_when_the_command_is_used(capsys):
     assert "required: ACTION" in capsys.readouterr().err
 
 
+# ----- the two ends a command does not choose: a full disk, Ctrl-C ----------------------------------------
+
+@pytest.mark.parametrize("argv, full", [
+    (["eval", "--program", "rule", "--data", "DATA", "--split", "test", "--out", "OUT", "--no-progress"], "metrics.json"),
+    (["leaderboard", "--data", "DATA", "--programs", "rule", "--out", "OUT", "--no-track"], "leaderboard.md"),
+], ids=lambda value: value[0] if isinstance(value, list) else None)
+def test_a_full_disk_is_one_line_naming_the_file_not_a_bare_os_error(argv, full, tmp_path, monkeypatch, capsys):
+    import errno
+    from pathlib import Path
+
+    from guidebench.cli import main
+    from optimizer_support import make_dataset
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data = make_dataset(tmp_path / "data", train=4, dev=2, test=4)
+    write_text = Path.write_text
+
+    def disk_full(self, *args, **kwargs):
+        if self.name == full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    out = tmp_path / "out"
+    assert main([str(data) if arg == "DATA" else str(out) if arg == "OUT" else arg for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("guidebench: error: cannot write ") and len(err.splitlines()) == 1, err
+    assert f"{full}: the disk is full (No space left on device), not a fault of the input; free some space" in err
+    assert not out.exists()
+
+
+SEARCH = ["search", "--program-family", "full_auto", "--trials", "2", "--lm", "fake", "--optimizers",
+          "labeled_fewshot", "--programs", "full_auto.predict", "--no-progress", "--no-test"]
+
+
+def test_a_ctrl_c_a_library_swallows_still_stops_the_search_with_130(tmp_path, monkeypatch, capsys):
+    # A KeyboardInterrupt can be lost on its way up (one raised in a class body's __set_name__ becomes a
+    # RuntimeError that an `except Exception` around an optional import takes); the search must stop all the same.
+    import signal
+
+    import optuna
+
+    from guidebench.cli import main
+    from guidebench.search import study
+    from optimizer_support import make_dataset, tracking_uri
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    data, uri = make_dataset(tmp_path / "data", train=8, dev=4, test=4), tracking_uri(tmp_path)
+    announce = study.announce_search
+
+    def swallowing(*args, **kwargs):
+        line = announce(*args, **kwargs)
+        try:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C, delivered while a library runs ...
+        except BaseException:  # ... that takes every exception
+            pass
+        return line
+
+    monkeypatch.setattr(study, "announce_search", swallowing)
+    before = signal.getsignal(signal.SIGINT)
+    assert main([*SEARCH, "--data", str(data), "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "guidebench: interrupted"
+    storage = f"sqlite:///{tmp_path / 'home' / 'optuna.db'}"
+    (summary,) = optuna.get_all_study_summaries(storage)
+    assert summary.n_trials == 0  # stopped before its first trial, not run to the end
+    assert signal.getsignal(signal.SIGINT) is before  # the handler main() found is back
+
+
+@pytest.mark.parametrize("started_with", ["default", "ignored"])
+def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(tmp_path, started_with):
+    # The command's own process, interrupted as soon as main() builds the parser (the imports, the study and the
+    # MLflow store follow); SIGINT is sent again until the process reacts, as a user presses Ctrl-C again.
+    # "ignored": started as a shell without job control starts a background command, SIGINT ignored; SIGINT still
+    # stops it (DSPy's parallel evaluation would take it later on anyway, and a worker supervisor relies on it).
+    import os
+    import signal
+
+    from optimizer_support import make_dataset, tracking_uri
+
+    def start() -> None:
+        if started_with == "ignored":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    data, uri = make_dataset(tmp_path / "data", train=8, dev=4, test=4), tracking_uri(tmp_path)
+    argv = [*SEARCH, "--data", str(data), "--tracking-uri", uri, "--out", str(tmp_path / "out")]
+    child = ("import sys\nimport guidebench.cli as cli\nbuild = cli.build_parser\n"
+             "def announced():\n    print('ready', flush=True)\n    return build()\n"
+             f"cli.build_parser = announced\nsys.exit(cli.main({argv!r}))\n")
+    process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "GUIDEBENCH_HOME": str(tmp_path / "home")},
+                               preexec_fn=start)
+    try:
+        assert process.stdout.readline() == "ready\n"
+        while process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                continue
+        err = process.stderr.read()
+    finally:
+        process.kill()
+        process.communicate()
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "guidebench: interrupted" and "Traceback" not in err, err
+
+
 def _compile_argv(data, out) -> list[str]:
     return ["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data", str(data),
             "--lm", "fake", "--no-progress", "--out", str(out)]

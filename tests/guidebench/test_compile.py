@@ -1,5 +1,6 @@
 """guidebench.compile under an LM outage longer than the compile's retries: the run is marked failed, and
-`--resume` finishes it without repeating any LM call answered before."""
+`--resume` finishes it without repeating any LM call answered before; the compiled program's provenance, and its
+dev scores flagged as scores on records it learned from."""
 
 from __future__ import annotations
 
@@ -61,3 +62,29 @@ def test_dev_limit_samples_dev_only_and_wins_over_eval_limit_there():
     request.eval_limit = 20
     assert request.eval_records(records, "dev") == dev  # the same seeded subset
     assert len(request.eval_records(records, "test")) == 20
+
+
+def test_a_compile_records_what_its_program_learned_from_and_flags_its_dev_scores(fitted):
+    import json
+
+    from evals.data import load_records
+    from runtime.frozen.loader import verify_frozen
+    from runtime.provenance import read_provenance
+
+    provenance = read_provenance(json.loads((fitted["fit"] / "program.json").read_text()))
+    splits = {name: load_records(fitted["ds"], name) for name in ("train", "dev", "test")}
+    labeled = {name: [r for r in records if r.label is not None] for name, records in splits.items()}
+    # the fit learned from every labeled train and dev record (cross-validated over both, refit on both)
+    assert provenance.splits == {"train": len(labeled["train"]), "dev": len(labeled["dev"])}
+    assert provenance.overlap(splits["dev"]) == len(labeled["dev"]) and provenance.overlap(splits["test"]) == 0
+    summary = json.loads((fitted["fit"] / "compile.json").read_text())
+    assert read_provenance(summary) == provenance
+    assert {split: check["n_overlap"] for split, check in summary["learned_from"].items()} == \
+        {"dev": len(labeled["dev"]), "test": 0}
+    assert json.loads((fitted["fit"] / "dev" / "metrics.json").read_text())["learned_from_overlap"]["value"] == \
+        len(labeled["dev"])
+    assert "learned_from_overlap" not in json.loads((fitted["fit"] / "test" / "metrics.json").read_text())
+    run = mlflow.MlflowClient(tracking_uri=fitted["uri"]).get_run(summary["mlflow_run_id"])
+    assert run.data.metrics["dev.learned_from_overlap"] == len(labeled["dev"])
+    assert run.data.metrics["test.learned_from_overlap"] == 0
+    assert verify_frozen(fitted["ex"]).provenance == provenance  # the export carries it

@@ -350,6 +350,8 @@ TABLE = (
                       "{out}"), ("manifest.json", "checksums.sha256")),
     Writes("run-loop", ("run-loop", "--module", "{module}", "--runs", "1", "--out", "{out}"),
            ("fullauto-decisions.jsonl",)),
+    Writes("shadow report", ("shadow", "report", "--module", "{module}", "--data", "{shadow_data}", "--no-record",
+                             "--out", "{out}"), ("shadow_report.json", "shadow_report.png")),
     Writes("search", ("search", "--program-family", "full_auto", "--data", "{data}", "--trials", "1", "--lm", "fake",
                       "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:1",
                       "--no-test", "--tracking-uri", "{uri}", "--no-progress", "--out", "{out}"),
@@ -375,8 +377,12 @@ def world(tmp_path_factory) -> dict:
         assert main(["data", "simulate", "fullauto", "--runs", "3", "--seed", "2", "--out", str(root / "logs")]) == 0
         assert main(["export", "--program", "full_auto.rules", "--name", "m", "--version", "0.1.0",
                      "--out", str(root / "module")]) == 0
+        assert main(["run-loop", "--shadow", str(root / "module"), "--runs", "2", "--seed", "2",
+                     "--out", str(root / "shadow-logs")]) == 0
+        assert main(["data", "import", str(root / "shadow-logs"), "--kind", "fullauto", "--no-progress",
+                     "--out", str(root / "shadow-data")]) == 0
     return {"logs": root / "logs", "data": make_dataset(root / "data", train=6, dev=3, test=2),
-            "module": root / "module", "uri": tracking_uri(root / "mlflow")}
+            "module": root / "module", "uri": tracking_uri(root / "mlflow"), "shadow_data": root / "shadow-data"}
 
 
 @pytest.fixture

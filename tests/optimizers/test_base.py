@@ -37,16 +37,16 @@ def _small(name: str) -> optimizers.Recipe:
 
 
 @pytest.mark.parametrize("name", LM_RECIPES)
-def test_every_recipe_compiles_with_a_fake_lm(fake, name):
+def test_every_recipe_compiles_with_a_fake_lm(fake_lm, name):
     result = _small(name).compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric,
                                   seed=3, feedback_metric=metrics_fullauto.gepa_metric)
     assert result.recipe == name and result.kept == "optimizer" and not result.stopped_by_budget
     assert (result.usage["lm_calls"] == 0) == (name in NO_CALL)
     # The meter sees every LM call; COPRO asks for n proposals in one call, which the engine answers n times.
     if name == "copro":
-        assert 0 < result.usage["lm_calls"] < fake.engine.calls
+        assert 0 < result.usage["lm_calls"] < fake_lm.engine.calls
     else:
-        assert result.usage["lm_calls"] == fake.engine.calls
+        assert result.usage["lm_calls"] == fake_lm.engine.calls
     # The compiled program answers in format, and its saved state loads back into a fresh program.
     example = DEV[1]
     prediction = result.program(**example.inputs())
@@ -59,7 +59,7 @@ def test_every_recipe_compiles_with_a_fake_lm(fake, name):
 
 
 @pytest.mark.parametrize("name", LM_RECIPES)
-def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(fake, name):
+def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(fake_lm, name):
     from runtime.rules import gated_decision
 
     student = programs.get("full_auto.hybrid")
@@ -78,7 +78,7 @@ def test_every_recipe_compiles_a_rule_gated_program_on_the_turns_its_lm_decides(
     assert [reloaded(**ex.inputs()).decided_by for ex in DEV[:2]] == ["turn_failed", "pending_input"]
 
 
-def test_recipes_cap_the_train_and_dev_examples_with_a_seeded_sample(fake, monkeypatch):
+def test_recipes_cap_the_train_and_dev_examples_with_a_seeded_sample(fake_lm, monkeypatch):
     recipe = optimizers.get("labeled_fewshot")().with_overrides(max_train_examples=5, max_val_examples=3)
     seen: list[tuple[list, list]] = []
     original = recipe._optimize
@@ -106,7 +106,7 @@ def test_the_sized_recipes_keep_selection_on_a_small_dev_sample():
         assert 0 < optimizers.get(name)().settings.max_train_examples <= 40, name
 
 
-def test_budget_stop_keeps_the_best_candidate_so_far(fake):
+def test_budget_stop_keeps_the_best_candidate_so_far(fake_lm):
     recipe = optimizers.get("bootstrap_random_search")().with_overrides(num_candidate_programs=4, stop_at_score=1.0)
     # Each candidate costs len(DEV) calls to score and up to 3 to bootstrap: 10 calls stop the search
     # after the labeled-only candidate was scored and before the search finished.

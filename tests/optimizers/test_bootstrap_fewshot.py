@@ -12,7 +12,7 @@ TRAIN = decision_examples(12)
 DEV = decision_examples(6, offset=100)
 
 
-def test_budget_stop_during_bootstrap_keeps_the_traces_found(fake):
+def test_budget_stop_during_bootstrap_keeps_the_traces_found(fake_lm):
     recipe = optimizers.get("bootstrap_fewshot")().with_overrides(max_bootstrapped_demos=3, max_labeled_demos=3)
     result = recipe.compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric,
                             Budget(max_lm_calls=2), seed=0)

@@ -11,7 +11,7 @@ from optimizers.budget import Budget, BudgetExceeded, BudgetGuard
 DEV = decision_examples(6, offset=100)
 
 
-def test_token_budget_and_guard_accounting(fake):
+def test_token_budget_and_guard_accounting(fake_lm):
     guard = BudgetGuard(Budget(max_tokens=1))
     with guard.active():
         programs.get("full_auto.predict")(**DEV[0].inputs())

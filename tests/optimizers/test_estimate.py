@@ -11,12 +11,12 @@ TRAIN = decision_examples(12)
 DEV = decision_examples(6, offset=100)
 
 
-def test_dry_run_estimate_makes_no_lm_call_and_bounds_the_real_compile(fake):
+def test_dry_run_estimate_makes_no_lm_call_and_bounds_the_real_compile(fake_lm):
     for name in ("bootstrap_fewshot", "bootstrap_random_search", "knn_fewshot"):
         recipe = optimizers.get(name)()
-        before = fake.engine.calls
+        before = fake_lm.engine.calls
         cost = recipe.estimate(programs.get("full_auto.predict"), TRAIN, DEV)
-        assert fake.engine.calls == before
+        assert fake_lm.engine.calls == before
         assert cost.sizes.base_prompt_tokens > 100 and cost.sizes.demo_tokens > 20 and cost.sizes.output_tokens > 5
         actual = recipe.compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric, seed=0)
         assert actual.usage["lm_calls"] <= cost.lm_calls, name

@@ -30,6 +30,7 @@ def test_the_fit_learns_the_situations_and_selects_by_cross_validation_without_a
     result = _fit()
     program = result.program
     assert result.usage["lm_calls"] == 0 and result.kept == "optimizer"
+    assert result.learned_from == sorted(ex.record_id for ex in TRAIN + DEV)  # fit and selected on both
     assert [program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
     details = result.summary()["details"]
     assert len(details["fit_grid"]) == 8 and len(result.candidates) == 8  # 4 strengths x 2 weightings
@@ -73,11 +74,36 @@ def test_the_recipe_settings_reach_the_fit():
 @pytest.mark.parametrize("train, dev, message", [
     ([ex for ex in TRAIN if ex.action == "stop"], DEV, "every labeled train example is 'stop'"),
     (TRAIN[:1], [], "too few to fit a model and choose its settings"),
+    # docs/trained.md: with fewer than three labeled train examples and no dev, the fit stops and says so
+    (TRAIN[:2], [], "2 labeled train example(s) and no dev split: too few to fit a model and choose its settings (it "
+                    "takes three or more: two to fit on, one to choose with)"),
+    # three, but the two left to fit on share one action: one line, not scikit-learn's error
+    (TRAIN[:3], [], "the 2 left to fit the model on are all 'stop'; a decision model needs two or more label classes"),
     ([], DEV, "the training set is empty"),
 ])
 def test_data_the_model_cannot_learn_from_is_one_line(train, dev, message):
     with pytest.raises(RecipeError) as caught:
         _fit(train=train, dev=dev)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_three_labeled_train_examples_without_dev_are_enough():
+    three = TRAIN[1:4]  # three actions: whichever is held out, two remain to fit on
+    assert len({ex.action for ex in three}) == 3
+    assert _fit(train=three, dev=[]).summary()["details"]["fit"]["selected_on"] == "train threads held out"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"C": [0.5, -1.0]}, "field 'C' = [0.5, -1.0]: -1.0 is out of range: each strength is a finite number above 0"),
+    ({"C": [0.0]}, "field 'C' = [0.0]: 0.0 is out of range"),
+    ({"C": [float("nan")]}, "field 'C' = [nan]: nan is out of range"),
+    ({"C": [float("inf")]}, "field 'C' = [inf]: inf is out of range"),  # would write Infinity into compile.json
+    ({"folds": 1}, "field 'folds' = 1: 1 is no cross-validation (one fold holds out every thread); use 2 to 20 folds, "
+                   "or 0 to select on dev alone"),
+])
+def test_settings_out_of_range_are_refused_in_one_line_naming_setting_and_value(settings, message):
+    with pytest.raises(RecipeError) as caught:
+        optimizers.get("fit")(settings)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -93,12 +119,14 @@ def test_a_program_without_a_trained_model_is_refused():
         _fit("full_auto.rules")
 
 
-def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_hands_over(fake):
+def test_an_lm_recipe_fits_a_cascade_first_and_trains_its_lm_on_the_turns_it_hands_over(fake_lm):
     student = FullAutoCascade(threshold=1.0)  # the model is never sure enough: every turn is the LM's
     result = optimizers.get("labeled_fewshot")().compile(student, TRAIN, DEV, metrics_fullauto.metric, seed=1)
     compiled = result.program
     assert compiled.trained_model.fitted and not student.trained_model.fitted  # fitted on a copy
     assert compiled.trained_model.model.fit_info["refit"] == "train"  # dev judges the cascade: not fit on it
+    # ... but its settings were chosen on dev: the labeled few-shot recipe alone would have learned from train only
+    assert result.learned_from == sorted(ex.record_id for ex in TRAIN + DEV)
     assert len(compiled.lm_program.decide.demos) == 3
     compiled.configure(threshold=0.5)
     sure = [ex for ex in DEV if compiled.model_decision(ex.inputs().toDict()) is not None]
@@ -112,3 +140,30 @@ def test_without_a_dev_split_the_fit_selects_on_held_out_train_threads():
     assert chosen["n_train"] == len(TRAIN) and chosen["n_dev"] == 0 and chosen["n_scored"] >= 0.2 * len(TRAIN)
     assert [result.program(**ex.inputs()).action for ex in DEV] == [ex.action for ex in DEV]
     assert _fit(dev=[]).summary()["details"]["fit"]["selected_on"].endswith("cross-validation over train threads")
+
+
+# ----- planner.learned: the outcome model ----------------------------------------------------------------------
+
+def test_the_fit_of_planner_learned_is_its_outcome_model_on_train_and_dev(profile_free_dataset, outcome_fit):
+    from evals import metrics_planner
+    from planner_logs_support import records_of
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    train = [programs.planner_example(r) for r in records_of(profile_free_dataset, "train")]
+    dev = [programs.planner_example(r) for r in records_of(profile_free_dataset, "dev")]
+    result = optimizers.get("fit")().compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
+    model = getattr(result.program, OUTCOME_MODEL_KEY).model
+    assert model.to_state() == outcome_fit.outcome.to_state()  # examples and records: the same attempts, one fit
+    details = result.summary()["details"]
+    assert details["fit"]["n_train"] == len(train) and details["fit"]["n_dev"] == len(dev)
+    assert {row["target"] for row in details["fit_grid"]} >= {"gain", "valid"}
+    assert result.usage["lm_calls"] == 0 and len(result.candidates) == 1
+
+
+def test_planner_learned_on_too_few_attempts_is_a_recipe_error():
+    from planner_logs_support import entry, record
+
+    examples = [programs.planner_example(record("e", i, [], entry(i, "family:schedule", cycles=990)))
+                for i in range(1, 6)]
+    with pytest.raises(RecipeError, match="at least 30 attempts"):
+        optimizers.get("fit")().compile(programs.get("planner.learned"), examples, [], lambda *a: 0.0)

@@ -37,6 +37,7 @@ def test_knn_picks_the_nearest_examples_and_round_trips():
 def test_knn_recipe_embeds_the_fields_that_decide():
     recipe = optimizers.get("knn_fewshot")()
     full_auto = recipe.compile(programs.get("full_auto.predict"), TRAIN, DEV, metrics_fullauto.metric)
+    assert full_auto.learned_from == sorted(ex.record_id for ex in TRAIN)  # the pool; dev is never looked at
     assert full_auto.program._fields() == ["last_turn_status", "turn_error", "pending_approvals",
                                            "pending_tool_inputs", "compaction_events", "token_usage"]
     every = recipe.with_overrides(fields=[]).compile(programs.get("full_auto.predict"), TRAIN, DEV,

@@ -1,5 +1,6 @@
 """optimizers.labeled_fewshot: labeled demos for any program, the compact ones included: the labeled examples
-carry the compact rendering too, so the compact predictors' demos show their own fields with every output."""
+carry the compact rendering too, so the compact predictors' demos show their own fields with every output; the
+program learned from the demos drawn, and from nothing else."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _planner_examples() -> list:
 
 
 @pytest.mark.parametrize("name", ["full_auto.compact", "planner.compact"])
-def test_labeled_fewshot_compiles_the_compact_programs(fake, name):
+def test_labeled_fewshot_compiles_the_compact_programs(fake_lm, name):
     kind = programs.spec(name).kind
     train = FULL_AUTO_TRAIN if kind == "full_auto" else _planner_examples()
     metric = metrics_fullauto.metric if kind == "full_auto" else metrics_planner.metric
@@ -48,3 +49,12 @@ def test_labeled_fewshot_compiles_the_compact_programs(fake, name):
     state = json.loads(json.dumps(result.program.dump_state()))
     reloaded = optimizers.load_compiled(programs.get(name), state)
     assert [dict(d) for d in reloaded.predictors()[0].demos] == [dict(d) for d in predictor.demos]
+
+
+def test_the_program_learned_from_the_demos_drawn_and_nothing_else(fake_lm):
+    dev = decision_examples(4, offset=100)
+    result = optimizers.get("labeled_fewshot")().compile(programs.get("full_auto.predict"), FULL_AUTO_TRAIN, dev,
+                                                         metrics_fullauto.metric, seed=2)
+    [predictor] = result.program.predictors()
+    assert len(result.learned_from) == 3 and result.learned_from == sorted(d.record_id for d in predictor.demos)
+    assert set(result.learned_from) < {ex.record_id for ex in FULL_AUTO_TRAIN}  # none of dev, not all of train

@@ -1,5 +1,5 @@
-"""runtime.records: decision records round-trip as JSON, their ids derive from their content, and outcome
-labels name their source."""
+"""runtime.records: decision records round-trip as JSON, their ids derive from their content, outcome labels name
+their source, and a planner record's inputs have an identity of their own."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def test_outcome_label_sources(source, ok):
     else:
         with pytest.raises(ValidationError, match="source"):
             OutcomeLabel(action="stop", source=source)
+
+
+def test_a_planner_record_is_known_by_the_packet_the_planner_sees():
+    from optimizer_support import episode_records
+    from runtime.records import packet_hash
+
+    records = episode_records(5, 0)[:4]
+    assert len({r.inputs_hash for r in records}) == 4 and records[0].inputs_hash == packet_hash(records[0].packet)
+    # the same packet read back under another record id (a re-import) is the same record
+    again = [r.model_validate_json(r.model_dump_json()).model_copy(update={"record_id": "x"}) for r in records]
+    assert [r.inputs_hash for r in again] == [r.inputs_hash for r in records]

@@ -222,6 +222,17 @@ CASES: list[tuple[str, list[str], str]] = [
     ("run-loop/foreign folder", ["run-loop", "--module", "{w}/module", "--out", "{w}/notes"], "holds other files"),
     ("run-loop/out inside input", ["run-loop", "--module", "{w}/module", "--out", "{w}/module/logs"],
      "is inside the input"),
+    # shadow report
+    ("shadow report/missing", ["shadow", "report", "--module", "{w}/module", "--data", "{w}/nope"],
+     "no such file or folder"),
+    ("shadow report/wrong kind", ["shadow", "report", "--module", "{w}/data", "--data", "{w}/data"],
+     "is a dataset folder (written by `guidebench data import`), not an exported module folder"),
+    ("shadow report/no shadow decisions", ["shadow", "report", "--module", "{w}/module", "--data", "{w}/data"],
+     "holds no shadow decision of rules@0.1.0"),
+    ("shadow report/foreign folder", ["shadow", "report", "--module", "{w}/module", "--data", "{w}/data",
+                                      "--out", "{w}/notes"], "holds other files"),
+    ("shadow report/out inside input", ["shadow", "report", "--module", "{w}/module", "--data", "{w}/data",
+                                        "--out", "{w}/data/report"], "is inside the input"),
     # search
     ("search/foreign folder", ["search", "--program-family", "full_auto", "--data", "{w}/data", "--trials", "1",
                                "--lm", "fake", "--out", "{w}/notes", "--force"], "holds other files"),

@@ -81,8 +81,10 @@ def test_compile_run_has_params_metrics_and_artifacts(workspace, compiled):
     artifacts = set(_artifacts(compiled.info.run_id))
     for name in ("program.json", "compile.json", "candidates.json", "candidates.png", "dev/results.parquet",
                  "dev/confusion_matrix.png", "dev/calibration.png", "test/results.parquet", "test/metrics.json",
-                 "test/confusion_matrix.png", "baseline/results.parquet"):
+                 "test/confusion_matrix.png", "baseline/results.parquet", "test/postmortem.json",
+                 "test/postmortem.md", "test/postmortem_slices.json"):
         assert name in artifacts, name
+    assert "test.postmortem.n_tested.slices" in metrics  # the test split's post-mortem, as figures
     # Candidates the optimizer evaluated are nested runs.
     nested = _runs(workspace, f"tags.mlflow.parentRunId = '{compiled.info.run_id}'")
     assert nested and all("score" in run.data.metrics for run in nested)
@@ -305,16 +307,94 @@ def test_a_trained_program_compiles_with_fit_against_the_logged_policy_without_a
     assert run.data.params["lm"] == "none" and run.data.params["baseline"] == "logged"
 
 
+def test_planner_learned_compiles_with_fit_on_logs_without_a_profile(profile_free_dataset, outcome_fit, workspace,
+                                                                   tmp_path, monkeypatch, capsys):
+    from guidebench.lm import factory
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(factory, "configure_lm", lambda *a, **k: pytest.fail("no LM is needed to fit or replay"))
+    out = tmp_path / "learned"
+    assert main(["compile", "--program", "planner.learned", "--optimizer", "fit", "--data", str(profile_free_dataset),
+                 "--tracking-uri", workspace["uri"], "--no-progress", "--out", str(out)]) == 0
+    assert "cycles model auto: 0 of" in capsys.readouterr().out
+    summary = json.loads((out / "compile.json").read_text())
+    assert summary["baseline"]["program"] == "planner.logged" and summary["compile"]["usage"]["lm_calls"] == 0
+    assert summary["test"]["pivot_compliance"]["value"] == 1.0
+    assert summary["test"]["cycles_improvement"]["estimator"] == "learned"
+    state = json.loads((out / "program.json").read_text())
+    assert state["outcome_model"]["model"]["fit"] == outcome_fit.chosen  # the one fit on train + dev
+    test = json.loads((out / "test" / "summary.json").read_text())
+    assert set(test["off_policy"]["estimates"]) == {"dm", "ipw", "dr"}
+    assert (out / "test" / "offpolicy_calibration.png").is_file()
+    run = mlflow.MlflowClient(tracking_uri=workspace["uri"]).get_run(summary["mlflow_run_id"])
+    assert run.data.params["cycles_model"] == "learned" and run.data.params["baseline"] == "planner.logged"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--program", "full_auto.rules", "--optimizer", "fit"], "is a rule policy without an LM: there is nothing to compile"),
     (["--program", "full_auto.learned", "--optimizer", "fit", "--baseline", "full_auto.cascade"],
      "must be fitted before it can run"),
     (["--program", "full_auto.learned", "--optimizer", "fit", "--baseline", "planner.rules"], "is a planner program"),
+    (["--program", "full_auto.learned", "--optimizer", "labeled_fewshot"],
+     "--program full_auto.learned makes no LM call: labeled_fewshot has no prompt of it to compile; fit its model "
+     "with --optimizer fit"),
 ])
-def test_what_cannot_be_compiled_or_compared_is_one_line(workspace, args, message, capsys):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["compile", "dry-run"])
+def test_what_cannot_be_compiled_or_compared_is_one_line(workspace, args, message, dry_run, capsys):
     assert main(["compile", *args, "--data", str(workspace["data"]), "--tracking-uri", workspace["uri"],
-                 "--no-progress"]) == 2
-    assert message in capsys.readouterr().err
+                 "--no-progress", *dry_run]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("dev", [0, 3], ids=["no dev", "dev"])
+def test_a_dataset_without_test_records_is_refused_before_anything_is_written(workspace, tmp_path, dev, capsys):
+    # The compile reports on test and selects on dev: with no test record it would evaluate nothing and exit 0.
+    data = make_dataset(tmp_path / "data", train=12, dev=dev, test=0)
+    before = len(_runs(workspace))
+    for extra in ([], ["--dry-run"]):
+        out = tmp_path / "out"
+        assert main(["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--data", str(data),
+                     "--tracking-uri", workspace["uri"], "--no-progress", "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"guidebench: error: --data {data}: its test split holds no record (") \
+            and "import logs of three or more into it again" in err and len(err.strip().splitlines()) == 1, err
+        assert ("dev is empty too" if not dev else f"dev holds {dev}") in err
+        assert not out.exists()
+    assert len(_runs(workspace)) == before
+
+
+def test_a_full_disk_is_one_line_that_blames_neither_the_input_nor_the_format(workspace, tmp_path, monkeypatch,
+                                                                                capsys):
+    # DSPy wraps a failed JSON save in a RuntimeError advising a pickle; the disk is what failed.
+    import errno
+
+    from dspy.primitives import base_module
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith("program.json"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(base_module, "open", full, raising=False)
+    out = tmp_path / "out"
+    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("guidebench: error: cannot write ") and "program.json: the disk is full" in line, err
+    assert "pkl" not in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["-1.0", "0.0", "nan", "inf"])
+def test_a_fit_strength_out_of_range_is_one_line_naming_setting_value_and_range(workspace, tmp_path, value, capsys):
+    recipe = tmp_path / "fit.toml"
+    recipe.write_text(f'optimizer = "fit"\n[settings]\nC = [0.5, {value}]\n', encoding="utf-8")
+    assert main(["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--recipe", str(recipe),
+                 "--data", str(workspace["data"]), "--tracking-uri", workspace["uri"], "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"guidebench: error: {recipe}: invalid settings for recipe 'fit': field 'C' = [0.5, {value}]: "
+                   f"{value} is out of range: each strength is a finite number above 0 (such as [0.5, 2.0, 8.0, "
+                   "32.0])\n")
 
 
 def test_a_dataset_with_a_single_label_class_is_one_line_and_writes_nothing(workspace, tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""`guidebench eval`: metrics.json with intervals, results.parquet, MLflow run, clean errors."""
+"""`guidebench eval`: metrics.json with intervals, results.parquet, MLflow run, clean errors; records the program
+learned from flagged in every output."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def tracking_uri(tmp_path_factory):
 def read_metrics(out: Path) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
     for name, value in metrics.items():
-        assert set(value) == METRIC_KEYS, name
+        assert set(value) - {"estimator"} == METRIC_KEYS, name  # a planner's improvement metrics name theirs
         assert value["ci_low"] <= value["value"] <= value["ci_high"], name
         assert value["n"] > 0, name
     return metrics
@@ -158,6 +159,53 @@ def test_an_export_whose_kind_was_edited_is_refused_not_scored_on_the_other_loop
     assert not (tmp_path / "out").exists()
 
 
+def test_records_the_program_learned_from_are_flagged_in_every_output(fitted, tmp_path, tracking_uri, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from evals.data import dataset_info
+
+    info = dataset_info(fitted["ds"])
+    n = info["splits"]["dev"]["n"]
+    out = tmp_path / "dev"
+    assert main(["eval", "--program", str(fitted["ex"]), "--data", str(fitted["ds"]), "--split", "dev", "--out",
+                 str(out), "--tracking-uri", tracking_uri, "--no-progress"]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning")]
+    assert warnings == [f"warning: {n} of the {n} records of split dev of dataset {info['dataset_id'][:12]} are "
+                        f"records the program learned from (train {info['splits']['train']['n']} + dev {n} of dataset "
+                        f"{info['dataset_id'][:12]}): its scores there are not evidence; judge it on split test"]
+    metrics = read_metrics(out)
+    assert metrics["learned_from_overlap"]["value"] == n and metrics["learned_from_overlap"]["n"] == n
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["learned_from"]["status"] == "overlap" and summary["learned_from"]["n_overlap"] == n
+    assert summary["provenance"]["splits"] == {"train": info["splits"]["train"]["n"], "dev": n}
+    run = MlflowClient(tracking_uri=tracking_uri).get_run(summary["mlflow_run_id"])
+    assert run.data.params["learned_from"] == "overlap" and run.data.params["learned_from_overlap"] == str(n)
+    assert run.data.metrics["learned_from_overlap"] == n
+    # its test split: nothing to flag, and the summary says so
+    assert main(["eval", "--program", str(fitted["ex"]), "--data", str(fitted["ds"]), "--out", str(tmp_path / "test"),
+                 "--no-track", "--no-progress"]) == 0
+    assert "warning" not in capsys.readouterr().out and "learned_from_overlap" not in read_metrics(tmp_path / "test")
+    assert json.loads((tmp_path / "test" / "summary.json").read_text())["learned_from"]["n_overlap"] == 0
+
+
+def test_a_program_with_labeled_demos_is_flagged_on_the_records_it_drew_them_from(tmp_path, capsys, restore_lm):
+    from optimizer_support import make_dataset, tracking_uri
+
+    data = make_dataset(tmp_path / "data", train=12, dev=6, test=6)
+    assert main(["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--lm", "fake",
+                 "--data", str(data), "--out", str(tmp_path / "compiled"), "--tracking-uri", tracking_uri(tmp_path),
+                 "--no-progress"]) == 0
+    assert main(["export", "--program", "full_auto.predict", "--state", str(tmp_path / "compiled" / "program.json"),
+                 "--name", "demos", "--version", "0.1.0", "--out", str(tmp_path / "export")]) == 0
+    assert "learned from train 3 of dataset " in capsys.readouterr().out  # the 3 demos drawn, nothing of dev
+    for split, flagged in (("train", 3), ("dev", 0)):
+        assert main(["eval", "--program", str(tmp_path / "export"), "--lm", "fake", "--data", str(data), "--split",
+                     split, "--out", str(tmp_path / split), "--no-track", "--no-progress"]) == 0
+        summary = json.loads((tmp_path / split / "summary.json").read_text())
+        assert summary["learned_from"]["n_overlap"] == flagged
+        assert ("warning: 3 of the 12 records of split train" in capsys.readouterr().out) == bool(flagged)
+
+
 def test_eval_planner_on_an_experiments_log(tmp_path):
     write_episodes(tmp_path / "logs", episodes=2, seed=5)
     out = tmp_path / "out"
@@ -168,6 +216,51 @@ def test_eval_planner_on_an_experiments_log(tmp_path):
             "effect_calibration"} <= set(metrics)
     assert metrics["schema_validity"]["value"] == 1.0
     assert (out / "calibration.png").is_file()
+
+
+def test_eval_planner_on_logs_without_a_profile_estimates_with_the_learned_model(profile_free_dataset, outcome_fit,
+                                                                                tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "planner.rules", "--data", str(profile_free_dataset), "--split", "test",
+                 "--out", str(out), "--no-track", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "cycles model auto: 0 of" in printed and "off-policy DR" in printed
+    metrics = read_metrics(out)
+    assert metrics["cycles_improvement"]["estimator"] == "learned" and metrics["cycles_improvement"]["value"] > 0
+    assert "estimator" not in metrics["pivot_compliance"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cycles_model"]["name"] == "learned" and "train and dev" in summary["cycles_model"]["estimator"]
+    off = summary["off_policy"]
+    assert set(off["estimates"]) == {"dm", "ipw", "dr"} and off["headline"] == "dr"
+    assert off["models"]["fit"]["trained_on_sha256"] == outcome_fit.chosen["trained_on_sha256"]
+    assert off["calibration"]["n"] > 0 and (out / "offpolicy_calibration.png").is_file()
+    frame = pd.read_parquet(out / "results.parquet")
+    assert set(frame["cycles_model"]) == {"learned"} and frame["observed_improvement"].notna().any()
+
+
+def test_eval_with_the_simulator_on_logs_without_a_profile_leaves_the_improvement_out(profile_free_dataset,
+                                                                                      tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["eval", "--program", "planner.logged", "--data", str(profile_free_dataset), "--split", "test",
+                 "--cycles-model", "sim", "--out", str(out), "--no-track", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "carry no performance profile: the simulator does not apply" in printed
+    assert "cycles_improvement" not in read_metrics(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "cycles_improvement" in summary["omitted_metrics"] and summary["off_policy"]["on_policy"] is True
+    check = summary["off_policy"]["logged_check"]["dm"]
+    assert check["observed"] is not None and isinstance(check["observed_inside_interval"], bool)
+
+
+def test_the_learned_cycles_model_on_too_few_attempts_is_one_line(tmp_path, capsys):
+    from planner_logs_support import imported, logs_without_side_files
+
+    dataset = imported(logs_without_side_files(tmp_path / "logs", episodes=1), tmp_path / "ds")
+    code = main(["eval", "--program", "planner.rules", "--data", str(dataset), "--split", "train",
+                 "--cycles-model", "learned", "--out", str(tmp_path / "out"), "--no-track", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--cycles-model learned: cannot fit the outcome model" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -322,3 +415,30 @@ def test_a_trained_program_straight_from_the_registry_is_refused_with_how_to_fit
     err = capsys.readouterr().err
     assert "a trained program must be fitted first: `guidebench compile --program" in err and "\n" == err[-1:]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_deleted_dataset_json_is_named_with_the_import_that_restores_it(tmp_path, monkeypatch, capsys):
+    # Not "the import imported nothing": its report counts what it imported, and the same logs and seed restore it.
+    import shlex
+
+    from guidebench.data.fullauto_writer import simulate_workspace
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    simulate_workspace(tmp_path / "logs", runs=6, seed=3)
+    data = tmp_path / "data"
+    assert main(["data", "import", str(tmp_path / "logs"), "--kind", "fullauto", "--out", str(data), "--seed", "2",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    first = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").unlink()
+    for command in (["eval", "--program", "rule", "--out", str(tmp_path / "out"), "--no-progress"],
+                    ["compile", "--program", "full_auto.learned", "--optimizer", "fit", "--dry-run"],
+                    ["leaderboard", "--programs", "rule", "--no-track", "--out", str(tmp_path / "out")]):
+        assert main([*command, "--data", str(data)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"guidebench: error: --data {data}: its dataset.json is missing (the import wrote it "
+                              f"with {json.loads((data / 'import_report.json').read_text())['imported']:,} records; "
+                              "it was deleted since): import the logs again") and len(err.splitlines()) == 1, err
+    restore = shlex.split(err.split("`")[1].replace("SEED", str(first["seed"])))
+    assert restore[:2] == ["guidebench", "data"] and main(restore[1:]) == 0
+    assert json.loads((data / "dataset.json").read_text())["dataset_id"] == first["dataset_id"]

@@ -107,6 +107,27 @@ def test_export_with_compiled_state(tmp_path: Path, capsys):
     assert module.program.predictor.signature.instructions == "Pick the next action carefully."
 
 
+@pytest.mark.parametrize("written_by, program, whose", [
+    # DSPy's load_state skips what the program has no place for: the rule policy would export without the model
+    ("full_auto.learned", "full_auto.rules", "the state of full_auto.learned, not of full_auto.rules"),
+    ("full_auto.predict", "full_auto.rules",
+     "the state of full_auto.predict or full_auto.predict_clear or full_auto.zeroshot, not of full_auto.rules"),
+    # ... and fills a signature of other fields with the prefixes it has
+    ("full_auto.predict", "full_auto.compact", "not of full_auto.compact: StateMismatchError: the state's predictor "
+                                               "decide has 15 signature fields, the program's has 12"),
+    ("full_auto.predict", "full_auto.compact_state", "not of full_auto.compact_state: StateMismatchError: the state's "
+                                                     "predictor decide reads other inputs than the program's"),
+])
+def test_the_state_of_another_program_is_refused_naming_both(tmp_path: Path, capsys, written_by, program, whose):
+    state = tmp_path / "program.json"
+    programs.get(written_by).save(str(state))
+    out = tmp_path / "X"
+    code, _, err = run_cli(capsys, "export", "--program", program, "--state", str(state), "--name", "X",
+                           "--version", "0.1.0", "--out", str(out))
+    assert code == 2 and err.startswith(f"guidebench: error: {state}: ") and whose in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
 def test_a_pickled_state_is_never_loaded(tmp_path: Path, capsys):
     state = tmp_path / "state.pkl"
     state.write_bytes(b"\x80\x04N.")
@@ -212,13 +233,14 @@ def test_a_crash_while_writing_leaves_the_old_export_whole(tmp_path: Path, monke
     monkeypatch.setattr(export, "write_checksums", crash)
     args[6] = "0.2.0"
     code, _, err = run_cli(capsys, *args, "--force")
-    assert code == 1 and "No space left on device" in err
+    assert code == 2 and err.startswith("guidebench: error: cannot write: the disk is full (No space left on device)")
+    assert len(err.splitlines()) == 1
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["X"]
     load_frozen(out)
     monkeypatch.undo()
     fresh = tmp_path / "Y"
     monkeypatch.setattr(export, "write_checksums", crash)
-    assert run_cli(capsys, *args[:-2], "--out", str(fresh))[0] == 1
+    assert run_cli(capsys, *args[:-2], "--out", str(fresh))[0] == 2
     assert not fresh.exists() and not any(p.name.startswith(".Y.") for p in tmp_path.iterdir())
     assert os.listdir(out)

@@ -55,6 +55,11 @@ def test_cli_predict_planner_packet(tmp_path, capsys):
     ('{"thread_id": "x",', [], "line 1 column"),
     ('{"thread_id": "x", "turn_id": "t"}', ["--program", "nope"], "unknown program 'nope'"),
     ('{"thread_id": "x", "turn_id": "t"}', ["--program", "planner.rules"], "planner program"),
+    # a trained program has no model until a compile fits one: rc 2 and how to fit it, as eval says
+    ('{"thread_id": "x", "turn_id": "t"}', ["--program", "full_auto.learned"],
+     "--program full_auto.learned: a trained program must be fitted first: `guidebench compile --program "
+     "full_auto.learned --optimizer fit --data DIR`"),
+    ('{"thread_id": "x", "turn_id": "t"}', ["--program", "full_auto.cascade"], "a trained program must be fitted"),
 ])
 def test_cli_predict_bad_input_is_one_clear_line(tmp_path, capsys, content, args, message):
     path = tmp_path / "summary.json"

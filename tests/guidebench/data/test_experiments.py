@@ -373,3 +373,21 @@ def test_an_unreadable_log_is_counted_and_named_while_the_others_import(tmp_path
     report = import_logs(tmp_path / "logs", "experiments", tmp_path / "ds")
     assert (report.imported, report.count("files_unreadable"), report.count("episodes")) == (1, 1, 1)
     assert any("b/log.jsonl: cannot read: Permission denied" in note for note in report.notes)
+
+
+def test_a_full_disk_stops_the_import_instead_of_counting_a_log_unreadable(tmp_path, monkeypatch):
+    # A log whose records cannot be spooled is not an unreadable log: counting it so would lose it and import on.
+    import errno
+
+    from guidebench.data.spool import GroupedSpool
+
+    write_lines(tmp_path / "logs" / "a" / "log.jsonl", [line(full(1, [S], True, 1500, 1600))])
+
+    def full_disk(self, group, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(GroupedSpool, "append", full_disk)
+    with pytest.raises(GuidebenchError) as caught:
+        import_logs(tmp_path / "logs", "experiments", tmp_path / "ds")
+    assert str(caught.value).startswith(f"cannot write {tmp_path / 'ds'}: the disk is full (No space left on device)")
+    assert not (tmp_path / "ds").exists()

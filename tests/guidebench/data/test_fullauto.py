@@ -393,3 +393,30 @@ def test_unreadable_files_are_named_not_crashed_on(tmp_path: Path, monkeypatch: 
     assert any(f"{events}: cannot read: Permission denied" in note for note in report.notes)
     locked.add(tmp_path / "ws" / "fullauto-decisions.jsonl")
     assert main(["data", "import", str(tmp_path / "ws"), "--kind", "fullauto", "--out", str(tmp_path / "o2")]) == 2
+
+
+@pytest.mark.parametrize("spool", ["decisions", "raw", "labels"])
+def test_a_full_disk_is_said_to_be_the_disk_not_the_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str], spool: str) -> None:
+    # Spooling a line the logs gave (the decisions, or a side file's) fails on the disk: the import stops and says
+    # so; neither "cannot read" nor a side file noted unreadable while its remaining lines are lost.
+    import errno
+
+    from guidebench.data.spool import GroupedSpool
+
+    simulate_workspace(tmp_path / "ws", runs=3, seed=4)
+    append = GroupedSpool.append
+
+    def full(self, group, text):
+        if self.path.name.startswith(f"{spool}-"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return append(self, group, text)
+
+    monkeypatch.setattr(GroupedSpool, "append", full)
+    out = tmp_path / "out"
+    assert main(["data", "import", str(tmp_path / "ws"), "--kind", "fullauto", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"guidebench: error: cannot write {out}: the disk is full (No space left on device), not a fault of "
+                   "the input; free some space (or give --out, GUIDEBENCH_HOME another disk) and run the command "
+                   "again\n")
+    assert not out.exists()

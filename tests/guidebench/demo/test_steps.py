@@ -57,7 +57,7 @@ class TestQuickDemo:
     def test_runs_every_step_with_the_embedded_model(self, quick_demo):
         summary, stdout, out = quick_demo
         assert summary["status"] == "ok" and summary["mode"] == "quick" and summary["lm"] == "local"
-        assert len(summary["steps"]) == 13 and all(step["status"] == "ok" for step in summary["steps"])
+        assert len(summary["steps"]) == 14 and all(step["status"] == "ok" for step in summary["steps"])
         assert set(summary["timings_s"]) == {step["name"] for step in summary["steps"]}
         assert all(seconds >= 0 for seconds in summary["timings_s"].values())
         assert str(out / "export" / demo.PACKAGE_NAME) in stdout  # the exported module is printed
@@ -132,6 +132,14 @@ class TestQuickDemo:
         assert summary["runtime"]["record_id"] == record.record_id
         assert summary["run_loop"]["decisions"] >= 1
         assert summary["run_loop"]["reimported_records"] == summary["run_loop"]["decisions"]
+
+    def test_a_shadowed_candidate_reaches_a_verdict(self, quick_demo):
+        """The candidate decides beside the deployed policy in simulated runs; the sequential gate rejects it."""
+        summary, stdout, _ = quick_demo
+        shadow = summary["shadow"]
+        assert shadow["verdict"] == "reject" and shadow["ledger"] == "rolled_back"
+        assert shadow["decided_at"] <= shadow["n"] and shadow["cs"][1] < 0
+        assert Path(shadow["plot"]).is_file() and f"shadow gate:     reject after {shadow['decided_at']}" in stdout
 
 
 # ----- fast: the demo's own pieces ------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Leaderboard: one frozen split, ranking with intervals, paired comparisons, cost, Pareto, diffs, reports."""
+"""Leaderboard: one frozen split, ranking with intervals, paired comparisons, cost, Pareto, diffs, reports; a
+variant that learned from the board's records is flagged and never its champion."""
 
 from __future__ import annotations
 
@@ -299,11 +300,15 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     # The same run on a board of another split is replayed, its logged test results left out.
     board_dev, _ = run_leaderboard(variants, dataset, "dev", lm="fake", n_resamples=50)
     assert any(note.startswith("replayed here: no logged results") for note in board_dev.rows[0].notes)
+    assert capsys.readouterr().out.startswith("LM fake (deterministic")  # that replay called the LM, and said so
 
     out = tmp_path / "board"
     code = main(["leaderboard", "--data", str(dataset), "--programs", "rule", "--from-mlflow", "compiles",
                  "--lm", "fake", "--no-cache", "--tracking-uri", uri, "--out", str(out), "--resamples", "100"])
-    assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    # Its logged results stand in for a replay, and `rule` calls no LM: no LM line, no cost announced.
+    assert not [line for line in printed.out.splitlines() if line.startswith("LM ")], printed.out
     board = json.loads((out / JSON_FILE).read_text())
     assert {row["name"] for row in board["rows"]} == {"rule", f"predict+labeled#{run.info.run_id[:8]}"}
     compiled_row = next(row for row in board["rows"] if row["source"].startswith("mlflow:"))
@@ -443,6 +448,57 @@ def test_a_board_on_the_compile_eval_subset_admits_only_results_on_that_subset(d
                         results=[tmp_path / "flaky-full"])
 
 
+# ----- no champion from records it learned from ----------------------------------------------------
+
+def test_a_variant_is_never_champion_on_records_it_learned_from(fitted):
+    variants = [*from_registry(["logged", "full_auto.rules"]), *from_path(fitted["ex"])]
+    # On its own test split the fit, tagged champion, is the champion: it learned from none of these records.
+    clean, _ = run_leaderboard(variants, fitted["ds"], "test", n_resamples=50)
+    assert clean.champion == "learned@0.1.0" and clean.row("learned@0.1.0").learned_from.n_overlap == 0
+    # The same logs imported with another seed: their test split holds records it was fit on.
+    board, _ = run_leaderboard(variants, fitted["ds1"], "test", n_resamples=50)
+    row, n = board.row("learned@0.1.0"), board.row("learned@0.1.0").learned_from.n_overlap
+    assert n > 0 and not row.champion and board.champion in ("logged", "full_auto.rules")
+    assert board.champion_rule.endswith("; 1 variant(s) learned from records of this split and cannot be champion: "
+                                        "learned@0.1.0")
+    assert row.notes[0].startswith(f"cannot be champion: {n} of the {board.n_records} records of split test of "
+                                   "dataset ") and row.verdict() == f"learned from {n} of {board.n_records}: no evidence"
+    assert board.row("logged").learned_from.status == "clean"  # the deployed policy learned from nothing
+    with pytest.raises(GuidebenchError, match=rf"^--champion 'learned@0.1.0' refused: {n} of the "):
+        run_leaderboard(variants, fitted["ds1"], "test", n_resamples=50, champion="learned@0.1.0")
+
+
+def test_a_compile_s_dev_results_never_make_it_champion_of_a_dev_board(fitted, tmp_path, capsys):
+    import mlflow
+
+    from guidebench.leaderboard.tracking import VARIANT_RUN_TYPE
+    from optimizer_support import tracking_uri
+
+    uri = tracking_uri(tmp_path)
+    args = ["leaderboard", "--data", str(fitted["ds"]), "--split", "dev", "--results", str(fitted["fit"] / "dev"),
+            "--resamples", "100"]
+    assert main([*args, "--programs", "logged", "--out", str(tmp_path / "board"), "--tracking-uri", uri]) == 0
+    board = json.loads((tmp_path / "board" / JSON_FILE).read_text())
+    rows = {row["name"]: row for row in board["rows"]}
+    fit = rows["full_auto.learned+fit"]
+    assert board["champion"] == "logged" and not fit["champion"]
+    assert fit["learned_from"]["n_overlap"] == fit["n"] == board["n_records"]  # the fit chose and refit on all of dev
+    assert f"full_auto.learned+fit: cannot be champion: {fit['n']} of the {fit['n']} records of split dev" in \
+        (tmp_path / "board" / MARKDOWN_FILE).read_text()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    runs = {run.data.tags["guidebench.variant"]: run for run in client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=f"tags.`guidebench.run_type` = '{VARIANT_RUN_TYPE}'")}
+    assert runs["full_auto.learned+fit"].data.params["learned_from"] == "overlap"
+    assert runs["full_auto.learned+fit"].data.params["learned_from_overlap"] == str(fit["n"])
+    # alone on the board, nothing can be champion: refused in one line
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "alone"), "--no-track"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no variant can be champion: each learned from records of this split" in err
+    assert not (tmp_path / "alone").exists()
+
+
 def test_verdicts_in_plain_words():
     from guidebench.leaderboard.models import Comparison
 
@@ -454,3 +510,20 @@ def test_verdicts_in_plain_words():
     assert comparison("objective", -0.1, 0.03).verdict() == "worse, p = 0.030"
     assert comparison("parse_failure_rate", -0.1, 0.03).verdict() == "better, p = 0.030"  # lower is better
     assert comparison("objective", 0.3, 0.25).verdict() == "cannot tell apart (p = 0.250, n = 40)"
+
+
+def test_a_planner_board_shows_each_rows_off_policy_estimate_and_defaults_to_the_deployed_planner(
+        profile_free_dataset, outcome_fit, tmp_path, monkeypatch):
+    from guidebench.leaderboard.render import render_markdown
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    board, _ = run_leaderboard(from_registry(["planner.rules", "planner.logged"]), profile_free_dataset, "test",
+                               n_resamples=200)
+    assert board.champion == "planner.logged" and "deployed planner" in board.champion_rule
+    assert board.cycles_model.startswith("learned")
+    logged, rules = board.row("planner.logged"), board.row("planner.rules")
+    assert logged.off_policy.ess == logged.off_policy.n and "on-policy" in logged.off_policy.note
+    assert rules.off_policy.estimator == "dr" and set(rules.off_policy.all) == {"dm", "ipw", "dr"}
+    assert rules.off_policy.value is None or rules.off_policy.ci_low <= rules.off_policy.value <= rules.off_policy.ci_high
+    text = render_markdown(board)
+    assert "improvement, off-policy [95% CI]" in text and "**Cycles model**: learned" in text

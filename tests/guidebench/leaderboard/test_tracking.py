@@ -46,3 +46,7 @@ def test_each_row_links_to_its_mlflow_run(tmp_path: Path, monkeypatch, capsys) -
         assert row["mlflow_url"] == f"http://127.0.0.1:5000/#/runs/{run.info.run_id}"
         assert f"- {row['name']}: [{run.info.run_id}]({row['mlflow_url']})" in markdown
         assert f'<a href="{row["mlflow_url"]}">{run.info.run_id}</a>' in page
+        artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
+        assert "postmortem_slices.json" in artifacts  # the row's post-mortem, as a table
+        assert ("postmortem_vs_champion.json" in artifacts) == (row["name"] != board["champion"])
+        assert "postmortem.n_tested.slices" in run.data.metrics

@@ -49,7 +49,7 @@ from runtime import load_frozen
 from runtime.checksums import file_sha256, render_checksums
 from runtime.frozen.loader import verify_frozen
 from reliability_ledger import record as ledger
-from runtime.frozen.manifest import FrozenModuleError
+from runtime.frozen.manifest import FORMAT_VERSION, FrozenModuleError
 from runtime.signature_spec import spec_of
 from signatures import FullAutoDecisionSignature
 
@@ -74,6 +74,8 @@ def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: 
     assert manifest["dspy_version"] == dspy.__version__ and manifest["python_version"].startswith("3.11")
     assert manifest["promotion_state"] == "candidate" and manifest["demo_count"] == 3
     assert manifest["created_at"].endswith("Z")
+    # A registry program as it is learned from no record (its seed demos are hand-written): nothing to refuse.
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["provenance"]["hashes"] == []
     # The state is dspy's own JSON format: the installed program loads it directly.
     program = programs.get("full_auto.predict")
     program.load(str(pristine / "program.json"))
@@ -93,6 +95,31 @@ def test_the_same_program_exports_the_same_bytes(pristine: Path, tmp_path: Path)
         assert a == b
     assert json.loads((again / "dsrs/manifest.json").read_text())["compiled_id"] == \
         json.loads((pristine / "dsrs/manifest.json").read_text())["compiled_id"]
+
+
+def test_an_export_carries_its_state_s_provenance_or_says_it_is_unknown(tmp_path: Path, capsys):
+    from optimizer_support import decision_records
+    from runtime.provenance import Provenance
+
+    learned = Provenance.of("f" * 64, {"train": decision_records(3)})
+    state = {**programs.get("full_auto.predict").dump_state(), "provenance": learned.model_dump(mode="json")}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    argv = ["export", "--program", "full_auto.predict", "--state", str(tmp_path / "state.json"), "--name", "p",
+            "--version", "0.1.0"]
+    assert main([*argv, "--out", str(tmp_path / "known")]) == 0
+    assert verify_frozen(tmp_path / "known").provenance == learned
+    assert "learned from train 3 of dataset ffffffffffff" in capsys.readouterr().out
+    state.pop("provenance")  # a state written before provenance was recorded
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    assert main([*argv, "--out", str(tmp_path / "unknown")]) == 0
+    assert verify_frozen(tmp_path / "unknown").provenance is None
+    assert "provenance unknown: the state does not record the records it learned from; `promote` refuses it" in \
+        capsys.readouterr().out
+    state["provenance"] = {"hashes": ["not hex"]}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    assert main([*argv, "--out", str(tmp_path / "bad")]) == 2
+    assert f"{tmp_path / 'state.json'}: field provenance: Value error, hash 'not hex' is not 16" in \
+        capsys.readouterr().err
 
 
 def test_a_knn_compiled_hybrid_exports_its_rule_gate_and_runs_it(tmp_path: Path):

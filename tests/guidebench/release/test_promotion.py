@@ -72,6 +72,7 @@ def test_candidate_staged_promoted_rejected_and_rolled_back(world, capsys):
     assert first.outcome == "promoted" and first.to_state == "promoted"
     assert first.evidence.baseline == "baseline program logged" and first.evidence.n_records == 40
     assert first.evidence.lm is None  # neither the rule policy nor the logged decisions call an LM
+    assert first.evidence.learned_from.status == "clean"  # a rule policy learned from no record
     objective = first.evidence.paired["objective"]
     assert objective.diff > 0 and objective.p_value < 0.05
     assert next(c for c in first.checks if c.gate == "cost").reason.startswith("tokens_per_decision not compared")
@@ -171,3 +172,61 @@ def test_the_evidence_and_the_ledger_name_the_lm(world, tmp_path: Path, capsys, 
     assert f"against baseline program logged; LM fake ({FAKE_MODEL_ID})" in capsys.readouterr().out
     (record,) = PromotionLedger(ledger).records()
     assert record.evidence.lm == LMIdentity(spec="fake", model=FAKE_MODEL_ID, model_sha256=None)
+
+
+# ----- no evidence from records the module learned from --------------------------------------------
+
+def _learned_on(fitted, data: str, split: str) -> int:
+    """How many records of a split are, by their inputs, records of the fit's train and dev."""
+    from evals.data import load_records
+
+    learned = {r.inputs_hash for name in ("train", "dev") for r in load_records(fitted["ds"], name)}
+    return sum(r.inputs_hash in learned for r in load_records(fitted[data], split))
+
+
+def test_a_module_is_refused_on_records_it_learned_from_however_they_are_split(fitted, tmp_path: Path, capsys):
+    from evals.data import dataset_info
+    from optimizer_support import tracking_uri
+
+    common = ["--tracking-uri", tracking_uri(tmp_path), "--ledger", str(tmp_path / "ledger.jsonl"), "--stage-only"]
+    ds, ds1 = (dataset_info(fitted[name])["dataset_id"][:12] for name in ("ds", "ds1"))
+    # 1. its own dev split, which its fit selected on and was refit on
+    n_dev = dataset_info(fitted["ds"])["splits"]["dev"]["n"]
+    assert main(["promote", str(fitted["ex"]), "--data", str(fitted["ds"]), "--split", "dev", *common]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "learned@0.1.0: refused (candidate -> candidate)",
+        f"  {n_dev} of the {n_dev} records of split dev of dataset {ds} are records the program learned from (train "
+        f"{dataset_info(fitted['ds'])['splits']['train']['n']} + dev {n_dev} of dataset {ds}): its scores there are "
+        "not evidence; judge it on split test"]
+    # 2. the same logs imported again with another seed: its "test" split is mostly what the module learned from
+    overlap, n_test = _learned_on(fitted, "ds1", "test"), dataset_info(fitted["ds1"])["splits"]["test"]["n"]
+    assert 0 < overlap <= n_test
+    assert main(["promote", str(fitted["ex"]), "--data", str(fitted["ds1"]), *common]) == 1
+    refusal = capsys.readouterr().out.splitlines()[1]
+    assert refusal.startswith(f"  {overlap} of the {n_test} records of split test of dataset {ds1} are records the "
+                              "program learned from") and refusal.endswith(
+        f"judge it on the test split of dataset {ds}, where it was compiled, or on logs it never saw")
+    # 3. its own test split: no record of it was learned from, so the gates decide
+    assert main(["promote", str(fitted["ex"]), "--data", str(fitted["ds"]), *common]) in (0, 1)
+    assert "refused" not in capsys.readouterr().out
+    records = PromotionLedger(tmp_path / "ledger.jsonl").records()
+    assert [r.outcome for r in records][:2] == ["refused", "refused"] and records[2].outcome in ("staged", "rejected")
+    assert records[2].evidence.learned_from.n_overlap == 0 and records[2].evidence.learned_from.n_records == \
+        dataset_info(fitted["ds"])["splits"]["test"]["n"]
+
+
+def test_a_module_whose_provenance_is_unknown_is_refused(fitted, tmp_path: Path):
+    from optimizer_support import tracking_uri
+
+    state = json.loads((fitted["fit"] / "program.json").read_text())
+    state.pop("provenance")
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    module = export_program("full_auto.learned", tmp_path / "old", name="learned", version="0.0.1",
+                            state=tmp_path / "state.json").path
+    record = promote_module(module, data=fitted["ds"], ledger=PromotionLedger(tmp_path / "ledger.jsonl"),
+                            tracking_uri=tracking_uri(tmp_path))
+    assert record.outcome == "refused" and record.evidence is None
+    assert record.reasons == ["provenance unknown: the program does not record which records it learned from, so "
+                              f"split test of dataset {record.reasons[0].split('dataset ')[1][:12]} may hold some; "
+                              "export or evaluate it again from its compile (its program.json records what it "
+                              "learned from)"]

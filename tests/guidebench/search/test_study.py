@@ -159,6 +159,14 @@ def test_a_planner_search_draws_planner_hybrid_among_the_planners(tmp_path, monk
     summary = json.loads((tmp_path / "out" / "test" / "summary.json").read_text())
     metrics = json.loads((tmp_path / "out" / "test" / "metrics.json").read_text())
     assert summary["program"] == "planner.hybrid" and metrics["pivot_compliance"]["value"] == 1.0
+    # what the best trial learned from: its demos' train records and the 4 dev records the trials were judged on;
+    # the test re-score holds none of them
+    from runtime.provenance import read_provenance
+
+    learned = read_provenance(json.loads((tmp_path / "out" / "program.json").read_text()))
+    assert learned.splits["dev"] == 4 and learned.splits["train"] >= 1
+    assert summary["learned_from"]["status"] == "clean" and summary["learned_from"]["n_records"] == \
+        summary["n_records"] and read_provenance(summary) == learned
 
 @pytest.mark.slow
 def test_search_runs_one_trial_with_the_embedded_model(tmp_path, monkeypatch, capsys):

@@ -177,7 +177,7 @@ def rewritten_dir(tmp_path_factory) -> Path:
 def test_a_prompt_an_optimizer_rewrote_is_declared_loaded_and_checked(rewritten_dir: Path, tmp_path: Path):
     manifest = verify_frozen(rewritten_dir)
     (predictor,) = manifest.predictors
-    assert manifest.format_version == 4 and predictor.prompt.instructions == "Decide in one short sentence."
+    assert manifest.format_version == FORMAT_VERSION and predictor.prompt.instructions == "Decide in one short sentence."
     assert predictor.prompt.fields[-1].prefix == "Certainty:"
     assert predictor.signature.instructions != predictor.prompt.instructions  # the hash-checked signature is kept
     for module in (load_frozen(rewritten_dir),
@@ -439,17 +439,23 @@ def test_an_installed_program_without_a_trained_model_is_refused(learned_dir: Pa
     assert "has no trained_model" in refusal(learned_dir, program=programs.get("full_auto.rules"))
 
 
+# The first lines of a subprocess in which scikit-learn cannot be imported (a meta-path finder refuses it).
+NO_SCIKIT_LEARN = (
+    "import sys\n"
+    "class Block:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
+    "            raise ImportError('scikit-learn is not importable here')\n"
+    "sys.meta_path.insert(0, Block())\n"
+)
+
+
 def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_imported(learned_dir: Path):
     import subprocess
     import sys
 
     script = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'sklearn' or name.startswith('sklearn.'):\n"
-        "            raise ImportError('scikit-learn is not importable here')\n"
-        "sys.meta_path.insert(0, Block())\n"
+        NO_SCIKIT_LEARN +
         "from runtime import load_frozen\n"
         "module = load_frozen(sys.argv[1])\n"
         "decision, audit, record = module({'thread_id': 't', 'turn_id': 'u', 'last_turn_status': 'failed',\n"
@@ -461,18 +467,30 @@ def test_a_trained_module_loads_and_decides_where_scikit_learn_cannot_be_importe
     assert done.stdout.split() == ["stop", "model"]
 
 
-def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_of(trained_state: Path, tmp_path: Path,
-                                                                                   fake_lm):
+def _cascade(trained_state: Path) -> dspy.Module:
     import json
-
-    from optimizer_support import decision_records
 
     cascade = programs.get("full_auto.cascade")
     cascade.configure(threshold=0.9, lm_program="full_auto.compact")
     cascade.trained_model.load_state(json.loads(trained_state.read_text())["trained_model"])
-    state = tmp_path / "cascade.json"
-    state.write_text(json.dumps(cascade.dump_state()), encoding="utf-8")
-    folder = export_program("full_auto.cascade", tmp_path / "X", state=state).path
+    return cascade
+
+
+@pytest.fixture(scope="module")
+def cascade_dir(trained_state: Path, tmp_path_factory) -> Path:
+    """An export of a cascade (threshold 0.9, full_auto.compact) over the fitted model."""
+    import json
+
+    state = tmp_path_factory.mktemp("cascade") / "cascade.json"
+    state.write_text(json.dumps(_cascade(trained_state).dump_state()), encoding="utf-8")
+    return export_program("full_auto.cascade", tmp_path_factory.mktemp("cascade-export") / "X", state=state).path
+
+
+def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_of(trained_state: Path, cascade_dir: Path,
+                                                                                   fake_lm):
+    from optimizer_support import decision_records
+
+    cascade, folder = _cascade(trained_state), cascade_dir
     manifest = verify_frozen(folder)
     assert manifest.uses_lm and [p.name for p in manifest.predictors] == ["lm_program.decide"]
     assert (manifest.trained_model.threshold, manifest.trained_model.lm_program) == (0.9, "full_auto.compact")
@@ -484,6 +502,30 @@ def test_a_cascade_module_asks_its_lm_only_about_the_turns_its_model_is_unsure_o
         paths.append(logged.raw_prediction["decided_by"])
         assert paths[-1] == ("model" if sure else "lm")
     assert "model" in paths and "lm" in paths and len(fake_lm.history) == paths.count("lm")
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["standalone", "installed"])
+def test_a_cascade_loaded_without_an_lm_answers_its_sure_turns_and_refuses_the_others(trained_state: Path,
+                                                                                      cascade_dir: Path, installed):
+    # docs/trained.md: a cascade needs its lm= only for the turns its model hands over.
+    from optimizer_support import decision_records
+
+    assert dspy.settings.lm is None
+    cascade = _cascade(trained_state)
+    module = load_frozen(cascade_dir, program=programs.get("full_auto.cascade") if installed else None)
+    answered = refused = 0
+    for record in decision_records(8, offset=300):
+        sure = cascade.model_decision(programs.decision_inputs(record))
+        if sure is not None:
+            decision, _, logged = module(record.summary, record.config)
+            assert decision.action == sure.action and logged.raw_prediction["decided_by"] == "model"
+            answered += 1
+        else:
+            with pytest.raises(FrozenModuleError, match="full_auto.cascade hands this turn to its LM program "
+                                                        r"\(its model is not sure of it\) and none is set: pass one"):
+                module(record.summary, record.config)
+            refused += 1
+    assert answered and refused
 # ----- planner.hybrid: its rules are code, it loads installed -------------------------------------------------
 
 
@@ -509,3 +551,62 @@ def test_the_planner_hybrid_loads_installed_and_is_refused_standalone(tmp_path: 
     assert (directive.strategy_family, errors, used_default) == (rule.strategy_family, [], False)
     with dspy.context(lm=DummyLM([{"primary_hypothesis": ""}])):  # nothing usable: the rule planner's directive
         assert module(packet) == (rule, [], False)
+
+
+# ----- planner.learned: an outcome model fit on the logs, scored with NumPy -------------------------------------
+
+@pytest.fixture(scope="module")
+def planner_learned_dir(outcome_fit, tmp_path_factory) -> Path:
+    import json
+
+    from programs.planner_learned import PlannerLearned
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    program = PlannerLearned()
+    getattr(program, OUTCOME_MODEL_KEY).set_model(outcome_fit.outcome)
+    root = tmp_path_factory.mktemp("planner-learned")
+    state = root / "state.json"
+    state.write_text(json.dumps(program.dump_state()), encoding="utf-8")
+    return export_program("planner.learned", root / "X", state=state).path
+
+
+def test_planner_learned_loads_installed_and_decides_where_scikit_learn_cannot_be_imported(
+        planner_learned_dir: Path, profile_free_dataset: Path, outcome_fit):
+    import subprocess
+    import sys
+
+    from planner_logs_support import records_of
+
+    manifest = verify_frozen(planner_learned_dir)
+    assert manifest.format_version == FORMAT_VERSION and manifest.outcome_model.families == outcome_fit.outcome.families
+    assert not manifest.uses_lm and manifest.predictors == []
+    packet = records_of(profile_free_dataset, "test")[3].packet
+    script = (
+        NO_SCIKIT_LEARN +
+        "from runtime import load_frozen\n"
+        "from programs.planner_learned import PlannerLearned\n"
+        "module = load_frozen(sys.argv[1], program=PlannerLearned)\n"
+        "result = module(open(sys.argv[2]).read())\n"
+        "assert not any(name.startswith('sklearn') for name in sys.modules)\n"
+        "print(result.directive.strategy_family, result.directive.expected_effect_cycles, result.used_default)\n")
+    packet_file = planner_learned_dir.parent / "packet.json"
+    packet_file.write_text(packet.model_dump_json(), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", script, str(planner_learned_dir), str(packet_file)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    family, effect, used_default = done.stdout.split()
+    expected = load_frozen(planner_learned_dir, program=programs.get("planner.learned"))(packet).directive
+    assert (family, int(effect), used_default) == (expected.strategy_family, expected.expected_effect_cycles, "False")
+
+
+def test_planner_learned_standalone_or_edited_is_refused(planner_learned_dir: Path, tmp_path: Path):
+    assert "load it with program=" in refusal(planner_learned_dir)
+    assert "has no outcome_model" in refusal(planner_learned_dir, program=programs.get("planner.rules"))
+    copy = tmp_path / "X"
+    shutil.copytree(planner_learned_dir, copy)
+    edit_json(copy, "program.json", lambda s: s["outcome_model"]["model"].update(families=["family:x"]))
+    assert "outcome_model is invalid" in refusal(copy, program=programs.get("planner.learned"))
+    shutil.rmtree(copy)
+    shutil.copytree(planner_learned_dir, copy)
+    edit_json(copy, "manifest.json", lambda m: m["outcome_model"].update(n_features=3))
+    assert "has n_features" in refusal(copy, program=programs.get("planner.learned"))

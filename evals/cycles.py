@@ -1,0 +1,185 @@
+"""Where the planner metrics' expected improvement of the best comes from: the simulator or the learned model.
+
+- `SimulatorCycles` ("sim"): the hand-set VLIW kernel simulator (`evals.sim_kernel`), seeded rollouts of the
+  directive (its family, modifiers and risk) from the kernel state the packet's performance profile rebuilds
+  exactly. It applies only to packets that carry a full profile (the sample's side file, or the runner's
+  packets where a user kept them): its constants are the sample kernel's, and no state is ever made up for a
+  packet without one (such a record gets no estimate, and the eval says how many).
+- `LearnedCycles` ("learned"): the outcome model fit on the dataset's train and dev splits (`runtime.outcome`), the
+  direct method per record: the expected improvement of the directive's family from the packet alone. A family
+  the model never saw in train gets no estimate.
+
+`replay(..., cycles_model=...)` hands one of them to every record's score; `guidebench` chooses which
+(`--cycles-model sim|learned|auto`: auto is the simulator when every record carries a profile, else learned).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from functools import lru_cache
+from threading import Lock
+from typing import Any, Mapping, Optional, Sequence
+
+from runtime.advisor import FAMILIES, AdvisorPacket
+from runtime.outcome import FamilyEstimate, OutcomeModel
+from runtime.outcome_features import packet_features
+
+from . import sim_kernel
+
+ROLLOUTS = 32
+
+
+class CyclesModel(ABC):
+    """Expected improvement of the best (cycles) of a directive, and of the best plain one, from a packet."""
+
+    name: str
+    estimator: str  # how outputs name it
+
+    @abstractmethod
+    def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
+                    rollouts: int = ROLLOUTS) -> Optional[float]:
+        """Expected cycles the directive takes off the best (None: no estimate for this packet or family)."""
+
+    @abstractmethod
+    def best_allowed(self, record_id: str, packet: AdvisorPacket, families: Sequence[str],
+                     rollouts: int = ROLLOUTS) -> Optional[tuple[float, str]]:
+        """(expected improvement, family) of the best plain directive among `families`; None without an estimate."""
+
+    @abstractmethod
+    def context(self, record_id: str, packet: AdvisorPacket) -> str:
+        """What the estimate rests on, for feedback sentences."""
+
+    @abstractmethod
+    def applies(self, packet: AdvisorPacket) -> bool:
+        """Whether this model can estimate anything for the packet."""
+
+
+class SimulatorCycles(CyclesModel):
+    """The kernel simulator, from the state the packet's performance profile rebuilds (no profile: no estimate)."""
+
+    name = "sim"
+    estimator = "sim (kernel simulator, from each packet's performance profile)"
+
+    def state(self, packet: AdvisorPacket) -> Optional[sim_kernel.KernelState]:
+        """The exact kernel state behind the packet's profile, None without a usable one."""
+        if packet.performance_profile is None:
+            return None
+        try:
+            return sim_kernel.state_from_profile(packet.performance_profile)
+        except ValueError:
+            return None
+
+    def applies(self, packet: AdvisorPacket) -> bool:
+        return self.state(packet) is not None
+
+    def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
+                    rollouts: int = ROLLOUTS) -> Optional[float]:
+        state = self.state(packet)
+        if state is None or directive.get("strategy_family") not in FAMILIES:
+            return None
+        modifiers = tuple(m for m in directive.get("strategy_modifiers") or () if isinstance(m, str))
+        risk = directive.get("risk") if directive.get("risk") in ("Low", "Medium", "High") else "Medium"
+        return _simulated(state.model_dump_json(), directive["strategy_family"], modifiers, risk,
+                          _seed(record_id), rollouts)
+
+    def best_allowed(self, record_id: str, packet: AdvisorPacket, families: Sequence[str],
+                     rollouts: int = ROLLOUTS) -> Optional[tuple[float, str]]:
+        if self.state(packet) is None or not families:
+            return None
+        options = [(self.improvement(record_id, packet, {"strategy_family": f, "risk": "Medium"}, rollouts), f)
+                   for f in families]
+        return max(options, key=lambda item: (item[0], -FAMILIES.index(item[1])))
+
+    def context(self, record_id: str, packet: AdvisorPacket) -> str:
+        state = self.state(packet)
+        if state is None:
+            return "no performance profile"
+        return (f"slack {state.slack_fraction:.1%} of the tight bound {state.tight_lb_cycles}, binding "
+                f"{state.binding_bound}")
+
+
+def _seed(record_id: str) -> int:
+    return sim_kernel.derive_seed("cycles_improvement", record_id)
+
+
+@lru_cache(maxsize=65536)
+def _simulated(state_json: str, family: str, modifiers: tuple[str, ...], risk: str, seed: int,
+               rollouts: int) -> float:
+    state = sim_kernel.KernelState.model_validate_json(state_json)
+    directive = {"strategy_family": family, "strategy_modifiers": list(modifiers), "risk": risk}
+    return sim_kernel.expected_improvement(state, directive, seed=seed, rollouts=rollouts)
+
+
+class LearnedCycles(CyclesModel):
+    """The outcome model fit on train + dev: the directive's family's expected improvement (direct method)."""
+
+    name = "learned"
+
+    def __init__(self, model: OutcomeModel, *, trained_on: str = "the train and dev splits") -> None:
+        self.model = model
+        self.estimator = f"learned (outcome model fit on {trained_on}; direct method per record)"
+        self._estimated: dict[str, dict[str, Optional[FamilyEstimate]]] = {}
+        self._lock = Lock()
+
+    def _estimates(self, record_id: str, packet: AdvisorPacket) -> dict[str, Optional[FamilyEstimate]]:
+        """Every family's estimate for a record, computed once per record id."""
+        with self._lock:
+            found = self._estimated.get(record_id)
+        if found is None:
+            found = self.model.estimates_of(packet_features(packet))
+            with self._lock:
+                self._estimated[record_id] = found
+        return found
+
+    def applies(self, packet: AdvisorPacket) -> bool:
+        best = packet.best_cycles if packet.best_cycles is not None else packet.experiment_summary.best_cycles
+        return best is not None and best > 0
+
+    def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
+                    rollouts: int = ROLLOUTS) -> Optional[float]:
+        family = directive.get("strategy_family")
+        if family not in FAMILIES:
+            return None
+        estimate = self._estimates(record_id, packet)[family]
+        return None if estimate is None else estimate.cycles
+
+    def best_allowed(self, record_id: str, packet: AdvisorPacket, families: Sequence[str],
+                     rollouts: int = ROLLOUTS) -> Optional[tuple[float, str]]:
+        estimates = self._estimates(record_id, packet)
+        options = [(e.cycles, f) for f in families if (e := estimates[f]) is not None and e.cycles is not None]
+        return max(options, key=lambda item: (item[0], -FAMILIES.index(item[1]))) if options else None
+
+    def context(self, record_id: str, packet: AdvisorPacket) -> str:
+        estimates = self._estimates(record_id, packet)
+        return "learned estimates " + ", ".join(
+            f"{f.split(':')[1]} {'n/a' if e is None or e.cycles is None else f'{e.cycles:.1f}'}"
+            for f, e in estimates.items())
+
+
+def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
+                        learned: Optional[CyclesModel]) -> tuple[Optional[CyclesModel], list[str]]:
+    """The model `--cycles-model` asks for on these packets, and notes that say what was chosen and why.
+
+    `auto`: the simulator when every packet carries a usable profile, else the learned model. A model that does
+    not apply to some packets is still used; the notes count the records it leaves without an estimate.
+    """
+    sim = SimulatorCycles()
+    profiled = sum(1 for p in packets if sim.applies(p))
+    notes: list[str] = []
+    if choice == "auto":
+        chosen = sim if packets and profiled == len(packets) else learned
+        notes.append(f"cycles model auto: {profiled} of {len(packets)} records carry a performance profile, so "
+                     f"{'the simulator' if chosen is sim else 'the learned outcome model'} estimates the improvement")
+    elif choice == "sim":
+        chosen = sim
+    else:
+        chosen = learned
+    if chosen is sim and profiled < len(packets):
+        notes.append(f"{len(packets) - profiled} of {len(packets)} records carry no performance profile: the "
+                     "simulator does not apply to them and they get no improvement estimate")
+    if chosen is None:
+        notes.append("no cycles model: cycles_improvement, improvement_ratio and effect_calibration are left out")
+    return chosen, notes
+
+
+__all__ = ["CyclesModel", "LearnedCycles", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model"]

@@ -1,0 +1,148 @@
+"""What every off-policy estimator shares: the estimate's shape, the support diagnostic and the episode bootstrap.
+
+An estimator turns the logged bandit (`evals.offpolicy.bandit.LoggedBandit`) and a target program's choices
+(a family per record, or none: no change) into the expected improvement of the best per record, in cycles.
+Each one writes its value as a function of per-record columns summed over the records (`columns` and
+`combine`), so the interval is a bootstrap over whole episodes: each draw resamples the episodes with
+replacement and recomputes the value from the resampled sums (records of one episode are not independent).
+
+Support: the importance weight of a record is 1 / P(deployed planner chose the target's family), clipped at
+`CLIP`, where the target's choice is the logged one, else 0. Its effective sample size (Kish: (sum w)^2 / sum w^2
+over the records where the target acts) says how many logged attempts the estimate really rests on. When it is
+under `MIN_ESS`, or fewer than `MIN_SUPPORT` of the target's choices had a propensity of at least
+`MIN_PROPENSITY`, the logs (almost) never tried those families in similar states: the estimate is
+"unsupported" and carries no value, only its effective sample size.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import ClassVar, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from .bandit import SKIPPED, LoggedBandit
+
+CLIP = 20.0  # largest importance weight (a propensity under 1/20 counts as 1/20)
+MIN_ESS = 10.0
+MIN_PROPENSITY = 0.05
+MIN_SUPPORT = 0.5
+RESAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+class OffPolicyEstimate(BaseModel):
+    """A program's expected improvement of the best per record (cycles) by one estimator, with its support."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    estimator: str  # "dm" | "ipw" | "dr"
+    title: str
+    value: Optional[float]  # None: unsupported or nothing to estimate
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    n: int  # records estimated on
+    n_episodes: int
+    ess: float  # effective sample size of the importance weights
+    support: float  # share of the target's choices the deployed planner made with propensity >= MIN_PROPENSITY
+    supported: bool
+    note: str = ""
+
+    def text(self) -> str:
+        """One line: "412.3 [350.1, 470.8] (DR, ESS 61.2)" or "unsupported (DR, ESS 2.1 of 140)"."""
+        if self.value is None:
+            return f"{self.note or 'unsupported'} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n})"
+        return (f"{self.value:.1f} [{self.ci_low:.1f}, {self.ci_high:.1f}] ({self.estimator.upper()}, "
+                f"ESS {self.ess:.1f} of {self.n})")
+
+
+def importance_weights(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
+    """w_i = 1[logged_i == target_i] / propensity_i(logged), clipped at CLIP; 0 where the observation is unknown."""
+    w = np.zeros(bandit.n)
+    match = (target >= 0) & (bandit.logged == target) & np.isfinite(bandit.observed)
+    idx = np.nonzero(match)[0]
+    p = bandit.propensity[idx, target[idx]]
+    with np.errstate(divide="ignore"):
+        w[idx] = np.where(np.isfinite(p) & (p > 0), np.minimum(1.0 / np.maximum(p, 1e-12), CLIP), CLIP)
+    return w
+
+
+def evaluable(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
+    """Records an estimate is computed on: scored, a best to measure against, a model value for the choice."""
+    known_best = np.isfinite(bandit.best)
+    q = bandit.q_of(target)
+    return known_best & (target != SKIPPED) & ((target < 0) | np.isfinite(q))
+
+
+def support_of(bandit: LoggedBandit, target: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """(ESS of the importance weights, share of acting records with propensity >= MIN_PROPENSITY)."""
+    acting = mask & (target >= 0)
+    if not acting.any():
+        return 0.0, 0.0
+    w = importance_weights(bandit, target)[acting]
+    ess = float(w.sum() ** 2 / (w ** 2).sum()) if (w ** 2).sum() > 0 else 0.0
+    idx = np.nonzero(acting)[0]
+    p = bandit.propensity[idx, target[idx]]
+    return ess, float(np.mean(np.nan_to_num(p, nan=0.0) >= MIN_PROPENSITY))
+
+
+def episode_bootstrap(columns: dict[str, np.ndarray], groups: np.ndarray, combine, *, resamples: int = RESAMPLES,
+                      seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of `combine(sums)` over resamples of whole episodes (with replacement)."""
+    codes, inverse = np.unique(groups, return_inverse=True)
+    sums = {name: np.bincount(inverse, weights=values, minlength=len(codes)) for name, values in columns.items()}
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(len(codes), np.full(len(codes), 1.0 / len(codes)), size=resamples)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        draws = combine({name: counts @ total for name, total in sums.items()})
+    draws = draws[np.isfinite(draws)]
+    if not len(draws):
+        return math.nan, math.nan
+    tail = (1 - CONFIDENCE) / 2 * 100
+    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
+
+
+class Estimator(ABC):
+    """An off-policy estimator: per-record columns, summed over records, combined into the value."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+
+    @abstractmethod
+    def columns(self, bandit: LoggedBandit, target: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-record columns (zero outside `mask`) whose sums `combine` turns into the value."""
+
+    @abstractmethod
+    def combine(self, sums: dict[str, np.ndarray]) -> np.ndarray:
+        """The value from the columns' sums (arrays: one entry per bootstrap draw)."""
+
+    def estimate(self, bandit: LoggedBandit, target: np.ndarray, *, resamples: int = RESAMPLES,
+                 seed: int = 0, require_support: bool = True) -> OffPolicyEstimate:
+        """The value with its episode-bootstrap interval; None when unsupported (see the module docstring)."""
+        mask = evaluable(bandit, target)
+        n = int(mask.sum())
+        episodes = int(len(np.unique(bandit.groups[mask]))) if n else 0
+        ess, support = support_of(bandit, target, mask)
+        supported = ess >= MIN_ESS and support >= MIN_SUPPORT
+        common = dict(estimator=self.name, title=self.title, n=n, n_episodes=episodes, ess=round(ess, 3),
+                      support=round(support, 4), supported=supported)
+        if n == 0:
+            return OffPolicyEstimate(value=None, ci_low=None, ci_high=None, note="no record to estimate on", **common)
+        if require_support and not supported and (target[mask] >= 0).any():
+            why = (f"unsupported: the logs rarely tried these families in such states (ESS {ess:.1f}, "
+                   f"{support:.0%} of the choices with propensity >= {MIN_PROPENSITY})")
+            return OffPolicyEstimate(value=None, ci_low=None, ci_high=None, note=why, **common)
+        columns = {name: np.where(mask, values, 0.0) for name, values in self.columns(bandit, target, mask).items()}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = float(self.combine({name: np.asarray([v.sum()]) for name, v in columns.items()})[0])
+        low, high = episode_bootstrap(columns, bandit.groups, self.combine, resamples=resamples, seed=seed)
+        finite = math.isfinite(value)
+        return OffPolicyEstimate(value=value if finite else None, ci_low=low if finite else None,
+                                 ci_high=high if finite else None,
+                                 note="" if finite else "no logged attempt matches the program's choices", **common)
+
+
+__all__ = ["CLIP", "CONFIDENCE", "Estimator", "MIN_ESS", "MIN_PROPENSITY", "MIN_SUPPORT", "OffPolicyEstimate",
+           "RESAMPLES", "episode_bootstrap", "evaluable", "importance_weights", "support_of"]

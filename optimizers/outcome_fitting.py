@@ -1,0 +1,316 @@
+"""Fit the planner's outcome model and the deployed planner's propensity model with scikit-learn.
+
+From a dataset's planner records or examples (the train split, and dev when given) every logged attempt with a
+family and a best becomes a row: the packet's features for the family it tried (`runtime.outcome_features.candidate_row`),
+whether it was valid, and the share of the best it took off (`evals.offpolicy.bandit`). Three things are fit:
+- P(valid): gradient-boosted trees (`GradientBoostingClassifier`) or a logistic regression;
+- the expected improvement share: gradient-boosted trees (`GradientBoostingRegressor`, depth 2 or 3) or a ridge
+  regression over the row and its family interactions (`runtime.outcome.linear_expansion`);
+- the propensity: a multinomial logistic regression of the logged family on the packet (`policy_row`).
+Each candidate is scored by grouped k-fold cross-validation over the episodes (no episode in two parts: its
+attempts are not independent), the best by held-out squared error (gain) or log loss (valid, propensity) is
+refit on every row, and everything is seeded and deterministic. Trees are exported as arrays, linear models as
+coefficients (`runtime.outcome`, `evals.offpolicy.propensity`): the runtime scores them with NumPy alone.
+
+What the fit was trained on is recorded in one place, the model's `fit` entry (`OutcomeFit.chosen`): counts of
+train and dev records, usable attempts and episodes, and the SHA-256 of the sorted record ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, training_data
+from evals.offpolicy.propensity import PROPENSITY_KIND, PropensityModel
+from runtime.advisor import FAMILIES
+from runtime.outcome import MODEL_KIND, OutcomeModel, linear_expansion
+from runtime.outcome_features import FEATURES_VERSION, ROW_NAMES
+from runtime.records import PlannerRecord
+
+MIN_ATTEMPTS = 30  # usable logged attempts (a family in strategy_tags[0], a best before) a model needs
+MIN_EPISODES = 2
+
+
+class OutcomeFitError(ValueError):
+    """Logs the models cannot be fit on; the message is one line saying what is missing."""
+
+
+@dataclass(frozen=True)
+class OutcomeFitSettings:
+    """What the fit tries and how (the `fit` recipe's planner settings)."""
+
+    gain_models: tuple[str, ...] = ("trees:2", "trees:3", "linear:10")
+    valid_models: tuple[str, ...] = ("trees:2",)
+    propensity_C: tuple[float, ...] = (0.3, 3.0)
+    n_estimators: int = 200
+    learning_rate: float = 0.05
+    min_samples_leaf: int = 20  # outcomes are noisy: leaves of 20 attempts (chosen on the development scenarios)
+    folds: int = 3
+    weighting: str = "propensity"  # "propensity": rows weighted by 1 / P(logged family), clipped; "none"
+    max_weight: float = 10.0
+
+    def key(self) -> dict[str, Any]:
+        """The settings as JSON data (part of a cached model's key)."""
+        return {"gain_models": list(self.gain_models), "valid_models": list(self.valid_models),
+                "propensity_C": list(self.propensity_C), "n_estimators": self.n_estimators,
+                "learning_rate": self.learning_rate, "min_samples_leaf": self.min_samples_leaf, "folds": self.folds,
+                "weighting": self.weighting, "max_weight": self.max_weight}
+
+
+@dataclass
+class OutcomeFit:
+    """The fitted models and what the fit chose, with the records they were fit on."""
+
+    outcome: OutcomeModel
+    propensity: PropensityModel
+    chosen: dict[str, Any]
+    grid: list[dict[str, Any]] = field(default_factory=list)
+    trained_on: list[str] = field(default_factory=list)  # record ids of the rows the models saw
+
+
+def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    spread = X.std(axis=0)
+    return X.mean(axis=0), np.where(spread > 1e-12, spread, 1.0)
+
+
+def _trees(kind: str, depth: int, settings: OutcomeFitSettings, seed: int) -> Any:
+    from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+    cls = GradientBoostingRegressor if kind == "gain" else GradientBoostingClassifier
+    return cls(n_estimators=settings.n_estimators, learning_rate=settings.learning_rate, max_depth=depth,
+               min_samples_leaf=settings.min_samples_leaf, subsample=0.8, random_state=seed)
+
+
+class _Candidate:
+    """One model family with its settings, fit on rows and exportable as a `runtime.outcome.Scorer` state."""
+
+    def __init__(self, spec: str, kind: str, settings: OutcomeFitSettings, seed: int) -> None:
+        self.spec, self.kind = spec, kind
+        family, _, value = spec.partition(":")
+        self.family, self.value = family, float(value or 1)
+        self.settings, self.seed = settings, seed
+
+    def fit(self, X: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None) -> "_Candidate":
+        if self.family == "trees":
+            self.model = _trees(self.kind, int(self.value), self.settings, self.seed).fit(X, y, sample_weight=weight)
+            return self
+        from sklearn.linear_model import LogisticRegression, Ridge
+
+        wide = linear_expansion(X)
+        self.mean, self.scale = _standardise(wide)
+        Z = (wide - self.mean) / self.scale
+        self.model = (Ridge(alpha=self.value) if self.kind == "gain"
+                      else LogisticRegression(C=self.value, max_iter=2000, random_state=self.seed)).fit(
+            Z, y, sample_weight=weight)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        if self.family == "linear":
+            X = (linear_expansion(X) - self.mean) / self.scale
+        if self.kind == "gain":
+            return np.maximum(self.model.predict(X), 0.0)
+        return self.model.predict_proba(X)[:, 1]
+
+    def state(self, X: np.ndarray) -> dict[str, Any]:
+        link = "identity" if self.kind == "gain" else "logistic"
+        if self.family == "linear":
+            coef = np.ravel(self.model.coef_)
+            intercept = float(np.ravel([self.model.intercept_])[0])
+            return {"type": "linear", "link": link, "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                    "coef": coef.tolist(), "intercept": intercept}
+        rate = self.model.learning_rate
+        trees, first = [], X[:1].astype(np.float32).astype(np.float64)
+        total = 0.0
+        for estimator in self.model.estimators_[:, 0]:
+            t = estimator.tree_
+            leaf = t.children_left < 0
+            trees.append({"feature": np.where(leaf, 0, t.feature).tolist(),
+                          "threshold": np.where(leaf, 0.0, t.threshold).tolist(),
+                          "left": t.children_left.tolist(), "right": t.children_right.tolist(),
+                          "value": (t.value[:, 0, 0] * rate).tolist()})
+            total += float(estimator.predict(first)[0]) * rate
+        raw = self.model.predict(first)[0] if self.kind == "gain" else self.model.decision_function(first)[0]
+        return {"type": "trees", "link": link, "bias": float(raw) - total, "trees": trees}
+
+
+def _constant(link: str, value: float) -> dict[str, Any]:
+    if link == "logistic":
+        p = min(max(value, 1e-3), 1 - 1e-3)
+        value = math.log(p / (1 - p))
+    return {"type": "trees", "link": link, "bias": float(value), "trees": []}
+
+
+def _folds(groups: Sequence[str], folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(set(groups))
+    if n_groups < MIN_EPISODES or folds < 2:
+        return []
+    return list(GroupKFold(n_splits=min(folds, n_groups)).split(np.zeros(len(groups)), groups=groups))
+
+
+def _loss(kind: str, y: np.ndarray, predicted: np.ndarray, weight: np.ndarray) -> float:
+    if kind == "gain":
+        return float(np.average((y - predicted) ** 2, weights=weight))
+    p = np.clip(predicted, 1e-6, 1 - 1e-6)
+    return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=weight))
+
+
+def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
+            settings: OutcomeFitSettings, seed: int,
+            weight: Optional[np.ndarray] = None) -> tuple[_Candidate, list[dict[str, Any]]]:
+    """The candidate of least held-out (weighted) loss over grouped folds (the first when there are no folds),
+    refit on all."""
+    splits = _folds(groups, settings.folds)
+    w = np.ones(len(y)) if weight is None else weight
+    grid = []
+    for spec in specs:
+        if not splits:
+            grid.append({"target": kind, "model": spec, "held_out_loss": None})
+            continue
+        held = np.zeros(len(y))
+        for fit, part in splits:
+            if kind == "valid" and len(set(y[fit])) < 2:
+                held[part] = float(y[fit].mean())
+                continue
+            held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
+        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y, held, w)})
+    scored = [row for row in grid if row["held_out_loss"] is not None]
+    best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
+    return _Candidate(best, kind, settings, seed).fit(X, y, w), grid
+
+
+def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> tuple[PropensityModel, dict[str, Any]]:
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = data.policy_rows, data.family
+    classes = sorted(set(y.tolist()))
+    mean, scale = _standardise(X)
+    Z = (X - mean) / scale
+    names = [FAMILIES[k] for k in classes]
+    info: dict[str, Any] = {"classes_seen": names}
+    if len(classes) == 1:
+        coef, intercept = np.zeros((1, X.shape[1])), np.zeros(1)
+        info["model"] = "constant (one family logged)"
+    else:
+        splits = _folds(data.groups, settings.folds)
+        losses = {}
+        for C in settings.propensity_C:
+            if not splits:
+                break
+            held = np.zeros((len(y), len(classes)))
+            for fit, part in splits:
+                model = LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(Z[fit], y[fit])
+                held[np.ix_(part, [classes.index(c) for c in model.classes_])] = model.predict_proba(Z[part])
+            picked = held[np.arange(len(y)), [classes.index(c) for c in y]]
+            losses[C] = float(-np.mean(np.log(np.clip(picked, 1e-6, 1))))
+        C = min(losses, key=losses.get) if losses else settings.propensity_C[0]
+        model = LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(Z, y)
+        coef, intercept = np.asarray(model.coef_), np.asarray(model.intercept_)
+        if len(classes) == 2:  # scikit-learn keeps one row for two classes: the logit of the second
+            coef, intercept = np.vstack([np.zeros_like(coef[0]), coef[0]]), np.asarray([0.0, intercept[0]])
+        info.update(model=f"logistic C={C}", held_out_log_loss={str(k): round(v, 6) for k, v in losses.items()})
+    state = {"kind": PROPENSITY_KIND, "features_version": FEATURES_VERSION, "classes": names, "mean": mean.tolist(),
+             "scale": scale.tolist(), "coef": coef.tolist(), "intercept": intercept.tolist(), "fit": info}
+    return PropensityModel(state), info
+
+
+Logged = PlannerRecord | Attempt
+
+
+def _attempts(items: Sequence[Logged]) -> list[Attempt]:
+    return [item if isinstance(item, Attempt) else attempt_of(item) for item in items]
+
+
+def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeFitSettings) -> np.ndarray:
+    """Row weights that make the logged attempts stand for every family alike: 1 / P(the deployed planner chose
+    the logged family), clipped at `max_weight` and scaled to mean 1 (all 1 with `weighting` "none").
+
+    The deployed planner chose families where it expected them to pay; unweighted, the model learns each family
+    where it was chosen, and overrates it where it was not (where another program may choose it).
+    """
+    if settings.weighting == "none":
+        return np.ones(data.n)
+    chosen = propensity.probabilities(data.policy_rows)[np.arange(data.n), data.family]
+    weight = np.minimum(1.0 / np.maximum(chosen, 1e-6), settings.max_weight)
+    return weight / weight.mean()
+
+
+def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> TrainingData:
+    """The rows the models are fit on (train, then dev); OutcomeFitError when they cannot teach a model."""
+    records = _attempts([*train, *dev])
+    data = training_data(records)
+    skipped = ", ".join(f"{count} {why}" for why, count in sorted(data.skipped.items()))
+    if data.n < MIN_ATTEMPTS:
+        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {len(records)} record(s) "
+                              f"({skipped or 'none skipped'}): "
+                              f"an outcome model needs at least {MIN_ATTEMPTS} attempts with a family in "
+                              "strategy_tags[0] and a best before them; import more logs")
+    if len(set(data.groups)) < MIN_EPISODES:
+        raise OutcomeFitError(f"all {data.n} usable attempts come from one episode: an outcome model needs "
+                              f"{MIN_EPISODES} or more episodes to be checked on attempts it did not see")
+    if not data.valid.any():
+        raise OutcomeFitError(f"all {data.n} usable attempts are invalid: nothing shows what a family can improve")
+    if not (np.isfinite(data.gain_share) & (data.valid == 1)).any():
+        raise OutcomeFitError(f"none of the {int(data.valid.sum())} valid attempts has measured cycles (cycles null "
+                              "everywhere): an outcome model needs to see what an attempt brought")
+    return data
+
+
+def _digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
+
+
+# The last fits by their records: a compile fits planner.learned's model on train + dev, and its evaluations ask the
+# application for the dataset's models on the same records; the fit is deterministic, so the repeat is served here.
+_FITTED: dict[tuple[Any, ...], OutcomeFit] = {}
+_FITTED_KEEP = 4
+
+
+def fit_outcome_models_once(train: Sequence[Logged], dev: Sequence[Logged] = (),
+                            settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
+    """`fit_outcome_models`, served from the last fits when the same records, settings and seed were fit before."""
+    attempts = _attempts([*train, *dev])
+    key = (tuple(a.record_id for a in attempts), len(train), json.dumps(settings.key(), sort_keys=True), seed)
+    if key not in _FITTED:
+        while len(_FITTED) >= _FITTED_KEEP:
+            _FITTED.pop(next(iter(_FITTED)))
+        _FITTED[key] = fit_outcome_models(attempts[:len(train)], attempts[len(train):], settings, seed=seed)
+    return _FITTED[key]
+
+
+def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
+                       settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
+    """Fit P(valid), the improvement share and the propensity on train (+ dev); OutcomeFitError on unusable logs."""
+    data = usable_data(train, dev)
+    X, groups = data.rows, data.groups
+    known = np.isfinite(data.gain_share)
+    propensity, propensity_info = _propensity(data, settings, seed)
+    weight = _weights(data, propensity, settings)
+    gain, gain_grid = _select("gain", settings.gain_models, X[known], data.gain_share[known],
+                              [g for g, k in zip(groups, known) if k], settings, seed, weight[known])
+    if data.valid.all():
+        valid_state, valid_grid, valid_spec = _constant("logistic", 1.0), [], "constant (every attempt valid)"
+    else:
+        valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed, weight)
+        valid_state, valid_spec = valid.state(X), valid.spec
+    families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
+    chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
+              "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,
+              "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),
+              "skipped": data.skipped, "folds": len(_folds(groups, settings.folds)), "seed": seed,
+              "trained_on_sha256": _digest(data.record_ids), "settings": settings.key()}
+    state = {"kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
+             "families": families, "valid": valid_state, "gain": gain.state(X[known]), "fit": chosen}
+    return OutcomeFit(outcome=OutcomeModel(state), propensity=propensity, chosen=chosen,
+                      grid=[*gain_grid, *valid_grid], trained_on=list(data.record_ids))
+
+
+__all__ = ["MIN_ATTEMPTS", "OutcomeFit", "OutcomeFitError", "OutcomeFitSettings", "fit_outcome_models",
+           "fit_outcome_models_once", "usable_data"]

@@ -1,0 +1,116 @@
+"""`planner.learned`: the family the outcome model expects most of, among those the pivot protocol allows.
+
+An outcome model fit on the logs (`runtime.outcome`, fit by the `fit` recipe: `guidebench compile --program
+planner.learned --optimizer fit --data DATASET`) estimates for each family what its attempt brings from the
+packet alone. The program takes the families the pivot protocol allows at this iteration
+(`programs.rules_planner.protocol_view`: pivot compliance 1.0 by construction), picks the one with the highest
+expected improvement of the best, writes the rest of the directive as `planner.rules` does, and states that
+estimate as `expected_effect_cycles` (negative: fewer cycles). A family the model never saw in train has no
+estimate; when no allowed family has one, the rule planner's choice stands and the prediction says so.
+No LM call. The model is program state (`outcome_model`, JSON): an export loads it with NumPy alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import dspy
+from dspy.predict.parameter import Parameter
+
+from runtime.advisor import FAMILIES
+from runtime.outcome import OUTCOME_MODEL_KEY, FamilyEstimate, OutcomeModel, OutcomeModelError
+
+from .inputs import packet_from_inputs
+from .learned import NotFittedError
+from .results import directive_prediction, safe_directive
+from .rules_planner import RuleChoice, protocol_view, rule_choice, rule_directive
+
+NAME = "planner.learned"
+
+
+class OutcomeModelParameter(Parameter):
+    """The fitted outcome model of a planner: a parameter that is no predictor, saved as JSON in its state."""
+
+    def __init__(self) -> None:
+        self.model: Optional[OutcomeModel] = None
+
+    @property
+    def fitted(self) -> bool:
+        """True once a model is loaded or fitted."""
+        return self.model is not None
+
+    def set_model(self, model: OutcomeModel) -> None:
+        """Use this fitted model."""
+        self.model = model
+
+    def reset(self) -> None:
+        """Keep the model (an optimizer's reset copy keeps what it does not compile)."""
+
+    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
+        """The model's JSON state (`{"model": null}` before fitting)."""
+        return {"model": None if self.model is None else self.model.to_state()}
+
+    def load_state(self, state: dict[str, Any]) -> "OutcomeModelParameter":
+        """Load `dump_state()` data (OutcomeModelError names what is wrong)."""
+        if not isinstance(state, dict) or "model" not in state:
+            raise OutcomeModelError(f"an outcome-model entry is {{'model': {{...}}}}, got {str(state)[:80]!r}")
+        self.model = None if state["model"] is None else OutcomeModel.from_state(state["model"])
+        return self
+
+    def __repr__(self) -> str:
+        return f"OutcomeModelParameter({'fitted' if self.fitted else 'not fitted'})"
+
+
+def _value(estimate: FamilyEstimate) -> float:
+    return estimate.cycles if estimate.cycles is not None else estimate.gain_share
+
+
+class PlannerLearned(dspy.Module):
+    """The allowed family of highest estimated improvement (an outcome model fit on the logs), no LM call."""
+
+    program_name = NAME
+
+    def __init__(self) -> None:
+        super().__init__()
+        setattr(self, OUTCOME_MODEL_KEY, OutcomeModelParameter())
+
+    @property
+    def model(self) -> OutcomeModel:
+        """The fitted model (NotFittedError before the fit)."""
+        model = getattr(self, OUTCOME_MODEL_KEY).model
+        if model is None:
+            raise NotFittedError(f"{NAME} is not fitted: compile it first, e.g. `guidebench compile --program {NAME} "
+                                 "--optimizer fit --data DATASET`")
+        return model
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        model = self.model
+        packet = packet_from_inputs(inputs)
+        if packet is None:
+            error = f"{NAME} needs the full advisor packet as the `packet` input (see programs.planner_inputs)"
+            return directive_prediction(safe_directive(), parse_errors=[error], rule_reasons=[])
+        view = protocol_view(packet)
+        estimates = model.estimates(packet, view.compliant)
+        known = {family: e for family, e in estimates.items() if e is not None}
+        shown = {family: (None if e is None else round(_value(e), 3)) for family, e in estimates.items()}
+        if not known:
+            choice = rule_choice(packet)
+            note = (f"no estimate for {', '.join(view.compliant)} (the model never saw them in train): the rule "
+                    "planner's choice")
+            directive, reasons = rule_directive(packet, choice)
+            return directive_prediction(directive, rule_reasons=[*reasons, note], estimates=shown,
+                                        decided_by="rules")
+        family = max(known, key=lambda f: (_value(known[f]), -FAMILIES.index(f)))
+        best = known[family]
+        why = (f"learned: {family} expected to take {_value(best):.1f} "
+               f"{'cycles' if best.cycles is not None else 'of the best (share)'} off the best "
+               f"(P(valid) {best.p_valid:.2f}) among {', '.join(view.compliant)}")
+        choice = RuleChoice(family=family, reasons=(*view.reasons, why), lowering=view.lowering,
+                            recovery=view.recovery)
+        directive, reasons = rule_directive(packet, choice)
+        if best.cycles is not None:
+            directive = directive.model_copy(update={"expected_effect_cycles": -int(round(best.cycles))})
+        return directive_prediction(directive, rule_reasons=reasons, estimates=shown, decided_by="model")
+
+
+__all__ = ["NAME", "OutcomeModelParameter", "PlannerLearned"]

@@ -1,0 +1,66 @@
+"""The outcome model's production half: JSON state in, per-family estimates out, NumPy only."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from planner_logs_support import entry, record
+from runtime.advisor import FAMILIES
+from runtime.outcome import MODEL_KIND, OutcomeModel, OutcomeModelError
+from runtime.outcome_features import FEATURES_VERSION, ROW_NAMES, packet_features
+
+SCHEDULE, LOADS, DEPS = FAMILIES
+IS_LOADS = ROW_NAMES.index(f"is:{LOADS}")
+
+
+def state(families=FAMILIES) -> dict:
+    """A hand-made model: P(valid) 0.8 everywhere; loads takes 2% of the best, anything else 0.5%."""
+    gain_tree = {"feature": [IS_LOADS, 0, 0], "threshold": [0.5, 0.0, 0.0], "left": [1, -1, -1],
+                 "right": [2, -1, -1], "value": [0.0, 0.005, 0.02]}
+    return {"kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
+            "families": list(families), "valid": {"type": "trees", "link": "logistic", "bias": float(np.log(4.0)),
+                                                  "trees": []},
+            "gain": {"type": "trees", "link": "identity", "bias": 0.0, "trees": [gain_tree]}, "fit": {}}
+
+
+def packet(best=2000):
+    return record("e", 2, [entry(1, SCHEDULE, cycles=best, best_before=best + 10)],
+                  entry(2, LOADS, best_before=best), best=best).packet
+
+
+def test_estimates_per_family_in_share_and_cycles():
+    model = OutcomeModel(state())
+    estimates = model.estimates(packet())
+    assert estimates[LOADS].gain_share == pytest.approx(0.02) and estimates[LOADS].cycles == pytest.approx(40.0)
+    assert estimates[SCHEDULE].cycles == pytest.approx(10.0) and estimates[SCHEDULE].p_valid == pytest.approx(0.8)
+    assert OutcomeModel(model.to_state()).to_state() == model.to_state()
+
+
+def test_a_family_never_seen_in_train_has_no_estimate_and_no_best_no_cycles():
+    model = OutcomeModel(state(families=[SCHEDULE]))
+    estimates = model.estimates(packet())
+    assert estimates[LOADS] is None and estimates[DEPS] is None and estimates[SCHEDULE] is not None
+    features = packet_features(packet())
+    unscaled = OutcomeModel(state()).estimates_of(type(features)(features.context, features.families, None))
+    assert unscaled[LOADS].cycles is None and unscaled[LOADS].gain_share == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.update(kind="linear"), "kind"),
+    (lambda s: s.update(features_version=0), "features_version"),
+    (lambda s: s.update(families=["family:other"]), "families"),
+    (lambda s: s["gain"]["trees"][0].update(left=[5, -1, -1]), "out of range"),
+    (lambda s: s["gain"]["trees"][0].update(value=[0.0, float("nan"), 0.0]), "finite"),
+    (lambda s: s["valid"].update(link="softmax"), "link"),
+    (lambda s: s.update(gain={"type": "linear", "link": "identity", "mean": [0.0], "scale": [1.0], "coef": [1.0],
+                              "intercept": 0.0}), "numbers each"),
+])
+def test_a_bad_state_is_refused_with_one_line(change, message):
+    bad = copy.deepcopy(state())
+    change(bad)
+    with pytest.raises(OutcomeModelError, match=message) as caught:
+        OutcomeModel(bad)
+    assert "\n" not in str(caught.value)

@@ -1,0 +1,65 @@
+"""What an outcome model reads from a packet: scale-free numbers from the packet alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner_logs_support import entry, record
+from runtime.advisor import FAMILIES
+from runtime.outcome_features import (CONTEXT_NAMES, FAMILY_NAMES, ROW_NAMES, candidate_row, packet_features,
+                                      policy_row)
+
+SCHEDULE, LOADS, DEPS = FAMILIES
+
+
+def history(scale: int) -> list[dict]:
+    """Five attempts from a best of 1,000 * scale: two schedule wins, an invalid loads attempt, a deps tie."""
+    best = 1000 * scale
+    lines = [entry(1, SCHEDULE, cycles=950 * scale, best_before=best),
+             entry(2, SCHEDULE, cycles=930 * scale, best_before=950 * scale),
+             entry(3, LOADS, valid=False, best_before=930 * scale),
+             entry(4, DEPS, cycles=930 * scale, best_before=930 * scale),
+             entry(5, DEPS, cycles=940 * scale, best_before=930 * scale)]
+    return lines
+
+
+def features_at(scale: int):
+    lines = history(scale)
+    return packet_features(record("e", 6, lines, entry(6, SCHEDULE, best_before=930 * scale)).packet)
+
+
+def test_features_are_scale_free():
+    small, large = features_at(1), features_at(73)
+    assert np.allclose(small.context, large.context) and np.allclose(small.families, large.families)
+    assert large.best == 73 * small.best
+
+
+def test_what_the_tail_shows_per_family():
+    f = features_at(1)
+    row = dict(zip(FAMILY_NAMES, f.families[FAMILIES.index(SCHEDULE)]))
+    assert row["tries"] == 2 and row["wins"] == 2 and row["since_tried"] == 3
+    assert row["last_valid_gain"] == 20 / 930
+    deps = dict(zip(FAMILY_NAMES, f.families[FAMILIES.index(DEPS)]))
+    assert deps["is_current"] == 1 and deps["is_blocked"] == 1 and deps["valid_no_gain"] == 2
+    loads = dict(zip(FAMILY_NAMES, f.families[FAMILIES.index(LOADS)]))
+    assert loads["has_valid"] == 0 and loads["valid_share"] == 1 / 3
+    context = dict(zip(CONTEXT_NAMES, f.context))
+    assert context["tail_holds_start"] == 1 and np.isclose(context["log_progress_tail"], np.log(1000 / 930))
+    assert context["any_blocked"] == 1 and context["since_improvement"] == 3
+
+
+def test_the_first_packet_of_an_episode_has_finite_features():
+    f = packet_features(record("e", 1, [], entry(1, SCHEDULE, best_before=1500)).packet)
+    assert np.all(np.isfinite(f.context)) and np.all(np.isfinite(f.families))
+    assert dict(zip(CONTEXT_NAMES, f.context))["tail_holds_start"] == 1
+
+
+def test_rows_of_different_families_differ_only_in_whose_features_come_first():
+    f = features_at(1)
+    rows = {family: candidate_row(f, family) for family in FAMILIES}
+    assert all(len(row) == len(ROW_NAMES) for row in rows.values())
+    context = slice(0, len(CONTEXT_NAMES))
+    assert all(np.array_equal(rows[SCHEDULE][context], row[context]) for row in rows.values())
+    own = ROW_NAMES.index(f"own:{FAMILY_NAMES[0]}")
+    assert [row[own] for row in rows.values()] == list(f.families[:, 0])
+    assert len(policy_row(f)) == len(CONTEXT_NAMES) + len(FAMILIES) * len(FAMILY_NAMES)

@@ -1,0 +1,207 @@
+"""The shadow runner: a candidate decides beside the deployed program, off its thread, and never changes it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+import programs
+from runtime import GuardrailConfig, GuidanceDecision, apply_guardrails, load_frozen
+from runtime.fullauto import FullAutoTurnSummary, GuardrailContext
+from runtime.records import inputs_hash
+from runtime.shadow import ShadowRunner
+from runtime.checksums import module_checksum
+from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine
+
+
+@pytest.fixture(scope="module")
+def rules_dir(tmp_path_factory) -> Path:
+    from frozen_support import export_program
+
+    return export_program("full_auto.rules", tmp_path_factory.mktemp("rules") / "X", name="rules-candidate").path
+
+
+def _module(rules_dir: Path):
+    return load_frozen(rules_dir, program=programs.spec("full_auto.rules").factory, inputs=programs.decision_inputs)
+
+
+@pytest.fixture(scope="module")
+def session():
+    """A simulated session's decision lines (the real writer's shapes) and its run's guardrail config."""
+    from guidebench.simulators.fullauto import FullAutoSimulator
+
+    run = FullAutoSimulator(3).play(1)
+    return run.decisions, run.run_file.guardrail_config()
+
+
+def _lines(folder: Path) -> list[ShadowDecisionLine]:
+    text = (folder / SHADOW_FILE).read_text(encoding="utf-8")
+    return [ShadowDecisionLine.model_validate_json(line) for line in text.splitlines()]
+
+
+def _deployed(line, config: GuardrailConfig) -> tuple[GuidanceDecision, str]:
+    """What the deployed loop dispatches for a logged line (the model decision through the guardrails)."""
+    model = GuidanceDecision(action=line.model_action(), confidence=line.model_confidence() or 0.0)
+    enforced, audit = apply_guardrails(model, GuardrailContext.from_summary(line.summary), config)
+    return enforced, audit.model_dump_json()
+
+
+def test_each_decision_gets_a_line_that_joins_it_and_names_the_module(rules_dir, session, tmp_path):
+    lines, config = session
+    module = _module(rules_dir)
+    with ShadowRunner(module, tmp_path, deadline_s=30) as shadow:
+        for line in lines:
+            shadow.submit(line, config)
+    written = _lines(tmp_path)
+    assert len(written) == len(lines) and shadow.counts["ok"] == len(lines)
+    for logged, item in zip(lines, written):
+        summary = FullAutoTurnSummary.model_validate(logged.summary.model_dump())
+        used = GuardrailConfig() if logged.run_id == "unknown" else config  # an orphan's run config was dropped
+        assert (item.run_id, item.sequence_id, item.thread_id, item.turn_id, item.workspace_id) == (
+            logged.run_id, logged.sequence_id, logged.thread_id, logged.turn_id, logged.workspace_id)
+        assert item.inputs_hash == inputs_hash(summary, used) and item.config == used
+        assert item.deployed_action == logged.action and item.decision_timestamp == logged.timestamp
+        assert (item.module.name, item.module.version, item.module.entry) == ("rules-candidate", "0.1.0",
+                                                                              "full_auto.rules")
+        assert item.module.checksum == module_checksum(rules_dir) and item.schema_version == 1
+        own, _raw, _usage = module.decide(summary, used)  # the candidate's decision, through the same guardrails
+        enforced, audit = apply_guardrails(own, GuardrailContext.from_summary(summary), used)
+        assert (item.decision.action, item.enforced.action, item.guardrail) == (own.action, enforced.action, audit)
+
+
+class _Faulty:
+    """A real frozen module whose `decide` is replaced by a fault; `started`/`release` let a test hold a hang."""
+
+    def __init__(self, module, fault: str):
+        self.module, self.fault = module, fault
+        self.manifest, self.path = module.manifest, module.path
+        self.started, self.release = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def decide(self, summary, config):
+        self.calls += 1
+        self.started.set()
+        if self.fault == "raises":
+            raise RuntimeError("the candidate broke")
+        if self.fault == "hangs":
+            self.release.wait()
+            return self.module.decide(summary, config)
+        if self.fault == "garbage":
+            return "banana"
+        return GuidanceDecision(action="pause", confidence=0.0, parse_errors=["output is not JSON"])  # unparseable
+
+
+@pytest.mark.parametrize("fault,status", [("raises", "error"), ("hangs", "timeout"), ("garbage", "invalid"),
+                                          ("unparseable", "invalid")])
+def test_a_faulty_shadow_leaves_the_deployed_decision_and_its_latency_unchanged(rules_dir, session, tmp_path, fault,
+                                                                                 status):
+    lines, config = session
+    line = lines[0]
+    expected = _deployed(line, config)
+    candidate = _Faulty(_module(rules_dir), fault)
+    shadow = ShadowRunner(candidate, tmp_path, deadline_s=0.05)
+    try:
+        decided = _deployed(line, config)
+        shadow.submit(line, config)  # returns at once: the candidate runs on the runner's threads
+        assert candidate.started.wait(30), "the candidate was called"
+        if fault == "hangs":
+            # submit returned and the deployed decision was made while the candidate is still held
+            assert not candidate.release.is_set()
+        assert decided == expected
+        assert shadow.flush(30)
+    finally:
+        candidate.release.set()
+        shadow.close(30)
+    (item,) = _lines(tmp_path)
+    assert item.status == status and (item.error or item.parse_errors)
+    assert (item.decision is None) == (status != "invalid" or fault == "garbage")
+    if fault == "hangs":
+        assert item.error == "no answer within 0.05 s" and item.latency_s == 0.05
+
+
+def test_a_hung_shadow_is_not_called_again_while_its_calls_run_past_the_deadline(rules_dir, session, tmp_path):
+    lines, config = session
+    candidate = _Faulty(_module(rules_dir), "hangs")
+    shadow = ShadowRunner(candidate, tmp_path, deadline_s=0.02, max_overdue=1)
+    try:
+        for line in lines[:3]:
+            shadow.submit(line, config)
+        assert shadow.flush(30)
+        assert candidate.calls == 1, "one hung call is enough: the next turns are not run"
+    finally:
+        candidate.release.set()
+        shadow.close(30)
+    statuses = [(item.status, item.error) for item in _lines(tmp_path)]
+    assert statuses[0] == ("timeout", "no answer within 0.02 s")
+    assert all(status == "timeout" and error.startswith("not run: 1 earlier call") for status, error in statuses[1:])
+
+
+def test_turns_submitted_while_the_shadow_is_behind_are_written_as_not_run(rules_dir, session, tmp_path):
+    lines, config = session
+    candidate = _Faulty(_module(rules_dir), "hangs")
+    shadow = ShadowRunner(candidate, tmp_path, deadline_s=30, max_pending=1)
+    try:
+        shadow.submit(lines[0], config)
+        assert candidate.started.wait(30)  # the worker is held by the first call
+        for line in lines[1:4]:
+            shadow.submit(line, config)
+        candidate.release.set()
+        assert shadow.flush(30)
+    finally:
+        candidate.release.set()
+        shadow.close(30)
+    written = _lines(tmp_path)
+    assert [item.turn_id for item in written] == [line.turn_id for line in lines[:4]]
+    assert written[0].status == "ok" and written[1].status == "ok"  # one may wait
+    assert all(item.status == "timeout" and item.error == "not run: 1 decisions were already waiting"
+               for item in written[2:])
+
+
+def test_what_cannot_be_read_is_counted_never_raised(rules_dir, session, tmp_path):
+    lines, config = session
+    shadow = ShadowRunner(_module(rules_dir), tmp_path)
+    shadow.submit({"not": "a decision line"}, config)
+    shadow.submit(lines[0], {"min_confidence": "high"})
+    shadow.submit(lines[0].model_dump_json(), config.model_dump())  # JSON text and a dict are read
+    shadow.close(30)
+    shadow.submit(lines[1], config)
+    assert shadow.close(30) and shadow.close(30), "closing again waits for nothing"
+    assert shadow.counts["unreadable"] == 2 and shadow.counts["refused"] == 1 and shadow.counts["written"] == 1
+    assert len(_lines(tmp_path)) == 1
+
+
+def test_the_line_contract_refuses_inconsistent_lines(rules_dir, session, tmp_path):
+    lines, config = session
+    with ShadowRunner(_module(rules_dir), tmp_path) as shadow:
+        shadow.submit(lines[0], config)
+    data = json.loads((tmp_path / SHADOW_FILE).read_text(encoding="utf-8"))
+    broken = [dict(data, status="error"), dict(data, decision=None), dict(data, schema_version=2),
+              dict(data, inputs_hash="abc"), dict(data, timestamp="yesterday"),
+              dict(data, enforced=dict(data["enforced"], action="review" if data["enforced"]["action"] != "review"
+                                       else "stop"))]
+    for item in broken:
+        with pytest.raises(ValueError):
+            ShadowDecisionLine.model_validate_json(json.dumps(item))
+    assert ShadowDecisionLine.model_validate_json(json.dumps(dict(data, added_later=1))).status == "ok"
+
+
+def test_a_refused_module_is_refused_at_construction(rules_dir, tmp_path):
+    import shutil
+
+    from frozen_support import export_program
+    from runtime import FrozenModuleError
+
+    import dspy
+
+    predict = export_program("full_auto.predict", tmp_path / "predict").path
+    with dspy.context(lm=None), pytest.raises(FrozenModuleError, match="calls an LM and none is set"):
+        ShadowRunner(predict, tmp_path)  # it would pause on every turn
+
+    copy = tmp_path / "tampered"
+    shutil.copytree(rules_dir, copy)
+    (copy / "program.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(FrozenModuleError):
+        ShadowRunner(copy, tmp_path, program=programs.spec("full_auto.rules").factory)
