@@ -34,7 +34,7 @@ REPORT = REPO / "reports" / "reliability.md"
 # The test files that record reliability scenarios (`tests/reliability_ledger.record`), by area.
 SUITES = (
     "tests/guidebench/data/test_ingest.py",  # fuzz: both importers
-    "tests/guidebench/test_evaluation.py", "tests/optimizers/test_base.py",  # LM faults: eval, compile retries,
+    "tests/guidebench/evaluation/test_run.py", "tests/optimizers/test_base.py",  # LM faults: eval, compile retries,
     "tests/guidebench/test_compile.py", "tests/runtime/frozen/test_modules.py",  # resume, the runtime module
     "tests/guidebench/test_crashes.py",  # kill -9 during compile, search and export
     "tests/guidebench/release/test_export.py",  # tampered exports, planted secrets

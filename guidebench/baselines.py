@@ -2,7 +2,7 @@
 
 Full Auto: `logged` (the deployed policy as logged), `rule`, `full_auto.always_continue` and the
 uncompiled `full_auto.predict` on the embedded model; planner: `planner.rules` and the uncompiled
-`planner.predict`. Each program is scored by `guidebench.evaluation.evaluate` on the same split,
+`planner.predict`. Each program is scored by `guidebench.evaluation.run.evaluate` on the same split,
 tracked in MLflow (run ids in the report), and compared with the first program of its kind by the
 paired permutation test (and McNemar's test).
 
@@ -24,7 +24,7 @@ from guidebench.errors import GuidebenchError
 from guidebench.tracking.runs import git_commit, guidebench_home
 
 if TYPE_CHECKING:  # imported where used: `guidebench --help` registers this command without DSPy
-    from guidebench.evaluation import EvalOutput
+    from guidebench.evaluation.run import EvalOutput
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_FULLAUTO = REPO / "datasets" / "sample" / "fullauto"
@@ -185,7 +185,7 @@ def run_baselines(*, fullauto: Path = DEFAULT_FULLAUTO, experiments: Path = DEFA
     records; the split is then named `<split>[:N]` in the report and in MLflow. The report is
     written only to a new path or, with `force`, over a report `baselines` wrote.
     """
-    from guidebench.evaluation import evaluate
+    from guidebench.evaluation.run import evaluate
     from guidebench.outputs import claim_file, claim_output
 
     report = claim_file(Path(out), "baselines", force=force)
@@ -216,7 +216,7 @@ def announce_baselines(fullauto: Path, experiments: Path, split: str, lm: str, w
     import programs
 
     from guidebench.lm.cost import Scoring, announce
-    from guidebench.evaluation import load_eval_data
+    from guidebench.evaluation.inputs import load_eval_data
 
     datasets = [(kind, dataset_for(Path(source), "fullauto" if kind == "full_auto" else "experiments", work),
                  names, limit)  # every dataset first: one that cannot be read stops the command before the estimate

@@ -37,8 +37,8 @@ from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_p
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import (EvalData, learned_from_summary, load_eval_data, no_dataset_json, summary_table,
-                                   write_outputs)
+from guidebench.evaluation.inputs import EvalData, load_eval_data, no_dataset_json
+from guidebench.evaluation.run import learned_from_summary, summary_table, write_outputs
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -67,7 +67,7 @@ class CompileRequest:
     out: Optional[str] = None
     rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
     temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
-    cycles_model: str = "auto"  # a planner's improvement estimate: sim | learned | auto (guidebench.outcome_models)
+    cycles_model: str = "auto"  # a planner's improvement estimate: sim | learned | auto (evaluation.outcome_models)
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -411,7 +411,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
 
             mlflow.set_tags({"guidebench.eval_limit": str(request.eval_limit or "none"),
                              "guidebench.budget": json.dumps(request.budget().as_params(), sort_keys=True)})
-            _track(outcome, recipe)
+            tracking_compile.track_compile(outcome, optimizer=recipe.dspy_name)
             outcome.summary["mlflow_run_id"] = run_id
             atomic_write_json(outcome.files["compile"], outcome.summary)
             mlflow.log_artifact(str(outcome.files["compile"]))
@@ -436,7 +436,7 @@ def _metrics(kind: str, cycles: Any = None) -> tuple[Any, Any]:
 
 def _cycles(request: CompileRequest, data: CompileData) -> Any:
     """The cycles model the planner metric and the evaluations use (chosen on the records the compile scores)."""
-    from guidebench.outcome_models import cycles_for
+    from guidebench.evaluation.outcome_models import cycles_for
 
     cycles = cycles_for(request.cycles_model, data.splits["test"].records, data.dataset_dir, split="test",
                         seed=request.seed)
@@ -448,7 +448,7 @@ def _cycles(request: CompileRequest, data: CompileData) -> Any:
 def _scored(request: CompileRequest, program: Any, records: list[Any], name: str, progress: bool,
             cycles: Any) -> Any:
     """A replay of `program` on `records`, with the planner's cycles model and off-policy estimates."""
-    from guidebench.evaluation import add_offpolicy
+    from guidebench.evaluation.run import add_offpolicy
 
     result = replay(program, records, threads=request.threads, progress=progress, seed=request.seed, name=name,
                     cycles_model=cycles.model if cycles is not None else None)
@@ -555,42 +555,6 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     return CompileOutcome(run_id=None, out_dir=out, summary=summary, files=files, program=program,
                           replays={"dev": evals["dev"][0], "test": evals["test"][0], "baseline": baseline},
                           paired=paired, candidates=list(candidates))
-
-
-def _track(outcome: CompileOutcome, recipe: optimizers.Recipe) -> None:
-    import mlflow
-
-    from guidebench.tracking import compile as tracking_compile
-    from guidebench.tracking.postmortem import log_postmortem_file
-
-    results = {**outcome.replays, "paired": outcome.paired}
-    compile_summary = outcome.summary["compile"]
-    usage = compile_summary.get("usage", {})
-    tracking_compile.log_numbers({k: usage.get(k) for k in tracking_compile.USAGE_KEYS}, prefix="compile.")
-    tracking_compile.log_numbers({"wall_s": compile_summary.get("wall_s"),
-                                  "stopped_by_budget": bool(compile_summary.get("stopped_by_budget")),
-                                  "n_candidates": compile_summary.get("n_candidates"),
-                                  "demo_count": compile_summary.get("demo_count")}, prefix="compile.")
-    mlflow.set_tag("guidebench.stopped_by_budget", str(bool(compile_summary.get("stopped_by_budget"))).lower())
-    if compile_summary.get("stop_reason"):
-        mlflow.set_tag("guidebench.stop_reason", compile_summary["stop_reason"])
-    mlflow.set_tag("guidebench.kept", compile_summary.get("kept", ""))
-    for split, check in outcome.summary["learned_from"].items():
-        tracking_compile.log_numbers({"learned_from_overlap": check["n_overlap"]}, prefix=f"{split}.")
-    for split in ("dev", "test"):
-        tracking_compile.log_split_metrics(results[split].metrics, split)
-        tracking_compile.log_numbers(results[split].summary.get("usage", {}), prefix=f"{split}.usage.")
-        tracking_compile.log_numbers({"wall_s": results[split].summary.get("wall_s")}, prefix=f"{split}.")
-    tracking_compile.log_split_metrics(results["baseline"].metrics, "baseline.test")
-    tracking_compile.log_paired(results["paired"]["metrics"], prefix="test.vs_baseline.")
-    log_postmortem_file(outcome.files.get("test.postmortem"), prefix="test.")
-    tracking_compile.log_numbers({"wall_s": outcome.summary["wall_s"]}, prefix="total.")
-    for key, path in outcome.files.items():
-        if key == "compile" or not Path(path).is_file():
-            continue
-        folder = key.split(".", 1)[0] if "." in key else None
-        mlflow.log_artifact(str(path), artifact_path=folder)
-    tracking_compile.log_candidates(outcome.candidates, outcome.out_dir, optimizer=recipe.dspy_name)
 
 
 def _save(program: Any, path: Path) -> None:

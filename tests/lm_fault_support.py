@@ -4,7 +4,7 @@ connection, and returns empty or garbage text, on a plan.
 The injected LM is a real `dspy.LM` with a custom engine: DSPy's error boundary turns the engine's
 provider errors into its public LM errors exactly as it does for a remote provider. The scenarios that
 use it (each in the test file of the module it exercises) record their counts in the reliability ledger:
-`guidebench eval` (tests/guidebench/test_evaluation.py), a compile's retries (tests/optimizers/test_base.py),
+`guidebench eval` (tests/guidebench/evaluation/test_run.py), a compile's retries (tests/optimizers/test_base.py),
 `--resume` after an outage (tests/guidebench/test_compile.py), the exported runtime module
 (tests/runtime/frozen/test_modules.py).
 """

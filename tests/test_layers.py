@@ -36,9 +36,8 @@ GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("tracking",),            #   MLflow,
     ("lm",),                  #   LMs, what their calls cost (and the loopback processes of the LM server and
                               #   search's services),
-    ("outcome_models",),      #   a planner dataset's outcome and propensity models, fit once and cached
-    ("replay_plots", "postmortem"),  # use cases, each above those it runs: replay plots, post-mortem files,
-    ("evaluation",),          #   one program's eval,
+    ("evaluation",),          # use cases, each above those it runs: one program's eval (its plots, post-mortem,
+                              #   and a planner dataset's outcome models),
     ("compile",),             #   one compile,
     ("leaderboard",),         #   the leaderboard (its variants, scored on one split),
     ("baselines", "release"), #   the baselines, export and promotion,

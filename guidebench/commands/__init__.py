@@ -37,7 +37,7 @@ def add_tracking_uri(parser: ArgumentParser, text: Optional[str] = TRACKING_URI_
     parser.add_argument("--tracking-uri", default=None, metavar="URI", help=text)
 
 
-CYCLES_MODEL_CHOICES = ("auto", "sim", "learned")  # guidebench.outcome_models.CYCLES_MODELS, without importing it
+CYCLES_MODEL_CHOICES = ("auto", "sim", "learned")  # evaluation.outcome_models.CYCLES_MODELS, not imported
 
 
 def add_cycles_model(parser: ArgumentParser) -> None:

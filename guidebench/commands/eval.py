@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from guidebench.evaluation import DEFAULT_SPLIT, SPLIT_CHOICES, evaluate, summary_table
+from guidebench.evaluation.inputs import DEFAULT_SPLIT, SPLIT_CHOICES
+from guidebench.evaluation.run import evaluate, summary_table
 from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
 
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if model:
         print(f"cycles model: {model['estimator']}")
     if output.result.summary.get("off_policy"):
-        from guidebench.outcome_models import describe
+        from guidebench.evaluation.outcome_models import describe
 
         for line in describe(output.result.summary["off_policy"]):
             print(line)

@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
         raise GuidebenchError(f"--resamples {args.resamples}: must be at least 1")
     if args.eval_limit is not None and args.eval_limit < 1:
         raise GuidebenchError(f"--eval-limit {args.eval_limit}: must be at least 1")
-    from guidebench.evaluation import DATA_WRITERS
+    from guidebench.evaluation.inputs import DATA_WRITERS
     from guidebench.outputs import check_input, claim_output
 
     check_input(args.data, "--data", DATA_WRITERS, "a dataset folder or a log folder")

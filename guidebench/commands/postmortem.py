@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"postmortem": pm.model_dump(mode="json"),
                           "against": comparison.model_dump(mode="json") if comparison else None}, indent=2))
         return 0
-    from guidebench.postmortem import comparison_lines, render_markdown
+    from guidebench.evaluation.postmortem import comparison_lines, render_markdown
 
     if note:
         print(f"note: {note}")
@@ -154,7 +154,7 @@ def _postmortem(folder: Path, args: argparse.Namespace) -> Any:
     """The stored post-mortem when it can be printed as it is, else one computed from results.parquet."""
     from evals.postmortem import FDR, MIN_N, post_mortem
 
-    from guidebench.postmortem import read_postmortem
+    from guidebench.evaluation.postmortem import read_postmortem
 
     stored = folder / POSTMORTEM
     if stored.is_file() and not (args.recompute or args.min_n or args.fdr):

@@ -248,7 +248,7 @@ def _off_policy(item: ScoredVariant, split: FrozenSplit, cycles: Any, seed: int)
     """The row's headline off-policy estimate, from its records' choices and the dataset's models."""
     if cycles is None or cycles.models is None:
         return None
-    from guidebench.outcome_models import offpolicy_summary
+    from guidebench.evaluation.outcome_models import offpolicy_summary
 
     ids = [row["record_id"] for row in item.result.rows]
     by_id = {record.record_id: record for record in split.records}
@@ -366,13 +366,13 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
                     ) -> tuple[Leaderboard, list[ScoredVariant]]:
     """Load and verify the split, admit earlier results of the same split (eval folders), score the rest, rank.
 
-    A planner board estimates the improvement with `cycles_model` (`guidebench.outcome_models.cycles_for`) and
+    A planner board estimates the improvement with `cycles_model` (`evaluation.outcome_models.cycles_for`) and
     puts every row's off-policy estimate next to it."""
     started = time.perf_counter()
     frozen = limit_split(load_split(data_dir, split), eval_limit)
     cycles = None
     if frozen.kind == "planner":
-        from guidebench.outcome_models import cycles_for
+        from guidebench.evaluation.outcome_models import cycles_for
 
         cycles = cycles_for(cycles_model, frozen.records, frozen.data_dir, split=frozen.ref.split, seed=seed)
     earlier = [load_eval_result(Path(path), board=frozen.ref, n_resamples=n_resamples, seed=seed) for path in results]

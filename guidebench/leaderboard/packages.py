@@ -136,7 +136,7 @@ class Variant:
 
         if self.details.get("export_dir"):
             # Same path as `guidebench eval EXPORT_DIR`: verified again, then the runtime's own program.
-            from guidebench.evaluation import load_export
+            from guidebench.evaluation.inputs import load_export
 
             return load_export(Path(self.details["export_dir"])).program
         program = programs.get(self.manifest.entry)

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
 
 from guidebench.leaderboard.split import ScoredVariant
-from guidebench.postmortem import (comparison_lines, fmt_diff, fmt_eq, fmt_interval, fmt_p, pooled_text, table,
-                                   verdict_lines)
+from guidebench.evaluation.postmortem import (comparison_lines, fmt_diff, fmt_eq, fmt_interval, fmt_p, pooled_text,
+                                              table, verdict_lines)
 
 
 class BoardPostMortem(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 from evals.replay import ReplayResult
 
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import load_eval_data
+from guidebench.evaluation.inputs import load_eval_data
 from guidebench.leaderboard.packages import SplitRef, Variant
 
 

@@ -42,7 +42,7 @@ from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 from guidebench import __version__
 from guidebench.release.dsrs import HubFile, build_hub, carry_notes
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation import installed_signature, signature_classes
+from guidebench.evaluation.inputs import installed_signature, signature_classes
 from guidebench.data.redaction import Redactor, redactor_for
 
 # Signature of each program kind when a program has no predictor of its own (rule-based).
@@ -487,7 +487,7 @@ def _fresh(source: ExportSource) -> Any:
 
 
 def load_exported(path: Path, *, lm: Any = None, label: str = "--module") -> Any:
-    """Load a frozen module as the application runs it (`guidebench.evaluation.load_export`, the one path)."""
-    from guidebench.evaluation import load_export
+    """Load a frozen module as the application runs it (`guidebench.evaluation.inputs.load_export`, the one path)."""
+    from guidebench.evaluation.inputs import load_export
 
     return load_export(path, label, lm=lm).details["module"]

@@ -48,7 +48,7 @@ DEFAULT_MAX_INCREASE: dict[str, float] = {"guardrail_override_rate": 0.0, "parse
 
 
 def _known_metric(name: str) -> str:
-    from guidebench.evaluation import metric_names
+    from guidebench.evaluation.run import metric_names
 
     known = {*metric_names("full_auto"), *metric_names("planner")}
     if name not in known:

@@ -250,8 +250,8 @@ def _run_metrics(evidence: Optional[PromotionEvidence]) -> dict[str, float]:
 # ----- evidence ---------------------------------------------------------------------------------
 
 def evidence_split(manifest: FrozenManifest, data: Path, split: str) -> Any:
-    """The held-out split the evidence comes from (`guidebench.evaluation.EvalData`), of the module's kind."""
-    from guidebench.evaluation import load_eval_data
+    """The held-out split the evidence comes from (`guidebench.evaluation.inputs.EvalData`), of the module's kind."""
+    from guidebench.evaluation.inputs import load_eval_data
 
     if split not in HELD_OUT_SPLITS:
         raise GuidebenchError(f"--split {split}: promotion evidence must come from a held-out split "
@@ -272,7 +272,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
     from evals.replay import compare, replay
 
     from guidebench.lm.cost import Scoring, announce
-    from guidebench.evaluation import load_export, load_program
+    from guidebench.evaluation.inputs import load_export, load_program
     from guidebench.lm.factory import configure_lm
 
     eval_data = eval_data or evidence_split(manifest, data, split)
@@ -288,7 +288,7 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
                                  if p.uses_lm])
     options: dict[str, Any] = dict(threads=threads, progress=progress, seed=seed, n_resamples=n_resamples)
     if eval_data.kind == "planner":  # the improvement by the dataset's cycles model, named on both replays
-        from guidebench.outcome_models import cycles_for
+        from guidebench.evaluation.outcome_models import cycles_for
 
         cycles = cycles_for("auto", eval_data.records, eval_data.dataset_dir, split=eval_data.split, seed=seed)
         options["cycles_model"] = cycles.model

@@ -244,7 +244,7 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
 
     import programs
     from evals.replay import replay
-    from guidebench.evaluation import learned_from_summary, summary_table, write_outputs
+    from guidebench.evaluation.run import learned_from_summary, summary_table, write_outputs
     from guidebench.tracking import compile as tracking_compile
 
     best = result.best_params
@@ -258,7 +258,7 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
         evaluation = replay(program, split.records, progress=progress, seed=seed, name=name,
                             cycles_model=cycles.model if cycles is not None else None)
     if cycles is not None:
-        from guidebench.evaluation import add_offpolicy
+        from guidebench.evaluation.run import add_offpolicy
 
         add_offpolicy(evaluation, split.records, cycles, program=name, seed=seed)
     _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
@@ -278,10 +278,10 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
 
 
 def _cycles(data: CompileData) -> Any:
-    """A planner search's cycles model (`--cycles-model auto` on the test split: guidebench.outcome_models)."""
+    """A planner search's cycles model (`--cycles-model auto` on the test split: evaluation.outcome_models)."""
     if data.kind != "planner":
         return None
-    from guidebench.outcome_models import cycles_for
+    from guidebench.evaluation.outcome_models import cycles_for
 
     cycles = cycles_for("auto", data.splits["test"].records, data.dataset_dir, split="test")
     for note in cycles.notes:

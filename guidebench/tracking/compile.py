@@ -8,6 +8,7 @@
   (`guidebench.tracking.runs.reap_stale_runs`).
 - `log_candidates`: one nested run per candidate an optimizer evaluated (score, demos, state JSON),
   plus the candidate history as JSON and a PNG on the parent.
+- `track_compile`: everything a finished compile logs to its run, files and candidates included.
 - `log_compile_metrics`, `log_paired`: flat metric names, intervals as `_ci_low` / `_ci_high`.
 """
 
@@ -133,6 +134,43 @@ def log_candidates(candidates: Sequence[Any], out_dir: Path, *, optimizer: str) 
     for path in files.values():
         mlflow.log_artifact(str(path))
     return files
+
+
+def track_compile(outcome: Any, *, optimizer: str) -> None:
+    """Log a finished compile (`guidebench.compile.CompileOutcome`) to the active run: usage, wall time, the
+    learned-from overlap, dev/test/baseline metrics, the paired comparison, the post-mortem, files, candidates."""
+    import mlflow
+
+    from guidebench.tracking.postmortem import log_postmortem_file
+
+    results = {**outcome.replays, "paired": outcome.paired}
+    compile_summary = outcome.summary["compile"]
+    usage = compile_summary.get("usage", {})
+    log_numbers({k: usage.get(k) for k in USAGE_KEYS}, prefix="compile.")
+    log_numbers({"wall_s": compile_summary.get("wall_s"),
+                                  "stopped_by_budget": bool(compile_summary.get("stopped_by_budget")),
+                                  "n_candidates": compile_summary.get("n_candidates"),
+                                  "demo_count": compile_summary.get("demo_count")}, prefix="compile.")
+    mlflow.set_tag("guidebench.stopped_by_budget", str(bool(compile_summary.get("stopped_by_budget"))).lower())
+    if compile_summary.get("stop_reason"):
+        mlflow.set_tag("guidebench.stop_reason", compile_summary["stop_reason"])
+    mlflow.set_tag("guidebench.kept", compile_summary.get("kept", ""))
+    for split, check in outcome.summary["learned_from"].items():
+        log_numbers({"learned_from_overlap": check["n_overlap"]}, prefix=f"{split}.")
+    for split in ("dev", "test"):
+        log_split_metrics(results[split].metrics, split)
+        log_numbers(results[split].summary.get("usage", {}), prefix=f"{split}.usage.")
+        log_numbers({"wall_s": results[split].summary.get("wall_s")}, prefix=f"{split}.")
+    log_split_metrics(results["baseline"].metrics, "baseline.test")
+    log_paired(results["paired"]["metrics"], prefix="test.vs_baseline.")
+    log_postmortem_file(outcome.files.get("test.postmortem"), prefix="test.")
+    log_numbers({"wall_s": outcome.summary["wall_s"]}, prefix="total.")
+    for key, path in outcome.files.items():
+        if key == "compile" or not Path(path).is_file():
+            continue
+        folder = key.split(".", 1)[0] if "." in key else None
+        mlflow.log_artifact(str(path), artifact_path=folder)
+    log_candidates(outcome.candidates, outcome.out_dir, optimizer=optimizer)
 
 
 def candidate_plot(history: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:

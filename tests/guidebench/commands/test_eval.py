@@ -374,7 +374,7 @@ def test_baselines_run_again_in_one_home_and_replace_their_report_only_with_forc
 def test_raw_logs_are_told_apart(workspace, tmp_path):
     import shutil
 
-    from guidebench.evaluation import raw_log_kind
+    from guidebench.evaluation.inputs import raw_log_kind
 
     shutil.copytree(workspace, tmp_path / "many" / "ws-1")
     write_episodes(tmp_path / "logs", episodes=1, seed=2)

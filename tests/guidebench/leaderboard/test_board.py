@@ -272,7 +272,7 @@ def test_mlflow_runs_are_variants_and_the_board_is_tracked(dataset, tmp_path, ca
     state.parent.mkdir()
     _predict_with_demos(make_records(3, seed=5)).save(str(state))
     # What a compile logs: the state, and its own replay of the test split (here with the fake LM).
-    from guidebench.evaluation import write_outputs
+    from guidebench.evaluation.run import write_outputs
     from guidebench.lm.factory import configure_lm
     from guidebench.leaderboard.packages import load_state_file
     from evals.replay import replay
@@ -380,7 +380,7 @@ def test_logged_and_rule_on_an_imported_real_format_log(tmp_path, capsys):
 
 
 def test_earlier_eval_results_join_only_a_board_of_their_own_split(dataset, tmp_path, capsys):
-    from guidebench.evaluation import evaluate
+    from guidebench.evaluation.run import evaluate
 
     evaluate("test.flaky", dataset, split="test", out_dir=tmp_path / "flaky-test", track=False, progress=False)
     evaluate("rule", dataset, split="dev", out_dir=tmp_path / "rule-dev", track=False, progress=False)
@@ -404,7 +404,7 @@ def test_earlier_eval_results_join_only_a_board_of_their_own_split(dataset, tmp_
 
 
 def test_a_result_without_split_hash_is_pinned_by_the_dataset_id(dataset, tmp_path):
-    from guidebench.evaluation import evaluate
+    from guidebench.evaluation.run import evaluate
 
     folder = tmp_path / "rule-test"
     evaluate("rule", dataset, split="test", out_dir=folder, track=False, progress=False)
@@ -421,7 +421,7 @@ def test_a_result_without_split_hash_is_pinned_by_the_dataset_id(dataset, tmp_pa
 
 def test_a_board_on_the_compile_eval_subset_admits_only_results_on_that_subset(dataset, tmp_path):
     from evals.replay import replay
-    from guidebench.evaluation import evaluate, write_outputs
+    from guidebench.evaluation.run import evaluate, write_outputs
     from guidebench.leaderboard.split import limit_split
 
     full = load_split(dataset, "test")

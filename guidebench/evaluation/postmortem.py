@@ -2,7 +2,7 @@
 `postmortem.md` (numbers, tests and slice names only), and the Markdown of a challenger's slices against a
 champion, which the board and `guidebench postmortem --against` print.
 
-`write_postmortem` is called for every eval output (`guidebench.evaluation.write_outputs`: eval, compile,
+`write_postmortem` is called for every eval output (`guidebench.evaluation.run.write_outputs`: eval, compile,
 search). A post-mortem that fails to compute never costs the eval its results: the failure is written into
 `postmortem.json` as one line (`{"error": ...}`) and printed as a warning.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from guidebench.errors import GuidebenchError
-from guidebench.outcome_models import CYCLES_MODELS, cycles_for, models_for
+from guidebench.evaluation.outcome_models import CYCLES_MODELS, cycles_for, models_for
 from planner_logs_support import records_of
 
 

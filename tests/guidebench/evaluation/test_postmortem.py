@@ -1,4 +1,4 @@
-"""guidebench.postmortem: every eval output holds postmortem.json and postmortem.md, which agree with
+"""guidebench.evaluation.postmortem: every eval output holds postmortem.json and postmortem.md, which agree with
 metrics.json; a post-mortem that fails costs the eval nothing and says so."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from evals.postmortem import PostMortem
 from evals.slices import FULL_AUTO_SLICES
-from guidebench.evaluation import evaluate
-from guidebench.postmortem import JSON_FILE, MARKDOWN_FILE, fmt_interval, read_postmortem
+from guidebench.evaluation.run import evaluate
+from guidebench.evaluation.postmortem import JSON_FILE, MARKDOWN_FILE, fmt_interval, read_postmortem
 
 from leaderboard_support import make_dataset
 

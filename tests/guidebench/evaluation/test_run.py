@@ -37,7 +37,7 @@ def eval_data(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 def test_eval_completes_with_every_fault_counted_and_diagnosed(eval_data, tmp_path, monkeypatch, restore_lm):
     from guidebench.lm import factory as lm_module
-    from guidebench.evaluation import evaluate
+    from guidebench.evaluation.run import evaluate
 
     data, plan = eval_data
     engine = FaultEngine(by_turn(plan))
