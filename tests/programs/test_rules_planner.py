@@ -47,6 +47,14 @@ def test_planner_rules_lowers_the_bound_when_near_it():
     assert "near_bound" in out.rule_reasons and out.directive.strategy_family == "family:reduce_loads"
 
 
+@pytest.mark.parametrize("best", [1_400, 20_000, 114_000])
+def test_planner_rules_expected_effect_follows_the_kernels_scale_without_a_profile(best):
+    entries = [entry(1, "family:schedule", True, best, best + 500)]
+    out = programs.get("planner.rules")(**planner_inputs_with(entries, best_cycles=best))
+    share = 0.01 if out.directive.strategy_family != "family:schedule" else 0.005
+    assert out.directive.expected_effect_cycles == -max(1, round(best * share))
+
+
 def test_planner_rules_keeps_an_improving_family_and_recovers_from_invalid_streaks():
     improving = [entry(1, "family:break_deps", True, 1700, 1800)]
     out = programs.get("planner.rules")(**planner_inputs_with(improving, best_cycles=1700))
