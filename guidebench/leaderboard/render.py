@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional
 
 from evals.stats import MetricValue, describe_interval
 
+from guidebench.evaluation.postmortem import fmt_p
 from guidebench.leaderboard.models import (
     ALPHA,
     Comparison,
@@ -54,13 +55,6 @@ def fmt_metric(metric: Optional[MetricValue]) -> str:
     if metric is None or metric.value is None:
         return "—"
     return f"{fmt_number(metric.value)} [{fmt_number(metric.ci_low)}, {fmt_number(metric.ci_high)}]"
-
-
-def fmt_p(p_value: Optional[float]) -> str:
-    """A p-value, floored at display precision."""
-    if p_value is None:
-        return "—"
-    return "<0.001" if p_value < 0.001 else f"{p_value:.3f}"
 
 
 def _p_relation(p_value: Optional[float]) -> str:
