@@ -71,8 +71,8 @@ def calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -
     return path
 
 
-def effect_calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """Planner: predicted cycle drop (-expected_effect_cycles) against the simulator's expected drop."""
+def effect_calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str, estimator: str = "") -> Path:
+    """Planner: predicted cycle drop (-expected_effect_cycles) against the cycles model's expected drop."""
     xs, ys = [], []
     for row in rows:
         effect, gain = row.get("expected_effect_cycles"), row["scores"].get("cycles_improvement", math.nan)
@@ -85,7 +85,7 @@ def effect_calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title:
         ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1)
         ax.scatter(xs, ys, s=18, alpha=0.7, color="tab:orange")
     ax.set_xlabel("predicted drop of the best (cycles)")
-    ax.set_ylabel("simulated expected drop (cycles)")
+    ax.set_ylabel(f"expected drop, {estimator or 'cycles'} model (cycles)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -139,8 +139,10 @@ def offpolicy_calibration_png(calibration: Mapping[str, Any], path: Path, title:
     return path
 
 
-def replay_plots(kind: str, rows: Sequence[Mapping[str, Any]], out_dir: Path, program: str) -> dict[str, Path]:
-    """Write the plots of one replay into out_dir; returns {name: path}."""
+def replay_plots(kind: str, rows: Sequence[Mapping[str, Any]], out_dir: Path, program: str,
+                 estimator: str = "") -> dict[str, Path]:
+    """Write the plots of one replay into out_dir (a planner's effect against `estimator`, its cycles model's
+    name); returns {name: path}."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if kind == "full_auto":
         return {
@@ -149,6 +151,6 @@ def replay_plots(kind: str, rows: Sequence[Mapping[str, Any]], out_dir: Path, pr
         }
     return {
         "calibration": effect_calibration_png(rows, out_dir / "calibration.png",
-                                              f"{program}: expected_effect_cycles calibration"),
+                                              f"{program}: expected_effect_cycles calibration", estimator),
         "families": family_png(rows, out_dir / "families.png", f"{program}: families chosen"),
     }

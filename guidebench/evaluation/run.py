@@ -104,7 +104,8 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
     result.to_frame().to_parquet(files["results"], index=False)
     summary = {**result.summary, **extra_summary, "omitted_metrics": omitted}
     files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    files.update(replay_plots(result.kind, result.rows, out_dir, result.program))
+    files.update(replay_plots(result.kind, result.rows, out_dir, result.program,
+                              (result.summary.get("cycles_model") or {}).get("name", "")))
     off_policy = result.summary.get("off_policy")
     if off_policy and off_policy["calibration"]["n"]:
         files["offpolicy_calibration"] = offpolicy_calibration_png(
