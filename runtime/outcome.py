@@ -76,7 +76,7 @@ class _Tree:
             raise OutcomeModelError(f"{where}: a tree's arrays must have one equal, non-zero length")
         inner = self.left >= 0
         if np.any(self.left[inner] >= n) or np.any(self.right[inner] >= n) or np.any(self.right[inner] < 0) \
-                or np.any(self.left[inner] <= np.nonzero(inner)[0]) \
+                or np.any(np.minimum(self.left[inner], self.right[inner]) <= np.nonzero(inner)[0]) \
                 or np.any((self.feature[inner] < 0) | (self.feature[inner] >= n_features)):
             raise OutcomeModelError(f"{where}: a tree has a child or feature index out of range")
 

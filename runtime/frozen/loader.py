@@ -118,7 +118,8 @@ def _manifest(root: Path) -> FrozenManifest:
                                 "predictor prompt (version 4 added it)")
     # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
     for field, version, only in (("demo_selection", 2, None), ("rule_gate", 3, "full_auto"),
-                                 ("trained_model", 4, "full_auto"), ("outcome_model", 6, "planner")):
+                                 ("trained_model", 4, "full_auto"), ("provenance", 5, None),
+                                 ("outcome_model", 6, "planner")):
         if getattr(manifest, field) is None:
             continue
         if manifest.format_version < version:

@@ -53,6 +53,7 @@ def test_a_family_never_seen_in_train_has_no_estimate_and_no_best_no_cycles():
     (lambda s: s.update(features_version=0), "features_version"),
     (lambda s: s.update(families=["family:other"]), "families"),
     (lambda s: s["gain"]["trees"][0].update(left=[5, -1, -1]), "out of range"),
+    (lambda s: s["gain"]["trees"][0].update(right=[0, -1, -1]), "out of range"),  # a loop: scoring would never end
     (lambda s: s["gain"]["trees"][0].update(value=[0.0, float("nan"), 0.0]), "finite"),
     (lambda s: s["valid"].update(link="softmax"), "link"),
     (lambda s: s.update(gain={"type": "linear", "link": "identity", "mean": [0.0], "scale": [1.0], "coef": [1.0],

@@ -198,6 +198,7 @@ def test_a_format_1_module_still_loads(tmp_path, fake_lm) -> None:
     def as_version_1(data: dict) -> None:
         data["format_version"] = 1
         del data["demo_selection"], data["dsrs_notes"]
+        data.pop("provenance", None)  # version 5 added it
 
     edit_json(out, "manifest.json", as_version_1)
     module = load_frozen(out, lm=fake_lm)

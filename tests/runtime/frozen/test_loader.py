@@ -328,6 +328,9 @@ def _lm_program_only() -> dspy.Module:
      "lm_program.decide sets one)"),
     ("planner", lambda f: edit_json(f, "manifest.json", lambda d: d.update(kind="planner")),
      "manifest.json declares a rule_gate for a planner module; only full_auto modules have one"),
+    ("format 4 with provenance", lambda f: edit_json(f, "manifest.json", lambda d: d.update(
+        format_version=4, provenance={"dataset_id": "d", "splits": {"train": 1}, "hashes": ["0" * 16]})),
+     "manifest.json has format version 4, which has no provenance (version 5 added it)"),
 ])
 def test_a_rule_gate_the_files_disagree_on_is_refused(hybrid_dir: Path, tmp_path: Path, case, change, reason):
     folder = tmp_path / "X"
