@@ -33,7 +33,7 @@ from runtime.checksums import module_checksum
 from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule
 
-from guidebench.errors import GuidebenchError
+from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.labels import epoch_seconds
 from guidebench.data.registry import ImportContext
 from guidebench.data.spool import GroupedSpool
@@ -119,6 +119,8 @@ class ShadowJoin:
                     continue
                 spool.append(item.run_id, json.dumps([line.number, line.raw, item.model_dump_json()]))
         except OSError as exc:  # the lines read so far are used; the rest is lost, and said so
+            if refused_write(exc):  # the machine refused to spool or quarantine: the input is not to blame
+                raise
             report.add("side_files_unreadable")
             report.note(f"{file}: cannot read: {exc.strerror or exc}")
         # every non-blank line: the valid ones read plus those quarantined as invalid

@@ -151,3 +151,26 @@ def test_logs_without_a_sidecar_import_as_before(shadowed, tmp_path):
     report = import_logs(logs, "fullauto", tmp_path / "data")
     assert not _shadow_counts(report) and all(r.shadow is None for r in load_records(tmp_path / "data", "all"))
     assert "shadow" not in load_records(tmp_path / "data", "test")[0].model_dump_json()
+
+
+def test_a_full_disk_while_spooling_the_sidecar_is_the_disks_fault_not_the_sidecars(shadowed, tmp_path, monkeypatch,
+                                                                                   capsys):
+    # The sidecar's lines are spooled as they are read: a refused write ends the import and says so, rather than
+    # counting the sidecar as unreadable and losing its remaining lines.
+    import errno
+
+    from guidebench.cli import main
+    from guidebench.data.spool import GroupedSpool
+
+    append = GroupedSpool.append
+
+    def full(self, group, text):
+        if self.path.name.startswith("shadow-"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return append(self, group, text)
+
+    monkeypatch.setattr(GroupedSpool, "append", full)
+    out = tmp_path / "out"
+    assert main(["data", "import", str(shadowed["logs"]), "--kind", "fullauto", "--out", str(out),
+                 "--no-progress"]) == 2
+    assert "the disk is full" in capsys.readouterr().err and not out.exists()
