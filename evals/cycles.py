@@ -156,8 +156,29 @@ class LearnedCycles(CyclesModel):
             for f, e in estimates.items())
 
 
+class NoCyclesModel(CyclesModel):
+    """No model applies (no profile for the simulator, no fit for the learned one): every estimate is left out."""
+
+    name = "none"
+    estimator = "none (no cycles model applies: the improvement metrics are left out)"
+
+    def applies(self, packet: AdvisorPacket) -> bool:
+        return False
+
+    def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
+                    rollouts: int = ROLLOUTS) -> Optional[float]:
+        return None
+
+    def best_allowed(self, record_id: str, packet: AdvisorPacket, families: Sequence[str],
+                     rollouts: int = ROLLOUTS) -> Optional[tuple[float, str]]:
+        return None
+
+    def context(self, record_id: str, packet: AdvisorPacket) -> str:
+        return "no cycles model"
+
+
 def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
-                        learned: Optional[CyclesModel]) -> tuple[Optional[CyclesModel], list[str]]:
+                        learned: Optional[CyclesModel]) -> tuple[CyclesModel, list[str]]:
     """The model `--cycles-model` asks for on these packets, and notes that say what was chosen and why.
 
     `auto`: the simulator when every packet carries a usable profile, else the learned model. A model that does
@@ -179,7 +200,8 @@ def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
                      "simulator does not apply to them and they get no improvement estimate")
     if chosen is None:
         notes.append("no cycles model: cycles_improvement, improvement_ratio and effect_calibration are left out")
+        chosen = NoCyclesModel()
     return chosen, notes
 
 
-__all__ = ["CyclesModel", "LearnedCycles", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model"]
+__all__ = ["CyclesModel", "LearnedCycles", "NoCyclesModel", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model"]

@@ -52,6 +52,7 @@ from runtime import (AdvisorPacket, OptimizationDirective, PlannerRecord, pivot_
 from runtime.advisor import FAMILIES
 from runtime.pivot import HARD_PLATEAU, family_of, packet_pivot_inputs
 from runtime.inputs import tail_entries
+from runtime.records import packet_hash
 
 from .cycles import ROLLOUTS, CyclesModel, SimulatorCycles
 from .stats import MetricValue, Statistic, bootstrap_many, mean_of
@@ -361,7 +362,8 @@ def record_of_example(example: Any) -> PlannerRecord:
         packet = AdvisorPacket.model_validate(dict(packet))
     if not isinstance(packet, AdvisorPacket):
         raise ValueError("planner example carries neither `record` nor `packet`")
-    record_id = str(_get(example, "record_id") or "example")
+    # Without an id the packet names the record: the cycles models key their seeds and caches by it.
+    record_id = str(_get(example, "record_id") or f"packet-{packet_hash(packet)[:16]}")
     return PlannerRecord(record_id=record_id, episode_id="", iteration_id=0, packet=packet)
 
 

@@ -45,19 +45,19 @@ class DatasetModels:
 class CyclesChoice:
     """What a command estimates the planner's improvement with, and why."""
 
-    model: Any  # evals.cycles.CyclesModel, or None: none applies
+    model: Any  # evals.cycles.CyclesModel: sim, learned or none
     models: Optional[DatasetModels]
     notes: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         """`sim`, `learned` or `none`."""
-        return getattr(self.model, "name", "none")
+        return self.model.name
 
     @property
     def estimator(self) -> str:
         """How the outputs name the estimator."""
-        return getattr(self.model, "estimator", "none (no cycles model applies)")
+        return self.model.estimator
 
 
 def _key(dataset_id: str, hashes: dict[str, str], settings: Any, seed: int) -> str:

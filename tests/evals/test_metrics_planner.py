@@ -263,5 +263,9 @@ def test_choosing_the_cycles_model():
     assert model is learned and "1 of 2" in notes[0]
     model, notes = choose_cycles_model([profiled, bare], "sim", learned)
     assert isinstance(model, SimulatorCycles) and "1 of 2 records carry no performance profile" in notes[0]
-    model, notes = choose_cycles_model([bare], "auto", None)
-    assert model is None and "left out" in notes[-1]
+    model, notes = choose_cycles_model([profiled, bare], "auto", None)
+    assert model.name == "none" and "left out" in notes[-1]
+    # "none" is not the simulator in disguise: even a profiled record gets no estimate
+    pred = dspy.Prediction(directive=directive(REDUCE), directive_errors=[], parse_errors=[])
+    scores = mp.score_outcome(mp.outcome_of(record(profiled), pred, cycles=model))
+    assert math.isnan(scores["cycles_improvement"]) and math.isnan(scores["improvement_ratio"])
