@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import optimizers
-from evals.replay import ReplayResult, compare, replay
+from evals.replay import ReplayResult, compare
 from optimizers.base import RecipeError
 from optimizers.budget import Budget
 from optimizers.candidates import Candidate, load_history
@@ -38,7 +38,8 @@ from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_p
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
 from guidebench.evaluation.inputs import EvalData, load_eval_data, no_dataset_json
-from guidebench.evaluation.run import learned_from_summary, summary_table, write_outputs
+from guidebench.evaluation.run import (learned_from_summary, metrics_for, planner_cycles, scored_replay,
+                                       summary_table, write_outputs)
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -360,8 +361,9 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    cycles = _cycles(request, data) if spec.kind == "planner" else None
-    metric, feedback = _metrics(spec.kind, cycles)
+    cycles = planner_cycles(spec.kind, request.cycles_model, data.splits["test"].records, data.dataset_dir,
+                            split="test", seed=request.seed)
+    metric, feedback = metrics_for(spec.kind, cycles)
 
     params = tracking.run_params(
         program=request.program, dataset_id=data.dataset_id, split="train+dev", split_hash=data.split_hashes()["train"],
@@ -426,36 +428,10 @@ def _moved(outcome: CompileOutcome, staging: Path, out: Path) -> CompileOutcome:
     return outcome
 
 
-def _metrics(kind: str, cycles: Any = None) -> tuple[Any, Any]:
-    from evals import metrics_fullauto, metrics_planner
-
-    if kind == "planner":
-        return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
-    return metrics_fullauto.metric, metrics_fullauto.gepa_metric
-
-
-def _cycles(request: CompileRequest, data: CompileData) -> Any:
-    """The cycles model the planner metric and the evaluations use (chosen on the records the compile scores)."""
-    from guidebench.evaluation.outcome_models import cycles_for
-
-    cycles = cycles_for(request.cycles_model, data.splits["test"].records, data.dataset_dir, split="test",
-                        seed=request.seed)
-    for note in cycles.notes:
-        print(f"note: {note}")
-    return cycles
-
-
 def _scored(request: CompileRequest, program: Any, records: list[Any], name: str, progress: bool,
             cycles: Any) -> Any:
-    """A replay of `program` on `records`, with the planner's cycles model and off-policy estimates."""
-    from guidebench.evaluation.run import add_offpolicy
-
-    result = replay(program, records, threads=request.threads, progress=progress, seed=request.seed, name=name,
-                    cycles_model=cycles.model if cycles is not None else None)
-    if cycles is not None:
-        add_offpolicy(result, records, cycles, program=name, seed=request.seed,
-                      replays_log=bool(getattr(program, "replays_log", False)))
-    return result
+    return scored_replay(program, records, cycles, name=name, seed=request.seed, threads=request.threads,
+                         progress=progress)
 
 
 def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,

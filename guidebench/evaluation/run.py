@@ -150,11 +150,9 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
 
     With `cache` off the LM answers every call afresh, so the cost metrics are the uncached cost.
     OUT follows `guidebench.outputs`: checked before any replay, written aside, renamed into place.
-    A planner's improvement is estimated by `cycles_model` (`guidebench.evaluation.outcome_models.cycles_for`), and its
+    A planner's improvement is estimated by `cycles_model` (`evaluation.outcome_models.cycles_for`), and its
     choices get off-policy estimates whenever the dataset's outcome model can be fit.
     """
-    from evals.replay import replay
-
     from guidebench.lm.cost import Scoring, announce
     from guidebench.outputs import claim_output
 
@@ -190,12 +188,8 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
                                 seed=seed)
             eval_data.notes.extend(cycles.notes)
         started = time.time()
-        result = replay(loaded.program, eval_data.records, threads=threads, progress=progress,
-                        n_resamples=n_resamples, seed=seed, name=loaded.name,
-                        cycles_model=cycles.model if cycles is not None else None)
-        if cycles is not None:
-            add_offpolicy(result, eval_data.records, cycles, program=loaded.name, seed=seed,
-                          replays_log=bool(getattr(loaded.program, "replays_log", False)))
+        result = scored_replay(loaded.program, eval_data.records, cycles, name=loaded.name, seed=seed,
+                               threads=threads, progress=progress, n_resamples=n_resamples)
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,
@@ -217,6 +211,42 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         return output
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def planner_cycles(kind: str, choice: str, records: Sequence[Any], dataset_dir: Path, *, split: str,
+                   seed: int) -> Any:
+    """The cycles model a planner's scores use on these records (`evaluation.outcome_models.CyclesChoice`, its
+    notes printed once), or None for Full Auto."""
+    if kind != "planner":
+        return None
+    from guidebench.evaluation.outcome_models import cycles_for
+
+    cycles = cycles_for(choice, records, dataset_dir, split=split, seed=seed)
+    for note in cycles.notes:
+        print(f"note: {note}")
+    return cycles
+
+
+def metrics_for(kind: str, cycles: Any = None) -> tuple[Any, Any]:
+    """(metric, feedback metric) an optimizer selects with: a planner's on its cycles model."""
+    from evals import metrics_fullauto, metrics_planner
+
+    if kind == "planner":
+        return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
+    return metrics_fullauto.metric, metrics_fullauto.gepa_metric
+
+
+def scored_replay(program: Any, records: Sequence[Any], cycles: Any, *, name: str, seed: int, threads: int = 1,
+                  progress: bool = True, n_resamples: int = 1000) -> ReplayResult:
+    """`evals.replay.replay` with the planner's cycles model, then its off-policy estimates (`add_offpolicy`)."""
+    from evals.replay import replay
+
+    result = replay(program, records, threads=threads, progress=progress, n_resamples=n_resamples, seed=seed,
+                    name=name, cycles_model=cycles.model if cycles is not None else None)
+    if cycles is not None:
+        add_offpolicy(result, records, cycles, program=name, seed=seed,
+                      replays_log=bool(getattr(program, "replays_log", False)))
+    return result
 
 
 def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, program: str, seed: int,

@@ -41,6 +41,7 @@ from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap
 
 from guidebench.compile import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError, check_interrupted
+from guidebench.evaluation.run import metrics_for, planner_cycles
 from guidebench.lm.identity import LMIdentity, lm_identity
 
 FAMILIES: tuple[str, ...] = ("full_auto", "planner")
@@ -170,7 +171,9 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
     output = claim_output(out, "search", force=request.force, inputs=[Path(request.data)],
                           resume={"study": study_name})
     lm = configure_lm(request.lm)
-    metric, feedback = _metrics(request.family, data)
+    cycles = planner_cycles(request.family, "auto", data.splits["test"].records, data.dataset_dir, split="test",
+                            seed=request.seed)
+    metric, feedback = metrics_for(request.family, cycles)
     announce_search(request, space, data, selection)
     config = SearchConfig(study_name=study_name, trials=request.trials, storage=storage, seed=request.seed,
                           minibatch_size=request.minibatch_size, cache_dir=home / "search-cache" / study_name,
@@ -207,7 +210,7 @@ def run_search_command(request: SearchRequest, *, progress: bool = True) -> tupl
                 mlflow.log_artifact(str(path))
             if request.rescore_test and result.best_value is not None and result.best_state() is not None:
                 rescore_best_on_test(result, data, staging / "test", lm=lm, seed=request.seed, progress=progress,
-                                     provenance=provenance)
+                                     provenance=provenance, cycles=cycles)
     return result, out
 
 
@@ -237,14 +240,14 @@ def search_provenance(result: SearchResult, data: CompileData) -> Provenance:
 
 
 def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, lm: Any, seed: int,
-                         progress: bool = True, provenance: Optional[Provenance] = None) -> Any:
-    """Replay the best trial (chosen on dev) on the whole test split at its temperature; write and log it, with
-    how many test records the best trial learned from (`provenance`, default `search_provenance`)."""
+                         progress: bool = True, provenance: Optional[Provenance] = None, cycles: Any = None) -> Any:
+    """Replay the best trial (chosen on dev) on the whole test split at its temperature (a planner's with the
+    search's `cycles` model); write and log it, with how many test records the best trial learned from
+    (`provenance`, default `search_provenance`)."""
     import mlflow
 
     import programs
-    from evals.replay import replay
-    from guidebench.evaluation.run import learned_from_summary, summary_table, write_outputs
+    from guidebench.evaluation.run import learned_from_summary, scored_replay, summary_table, write_outputs
     from guidebench.tracking import compile as tracking_compile
 
     best = result.best_params
@@ -253,14 +256,8 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
     provenance = provenance or search_provenance(result, data)
     learned = check_overlap(provenance, split.records, dataset_id=data.dataset_id, split="test")
     name = f"search best (trial {result.best_trial})"
-    cycles = _cycles(data)
     with dspy.context(lm=lm.copy(temperature=float(best.get("temperature", 0.0)))):
-        evaluation = replay(program, split.records, progress=progress, seed=seed, name=name,
-                            cycles_model=cycles.model if cycles is not None else None)
-    if cycles is not None:
-        from guidebench.evaluation.run import add_offpolicy
-
-        add_offpolicy(evaluation, split.records, cycles, program=name, seed=seed)
+        evaluation = scored_replay(program, split.records, cycles, name=name, seed=seed, progress=progress)
     _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
                                     "split_hash": split.split_hash, "program": best["program"],
                                     "program_source": f"search {result.study_name}, trial {result.best_trial}",
@@ -275,27 +272,6 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
     if learned.overlaps:
         print(f"note: {learned.line()}")
     return evaluation
-
-
-def _cycles(data: CompileData) -> Any:
-    """A planner search's cycles model (`--cycles-model auto` on the test split: evaluation.outcome_models)."""
-    if data.kind != "planner":
-        return None
-    from guidebench.evaluation.outcome_models import cycles_for
-
-    cycles = cycles_for("auto", data.splits["test"].records, data.dataset_dir, split="test")
-    for note in cycles.notes:
-        print(f"note: {note}")
-    return cycles
-
-
-def _metrics(family: str, data: Optional[CompileData] = None) -> tuple[Any, Any]:
-    from evals import metrics_fullauto, metrics_planner
-
-    if family == "full_auto":
-        return metrics_fullauto.metric, metrics_fullauto.gepa_metric
-    cycles = _cycles(data) if data is not None else None
-    return metrics_planner.metrics_with(cycles.model if cycles is not None else None)
 
 
 def _existing_search_run(dataset_id: str, kind: str, study: str, tracking_uri: Optional[str]) -> Optional[str]:

@@ -161,15 +161,15 @@ def test_budget_stop_is_marked_on_the_run(workspace, capsys):
 
 
 def test_an_interrupted_compile_resumes_without_compiling_again(workspace, tmp_path, monkeypatch, capsys):
-    import guidebench.compile as compile_module
+    import evals.replay as replay_module  # every scored replay of a compile looks it up there when it runs
 
-    real_replay = compile_module.replay
+    real_replay = replay_module.replay
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     out = tmp_path / "out"
-    monkeypatch.setattr(compile_module, "replay", interrupted)
+    monkeypatch.setattr(replay_module, "replay", interrupted)
     assert _compile(workspace, "--optimizer", "labeled_fewshot", "--seed", "9", "--out", str(out)) == 130
     seed9 = "tags.`guidebench.optimizer` = 'labeled_fewshot' and params.seed = '9'"  # other tests compile too
     run = _runs(workspace, seed9)[0]
@@ -177,7 +177,7 @@ def test_an_interrupted_compile_resumes_without_compiling_again(workspace, tmp_p
     checkpoint = Checkpoint.for_run(Path(os.environ["GUIDEBENCH_HOME"]) / "checkpoints", run.info.run_id)
     assert checkpoint.status()["stage"] == "compiled" and checkpoint.program_path.is_file()
 
-    monkeypatch.setattr(compile_module, "replay", real_replay)
+    monkeypatch.setattr(replay_module, "replay", real_replay)
     # Meanwhile another compile finished in the same folder: the resume does not replace it without --force.
     assert _compile(workspace, "--optimizer", "knn_fewshot", "--eval-limit", "2", "--out", str(out)) == 0
     other = json.loads((out / "compile.json").read_text())["mlflow_run_id"]
