@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from evals.cycles import CyclesModel, LearnedCycles, SimulatorCycles, choose_cycles_model
     from evals.slices import SLICES, SliceDef, slice_values
     from evals.slice_tests import below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
-    from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
+    from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem, read_postmortem
     from evals.sequential import ConfidenceSequence, SequentialVerdict, confidence_sequence, sequential_verdict
     from evals.shadow import ShadowPairs, paired_turns
 
@@ -45,7 +45,7 @@ _WHERE: dict[str, str] = {
     "below_rest_p": "slice_tests", "benjamini_hochberg": "slice_tests", "cost_fence": "slice_tests",
     "shared_intervals": "slice_tests",
     "ChallengerSlices": "postmortem", "PostMortem": "postmortem", "compare_slices": "postmortem",
-    "post_mortem": "postmortem",
+    "post_mortem": "postmortem", "read_postmortem": "postmortem",
     "ConfidenceSequence": "sequential", "SequentialVerdict": "sequential", "confidence_sequence": "sequential",
     "sequential_verdict": "sequential",
     "ShadowPairs": "shadow", "paired_turns": "shadow",

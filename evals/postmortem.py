@@ -24,8 +24,10 @@ not independent, which the groups family makes visible rather than corrects.
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import combinations
+from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence
 
 import numpy as np
@@ -433,3 +435,19 @@ def _shared_values(kind: str, champion_rows: list[Mapping[str, Any]],
         values.update({name: column for name, column in other.items() if name in missing})
         missing = still
     return {d.name: values[d.name] for d in SLICES[kind] if d.name in values}, missing
+
+
+def read_postmortem(path: Path) -> PostMortem:
+    """The PostMortem in a postmortem.json; raises ValueError (one line) on an unreadable or failed one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable: {exc}") from None
+    if isinstance(data, dict) and "error" in data and len(data) == 1:
+        raise ValueError(f"{path}: {data['error']}")
+    try:
+        return PostMortem.model_validate(data)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise ValueError(f"{path}: not a post-mortem of this version ({first[1] if len(first) > 1 else exc})") \
+            from None

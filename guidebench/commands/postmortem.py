@@ -154,7 +154,7 @@ def _postmortem(folder: Path, args: argparse.Namespace) -> Any:
     """The stored post-mortem when it can be printed as it is, else one computed from results.parquet."""
     from evals.postmortem import FDR, MIN_N, post_mortem
 
-    from guidebench.evaluation.postmortem import read_postmortem
+    from evals.postmortem import read_postmortem
 
     stored = folder / POSTMORTEM
     if stored.is_file() and not (args.recompute or args.min_n or args.fdr):

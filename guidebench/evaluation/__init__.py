@@ -12,14 +12,14 @@ from runtime._lazy import lazy_exports
 if TYPE_CHECKING:
     from guidebench.evaluation.inputs import EvalData, LoadedProgram, load_eval_data, load_export, load_program
     from guidebench.evaluation.run import EvalOutput, evaluate, summary_table, write_outputs
-    from guidebench.evaluation.postmortem import read_postmortem, write_postmortem
+    from guidebench.evaluation.postmortem import write_postmortem
     from guidebench.evaluation.outcome_models import DatasetModels, cycles_for, models_for
 
 _WHERE: dict[str, str] = {
     "EvalData": "inputs", "LoadedProgram": "inputs", "load_eval_data": "inputs", "load_export": "inputs",
     "load_program": "inputs",
     "EvalOutput": "run", "evaluate": "run", "summary_table": "run", "write_outputs": "run",
-    "read_postmortem": "postmortem", "write_postmortem": "postmortem",
+    "write_postmortem": "postmortem",
     "DatasetModels": "outcome_models", "cycles_for": "outcome_models", "models_for": "outcome_models",
 }
 __all__ = sorted(_WHERE)

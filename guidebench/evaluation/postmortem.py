@@ -210,21 +210,3 @@ def write_postmortem(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
     json_path.write_text(pm.model_dump_json(indent=2) + "\n", encoding="utf-8")
     md_path.write_text(render_markdown(pm), encoding="utf-8")
     return {"postmortem": json_path, "postmortem_md": md_path}
-
-
-def read_postmortem(path: Path) -> PostMortem:
-    """The PostMortem in a postmortem.json; raises ValueError (one line) on an unreadable or failed one."""
-    from evals.postmortem import PostMortem
-
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable: {exc}") from None
-    if isinstance(data, dict) and "error" in data and len(data) == 1:
-        raise ValueError(f"{path}: {data['error']}")
-    try:
-        return PostMortem.model_validate(data)
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise ValueError(f"{path}: not a post-mortem of this version ({first[1] if len(first) > 1 else exc})") \
-            from None

@@ -3,7 +3,6 @@ run's artifacts) and its counts as metrics, next to the `postmortem.json` / `.md
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,14 +42,17 @@ def log_comparison(comparison: Any, prefix: str = "") -> None:
 
 
 def log_postmortem_file(path: Optional[Path], prefix: str = "") -> None:
-    """Log the post-mortem an eval wrote (nothing when there is none, or when it records a failure)."""
-    from evals.postmortem import PostMortem
+    """Log the post-mortem an eval wrote (nothing when there is none, or when it records a failure or cannot be
+    read: the eval's own files say why)."""
+    from evals.postmortem import read_postmortem
 
     if path is None or not Path(path).is_file():
         return
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if "error" not in data:
-        log_postmortem(PostMortem.model_validate(data), prefix)
+    try:
+        pm = read_postmortem(Path(path))
+    except ValueError:
+        return
+    log_postmortem(pm, prefix)
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:

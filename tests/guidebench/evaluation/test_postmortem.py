@@ -11,7 +11,8 @@ import pytest
 from evals.postmortem import PostMortem
 from evals.slices import FULL_AUTO_SLICES
 from guidebench.evaluation.run import evaluate
-from guidebench.evaluation.postmortem import JSON_FILE, MARKDOWN_FILE, fmt_interval, read_postmortem
+from evals.postmortem import read_postmortem
+from guidebench.evaluation.postmortem import JSON_FILE, MARKDOWN_FILE, fmt_interval
 
 from leaderboard_support import make_dataset
 
