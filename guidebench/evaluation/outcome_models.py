@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -80,12 +79,15 @@ def _load(path: Path) -> Optional[tuple[Any, Any, dict[str, Any]]]:
 
 
 def _save(path: Path, fitted: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Cache a fit (readers see the old entry or the whole new one); a cache the disk refuses is only a warning."""
+    from optimizers.checkpoint import atomic_write_text
+
     data = {"outcome": fitted.outcome.to_state(), "propensity": fitted.propensity.to_state(), "chosen": fitted.chosen}
-    handle, staging = tempfile.mkstemp(prefix=path.name, dir=path.parent)
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(data, out)
-    os.replace(staging, path)  # readers see the old entry or the whole new one
+    try:
+        atomic_write_text(path, json.dumps(data))
+    except OSError as exc:
+        print(f"warning: the outcome models are not cached ({path}: {exc.strerror or exc}); they are fit again "
+              "next time", file=sys.stderr)
 
 
 def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> DatasetModels:
