@@ -132,8 +132,7 @@ class LearnedCycles(CyclesModel):
         return found
 
     def applies(self, packet: AdvisorPacket) -> bool:
-        best = packet.best_cycles if packet.best_cycles is not None else packet.experiment_summary.best_cycles
-        return best is not None and best > 0
+        return packet.best_so_far is not None
 
     def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
                     rollouts: int = ROLLOUTS) -> Optional[float]:

@@ -104,7 +104,7 @@ def _expected_effect(packet: AdvisorPacket, lowering: bool) -> int:
     else a share of the best so far (1% for a bound-lowering family, 0.5% for schedule), so that the guess follows
     the kernel's scale instead of a constant fitted to one kernel."""
     profile = packet.performance_profile
-    best = packet.best_cycles or 1000
+    best = packet.best_so_far or 1000  # no best known: a thousand-cycle kernel's share
     if profile is not None and profile.schedule_cycles_estimate and profile.tight_lb_cycles:
         gap = profile.schedule_cycles_estimate - profile.tight_lb_cycles
         if not lowering and gap > 0:

@@ -205,3 +205,10 @@ class AdvisorPacket(BaseModel):
     experiment_log_tail: list[Union[str, dict[str, Any]]] = Field(default_factory=list)
     experiment_summary: ExperimentSummary = Field(default_factory=ExperimentSummary)
     performance_profile: Optional[PerformanceProfile] = None
+
+    @property
+    def best_so_far(self) -> Optional[int]:
+        """The best cycles the next attempt starts from: the packet's (the runner's), else its summary's; None
+        unless positive."""
+        best = self.best_cycles if self.best_cycles is not None else self.experiment_summary.best_cycles
+        return best if isinstance(best, int) and best > 0 else None

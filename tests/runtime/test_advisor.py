@@ -106,3 +106,13 @@ def test_packet_from_the_original_loop_runner():
     })
     assert packet.strategy_family_constraints.blocked_families == ["family:schedule"]
     assert packet.experiment_log_tail == [OLD_LINE]
+
+
+@pytest.mark.parametrize("packet, best", [
+    ({"best_cycles": 1436, "experiment_summary": {"best_cycles": 1500}}, 1436),  # the runner's best first
+    ({"experiment_summary": {"best_cycles": 1500}}, 1500),
+    ({"best_cycles": 0, "experiment_summary": {"best_cycles": 1500}}, None),  # a best of 0 cycles is not a best
+    ({}, None),
+])
+def test_the_best_so_far_is_the_packets_else_its_summarys(packet, best):
+    assert AdvisorPacket.model_validate(packet).best_so_far == best
