@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from runtime.fullauto import GuardrailContext, GuidanceDecision
+from runtime.fullauto import ORPHAN_RUN, GuardrailContext, GuidanceDecision
 from runtime.guardrails import apply_guardrails
 from runtime.records import DecisionRecord
 from runtime.provenance import Provenance, record_key
@@ -33,7 +33,6 @@ from runtime.shadow_log import ShadowModule
 
 from .metrics_fullauto import MAX_COST, decision_cost
 
-ORPHAN_RUN = "unknown"  # the writer's run id of a decision made after its run state was dropped
 
 
 def dispatched_objective(label_action: str, action: str) -> float:

@@ -323,6 +323,9 @@ class GuardrailAudit(BaseModel):
         return self.original_action != self.enforced_action
 
 
+ORPHAN_RUN = "unknown"  # the writer's run id of a decision made after its run state was dropped
+
+
 class DecisionLogLine(BaseModel):
     """One line of `fullauto-decisions.jsonl` (formats.md §1.4).
 

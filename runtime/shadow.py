@@ -29,13 +29,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from runtime.fullauto import DecisionLogLine, FullAutoTurnSummary, GuardrailConfig, GuardrailContext, GuidanceDecision
+from runtime.fullauto import (ORPHAN_RUN, DecisionLogLine, FullAutoTurnSummary, GuardrailConfig, GuardrailContext,
+                              GuidanceDecision)
 from runtime.guardrails import apply_guardrails
 from runtime.records import inputs_hash
 from runtime.checksums import module_checksum
 from runtime.shadow_log import SCHEMA_VERSION, SHADOW_FILE, ShadowAnswer, ShadowDecisionLine, ShadowModule
 
-ORPHAN_RUN = "unknown"  # the writer's run id of a decision made after its run state was dropped
 _ERROR_CHARS = 300
 _STOP = object()
 

@@ -35,7 +35,7 @@ from runtime.fullauto import (
     RunEvent,
     RunFile,
 )
-from runtime.fullauto import f32_shortest
+from runtime.fullauto import ORPHAN_RUN, f32_shortest
 from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef, inputs_hash
 
 from guidebench.errors import GuidebenchError, refused_write
@@ -53,7 +53,6 @@ LABELS_FILE = "labels.jsonl"
 MAX_RUN_FILE_BYTES = 1024 * 1024
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 _RAW_KEYS = ("raw_prediction", "parse_diagnostics")
-ORPHAN_RUN = "unknown"  # the writer's run id for a decision made after the run state was dropped
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,10 @@ from typing import Iterable, Optional
 
 from tqdm import tqdm
 
+from runtime.fullauto import ORPHAN_RUN
+
 from guidebench.simulators import fullauto_logs as logs
 from guidebench.simulators.fullauto import FullAutoSimulator, SimRun
-from guidebench.simulators.fullauto_world import ORPHAN_RUN
 
 from guidebench.errors import GuidebenchError
 from guidebench.data.fullauto import DECISIONS_FILE, LABELS_FILE, RAW_FILE, RUNS_DIR

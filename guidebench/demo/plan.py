@@ -27,7 +27,6 @@ PACKAGE_VERSION = "1.0.0"
 SHADOW_PROGRAM = "full_auto.always_continue"
 SHADOW_NAME = "fullauto-always-continue"
 SHADOW_SEED = 11
-ORPHAN_RUN = "unknown"  # the writer's run id of decisions made after their run state was dropped
 # The share of turns a cascade fitted on the demo's train split hands to its LM at its default threshold
 # (measured on the sample: about 0.2); only the estimate of LM calls printed at the start uses it.
 CASCADE_LM_SHARE = 0.25

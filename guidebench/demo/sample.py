@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from guidebench.demo.plan import ORPHAN_RUN, Plan
+from runtime.fullauto import ORPHAN_RUN
+
+from guidebench.demo.plan import Plan
 from guidebench.errors import GuidebenchError
 
 

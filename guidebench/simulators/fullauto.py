@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from runtime.fullauto import (
+    ORPHAN_RUN,
     DecisionLogLine,
     FullAutoTurnSummary,
     GuardrailAudit,
@@ -70,7 +71,7 @@ from guidebench.simulators.fullauto_policy import (
 )
 from guidebench.simulators.fullauto_world import (
     BLOCKERS, Decision, DECISION_MODEL, DIFF_LINES, EPOCH_NS, FALLBACK_PROMPT, GUARDRAIL_CHOICES, HiddenState,
-    MAX_STEPS, new_uuid, ORPHAN_RUN, pretty_json, rfc3339, RISKY_FILES, RunState, SECOND_NS, SESSION_SPACING_NS,
+    MAX_STEPS, new_uuid, pretty_json, rfc3339, RISKY_FILES, RunState, SECOND_NS, SESSION_SPACING_NS,
     SimConfig, SimRunEvent, StepResult, TASKS, TrueLabel, TURN_ERRORS
 )
 

@@ -22,7 +22,6 @@ from guidebench.simulators.fullauto_policy import PolicyNoise
 # The original's fallback prompt when a continue comes without next_input (DEFAULT_CONTINUE_PROMPT).
 FALLBACK_PROMPT = "Continue immediately. Do not ask for confirmation or pause. If errors occur, recover and keep going."
 DECISION_MODEL = "sim-deployed-policy@1"
-ORPHAN_RUN = "unknown"
 SECOND_NS = 1_000_000_000
 EPOCH_NS = int(datetime(2025, 6, 2, 9, 0, tzinfo=timezone.utc).timestamp()) * SECOND_NS
 SESSION_SPACING_NS = 6 * 3600 * SECOND_NS
