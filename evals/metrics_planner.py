@@ -182,6 +182,18 @@ def _family(directive: Optional[Mapping[str, Any]]) -> Optional[str]:
     return family if family in FAMILIES else None
 
 
+def applied_family(outcome: PlannerOutcome, need: PivotRequirement) -> Optional[str]:
+    """The family the loop runner carries out (None: none): a valid directive's family the pivot protocol allows,
+    or a replayed log line's as logged, blocked or not. The metric's estimate and the off-policy choices both
+    read it."""
+    if outcome.extra.get("unscored"):
+        return None
+    family = _family(outcome.directive)
+    valid = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None
+    replayed = bool(outcome.extra.get("replays_log"))
+    return family if valid and family is not None and (family in need.allowed or replayed) else None
+
+
 def _complies(family: Optional[str], need: PivotRequirement) -> bool:
     if family is None or family not in need.allowed:
         return False
@@ -237,8 +249,7 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
         "pivot_required": float(need.required),
         "cycles_improvement": nan, "improvement_ratio": nan, "effect_abs_error": nan, "effect_calibration": nan,
     }
-    # A replayed log line was carried out as logged, blocked family or not.
-    applied = valid and family is not None and (allowed or replayed)
+    applied = applied_family(outcome, need) is not None
     gain, ratio, _ = _estimate(outcome, need, applied)
     if gain is not None:
         scores["cycles_improvement"] = gain
@@ -301,8 +312,7 @@ def feedback_by_metric(outcome: PlannerOutcome) -> dict[str, str]:
         notes["cycles_improvement"] = f"Not scored: {outcome.extra['unscored']}."
         return notes
     model = outcome.cycles_model
-    usable = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
-        and family is not None and (family in need.allowed or bool(outcome.extra.get("replays_log")))
+    usable = applied_family(outcome, need) is not None
     gain, _, best = _estimate(outcome, need, usable)
     if not model.applies(outcome.packet):
         notes["cycles_improvement"] = (f"No improvement estimate: the {model.name} cycles model does not apply to "

@@ -50,7 +50,6 @@ from runtime import (
     apply_guardrails,
 )
 
-from runtime.advisor import FAMILIES
 
 from . import metrics_fullauto, metrics_planner
 from .cycles import CyclesModel
@@ -297,9 +296,6 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
         note = metrics_planner.feedback(outcome)
     need = metrics_planner.pivot_requirement(record.packet)
     directive = outcome.directive
-    family = (directive or {}).get("strategy_family")
-    carried_out = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None \
-        and family in need.allowed or (replays_log and error is None and family in FAMILIES)
     return {
         "record_id": record.record_id,
         "group_id": record.episode_id,
@@ -315,7 +311,7 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
         "logged_family": record.outcome.family if record.outcome else None,
         "logged_cycles": record.outcome.cycles if record.outcome else None,
         # what the loop runner carries out (None: it rejects the directive), for the off-policy estimates
-        "applied_family": family if carried_out and not outcome.extra.get("unscored") else None,
+        "applied_family": metrics_planner.applied_family(outcome, need),
         "allowed_families": json.dumps(list(need.allowed)),
         "compliant_families": json.dumps(list(metrics_planner.compliant_families(record.packet))),
         "best_cycles": record.packet.best_cycles,
