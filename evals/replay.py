@@ -433,7 +433,8 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
     done = [row for row in rows if row is not None]
     metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed)
     summary = _summary(kind, done, wall, threads)
-    summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed)
+    summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed,
+                   replays_log=replays_log)
     if kind == "planner":
         model = cycles_model or metrics_planner.SimulatorCycles()
         summary["cycles_model"] = {"name": model.name, "estimator": model.estimator,

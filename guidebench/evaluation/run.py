@@ -245,7 +245,7 @@ def scored_replay(program: Any, records: Sequence[Any], cycles: Any, *, name: st
                     name=name, cycles_model=cycles.model if cycles is not None else None)
     if cycles is not None:
         add_offpolicy(result, records, cycles, program=name, seed=seed,
-                      replays_log=bool(getattr(program, "replays_log", False)))
+                      replays_log=bool(result.summary.get("replays_log")))
     return result
 
 

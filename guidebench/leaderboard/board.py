@@ -252,7 +252,9 @@ def _off_policy(item: ScoredVariant, split: FrozenSplit, cycles: Any, seed: int)
 
     ids = [row["record_id"] for row in item.result.rows]
     by_id = {record.record_id: record for record in split.records}
-    replays_log = item.variant.label == DEPLOYED_PLANNER or item.variant.manifest.entry == DEPLOYED_PLANNER
+    # replay says whether the program replays the log; an eval folder written before it did, by its name
+    replays_log = item.result.summary.get("replays_log", DEPLOYED_PLANNER in (item.variant.label,
+                                                                            item.variant.manifest.entry))
     summary = offpolicy_summary([by_id[i] for i in ids], item.result.rows, cycles.models,
                                 program=item.variant.label, seed=seed, replays_log=replays_log)
     item.result.summary["off_policy"] = summary
