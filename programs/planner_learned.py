@@ -84,6 +84,8 @@ class PlannerLearned(dspy.Module):
         return model
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
+        """The directive of the allowed family with the highest estimated improvement (the safe default without a
+        packet)."""
         model = self.model
         packet = packet_from_inputs(inputs)
         if packet is None:

@@ -64,7 +64,7 @@ def _finite_float(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-def _rfc3339(value: str) -> str:
+def rfc3339_text(value: str) -> str:
     """Accept an RFC 3339 date-time with an offset (chrono writes up to 9 fraction digits)."""
     match = _RFC3339.match(value)
     if match is None:
@@ -353,7 +353,7 @@ class DecisionLogLine(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _timestamp_is_rfc3339(cls, value: str) -> str:
-        return _rfc3339(value)
+        return rfc3339_text(value)
 
     @field_validator("guardrail", mode="before")
     @classmethod
@@ -405,7 +405,7 @@ class RawDecisionLogLine(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _timestamp_is_rfc3339(cls, value: str) -> str:
-        return _rfc3339(value)
+        return rfc3339_text(value)
 
 
 class RunFile(BaseModel):
@@ -430,7 +430,7 @@ class RunFile(BaseModel):
     @field_validator("started_at")
     @classmethod
     def _started_at_is_rfc3339(cls, value: str) -> str:
-        return _rfc3339(value)
+        return rfc3339_text(value)
 
     def guardrail_config(self) -> GuardrailConfig:
         """The config this run used."""
@@ -455,4 +455,4 @@ class RunEvent(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _timestamp_is_rfc3339(cls, value: str) -> str:
-        return _rfc3339(value)
+        return rfc3339_text(value)

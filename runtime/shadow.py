@@ -93,10 +93,10 @@ def _decision_of(result: Any) -> Optional[GuidanceDecision]:
 
 def _check_lm(candidate: Any) -> None:
     """A loaded module that calls an LM and has none would answer the safe pause on every turn: refused now."""
-    from runtime.frozen.modules import FrozenGuidanceModule, _require_lm
+    from runtime.frozen.modules import FrozenGuidanceModule, require_lm
 
     if isinstance(candidate, FrozenGuidanceModule):
-        _require_lm(candidate)
+        require_lm(candidate)
 
 
 class ShadowRunner:

@@ -29,7 +29,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from runtime.fullauto import Action, GuardrailAudit, GuardrailConfig, GuidanceDecision, _rfc3339
+from runtime.fullauto import Action, GuardrailAudit, GuardrailConfig, GuidanceDecision, rfc3339_text
 
 SHADOW_FILE = "shadow-decisions.jsonl"
 SCHEMA_VERSION = 1
@@ -147,7 +147,7 @@ class ShadowDecisionLine(ShadowOutcome):
     @field_validator("timestamp", "decision_timestamp")
     @classmethod
     def _timestamps(cls, value: str) -> str:
-        return _rfc3339(value)
+        return rfc3339_text(value)
 
     @field_validator("inputs_hash")
     @classmethod

@@ -364,7 +364,7 @@ class FrozenGuidanceModule:
         model = self.manifest.trained_model
         cascade = model is not None and model.threshold is not None
         if not cascade:
-            _require_lm(self)
+            require_lm(self)
         prediction: Any = None
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
@@ -374,7 +374,7 @@ class FrozenGuidanceModule:
         except Exception as exc:  # an input the program cannot read is a safe pause, as any fault below
             return GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)]), None, None
         if handed_over:
-            _require_lm(self, "hands this turn to its LM program (its model is not sure of it)")
+            require_lm(self, "hands this turn to its LM program (its model is not sure of it)")
         try:
             with _lm_scope(self.lm), dspy.context(track_usage=True):
                 prediction = self.program(**inputs)
@@ -447,7 +447,7 @@ class FrozenPlannerModule:
         LM and none is set (every answer would be the safe default).
         """
         packet = read_packet(packet)
-        _require_lm(self)
+        require_lm(self)
         blocked = list(packet.strategy_family_constraints.blocked_families)
         try:
             inputs = self._inputs(packet) if self._inputs else packet_inputs(packet)
@@ -479,7 +479,7 @@ def _has_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> bool:
     return module.lm is not None or dspy.settings.lm is not None
 
 
-def _require_lm(module: FrozenGuidanceModule | FrozenPlannerModule, what: str = "calls an LM") -> None:
+def require_lm(module: FrozenGuidanceModule | FrozenPlannerModule, what: str = "calls an LM") -> None:
     """Refuse to decide without an LM: each answer would be the safe default, with the reason hidden in its errors."""
     if not module.manifest.uses_lm or _has_lm(module):
         return
