@@ -145,6 +145,11 @@ class LoggedTurnSummary(FullAutoTurnSummary):
     turn_count: int = Field(ge=0)
     no_progress_count: int = Field(ge=0)
 
+    def as_turn_summary(self) -> FullAutoTurnSummary:
+        """The summary the decision was made on, as the program reads it: what every inputs hash of a logged line
+        is computed from (the import's and the shadow writer's, which must agree for their lines to join)."""
+        return FullAutoTurnSummary.model_validate(self.model_dump())
+
 
 def _token_count(value: Any) -> Optional[int]:
     # As the original's `as_u64`: a non-negative JSON integer up to u64; 5.0, "5" and true are not counts.

@@ -33,7 +33,6 @@ from runtime.fullauto import (ORPHAN_RUN, DecisionLogLine, FullAutoTurnSummary, 
                               GuidanceDecision)
 from runtime.guardrails import apply_guardrails
 from runtime.records import inputs_hash
-from runtime.checksums import module_checksum
 from runtime.shadow_log import SCHEMA_VERSION, SHADOW_FILE, ShadowAnswer, ShadowDecisionLine, ShadowModule
 
 _ERROR_CHARS = 300
@@ -121,8 +120,7 @@ class ShadowRunner:
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; shadow decisions are Full Auto's")
         _check_lm(candidate)
         self.candidate = candidate
-        self.module = ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
-                                   checksum=module_checksum(candidate.path))
+        self.module = ShadowModule.of(manifest, candidate.path)
         self.path = Path(log_dir) / SHADOW_FILE
         self.deadline_s = float(deadline_s)
         self.max_pending = max_pending
@@ -205,7 +203,7 @@ class ShadowRunner:
         try:
             logged = _read_line(job.line)
             config = _read_config(job.config, logged.run_id)
-            summary = FullAutoTurnSummary.model_validate(logged.summary.model_dump())
+            summary = logged.summary.as_turn_summary()
         except Exception:  # noqa: BLE001 - not a decision line: counted, no line to join
             self.counts["unreadable"] += 1
             return None

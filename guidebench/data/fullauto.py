@@ -214,7 +214,7 @@ def _unredacted_hash(text: str, config: GuardrailConfig) -> Optional[str]:
         summary = DecisionLogLine.model_validate_json(text).summary
     except (ValidationError, ValueError):
         return None
-    return inputs_hash(FullAutoTurnSummary.model_validate(summary.model_dump()), config)
+    return inputs_hash(summary.as_turn_summary(), config)
 
 
 def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool,

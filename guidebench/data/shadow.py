@@ -29,7 +29,6 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from runtime.checksums import module_checksum
 from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule
 
@@ -54,8 +53,7 @@ def judged_module(path: Optional[str | Path]) -> Optional[ShadowModule]:
         manifest = verify_frozen(Path(path))
     except FrozenModuleError as exc:
         raise GuidebenchError(f"--shadow-module {path}: {exc.reason}") from None
-    return ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
-                        checksum=module_checksum(path))
+    return ShadowModule.of(manifest, Path(path))
 
 
 def _most_named(file: Path) -> Optional[ShadowModule]:

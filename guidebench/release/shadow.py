@@ -149,11 +149,6 @@ def _fmt(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:+.4f}"
 
 
-def _identity(manifest: FrozenManifest, module_dir: Path) -> ShadowModule:
-    return ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
-                        checksum=folder_digest(module_dir))
-
-
 def judge(module: ShadowModule, records: list[Any], dataset_id: str, gates: SequentialGates,
           learned: Optional[Any] = None) -> ShadowReport:
     """Pair the records' shadow decisions of `module` with the deployed ones (leaving out the turns it learned from,
@@ -192,7 +187,7 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
         records = load_records(data, "all")
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from None
-    report = judge(_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
+    report = judge(ShadowModule.of(manifest, module_dir), records, info["dataset_id"], gates.sequential,
                    learned=manifest.provenance)
     if record and report.verdict.verdict != "keep shadowing":
         report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
