@@ -10,11 +10,11 @@ import base64
 import html
 import json
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from evals.stats import MetricValue, describe_interval
 
-from guidebench.evaluation.postmortem import fmt_p
+from guidebench.evaluation.postmortem import fmt_p, table
 from guidebench.leaderboard.models import (
     ALPHA,
     Comparison,
@@ -98,16 +98,6 @@ def write_json(board: Leaderboard, path: Path) -> Path:
 
 
 # ----- Markdown ---------------------------------------------------------------------------------
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return lines
-
 
 def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
     return [
@@ -225,7 +215,7 @@ def render_markdown(board: Leaderboard) -> str:
     lines += [f"- **{key}**: {value}" for key, value in _summary_lines(board)]
     if board.command:
         lines += ["", "Regenerate with:", "", "```", board.command, "```"]
-    lines += ["", "## Ranking", ""] + _md_table(*_ranking_table(board))
+    lines += ["", "## Ranking", ""] + table(*_ranking_table(board))
     lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records, with its 95% "
               "interval; its p-value is a paired permutation test (McNemar for accuracy). \"Cannot tell apart\" "
               "means the data cannot show a difference at p < 0.05, whatever the point estimates say.", ""]
@@ -235,14 +225,14 @@ def render_markdown(board: Leaderboard) -> str:
                   for name, run_id, url in _run_links(board)] + [""]
     if _has_off_policy(board):
         lines += ["Off-policy estimates of each row's improvement per record (cycles), every estimator:", ""]
-        lines += _md_table(["variant", "DM", "IPW", "DR"],
+        lines += table(["variant", "DM", "IPW", "DR"],
                            [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
                             for row in board.rows if row.off_policy is not None]) + [""]
-    lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + _md_table(*_metrics_table(board))
+    lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
-        lines += ["", "## Paired comparisons with the champion", ""] + _md_table(header, rows)
-    lines += ["", "## Cost per 1,000 decisions", ""] + _md_table(*_cost_table(board))
+        lines += ["", "## Paired comparisons with the champion", ""] + table(header, rows)
+    lines += ["", "## Cost per 1,000 decisions", ""] + table(*_cost_table(board))
     lines += ["", f"Pareto front ({board.ranking_metric} against {board.cost_axis.replace('_', ' ')}): "
               + ", ".join(board.pareto), ""]
     lines += ["## Plots", "", f"![metrics]({METRICS_PNG})", "", f"![quality against cost]({QUALITY_COST_PNG})", ""]
@@ -255,7 +245,7 @@ def render_markdown(board: Leaderboard) -> str:
                   f"{diff.fixed} fixed, {diff.broken} broken, {diff.changed} changed otherwise "
                   f"(by per-record `{diff.score_metric}`).", ""]
         if diff.records:
-            lines += _md_table(["record", "change", "label", diff.champion, diff.challenger, "inputs"],
+            lines += table(["record", "change", "label", diff.champion, diff.challenger, "inputs"],
                                [[d.record_id, d.change, d.label or "—", _decision_text(d.champion),
                                  _decision_text(d.challenger), _short(_inputs_digest(d), 240)]
                                 for d in diff.records[:DIFF_RECORDS_SHOWN]])
