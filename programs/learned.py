@@ -43,11 +43,15 @@ class NotFittedError(RuntimeError):
     """A trained program used before the `fit` recipe fitted it."""
 
 
-class TrainedModel(Parameter):
-    """The fitted decision model of a program: a parameter that is no predictor, saved as JSON in its state."""
+class FittedModel(Parameter):
+    """A model fitted on the logs, held by a program as a parameter that is no predictor and saved as JSON in its
+    state (`{"model": null}` before fitting). Subclasses name the model class and the error a bad state raises."""
+
+    model_class: Any
+    error_class: type[Exception]
 
     def __init__(self, state: Optional[dict[str, Any]] = None) -> None:
-        self.model: Optional[TrainedDecisionModel] = None
+        self.model: Any = None
         if state is not None:
             self.load_state(state)
 
@@ -56,7 +60,7 @@ class TrainedModel(Parameter):
         """True once a model is loaded or fitted."""
         return self.model is not None
 
-    def set_model(self, model: TrainedDecisionModel) -> None:
+    def set_model(self, model: Any) -> None:
         """Use this fitted model."""
         self.model = model
 
@@ -67,22 +71,29 @@ class TrainedModel(Parameter):
         """The model's JSON state (`{"model": null}` before fitting)."""
         return {"model": None if self.model is None else self.model.to_state()}
 
-    def load_state(self, state: dict[str, Any]) -> "TrainedModel":
-        """Load `dump_state()` data (TrainedModelError names what is wrong)."""
+    def load_state(self, state: dict[str, Any]) -> "FittedModel":
+        """Load `dump_state()` data (the subclass's error names what is wrong)."""
         if not isinstance(state, dict) or "model" not in state:
-            raise TrainedModelError(f"a trained-model entry is {{'model': {{...}}}}, got {str(state)[:80]!r}")
-        self.model = None if state["model"] is None else TrainedDecisionModel.from_state(state["model"])
+            raise self.error_class(f"a fitted-model entry is {{'model': {{...}}}}, got {str(state)[:80]!r}")
+        self.model = None if state["model"] is None else self.model_class.from_state(state["model"])
         return self
 
+    def fitted_model(self, name: str) -> Any:
+        """The model; NotFittedError, with the command that fits it, before the fit."""
+        if self.model is None:
+            raise NotFittedError(f"{name} is not fitted: compile it first, e.g. `guidebench compile --program {name} "
+                                 "--optimizer fit --data DATASET`")
+        return self.model
+
     def __repr__(self) -> str:
-        return f"TrainedModel({'fitted' if self.fitted else 'not fitted'})"
+        return f"{type(self).__name__}({'fitted' if self.fitted else 'not fitted'})"
 
 
-def _fitted(parameter: TrainedModel, name: str) -> TrainedDecisionModel:
-    if parameter.model is None:
-        raise NotFittedError(f"{name} is not fitted: compile it first, e.g. `guidebench compile --program {name} "
-                             "--optimizer fit --data DATASET`")
-    return parameter.model
+class TrainedModel(FittedModel):
+    """The fitted decision model of a Full Auto program (`runtime.trained`)."""
+
+    model_class = TrainedDecisionModel
+    error_class = TrainedModelError
 
 
 class FullAutoLearned(dspy.Module):
@@ -93,7 +104,7 @@ class FullAutoLearned(dspy.Module):
         self.trained_model = TrainedModel()
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        model = _fitted(self.trained_model, "full_auto.learned")
+        model = self.trained_model.fitted_model("full_auto.learned")
         decision = model.decide(inputs)
         return decision_prediction(decision, decided_by=MODEL_PATH, probabilities=model.probabilities(inputs))
 
@@ -168,7 +179,7 @@ class FullAutoCascade(dspy.Module):
 
     def model_decision(self, inputs: dict[str, Any]) -> Optional[Any]:
         """The model's decision when it is sure enough to answer, else None (the LM's turn)."""
-        decision = _fitted(self.trained_model, "full_auto.cascade").decide(inputs)
+        decision = self.trained_model.fitted_model("full_auto.cascade").decide(inputs)
         return decision if decision.confidence >= self.cascade.threshold else None
 
     def forward(self, **inputs: Any) -> dspy.Prediction:

@@ -12,53 +12,26 @@ No LM call. The model is program state (`outcome_model`, JSON): an export loads 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import dspy
-from dspy.predict.parameter import Parameter
 
 from runtime.advisor import FAMILIES
 from runtime.outcome import OUTCOME_MODEL_KEY, FamilyEstimate, OutcomeModel, OutcomeModelError
 
 from .inputs import packet_from_inputs
-from .learned import NotFittedError
+from .learned import FittedModel
 from .results import directive_prediction, safe_directive
 from .rules_planner import RuleChoice, protocol_view, rule_choice, rule_directive
 
 NAME = "planner.learned"
 
 
-class OutcomeModelParameter(Parameter):
-    """The fitted outcome model of a planner: a parameter that is no predictor, saved as JSON in its state."""
+class OutcomeModelParameter(FittedModel):
+    """The fitted outcome model of a planner (`runtime.outcome`)."""
 
-    def __init__(self) -> None:
-        self.model: Optional[OutcomeModel] = None
-
-    @property
-    def fitted(self) -> bool:
-        """True once a model is loaded or fitted."""
-        return self.model is not None
-
-    def set_model(self, model: OutcomeModel) -> None:
-        """Use this fitted model."""
-        self.model = model
-
-    def reset(self) -> None:
-        """Keep the model (an optimizer's reset copy keeps what it does not compile)."""
-
-    def dump_state(self, json_mode: bool = True) -> dict[str, Any]:
-        """The model's JSON state (`{"model": null}` before fitting)."""
-        return {"model": None if self.model is None else self.model.to_state()}
-
-    def load_state(self, state: dict[str, Any]) -> "OutcomeModelParameter":
-        """Load `dump_state()` data (OutcomeModelError names what is wrong)."""
-        if not isinstance(state, dict) or "model" not in state:
-            raise OutcomeModelError(f"an outcome-model entry is {{'model': {{...}}}}, got {str(state)[:80]!r}")
-        self.model = None if state["model"] is None else OutcomeModel.from_state(state["model"])
-        return self
-
-    def __repr__(self) -> str:
-        return f"OutcomeModelParameter({'fitted' if self.fitted else 'not fitted'})"
+    model_class = OutcomeModel
+    error_class = OutcomeModelError
 
 
 def _value(estimate: FamilyEstimate) -> float:
@@ -77,11 +50,7 @@ class PlannerLearned(dspy.Module):
     @property
     def model(self) -> OutcomeModel:
         """The fitted model (NotFittedError before the fit)."""
-        model = getattr(self, OUTCOME_MODEL_KEY).model
-        if model is None:
-            raise NotFittedError(f"{NAME} is not fitted: compile it first, e.g. `guidebench compile --program {NAME} "
-                                 "--optimizer fit --data DATASET`")
-        return model
+        return getattr(self, OUTCOME_MODEL_KEY).fitted_model(NAME)
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """The directive of the allowed family with the highest estimated improvement (the safe default without a

@@ -39,7 +39,7 @@ def test_the_model_is_program_state_that_round_trips(model):
     assert [again(**ex.inputs()).action for ex in DEV] == [learned(**ex.inputs()).action for ex in DEV]
     learned.trained_model.reset()  # an optimizer's student keeps the model
     assert learned.trained_model.fitted
-    with pytest.raises(ValueError, match="a trained-model entry is"):
+    with pytest.raises(ValueError, match="a fitted-model entry is"):
         TrainedModel().load_state({"weights": []})
 
 
