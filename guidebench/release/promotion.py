@@ -204,12 +204,15 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _ref(manifest: FrozenManifest, module_dir: Path, digest: str, registry_version: Optional[str] = None) -> ModuleRef:
+def module_ref(manifest: FrozenManifest, module_dir: Path, digest: str,
+               registry_version: Optional[str] = None) -> ModuleRef:
+    """The ledger's reference to an exported module folder."""
     return ModuleRef(name=manifest.name, version=manifest.version, package=manifest.package, digest=digest,
                      path=str(module_dir), registry_version=registry_version)
 
 
-def _registered_ref(module: RegisteredModule) -> ModuleRef:
+def registered_ref(module: RegisteredModule) -> ModuleRef:
+    """The ledger's reference to a module in the registry."""
     name, _, version = module.package.partition("@")
     return ModuleRef(name=module.name, version=version, package=module.package, digest=module.digest,
                      path=module.source, registry_version=module.version)
@@ -309,11 +312,14 @@ def gather_evidence(manifest: FrozenManifest, module_dir: Path, champion_dir: Op
 
 # ----- promote and roll back --------------------------------------------------------------------
 
-def _record(**fields: Any) -> PromotionRecord:
+def new_record(**fields: Any) -> PromotionRecord:
+    """A ledger entry of a new attempt (its id and time set here)."""
     return PromotionRecord(attempt_id=uuid.uuid4().hex[:12], at=_now(), **fields)
 
 
-def _log_run(registry: ModuleRegistry, record: PromotionRecord, module_dir: Optional[Path] = None) -> Optional[str]:
+def log_promotion_run(registry: ModuleRegistry, record: PromotionRecord,
+                      module_dir: Optional[Path] = None) -> Optional[str]:
+    """An MLflow run of a promotion attempt (its params, evidence and files); its id, None when it cannot log."""
     params = {"action": record.action, "package": record.module.package or record.module.name,
               "digest": record.module.digest, "outcome": record.outcome, "from_state": record.from_state,
               "to_state": record.to_state, "attempt_id": record.attempt_id,
@@ -349,10 +355,10 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
         manifest = verify_frozen(module_dir)
     except FrozenModuleError as exc:
         digest = folder_digest(module_dir) if (module_dir / CHECKSUMS_FILE).is_file() else ""
-        record = _record(module=ModuleRef(name=module_dir.name, digest=digest, path=str(module_dir)),
-                         from_state="candidate", to_state="candidate", outcome="refused",
-                         reasons=[f"refused by the runtime loader: {exc.reason}"], **common)
-        record.mlflow_run_id = _log_run(registry, record)
+        record = new_record(module=ModuleRef(name=module_dir.name, digest=digest, path=str(module_dir)),
+                            from_state="candidate", to_state="candidate", outcome="refused",
+                            reasons=[f"refused by the runtime loader: {exc.reason}"], **common)
+        record.mlflow_run_id = log_promotion_run(registry, record)
         ledger.append(record)
         return record
     digest = folder_digest(module_dir)
@@ -365,9 +371,9 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     learned = check_overlap(manifest.provenance, eval_data.records, dataset_id=eval_data.dataset_id,
                             split=eval_data.split)
     if learned.status != "clean":  # before any replay: no evidence can come from records it learned from
-        record = _record(module=_ref(manifest, module_dir, digest), from_state=state, to_state=state,
-                         outcome="refused", reasons=[learned.line()], **common)
-        record.mlflow_run_id = _log_run(registry, record)
+        record = new_record(module=module_ref(manifest, module_dir, digest), from_state=state, to_state=state,
+                            outcome="refused", reasons=[learned.line()], **common)
+        record.mlflow_run_id = log_promotion_run(registry, record)
         ledger.append(record)
         return record
     champion_copy: Optional[Path] = None
@@ -385,33 +391,33 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     checks = evaluate_gates(gates, evidence.candidate_metrics, evidence.baseline_metrics, evidence.paired,
                             evidence.n_records, cost_uncomparable=cost_moot)
     failed = [check for check in checks if not check.passed]
-    champion_ref = _registered_ref(champion) if champion is not None else None
-    ref = _ref(manifest, module_dir, digest)
+    champion_ref = registered_ref(champion) if champion is not None else None
+    ref = module_ref(manifest, module_dir, digest)
     if failed:
-        record = _record(module=ref, from_state=state, to_state=state, outcome="rejected",
-                         reasons=[check.reason for check in failed], checks=checks, champion=champion_ref,
-                         evidence=evidence, **common)
-        record.mlflow_run_id = _log_run(registry, record)
+        record = new_record(module=ref, from_state=state, to_state=state, outcome="rejected",
+                            reasons=[check.reason for check in failed], checks=checks, champion=champion_ref,
+                            evidence=evidence, **common)
+        record.mlflow_run_id = log_promotion_run(registry, record)
         ledger.append(record)
         return record
-    staged = _record(module=ref, from_state=state, to_state="staged", outcome="staged",
-                     reasons=[check.reason for check in checks], checks=checks, champion=champion_ref,
-                     evidence=evidence, **common)
+    staged = new_record(module=ref, from_state=state, to_state="staged", outcome="staged",
+                        reasons=[check.reason for check in checks], checks=checks, champion=champion_ref,
+                        evidence=evidence, **common)
     if stage_only:
-        staged.mlflow_run_id = _log_run(registry, staged)
+        staged.mlflow_run_id = log_promotion_run(registry, staged)
         ledger.append(staged)
         return staged
     # The registered copy is the one production fetches: log the folder with the attempt.
-    run_id = _log_run(registry, staged, module_dir=module_dir)
+    run_id = log_promotion_run(registry, staged, module_dir=module_dir)
     staged.mlflow_run_id = run_id
     registered = register_once(registry, manifest, module_dir, digest, run_id)
     staged.module.registry_version = registered.version
     ledger.append(staged)
     replaced = registry.make_champion(manifest.name, registered.version)
-    promoted = _record(module=staged.module, from_state="staged", to_state="promoted", outcome="promoted",
-                       reasons=[champion_reason(registered, replaced)],
-                       champion=_registered_ref(replaced) if replaced else None, mlflow_run_id=run_id,
-                       checks=checks, evidence=evidence, **common)
+    promoted = new_record(module=staged.module, from_state="staged", to_state="promoted", outcome="promoted",
+                          reasons=[champion_reason(registered, replaced)],
+                          champion=registered_ref(replaced) if replaced else None, mlflow_run_id=run_id,
+                          checks=checks, evidence=evidence, **common)
     ledger.append(promoted)
     return promoted
 
@@ -450,14 +456,14 @@ def rollback_module(name_or_dir: str, *, reason: str = "", tracking_uri: Optiona
             raise GuidebenchError(f"{path}: cannot read the module name from manifest.json: {exc}") from exc
     registry = ModuleRegistry(tracking_uri)
     restored, rolled_back = registry.roll_back(name)
-    record = _record(action="rollback", module=_registered_ref(rolled_back), from_state="promoted",
-                     to_state="rolled_back", outcome="rolled_back",
-                     reasons=[reason or "manual rollback",
-                              f"alias {CHAMPION} -> version {restored.version} ({restored.package})"],
-                     champion=_registered_ref(restored))
-    record.mlflow_run_id = _log_run(registry, record)
+    record = new_record(action="rollback", module=registered_ref(rolled_back), from_state="promoted",
+                        to_state="rolled_back", outcome="rolled_back",
+                        reasons=[reason or "manual rollback",
+                                 f"alias {CHAMPION} -> version {restored.version} ({restored.package})"],
+                        champion=registered_ref(restored))
+    record.mlflow_run_id = log_promotion_run(registry, record)
     ledger.append(record)
-    ledger.append(_record(action="rollback", module=_registered_ref(restored), from_state=restored.state,
-                          to_state="promoted", outcome="promoted", mlflow_run_id=record.mlflow_run_id,
-                          reasons=[f"restored as {CHAMPION} by the rollback of {rolled_back.package}"]))
+    ledger.append(new_record(action="rollback", module=registered_ref(restored), from_state=restored.state,
+                             to_state="promoted", outcome="promoted", mlflow_run_id=record.mlflow_run_id,
+                             reasons=[f"restored as {CHAMPION} by the rollback of {rolled_back.package}"]))
     return record

@@ -24,8 +24,9 @@ from runtime.shadow_log import ShadowModule
 
 from guidebench.errors import GuidebenchError
 from guidebench.release.gates import GateCheck, SequentialGates, load_gates
-from guidebench.release.promotion import (PromotionLedger, PromotionRecord, SequentialEvidence, _log_run, _record, _ref,
-                                          _registered_ref, champion_reason, folder_digest, register_once)
+from guidebench.release.promotion import (PromotionLedger, PromotionRecord, SequentialEvidence, champion_reason,
+                                          folder_digest, log_promotion_run, module_ref, new_record, register_once,
+                                          registered_ref)
 
 REPORT_FILE = "shadow_report.json"
 PLOT_FILE = "shadow_report.png"
@@ -53,9 +54,10 @@ def start_shadow(module_dir: Path, *, ledger: Optional[PromotionLedger] = None) 
         return None
     if state == "promoted":
         raise GuidebenchError(f"{manifest.package} ({module_dir}) is promoted: it decides, it cannot shadow")
-    record = _record(action="shadow", module=_ref(manifest, module_dir, digest), from_state=state, to_state="shadow",
-                     outcome="shadow", reasons=[f"shadowing started: {manifest.package} decides beside the deployed "
-                                                "program and writes shadow-decisions.jsonl; never enforced"])
+    record = new_record(action="shadow", module=module_ref(manifest, module_dir, digest), from_state=state,
+                        to_state="shadow", outcome="shadow",
+                        reasons=[f"shadowing started: {manifest.package} decides beside the deployed program and "
+                                 "writes shadow-decisions.jsonl; never enforced"])
     ledger.append(record)
     return record
 
@@ -206,20 +208,20 @@ def _transition(report: ShadowReport, manifest: FrozenManifest, module_dir: Path
                             f"start of its shadowing with: guidebench shadow start {module_dir})")
         return None
     promote = report.verdict.verdict == "promote"
-    fields = dict(action="shadow", module=_ref(manifest, module_dir, digest), from_state="shadow", gates=gates,
+    fields = dict(action="shadow", module=module_ref(manifest, module_dir, digest), from_state="shadow", gates=gates,
                   checks=report.checks(), sequential=report.evidence(), reasons=[report.verdict.reason])
     if not promote:
-        entry = _record(to_state="rolled_back", outcome="rolled_back", **fields)
+        entry = new_record(to_state="rolled_back", outcome="rolled_back", **fields)
         ledger.append(entry)
         report.notes.append(f"ledger: shadow -> rolled_back (attempt {entry.attempt_id})")
         return entry
     registry = ModuleRegistry(tracking_uri)
-    entry = _record(to_state="promoted", outcome="promoted", **fields)
-    entry.mlflow_run_id = _log_run(registry, entry, module_dir=module_dir)
+    entry = new_record(to_state="promoted", outcome="promoted", **fields)
+    entry.mlflow_run_id = log_promotion_run(registry, entry, module_dir=module_dir)
     registered = register_once(registry, manifest, module_dir, digest, entry.mlflow_run_id)
     replaced = registry.make_champion(manifest.name, registered.version)
     entry.module.registry_version = registered.version
-    entry.champion = _registered_ref(replaced) if replaced else None
+    entry.champion = registered_ref(replaced) if replaced else None
     entry.reasons.append(champion_reason(registered, replaced))
     ledger.append(entry)
     report.notes.append(f"ledger: shadow -> promoted (attempt {entry.attempt_id}); {entry.reasons[-1]}")
