@@ -31,8 +31,6 @@ from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FI
                                      valid_name, valid_version)
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
-from runtime.outcome_features import FEATURES_VERSION as OUTCOME_FEATURES_VERSION
-from runtime.outcome_features import ROW_NAMES
 from runtime.provenance import NOTHING, Provenance, read_provenance
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
@@ -462,8 +460,7 @@ def _outcome_model(entry: str, state: Mapping[str, Any]) -> Optional[OutcomeMode
     except OutcomeModelError as exc:
         raise GuidebenchError(f"program {entry} has no usable outcome model ({exc}); fit it first: `guidebench "
                               f"compile --program {entry} --optimizer fit --data DATASET`") from None
-    return OutcomeModelSpec(features_version=OUTCOME_FEATURES_VERSION, families=model.families,
-                            n_features=len(ROW_NAMES), gain=model.gain.type, valid=model.valid.type)
+    return OutcomeModelSpec.of(model)
 
 
 def _demo_selection(source: ExportSource) -> tuple[Any, Optional[DemoSelector]]:

@@ -63,13 +63,11 @@ from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEn
 from runtime.checksums import verify_folder
 from runtime.frozen.knn import DemoSelector, KnnStateError
 from runtime.frozen.manifest import (COMPATIBLE_WITH, FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
-                                     READABLE_FORMAT_VERSIONS, FrozenManifest, FrozenModuleError, PredictorSpec,
-                                     dspy_compatible)
+                                     READABLE_FORMAT_VERSIONS, FrozenManifest, FrozenModuleError, OutcomeModelSpec,
+                                     PredictorSpec, dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
-from runtime.outcome_features import FEATURES_VERSION as OUTCOME_FEATURES_VERSION
-from runtime.outcome_features import ROW_NAMES
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -288,9 +286,7 @@ def read_outcome_model(state: dict[str, Any], manifest: FrozenManifest) -> Optio
         model = OutcomeModel.from_state(entry.get("model") if isinstance(entry, dict) else None)
     except OutcomeModelError as exc:
         raise FrozenModuleError(f"{PROGRAM_FILE} {OUTCOME_MODEL_KEY} is invalid: {exc}") from None
-    found = {"features_version": OUTCOME_FEATURES_VERSION, "families": model.families, "n_features": len(ROW_NAMES),
-             "gain": model.gain.type, "valid": model.valid.type}
-    for key, value in found.items():
+    for key, value in OutcomeModelSpec.of(model).model_dump(exclude={"scorer"}).items():
         if getattr(declared, key) != value:
             raise FrozenModuleError(f"{PROGRAM_FILE} {OUTCOME_MODEL_KEY} has {key} {value!r}, {MANIFEST_FILE} "
                                     f"declares {getattr(declared, key)!r}")

@@ -190,6 +190,14 @@ class OutcomeModelSpec(BaseModel):
     gain: Literal["trees", "linear"]
     valid: Literal["trees", "linear"]
 
+    @classmethod
+    def of(cls, model: Any) -> "OutcomeModelSpec":
+        """The summary of a loaded `runtime.outcome.OutcomeModel`, as this runtime's features read it."""
+        from runtime.outcome_features import FEATURES_VERSION, ROW_NAMES
+
+        return cls(features_version=FEATURES_VERSION, families=model.families, n_features=len(ROW_NAMES),
+                   gain=model.gain.type, valid=model.valid.type)
+
 
 class FrozenManifest(BaseModel):
     """`manifest.json` of a frozen module."""
