@@ -12,7 +12,7 @@ LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 WHEELHOUSE ?= $(HOME)/.cache/guidebench/wheels/llama-cpp-python-$(LLAMA_VERSION)-noamx
 LLAMA_WHEEL := $(WHEELHOUSE)/.built
 
-.PHONY: demo test test-fast install bench clean-venv
+.PHONY: demo test test-fast test-random test-isolated install bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,18 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
+
+# The suite in a random order (pytest-randomly), seeded: SEED=N repeats an order, without it a new seed is drawn.
+SEED ?=
+test-random: $(STAMP)
+	@seed="$(SEED)"; seed="$${seed:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"; \
+	echo "test order: seed $$seed (make test-random SEED=$$seed repeats it)"; \
+	$(PYTEST) -p randomly --randomly-seed=$$seed
+
+# Each test module alone, in a pytest process of its own (JOBS at a time); failing modules' output in build/isolated/.
+JOBS ?= 1
+test-isolated: $(STAMP)
+	$(BIN)/python tests/setup/each_module_alone.py --jobs $(JOBS)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_lm

@@ -12,6 +12,7 @@ from typing import Iterator, Optional, Sequence
 from guidebench.commands import build_parser
 from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, write_refused_line
 from guidebench.home import guidebench_home
+from guidebench.tracking.runs import quiet_mlflow
 
 
 @contextmanager
@@ -62,7 +63,7 @@ def _run(argv: Optional[Sequence[str]]) -> int:
         return 0
     try:
         _check_lm_spec(getattr(args, "lm", None))
-        with _api_base(getattr(args, "api_base", None)):
+        with _api_base(getattr(args, "api_base", None)), quiet_mlflow():
             return int(args.func(args) or 0)
     except GuidebenchError as exc:
         check_interrupted()

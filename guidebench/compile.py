@@ -42,6 +42,8 @@ from guidebench.evaluation import (EvalData, learned_from_summary, load_eval_dat
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
+# The marker entry of a compile folder naming the MLflow run that wrote it (`compile --resume` takes only that one).
+RUN_ID_KEY = "mlflow_run_id"
 
 
 @dataclass
@@ -329,7 +331,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     """Compile, evaluate on dev and test, compare with the baseline, save and track; returns the outcome.
 
     The output folder follows `guidebench.outputs`: an earlier compile's folder is replaced only with
-    `force` or on a resume; it is written aside and renamed into place once tracked.
+    `force`, or on a resume of the run that wrote it (its marker names the run); it is written aside and renamed
+    into place once tracked.
     """
     from guidebench.outputs import claim_output
     from guidebench.tracking import runs as tracking
@@ -342,9 +345,10 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
     check_evaluable(data, Path(request.data))
-    replace = force or resume_run_id is not None
+    # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
+    resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
     # Checked before any LM work; the default folder is named after the run, so it is checked once that exists.
-    output = claim_output(Path(request.out), "compile", force=replace, inputs=[Path(request.data)]) \
+    output = claim_output(Path(request.out), "compile", force=force, inputs=[Path(request.data)], resume=resumed) \
         if request.out else None
     print(cost_line(request.lm, [estimate(request, data)[0]], _work_text(request, data, recipe)), flush=True)
     try:
@@ -395,7 +399,9 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
             checkpoint.write_request(asdict(request))
         print(f"MLflow run {run_id}; if interrupted, continue with `guidebench compile --resume {run_id}`")
         out = Path(request.out) if request.out else checkpoint_root().parent / "compiles" / run_id
-        output = output or claim_output(out, "compile", force=replace, inputs=[Path(request.data)])
+        output = output or claim_output(out, "compile", force=force, inputs=[Path(request.data)],
+                                        resume={RUN_ID_KEY: run_id})
+        output.resume = {RUN_ID_KEY: run_id}  # the marker names the run, which a later --resume checks
         with output.writing() as staging:
             outcome = _compile_and_evaluate(request, recipe, data, metric, feedback, role_lms, checkpoint,
                                             staging, progress, cycles)

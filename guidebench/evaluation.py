@@ -206,8 +206,25 @@ def load_program(name_or_dir: str) -> LoadedProgram:
                          source="registry", provenance=NOTHING)
 
 
-def load_export(path: Path, label: str = "--program") -> LoadedProgram:
-    """An exported frozen module (verified by `runtime.load_frozen`), replayed through its program."""
+def signature_classes() -> dict[str, Any]:
+    """The installed signature classes (`signatures`), by name."""
+    import dspy
+
+    import signatures
+
+    return {name: obj for name, obj in vars(signatures).items()
+            if isinstance(obj, type) and issubclass(obj, dspy.Signature) and obj is not dspy.Signature}
+
+
+def installed_signature(name: str) -> Any:
+    """The installed signature class of that name (from `signatures`), or None."""
+    return signature_classes().get(name)
+
+
+def load_export(path: Path, label: str = "--program", *, lm: Any = None) -> LoadedProgram:
+    """An exported frozen module, loaded the one way every command loads one (eval, promote, leaderboard,
+    run-loop): `runtime.load_frozen` with every check it makes, against the installed program, its main
+    signature and its input mapping; `details["module"]` is the loaded module, `program` its program."""
     import programs
     from runtime.frozen.loader import load_frozen, verify_frozen
     from runtime.frozen.manifest import FrozenModuleError
@@ -217,18 +234,19 @@ def load_export(path: Path, label: str = "--program") -> LoadedProgram:
     path = check_input(Path(path), label, ("export",), "an exported module folder")
     try:
         manifest = verify_frozen(path)
-        factory = None
         try:
             factory = programs.spec(manifest.entry).factory
         except LookupError:
             factory = None  # the runtime rebuilds the exported predictor on its own
-        module = load_frozen(path, program=factory) if factory is not None else load_frozen(path)
+        inputs = programs.decision_inputs if manifest.kind == "full_auto" else programs.planner_inputs
+        module = load_frozen(path, program=factory, signature=installed_signature(manifest.signature_name),
+                             inputs=inputs, lm=lm)
     except FrozenModuleError as exc:
-        raise GuidebenchError(f"--program {path}: {exc}") from exc
-    program = module.program
-    return LoadedProgram(program=program, name=f"{manifest.package}", kind=manifest.kind,
+        raise GuidebenchError(f"{label} {path}: {exc}") from exc
+    return LoadedProgram(program=module.program, name=f"{manifest.package}", kind=manifest.kind,
                          uses_lm=bool(getattr(manifest, "uses_lm", True)), source="export",
-                         details={"export_dir": str(path), "entry": manifest.entry}, provenance=manifest.provenance)
+                         details={"export_dir": str(path), "entry": manifest.entry, "module": module},
+                         provenance=manifest.provenance)
 
 
 # ----- outputs ----------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ What a command wrote is its record, never a file name: the marker `.guidebench-o
 (`{"command", "state", "files", ...}`) lists every file and folder the command wrote (`files`,
 folders ending in "/"), written when the folder is finished. An export carries no marker, since a
 frozen module holds nothing its checksums do not cover: its `manifest.json` (a frozen-module
-manifest, by content) says it is an export, and its `checksums.sha256`, which lists every file it
-wrote, is its record. A folder whose marker lists nothing (written before the list existed, or an
+manifest, by content) says it is an export, and its record is what its `checksums.sha256` lists of
+the files the frozen-module format names (program.json, manifest.json, knn.json, the dsrs/
+manifest and hub file): a file a user added, even listed in checksums recomputed by hand, is not
+the export's. A folder whose marker lists nothing (written before the list existed, or an
 in-place write that was killed) cannot be told from a user's files and is never replaced.
 
 Writes are atomic: `OutputFolder.writing()` hands out a hidden sibling `.<name>.<role>-<pid>-<random>`,
@@ -173,7 +175,7 @@ def recorded(folder: Path) -> Optional[set[str]]:
         from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenModuleError
 
         try:
-            names = {*read_checksums(folder), CHECKSUMS_FILE}
+            names = {*read_checksums(folder), CHECKSUMS_FILE} & _export_layout(folder)
         except FrozenModuleError:
             return None
     else:
@@ -181,6 +183,21 @@ def recorded(folder: Path) -> Optional[set[str]]:
     for name in list(names):
         parts = name.rstrip("/").split("/")
         names.update("/".join(parts[:depth]) + "/" for depth in range(1, len(parts)))
+    return names
+
+
+def _export_layout(folder: Path) -> set[str]:
+    """The files the frozen-module format names for this export (runtime.frozen.manifest): a file a user added is
+    not among them even when the checksums were recomputed to list it, so --force never removes it."""
+    from runtime.frozen.manifest import (CHECKSUMS_FILE, DSRS_HUB_DIR, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE,
+                                         PROGRAM_FILE)
+
+    names = {PROGRAM_FILE, MANIFEST_FILE, KNN_FILE, CHECKSUMS_FILE, DSRS_MANIFEST_FILE}
+    try:
+        hub = json.loads((folder / DSRS_MANIFEST_FILE).read_text(encoding="utf-8"))
+        names.add(f"{DSRS_HUB_DIR}/{hub['signature_name']}/{hub['compiled_id']}.json")
+    except (OSError, ValueError, TypeError, KeyError):
+        pass  # no hub file can be told apart: whatever is there is not counted as the export's
     return names
 
 
@@ -425,10 +442,11 @@ class OutputFolder:
             if foreign != []:
                 raise GuidebenchError(_unrecorded(name, found, foreign))
             if not self.force and not self._resumes(marker):
-                how = " (or --resume)" if self.writer.command == "compile" else ""
-                earlier = "".join(f" ({key} {marker.get(key)})" for key in self.resume if marker)
-                raise GuidebenchError(f"{name}: the output of an earlier `guidebench {found}`{earlier} already exists; "
-                                      f"pass --force{how} to replace it")
+                how = " (or --resume)" if self.writer.command == "compile" and not self.resume else ""
+                earlier = "".join(f" ({key} {marker[key]})" for key in self.resume if marker and key in marker)
+                this = "".join(f" ({key} {value})" for key, value in self.resume.items())
+                raise GuidebenchError(f"{name}: the output of an earlier `guidebench {found}`{earlier} already exists"
+                                      f"{f', not of this one{this}' if this else ''}; pass --force{how} to replace it")
             return
         other = f" (it holds the output of `guidebench {found}`)" if found else ""
         raise GuidebenchError(f"{name}: exists, holds other files and is not {self.writer.what}{other}; "

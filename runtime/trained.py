@@ -51,6 +51,15 @@ NUMBER_NAMES: tuple[str, ...] = (
 )
 
 
+# What a turn can give the linear part: every standardised number is clipped to +-NUMBER_BOUND (no training
+# record is further out: a z-score over n records is at most sqrt(n - 1)) and a TF-IDF row has norm 1, so no
+# logit can exceed |intercept| + NUMBER_BOUND * sum |number coef| + norm of the text coef. A state for which
+# that bound over the temperature passes MAX_SCALED_LOGIT (or is not finite) is refused: its scores could
+# overflow, and its probabilities would be NaN. Fitted models stay many orders of magnitude below it.
+NUMBER_BOUND = 1e4
+MAX_SCALED_LOGIT = 1e100
+
+
 class TrainedModelError(ValueError):
     """A trained-model state that cannot be used; the message is one line saying what is wrong."""
 
@@ -276,6 +285,16 @@ class TrainedDecisionModel:
         self.temperature = float(temperature)
         self.cost = _cost(state)
         self.fit_info = dict(state.get("fit") or {})
+        self._check_bounded(n_text)
+
+    def _check_bounded(self, n_text: int) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            bound = float(np.max(np.abs(self.intercept) + NUMBER_BOUND * np.abs(self.coef[:, n_text:]).sum(axis=1)
+                                 + np.sqrt(np.square(self.coef[:, :n_text]).sum(axis=1))) / self.temperature)
+        if not bound <= MAX_SCALED_LOGIT:
+            raise TrainedModelError(f"`coef`, `intercept` and `temperature` could give a turn a scaled score of "
+                                    f"{bound:.3g} (at most {MAX_SCALED_LOGIT:g} is scored, or probabilities are "
+                                    "not finite): fit the model again")
 
     @classmethod
     def from_state(cls, state: Any) -> "TrainedDecisionModel":
@@ -295,7 +314,8 @@ class TrainedDecisionModel:
         text, raw_numbers = turn_features(inputs)
         row = self.vectorizer.transform_one(text)
         n_text = len(self.vectorizer.idf)
-        numbers = (np.asarray(raw_numbers, dtype=np.float64) - self.mean) / self.scale
+        numbers = np.clip((np.asarray(raw_numbers, dtype=np.float64) - self.mean) / self.scale, -NUMBER_BOUND,
+                          NUMBER_BOUND)
         logits = self.intercept + self.coef[:, n_text:] @ numbers
         if row:
             index = np.fromiter(row.keys(), dtype=np.int64, count=len(row))
@@ -308,6 +328,8 @@ class TrainedDecisionModel:
         z = self.scores(inputs) / self.temperature
         z = np.exp(z - z.max())
         z = z / z.sum()
+        if not np.all(np.isfinite(z)):  # the loader's bound rules it out; a decision from NaN would be a silent pause
+            raise TrainedModelError("the model's probabilities for this turn are not finite")
         return {name: float(p) for name, p in zip(self.classes, z)}
 
     def decide(self, inputs: Mapping[str, Any]) -> GuidanceDecision:

@@ -14,10 +14,13 @@ another folder's (`pytest tests/optimizers/... tests/guidebench/...`) sees only 
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
-from contextlib import ExitStack
+import tempfile
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import dspy
 import pytest
@@ -82,6 +85,73 @@ def _no_global_lm_leaks_into_the_next_test() -> Iterator[None]:
         dspy.configure(lm=None)
 
 
+# ----- the process state a test (or a command it runs in-process) changes, put back after it ---------------
+
+_KEPT_BY_PYTEST = ("PYTEST_CURRENT_TEST",)
+
+
+def _mlflow_state() -> Optional[tuple[Optional[str], Optional[str], Optional[str]]]:
+    """MLflow's process-wide tracking URI, experiment and active run (None before MLflow is imported)."""
+    if "mlflow" not in sys.modules:
+        return None
+    import mlflow
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    run = mlflow.active_run()
+    return utils._tracking_uri, fluent._active_experiment_id, run.info.run_id if run else None
+
+
+def _restore_mlflow(state: Optional[tuple[Optional[str], Optional[str], Optional[str]]]) -> None:
+    if "mlflow" not in sys.modules:
+        return
+    import mlflow
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    uri, experiment, run_id = state or (None, None, None)
+    while (run := mlflow.active_run()) is not None and run.info.run_id != run_id:
+        mlflow.end_run("KILLED")  # a run a failed test left open must not become the next test's parent run
+    if utils._tracking_uri != uri:
+        mlflow.set_tracking_uri(uri)
+    fluent._active_experiment_id = experiment
+
+
+@contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Environment variables, the current folder and MLflow's globals as they were before the block.
+
+    `mlflow.set_tracking_uri` (every tracked command) and `mlflow.set_experiment` also set
+    MLFLOW_TRACKING_URI and MLFLOW_EXPERIMENT_ID in the environment, so a command run in-process would
+    send every later test's runs (and their subprocesses') to its store; a test that sets a variable or
+    changes folder without monkeypatch would leak the same way.
+    """
+    environ, cwd, mlflow_state = dict(os.environ), os.getcwd(), _mlflow_state()
+    yield
+    _restore_mlflow(mlflow_state)
+    for name in set(os.environ) - set(environ) - set(_KEPT_BY_PYTEST):
+        del os.environ[name]
+    for name, value in environ.items():
+        if name not in _KEPT_BY_PYTEST and os.environ.get(name) != value:
+            os.environ[name] = value
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_the_process_as_it_found_it() -> Iterator[None]:
+    """What a module's fixtures changed is put back after its last test (autouse: set up before them)."""
+    with _process_state_kept():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_the_process_as_it_found_it() -> Iterator[None]:
+    """What a test changed is put back before the next one, which may come from any module in any order."""
+    with _process_state_kept():
+        yield
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup`, a test sharing a slow fixture must carry its group, or the fixture runs per worker."""
@@ -93,39 +163,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                 "pytest-xdist do not work together; install the versions pyproject.toml pins")
 
 
-# ----- a clean footprint: nothing left in the system temp directory ---------------------------------
+# ----- a clean footprint: the session's own temp root, empty at the end --------------------------------
 
-def _temp_entries() -> set[str]:
-    import tempfile
-
-    root = Path(tempfile.gettempdir())
-    # pytest's own base temp folders (pytest-of-<user>) are pytest's to keep and prune
-    return {entry.name for entry in root.iterdir() if not entry.name.startswith("pytest-of-")}
+_TEMP_KEY = pytest.StashKey[tuple[Path, dict[str, Optional[str]], Optional[str]]]()
+_TEMP_VARIABLES = ("TMPDIR", "PYTEST_DEBUG_TEMPROOT")
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remember what the system temp directory held before the tests (the controller process only)."""
-    if not hasattr(session.config, "workerinput"):
-        session.config.stash[_TEMP_KEY] = _temp_entries()
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session a temp root of its own (the controller's; xdist workers and every process the tests start
+    inherit it through TMPDIR), so that what other programs leave in the system temp folder is never counted."""
+    if hasattr(config, "workerinput"):
+        return
+    system = tempfile.gettempdir()
+    root = Path(tempfile.mkdtemp(prefix="guidebench-tests-", dir=system))
+    previous = {name: os.environ.get(name) for name in _TEMP_VARIABLES}
+    # pytest's own tmp_path folders stay in the system temp folder, where pytest keeps and prunes them.
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = previous["PYTEST_DEBUG_TEMPROOT"] or system
+    os.environ["TMPDIR"] = str(root)
+    config.stash[_TEMP_KEY] = (root, previous, tempfile.tempdir)
+    tempfile.tempdir = str(root)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when tests or commands left anything in the system temp directory."""
-    before = session.config.stash.get(_TEMP_KEY, None)
-    if before is None:
+    """Fail the run when tests or the commands they ran left anything in the session's temp root."""
+    root, _, _ = session.config.stash.get(_TEMP_KEY, (None, None, None))
+    if root is None:
         return
-    left = sorted(_temp_entries() - before)
+    left = sorted(entry.name for entry in root.iterdir()) if root.is_dir() else []
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the system temp directory by the "
-                   f"tests: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
+        message = (f"{len(left)} entr{'y' if len(left) == 1 else 'ies'} left in the temp folder by the tests: "
+                   f"{', '.join(left[:10])}{' ...' if len(left) > 10 else ''}")
         if reporter is not None:
             reporter.write_line(f"FOOTPRINT: {message}", red=True)
         if session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-_TEMP_KEY = pytest.StashKey[set]()
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's temp root and put TMPDIR back (pytest may run again in this process)."""
+    root, previous, tempdir = config.stash.get(_TEMP_KEY, (None, {}, None))
+    if root is None:
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    tempfile.tempdir = tempdir
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # ----- planner logs without a performance profile (the outcome-model tests) -------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dspy
@@ -96,8 +97,10 @@ def tracking_uri(directory: Path) -> str:
     if not _STORE_TEMPLATE:
         import atexit
 
-        folder = tempfile.mkdtemp(prefix="mlflow-template-")
-        atexit.register(shutil.rmtree, folder, True)  # one per test process, removed when it exits
+        # One per test process, removed when it exits: after the check that the session's temp folder is left
+        # empty, so it is made beside pytest's own folders (tests/conftest.py).
+        folder = tempfile.mkdtemp(prefix="mlflow-template-", dir=os.environ.get("PYTEST_DEBUG_TEMPROOT"))
+        atexit.register(shutil.rmtree, folder, True)
         template = Path(folder) / "mlflow.db"
         mlflow.MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()
         _STORE_TEMPLATE.append(template)

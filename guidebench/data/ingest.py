@@ -9,7 +9,8 @@ Line policy (also written into every import report as `line_policy`):
   whitespace-only line is quarantined as such.
 - A line that is not valid UTF-8, longer than the line limit, not strict JSON (NaN, Infinity
   and numbers that overflow a double are rejected; so is truncated JSON), not a JSON object,
-  nested deeper than 64 levels, holding text UTF-8 cannot store (an unpaired `\\ud83d` escape), or
+  nested deeper than 64 levels, holding text UTF-8 cannot store (an unpaired `\\ud83d` escape) or an
+  integer beyond 64 bits (the dataset stores int64; the error names the field), or
   fails the record contract goes to the quarantine as {"source", "line", "error", "raw"}; `raw`
   is the line itself (redacted; undecodable bytes escaped as `\\xNN`; an over-long line keeps
   its first 4,096 characters and says how long it was).
@@ -40,6 +41,9 @@ MAX_NOTES = 200
 # (redaction, validation, hashing) recurses once per level.
 MAX_JSON_DEPTH = 64
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF][0-9a-fA-F]{2}")
+# The dataset stores integers as int64; one beyond it has 19 digits or more in the raw text.
+INT64_RANGE = (-(2 ** 63), 2 ** 63 - 1)
+_LONG_DIGITS = re.compile(r"\d{19}")
 LINE_POLICY = (
     "physical lines numbered from 1; fully empty lines are skipped and counted in blank_lines, not in read; "
     "every other line (whitespace-only included) is read and ends in exactly one of imported, quarantined, "
@@ -150,26 +154,37 @@ def parse_json_object(text: str) -> tuple[Optional[dict[str, Any]], Optional[str
     return value, None
 
 
+def might_overflow(text: str) -> bool:
+    """True when the raw text may hold an integer beyond int64 (a run of 19 digits or more)."""
+    return _LONG_DIGITS.search(text) is not None
+
+
 def _unstorable(text: str, value: Any) -> Optional[str]:
-    """Why a parsed line cannot be stored (too deep for the code after the parser, or text UTF-8 cannot
-    hold), else None. The walk is iterative and runs only when the raw text makes either possible."""
+    """Why a parsed line cannot be stored (too deep for the code after the parser, text UTF-8 cannot hold, an
+    integer beyond int64), else None. The walk is iterative and runs only when the raw text makes one possible."""
     deep = text.count("[") + text.count("{") > MAX_JSON_DEPTH
     surrogates = _SURROGATE_ESCAPE.search(text) is not None
-    if not deep and not surrogates:
+    big = might_overflow(text)
+    if not deep and not surrogates and not big:
         return None
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if isinstance(item, (dict, list)):
             if depth > MAX_JSON_DEPTH:
                 return f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
-            children = item.items() if isinstance(item, dict) else enumerate(item)
-            for key, child in children:
+            children = list(item.items() if isinstance(item, dict) else enumerate(item))
+            for key, child in reversed(children):  # popped in the line's order: the first problem is named
                 if surrogates and isinstance(key, str) and not _utf8(key):
                     return "text cannot be stored as UTF-8: an object key holds an unpaired surrogate escape"
-                stack.append((child, depth + 1))
+                stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
         elif surrogates and isinstance(item, str) and not _utf8(item):
             return "text cannot be stored as UTF-8: a string holds an unpaired surrogate escape (e.g. \\ud83d)"
+        elif big and isinstance(item, int) and not isinstance(item, bool) and \
+                not INT64_RANGE[0] <= item <= INT64_RANGE[1]:
+            digits = str(item)
+            shown = digits if len(digits) <= 24 else f"{digits[:20]}... ({len(digits.lstrip('-'))} digits)"
+            return f"{path}: integer {shown} does not fit 64 bits (the dataset stores int64)"
     return None
 
 

@@ -30,6 +30,7 @@ from guidebench.data.ingest import (
     ImportReport,
     PhysicalLine,
     Quarantine,
+    might_overflow,
     parse_json_object,
     read_lines,
     validation_error_text,
@@ -187,14 +188,14 @@ class ImportContext:
 
         Same counting, quarantine and redaction as `json_lines`, plus validation (failures are
         quarantined as `field.path: message`). A clean line (no secret hint, no NaN/Infinity
-        text, `needs_dict(text)` false) is validated straight from its JSON text, several times
-        faster, and comes with dict None. `accept(instance)` False sends a line down the strict
+        text, no digits of an integer that may overflow int64, `needs_dict(text)` false) is
+        validated straight from its JSON text, several times faster, and comes with dict None. `accept(instance)` False sends a line down the strict
         path, whose verdict and error text are the ones that count.
         """
         for line in self._readable_lines(file, side_counter, desc):
             text = line.text or ""
             if not ((redact and might_hold_secret(text)) or "NaN" in text or "Infinity" in text
-                    or (needs_dict is not None and needs_dict(text))):
+                    or might_overflow(text) or (needs_dict is not None and needs_dict(text))):
                 try:
                     instance = model.model_validate_json(text)
                 except ValidationError:

@@ -118,11 +118,11 @@ def _slug(text: str) -> str:
 @contextlib.contextmanager
 def demo_environment(home: Path) -> Iterator[None]:
     """GUIDEBENCH_HOME=home for the demo (restored after); warnings and library logs go to a log file."""
+    import mlflow  # noqa: F401 (its loggers exist once it is imported)
     import optuna
 
     settings = {"GUIDEBENCH_HOME": str(home), **llama_threads(),
-                # MLflow's INFO lines and download bars would bury the demo's own lines; warnings still show.
-                "MLFLOW_LOGGING_LEVEL": os.environ.get("MLFLOW_LOGGING_LEVEL") or "WARNING",
+                # MLflow's download bars would bury the demo's own lines.
                 "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     previous = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
@@ -130,8 +130,8 @@ def demo_environment(home: Path) -> Iterator[None]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    mlflow_logger = logging.getLogger("mlflow")
-    mlflow_level = mlflow_logger.level
+    mlflow_logger = logging.getLogger("mlflow")  # MLflow's own handler on stderr, not the root's
+    mlflow_handlers, mlflow_level = list(mlflow_logger.handlers), mlflow_logger.level
     file_handler = logging.FileHandler(home.parent / "logs" / "demo-library.log", encoding="utf-8")
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
@@ -140,7 +140,11 @@ def demo_environment(home: Path) -> Iterator[None]:
             root.removeHandler(handler)
         root.addHandler(file_handler)
         root.setLevel(logging.INFO)
-        mlflow_logger.setLevel(logging.WARNING)
+        # MLflow's INFO lines go to the file as well; its warnings still show.
+        console = logging.StreamHandler()
+        console.setLevel(logging.WARNING)
+        mlflow_logger.handlers = [file_handler, console]
+        mlflow_logger.setLevel(logging.INFO)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             logging.captureWarnings(True)
@@ -152,6 +156,7 @@ def demo_environment(home: Path) -> Iterator[None]:
         for handler in handlers:
             root.addHandler(handler)
         root.setLevel(level)
+        mlflow_logger.handlers = mlflow_handlers
         mlflow_logger.setLevel(mlflow_level)
         optuna.logging.set_verbosity(optuna_verbosity)
         for name, value in previous.items():

@@ -42,6 +42,7 @@ from runtime.signature_spec import SignatureSpec, SignatureSpecError, spec_of
 from guidebench import __version__
 from guidebench.release.dsrs import HubFile, build_hub, carry_notes
 from guidebench.errors import GuidebenchError
+from guidebench.evaluation import installed_signature, signature_classes
 from guidebench.data.redaction import Redactor, redactor_for
 
 # Signature of each program kind when a program has no predictor of its own (rule-based).
@@ -217,21 +218,12 @@ def source_from_run(run_id: str, tracking_uri: Optional[str] = None) -> ExportSo
 
 # ----- describing the program ------------------------------------------------------------------
 
-def _signature_classes() -> dict[str, Any]:
-    import dspy
-
-    import signatures
-
-    return {name: obj for name, obj in vars(signatures).items()
-            if isinstance(obj, type) and issubclass(obj, dspy.Signature) and obj is not dspy.Signature}
-
-
 def signature_name_for(signature: Any, kind: str) -> str:
     """The declared name of a predictor's signature (dspy renames copies to `StringSignature`)."""
     if signature.__name__ != _GENERIC_SIGNATURE_NAME:
         return signature.__name__
     inputs, outputs = list(signature.input_fields), set(signature.output_fields)
-    for name, cls in _signature_classes().items():
+    for name, cls in signature_classes().items():
         if list(cls.input_fields) == inputs and set(cls.output_fields) <= outputs:
             return name
     return CONTRACT_SIGNATURES.get(kind, _GENERIC_SIGNATURE_NAME)
@@ -264,17 +256,12 @@ def main_signature(predictors: list[PredictorSpec], kind: str) -> SignatureSpec:
     chosen = next((p for p in predictors if p.signature_name == contract),
                   predictors[0] if len(predictors) == 1 else None)
     name = chosen.signature_name if chosen is not None else contract
-    cls = _signature_classes().get(name or "")
+    cls = signature_classes().get(name or "")
     if cls is not None:
         return spec_of(cls, name=name)
     if chosen is not None:
         return chosen.signature
     raise GuidebenchError(f"program kind {kind!r}: signature {contract} is not installed")
-
-
-def installed_signature(name: str) -> Any:
-    """The installed signature class of that name (from `signatures`), or None."""
-    return _signature_classes().get(name)
 
 
 def program_state(program: Any) -> dict[str, Any]:
@@ -499,20 +486,8 @@ def _fresh(source: ExportSource) -> Any:
         return source.installed.deepcopy()
 
 
-def load_exported(path: Path, *, lm: Any = None) -> Any:
-    """Load a frozen module as the application runs it: installed program, signature and input mapping."""
-    try:
-        manifest = verify_frozen(path)
-    except FrozenModuleError as exc:
-        raise GuidebenchError(str(exc)) from exc
-    programs = _programs()
-    try:
-        factory = programs.spec(manifest.entry).factory
-    except LookupError:
-        factory = None  # not installed here: the runtime rebuilds the exported predictor itself
-    inputs = programs.decision_inputs if manifest.kind == "full_auto" else programs.planner_inputs
-    try:
-        return load_frozen(path, program=factory, signature=installed_signature(manifest.signature_name),
-                           inputs=inputs, lm=lm)
-    except FrozenModuleError as exc:
-        raise GuidebenchError(str(exc)) from exc
+def load_exported(path: Path, *, lm: Any = None, label: str = "--module") -> Any:
+    """Load a frozen module as the application runs it (`guidebench.evaluation.load_export`, the one path)."""
+    from guidebench.evaluation import load_export
+
+    return load_export(path, label, lm=lm).details["module"]

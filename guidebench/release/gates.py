@@ -20,22 +20,42 @@ any of them:
     alpha = 0.05                     # its confidence sequence holds at every look with probability 1 - alpha
     min_effect = 0.0                 # reject once the gain is surely below this (0: once surely worse)
     max_decisions = 5000             # reject at this many labeled decisions without a verdict
+
+A `[max_increase]` section adds gates to those two defaults or changes their allowance; it never drops one
+(an allowance of 1.0 lets a rate rise all the way). Every metric name (`objective`, `cost_metric`, the keys of
+`[max_increase]` and `[min_values]`) must be one that replay measures: a misspelt name is refused, not a gate
+that can never be met or checks nothing.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import tomllib
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evals.stats import describe_interval, describe_test, min_records_for
 from runtime.frozen.manifest import MetricInterval
 
 from guidebench.errors import GuidebenchError
+
+
+DEFAULT_MAX_INCREASE: dict[str, float] = {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.0}
+
+
+def _known_metric(name: str) -> str:
+    from guidebench.evaluation import metric_names
+
+    known = {*metric_names("full_auto"), *metric_names("planner")}
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown metric {name!r}{hint}; replay measures {', '.join(sorted(known))}")
+    return name
 
 
 class SequentialGates(BaseModel):
@@ -56,13 +76,30 @@ class GatesConfig(BaseModel):
     objective: str = "objective"
     min_objective_delta: float = 0.0
     max_p_value: float = Field(default=0.05, gt=0.0, le=1.0)
-    max_increase: dict[str, float] = Field(
-        default_factory=lambda: {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.0})
+    max_increase: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MAX_INCREASE))
     cost_metric: str = "tokens_per_decision"
     max_cost_ratio: float = Field(default=1.15, gt=0.0)
     min_values: dict[str, float] = Field(default_factory=dict)
     min_records: int = Field(default=20, ge=1)
     sequential: SequentialGates = Field(default_factory=SequentialGates)
+
+    @field_validator("max_increase", mode="before")
+    @classmethod
+    def _keeps_the_defaults(cls, value: Any) -> Any:
+        # A section naming one metric adds or changes that gate; the default gates stay.
+        return {**DEFAULT_MAX_INCREASE, **value} if isinstance(value, dict) else value
+
+    @field_validator("objective", "cost_metric")
+    @classmethod
+    def _metric(cls, value: str) -> str:
+        return _known_metric(value)
+
+    @field_validator("max_increase", "min_values")
+    @classmethod
+    def _metrics(cls, value: dict[str, float]) -> dict[str, float]:
+        for name in value:
+            _known_metric(name)
+        return value
 
     @model_validator(mode="after")
     def _resolvable(self) -> "GatesConfig":
@@ -148,7 +185,7 @@ def load_gates(path: Optional[Path]) -> GatesConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "gates"
-        raise GuidebenchError(f"{path}: field {where}: {first['msg']}") from exc
+        raise GuidebenchError(f"{path}: field {where}: {first['msg'].removeprefix('Value error, ')}") from exc
 
 
 def _value(metrics: Mapping[str, MetricInterval], name: str) -> Optional[float]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, write_refused_line
+from guidebench.tracking.runs import quiet_mlflow
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,8 @@ def worker_main(args: Namespace, index: int, run: Callable[[Namespace], Optional
 
 def _run_worker(args: Namespace, index: int, run: Callable[[Namespace], Optional[int]]) -> int:
     try:
-        return int(run(args) or 0)
+        with quiet_mlflow():
+            return int(run(args) or 0)
     except GuidebenchError as exc:
         check_interrupted()
         print(f"guidebench worker {index}: error: {exc}", file=sys.stderr, flush=True)

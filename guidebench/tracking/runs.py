@@ -49,6 +49,41 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{guidebench_home() / 'mlflow.db'}"
 
 
+# MLflow reads it when imported; a user who sets it (e.g. to INFO, for the run links of a server) wins.
+_MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
+
+
+@contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """MLflow's own INFO lines off the console for a command; its warnings still show.
+
+    When imported, MLflow gives its loggers a stderr handler at INFO: a command's first open of a store
+    prints "Creating initial MLflow database tables..." before the command's own lines (and before a
+    one-line error), and `compile` ends with "Flushing the async trace logging queue..." at exit. An
+    import during the command reads the level from MLFLOW_LOGGING_LEVEL (set for the block, restored
+    after, since tests call `main()` in-process; spawned workers inherit it); an MLflow loaded already is
+    set directly, and so is one loaded in the block once it ends, so the queue flushed at exit is quiet too.
+    """
+    before = os.environ.get(_MLFLOW_LEVEL_ENV)
+    level = (before or "WARNING").upper()
+    os.environ[_MLFLOW_LEVEL_ENV] = level
+    _set_mlflow_level(level)
+    try:
+        yield
+    finally:
+        _set_mlflow_level(level)
+        if before is None:
+            os.environ.pop(_MLFLOW_LEVEL_ENV, None)
+        else:
+            os.environ[_MLFLOW_LEVEL_ENV] = before
+
+
+def _set_mlflow_level(level: str) -> None:
+    # The loggers of the libraries below MLflow (alembic, SQLAlchemy) it sets to WARNING itself.
+    if "mlflow" in sys.modules and isinstance(logging.getLevelName(level), int):
+        logging.getLogger("mlflow").setLevel(level)
+
+
 def _is_local_default(uri: str) -> bool:
     return uri == f"sqlite:///{guidebench_home() / 'mlflow.db'}"
 

@@ -3,7 +3,8 @@
 `load_frozen(DIR)` refuses a folder, raising `FrozenModuleError` with a one-line reason, unless:
   1. `checksums.sha256` is canonical, lists every file, no file is missing or unlisted, every
      digest matches, and no file anywhere is a pickle (by name or by content);
-  2. `manifest.json` is a valid `FrozenManifest` of a known format version;
+  2. `manifest.json` is a valid `FrozenManifest` of a known format version, whose kind (and
+     `compatible_with`) is the kind its main signature answers (a decision's or a directive's fields);
   3. the installed dspy has the exported major.minor version (program state is portable within
      a minor series; the Python version is recorded, not enforced: the state is JSON);
   4. every signature definition in the manifest hashes to its recorded hash, and the installed
@@ -61,8 +62,9 @@ from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEn
                       OptimizationDirective, PerformanceProfile)
 from runtime.checksums import verify_folder
 from runtime.frozen.knn import DemoSelector, KnnStateError
-from runtime.frozen.manifest import (FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE, READABLE_FORMAT_VERSIONS,
-                                     FrozenManifest, FrozenModuleError, PredictorSpec, dspy_compatible)
+from runtime.frozen.manifest import (COMPATIBLE_WITH, FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
+                                     READABLE_FORMAT_VERSIONS, FrozenManifest, FrozenModuleError, PredictorSpec,
+                                     dspy_compatible)
 from runtime.fullauto import FullAutoTurnSummary, GuardrailConfig, GuidanceDecision
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
@@ -76,6 +78,9 @@ from runtime.signature_spec import SignatureSpec, SignatureSpecError, build_sign
 __all__ = ["FrozenModuleError", "load_frozen", "verify_frozen", "read_program_state", "read_demo_selection",
            "installed_dspy_version"]
 
+# What a module of each kind answers: its main signature's outputs are among these (and `reasoning`).
+_KIND_OUTPUTS: dict[str, frozenset[str]] = {"full_auto": frozenset(GuidanceDecision.model_fields),
+                                            "planner": frozenset(OptimizationDirective.model_fields)}
 # Types a signature field may name that the runtime itself can rebuild.
 RUNTIME_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     AdvisorPacket, DirectiveValidation, ExperimentLogEntry, ExperimentSummary, FamilyConstraints,
@@ -122,11 +127,26 @@ def _manifest(root: Path) -> FrozenManifest:
         if only is not None and manifest.kind != only:
             raise FrozenModuleError(f"{MANIFEST_FILE} declares a {field} for a {manifest.kind} module; "
                                     f"only {only} modules have one")
+    _check_kind(manifest)
     capped = [p.name for p in manifest.predictors if p.max_tokens is not None]
     if capped and manifest.format_version < 4:
         raise FrozenModuleError(f"{MANIFEST_FILE} has format version {manifest.format_version}, which has no "
                                 f"max_tokens (version 4 added it; predictor {capped[0]} sets one)")
     return manifest
+
+
+def _check_kind(manifest: FrozenManifest) -> None:
+    """The kind decides which records a module reads and which contract it answers, so it must be the kind its
+    main signature answers (a decision's fields or a directive's): an edited kind is refused on every path."""
+    outputs = set(manifest.signature.output_names) - {"reasoning"}
+    answered = [kind for kind, fields in _KIND_OUTPUTS.items() if outputs and outputs <= fields]
+    if answered != [manifest.kind]:
+        what = f"a {answered[0]} module's" if answered else "no module kind's"
+        raise FrozenModuleError(f"{MANIFEST_FILE} declares kind {manifest.kind}, but its signature "
+                                f"{manifest.signature_name} answers {what} fields {sorted(outputs)}")
+    if manifest.compatible_with != COMPATIBLE_WITH[manifest.kind]:
+        raise FrozenModuleError(f"{MANIFEST_FILE} declares compatible_with {manifest.compatible_with!r}; a "
+                                f"{manifest.kind} module reads {COMPATIBLE_WITH[manifest.kind]!r}")
 
 
 def _check_dspy(manifest: FrozenManifest) -> None:

@@ -4,8 +4,10 @@ workbench home, a throwaway PostgreSQL cluster, `mlflow server` on it), each onc
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,13 +70,16 @@ def home(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
+def postgres():
     """A throwaway PostgreSQL cluster on 127.0.0.1 (installed from Debian's packages when missing)."""
     _setup_script("ensure_postgres.sh")
     _setup_script("ensure_python_extras.sh", sys.executable)
-    cluster = services.start_postgres(tmp_path_factory.mktemp("postgres"))
+    # In the session's temp folder, which the service account may be let through (pytest's own is elsewhere).
+    folder = Path(tempfile.mkdtemp(prefix="postgres-"))
+    cluster = services.start_postgres(folder)
     yield cluster
     services.stop_postgres(cluster)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

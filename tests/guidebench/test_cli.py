@@ -1,7 +1,9 @@
-"""guidebench.cli: registering every command (what `guidebench --help` does) imports no heavy library."""
+"""guidebench.cli: registering every command (what `guidebench --help` does) imports no heavy library; a command
+prints nothing of MLflow's own logging."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -188,3 +190,45 @@ def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(t
         process.communicate()
     assert process.returncode == 130, err
     assert err.strip().splitlines()[-1] == "guidebench: interrupted" and "Traceback" not in err, err
+
+
+def _compile_argv(data, out) -> list[str]:
+    return ["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data", str(data),
+            "--lm", "fake", "--no-progress", "--out", str(out)]
+
+
+def test_a_first_command_on_a_new_store_prints_nothing_of_mlflow(tmp_path, monkeypatch, capsys, restore_lm, request):
+    """MLflow loaded already, at INFO (as its import leaves it): a command's first open of a store stays quiet."""
+    import logging
+
+    import mlflow  # noqa: F401 (loaded before the command, as in a test run or the demo)
+
+    from guidebench.cli import main
+    from optimizer_support import make_dataset
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_LOGGING_LEVEL", raising=False)
+    mlflow_logger = logging.getLogger("mlflow")
+    request.addfinalizer(lambda level=mlflow_logger.level: mlflow_logger.setLevel(level))
+    mlflow_logger.setLevel(logging.INFO)
+    data = make_dataset(tmp_path / "data", train=4, dev=2, test=2)
+    assert main(_compile_argv(data, tmp_path / "out")) == 0
+    err = capsys.readouterr().err
+    assert "mlflow" not in err.lower() and (tmp_path / "home" / "mlflow.db").is_file()
+    # and it stays quiet until the process exits (MLflow flushes its trace queue at exit)
+    assert mlflow_logger.getEffectiveLevel() == logging.WARNING and "MLFLOW_LOGGING_LEVEL" not in os.environ
+
+
+def test_a_fresh_process_prints_nothing_of_mlflow_up_to_its_exit(tmp_path):
+    """A new store and MLflow imported during the command: no "Creating initial MLflow database tables", no
+    "Flushing the async trace logging queue" after the last line."""
+    from optimizer_support import make_dataset
+
+    data = make_dataset(tmp_path / "data", train=4, dev=2, test=2)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MLFLOW_")}
+    done = subprocess.run([sys.executable, "-m", "guidebench.cli", *_compile_argv(data, tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**env, "GUIDEBENCH_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == "" and "MLflow run" in done.stdout

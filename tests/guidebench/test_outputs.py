@@ -150,6 +150,31 @@ def test_an_export_records_its_files_in_its_checksums(tmp_path: Path, monkeypatc
     assert (module / "program.json").is_file()
 
 
+def test_export_force_keeps_a_file_the_user_added_even_with_the_checksums_recomputed(tmp_path: Path, monkeypatch,
+                                                                                     capsys):
+    from runtime.checksums import write_checksums
+    from runtime.frozen import verify_frozen
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    module = tmp_path / "module"
+    argv = ["export", "--program", "full_auto.rules", "--name", "m", "--version", "0.1.0", "--out", str(module)]
+    assert main(argv) == 0
+    (module / "README.md").write_text("my notes", encoding="utf-8")
+    (module / "dsrs" / "optimized" / "mine.json").write_text("{}", encoding="utf-8")
+    write_checksums(module)  # the module verifies with the user's files listed
+    verify_frozen(module)
+    capsys.readouterr()
+    assert main([*argv, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "holds README.md, dsrs/optimized/mine.json, which `guidebench export` " \
+        "did not write; --force replaces only what it wrote" in err
+    assert (module / "README.md").read_text(encoding="utf-8") == "my notes"
+    (module / "README.md").unlink()
+    (module / "dsrs" / "optimized" / "mine.json").unlink()
+    write_checksums(module)
+    assert main([*argv, "--force"]) == 0 and foreign_files(module) == []
+
+
 def test_a_file_put_in_the_folder_while_the_command_works_stops_the_replacement(tmp_path: Path, monkeypatch):
     from guidebench import outputs
 
@@ -179,7 +204,8 @@ def test_a_search_resumes_its_own_study_and_replaces_another_only_with_force(tmp
     assert read_marker(out)["study"] == "a"
     with claim_output(out, "search", resume={"study": "a"}).writing() as staging:  # the same study: resumed
         (staging / "trials.json").write_text("2")
-    with pytest.raises(GuidebenchError, match=r"earlier `guidebench search` \(study a\) already exists; pass --force"):
+    refusal = r"earlier `guidebench search` \(study a\) already exists, not of this one \(study b\); pass --force"
+    with pytest.raises(GuidebenchError, match=refusal):
         claim_output(out, "search", resume={"study": "b"})
     claim_output(out, "search", force=True, resume={"study": "b"})
 

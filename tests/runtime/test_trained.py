@@ -116,6 +116,10 @@ def test_probabilities_are_calibrated_softmax_and_the_state_round_trips():
     (lambda s: s.update(scale=[0.0] * len(NUMBER_NAMES)), "`scale` must hold positive numbers"),
     (lambda s: s["vectorizer"].update(idf=[1.0]), "`vectorizer` is not a TF-IDF state"),
     (lambda s: s.update(kind="forest"), "scores 'linear' models"),
+    # finite numbers whose scores overflow: every call would give NaN probabilities
+    (lambda s: s.update(coef=[[1e308] * len(row) for row in s["coef"]]), "could give a turn a scaled score of inf"),
+    (lambda s: s.update(intercept=[1e200, 0.0, 0.0]), "could give a turn a scaled score of 1e+200"),
+    (lambda s: s.update(temperature=1e-300), "(at most 1e+100 is scored"),
 ])
 def test_an_edited_state_is_refused_with_one_line(edit, message):
     state = copy.deepcopy(_state())
@@ -123,3 +127,29 @@ def test_an_edited_state_is_refused_with_one_line(edit, message):
     with pytest.raises(TrainedModelError) as caught:
         TrainedDecisionModel.from_state(state)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_input_far_beyond_the_training_data_still_scores_finite():
+    model = TrainedDecisionModel.from_state(_state())
+    extreme = _inputs(turn_count=10 ** 18, no_progress_count=10 ** 18, pending_approvals=str(10 ** 308),
+                      pending_tool_inputs=str(10 ** 308))
+    probabilities = model.probabilities(extreme)  # the standardised numbers are clipped, as the bound assumes
+    assert all(math.isfinite(p) for p in probabilities.values()) and sum(probabilities.values()) == pytest.approx(1.0)
+
+
+def test_scores_that_are_not_finite_raise_and_replay_counts_each_as_an_error(monkeypatch):
+    """Never the silent pause of NaN probabilities (every action `pause`, `errors 0`): an error per record."""
+    import programs
+    from evals.replay import replay
+    from optimizer_support import decision_records
+
+    model = TrainedDecisionModel.from_state(_state())
+    monkeypatch.setattr(model, "scores", lambda inputs: np.full(3, np.nan))
+    with pytest.raises(TrainedModelError, match="probabilities for this turn are not finite"):
+        model.decide(_inputs())
+    learned = programs.get("full_auto.learned")
+    learned.trained_model.set_model(model)
+    records = decision_records(4)
+    result = replay(learned, records, progress=False)
+    assert result.summary["n_errors"] == 4 and result.metrics["error_rate"].value == 1.0
+    assert {row["error"]["class"] for row in result.rows} == {"TrainedModelError"}

@@ -35,7 +35,10 @@ if [ "$(id -u)" != "0" ]; then
 fi
 
 # Concurrent test sessions may both get here: one apt run at a time.
-LOCK="${TMPDIR:-/tmp}/guidebench-ensure-chromium.lock"
+# Shared by every test session on this machine (each has a temp folder of its own), so it is not in TMPDIR.
+LOCKS="${XDG_CACHE_HOME:-$HOME/.cache}/guidebench/locks"
+mkdir -p "$LOCKS"
+LOCK="$LOCKS/ensure-chromium.lock"
 exec 9>"$LOCK"
 flock 9 2>/dev/null || true
 if path="$(find_chromium)"; then

@@ -16,7 +16,10 @@ if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 
-LOCK="${TMPDIR:-/tmp}/guidebench-ensure-python-extras.lock"
+# Shared by every test session on this machine (each has a temp folder of its own), so it is not in TMPDIR.
+LOCKS="${XDG_CACHE_HOME:-$HOME/.cache}/guidebench/locks"
+mkdir -p "$LOCKS"
+LOCK="$LOCKS/ensure-python-extras.lock"
 exec 9>"$LOCK"
 flock 9 2>/dev/null || true
 "$PYTHON" -m pip install -q "${missing[@]}" >&2

@@ -160,7 +160,7 @@ def test_budget_stop_is_marked_on_the_run(workspace, capsys):
     assert run.data.metrics["test.objective_ci_low"] <= run.data.metrics["test.objective"]
 
 
-def test_an_interrupted_compile_resumes_without_compiling_again(workspace, monkeypatch, capsys):
+def test_an_interrupted_compile_resumes_without_compiling_again(workspace, tmp_path, monkeypatch, capsys):
     import guidebench.compile as compile_module
 
     real_replay = compile_module.replay
@@ -168,21 +168,35 @@ def test_an_interrupted_compile_resumes_without_compiling_again(workspace, monke
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
+    out = tmp_path / "out"
     monkeypatch.setattr(compile_module, "replay", interrupted)
-    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--seed", "9") == 130
-    run = _runs(workspace, "tags.`guidebench.optimizer` = 'labeled_fewshot'")[0]
-    assert run.info.status == "KILLED"
+    assert _compile(workspace, "--optimizer", "labeled_fewshot", "--seed", "9", "--out", str(out)) == 130
+    seed9 = "tags.`guidebench.optimizer` = 'labeled_fewshot' and params.seed = '9'"  # other tests compile too
+    run = _runs(workspace, seed9)[0]
+    assert run.info.status == "KILLED" and not out.exists()
     checkpoint = Checkpoint.for_run(Path(os.environ["GUIDEBENCH_HOME"]) / "checkpoints", run.info.run_id)
     assert checkpoint.status()["stage"] == "compiled" and checkpoint.program_path.is_file()
 
     monkeypatch.setattr(compile_module, "replay", real_replay)
+    # Meanwhile another compile finished in the same folder: the resume does not replace it without --force.
+    assert _compile(workspace, "--optimizer", "knn_fewshot", "--eval-limit", "2", "--out", str(out)) == 0
+    other = json.loads((out / "compile.json").read_text())["mlflow_run_id"]
     capsys.readouterr()
-    assert main(["compile", "--resume", run.info.run_id, "--no-progress"]) == 0
+    assert main(["compile", "--resume", run.info.run_id, "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"guidebench: error: --out {out}: the output of an earlier `guidebench compile` (mlflow_run_id {other}) "
+        f"already exists, not of this one (mlflow_run_id {run.info.run_id}); pass --force to replace it\n")
+    assert json.loads((out / "compile.json").read_text())["mlflow_run_id"] == other
+
+    assert main(["compile", "--resume", run.info.run_id, "--no-progress", "--force"]) == 0
     assert "finished before; loaded the compiled program" in capsys.readouterr().out
-    resumed = _runs(workspace, "tags.`guidebench.optimizer` = 'labeled_fewshot'")
+    resumed = _runs(workspace, seed9)
     assert len(resumed) == 1 and resumed[0].info.run_id == run.info.run_id
     assert resumed[0].info.status == "FINISHED" and "test.objective" in resumed[0].data.metrics
     assert checkpoint.status()["stage"] == "done"
+    assert json.loads((out / "compile.json").read_text())["mlflow_run_id"] == run.info.run_id
+    # A resume of the run that wrote the folder takes it without --force.
+    assert main(["compile", "--resume", run.info.run_id, "--no-progress"]) == 0
 
 
 def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys):

@@ -141,6 +141,24 @@ def test_eval_an_exported_module_folder(workspace, tmp_path):
     assert read_metrics(out)["lm_calls_per_decision"]["value"] >= 1.0
 
 
+def test_an_export_whose_kind_was_edited_is_refused_not_scored_on_the_other_loops_data(tmp_path, capsys):
+    """The manifest's kind changed to planner, checksums recomputed: eval loads it as load_frozen does (one path)."""
+    from frozen_support import edit_json
+
+    export = tmp_path / "export"
+    assert main(["export", "--program", "full_auto.rules", "--name", "fa", "--version", "1.0.0",
+                 "--out", str(export)]) == 0
+    edit_json(export, "manifest.json", lambda m: m.update(kind="planner", compatible_with="AdvisorPacket@v1"))
+    write_episodes(tmp_path / "logs", episodes=1, seed=5)
+    capsys.readouterr()
+    assert main(["eval", "--program", str(export), "--data", str(tmp_path / "logs"), "--out", str(tmp_path / "out"),
+                 "--no-track", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"--program {export}: frozen module {export} refused: manifest.json " \
+        "declares kind planner, but its signature FullAutoDecisionSignature answers a full_auto module's" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_records_the_program_learned_from_are_flagged_in_every_output(fitted, tmp_path, tracking_uri, capsys):
     from mlflow.tracking import MlflowClient
 

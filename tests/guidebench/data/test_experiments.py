@@ -118,6 +118,20 @@ def test_bad_lines_are_quarantined_with_exact_line_numbers_and_fields(tmp_path):
     assert "sk-abcdefghijkl" not in (out / "quarantine.jsonl").read_text()
 
 
+def test_cycles_beyond_int64_quarantine_their_line_and_the_rest_imports(tmp_path):
+    huge = full(2, [S], True, 10 ** 30, 1500)
+    log = write_lines(tmp_path / "log.jsonl", [line(full(1, [S], True, 1500, 1600)), line(huge),
+                                               line(full(3, [L], True, 1480, 1500))])
+    report = import_logs(log, "experiments", tmp_path / "ds")
+    (item,) = quarantined(tmp_path / "ds")
+    assert (item["source"], item["line"]) == (str(log), 2)
+    # delta_vs_best (10**30 - 1500) overflows too: the first field of the line is named
+    assert item["error"] == "cycles: integer 10000000000000000000... (31 digits) does not fit 64 bits (the dataset " \
+        "stores int64)"
+    assert (report.imported, report.quarantined) == (2, 1)
+    assert sorted(r.iteration_id for r in load_records(tmp_path / "ds", "all")) == [1, 3]
+
+
 def test_packets_follow_the_imported_entries_only(tmp_path):
     entries = [full(1, [S], True, 1500, 1600), full(2, [S], True, 1495, 1500)]
     log = write_lines(tmp_path / "log.jsonl", [line(entries[0]), "{not json", line(entries[1]),

@@ -228,6 +228,34 @@ def test_over_long_lines_crlf_and_unpaired_surrogates_are_survived(tmp_path: Pat
     assert load_records(tmp_path / "out", "all")[0].source.line == 3
 
 
+def test_an_integer_beyond_int64_quarantines_its_line_and_its_run_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    """turn_count = 10**30 on one line, max_turns = 10**30 in one run file: that line is quarantined (file, line,
+    field) and that run file's defaults used; the rest is imported (it used to abort naming the staging folder)."""
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    ws = tmp_path / "ws"
+    (ws / "runs").mkdir(parents=True)
+    limit = 2 ** 63 - 1  # the largest that fits is imported as it is
+    lines = [decision(RUN_A, 1, "a1", 1), decision(RUN_A, 2, "a2", 10 ** 30, minute=2),
+             decision(RUN_B, 1, "b1", limit, minute=3, last_agent_message="build 12345678901234567890123 passed")]
+    (ws / "fullauto-decisions.jsonl").write_text("".join(dumps(line) + "\n" for line in lines))
+    run_file = {"run_id": RUN_B, "workspace_id": "ws-1", "thread_id": "thread-1", "started_at": "2025-06-02T10:00:00Z",
+                "decision_model": "gpt-test", "min_confidence": 0.7, "max_turns": 10 ** 30, "no_progress_limit": 2,
+                "max_tokens": None}
+    (ws / "runs" / f"{RUN_B}.json").write_text(json.dumps(run_file, indent=2))
+    assert main(["data", "import", str(ws), "--out", str(tmp_path / "out"), "--kind", "fullauto"]) == 0
+    assert capsys.readouterr().err == ""
+    (entry,) = quarantine_of(tmp_path / "out")
+    assert (entry["source"], entry["line"]) == (str(ws / "fullauto-decisions.jsonl"), 2)
+    assert entry["error"] == ("summary.turn_count: integer 10000000000000000000... (31 digits) does not fit 64 bits "
+                              "(the dataset stores int64)")
+    (side,) = [json.loads(line) for line in (tmp_path / "out" / "quarantine-side.jsonl").read_text().splitlines()]
+    assert side["source"] == str(ws / "runs" / f"{RUN_B}.json") and side["error"].startswith(
+        "run file unusable, defaults used: max_turns: integer 10000000000000000000... (31 digits) does not fit")
+    records = {r.turn_id: r for r in load_records(tmp_path / "out", "all")}
+    assert sorted(records) == ["a1", "b1"] and records["b1"].summary.turn_count == limit
+    assert records["b1"].config_source == "default"
+
+
 def test_nothing_imported_raises_after_writing_the_report(tmp_path: Path) -> None:
     path = tmp_path / "garbage.jsonl"
     path.write_text("not json\n{\"a\": 1}\n\n")

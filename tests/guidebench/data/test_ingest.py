@@ -445,3 +445,14 @@ def test_a_fuzzed_file_through_the_cli_in_a_subprocess(tmp_path: Path) -> None:
     assert "read 11 lines" in done.stdout and "imported 2, quarantined 8, duplicates 1 (blank lines 1" in done.stdout
     saved = json.loads((tmp_path / "out" / "import_report.json").read_text())
     assert saved["read"] == saved["imported"] + saved["quarantined"] + saved["duplicates"] == 11
+
+
+def test_an_integer_beyond_int64_is_refused_at_parse_time_with_its_field():
+    from guidebench.data.ingest import parse_json_object
+
+    fits = {"a": [2 ** 63 - 1, -(2 ** 63)], "text": "build 123456789012345678901234567890", "x": 1e300}
+    assert parse_json_object(json.dumps(fits)) == (fits, None)
+    for value, shown in ((2 ** 63, "9223372036854775808"), (-(2 ** 63) - 1, "-9223372036854775809")):
+        obj, error = parse_json_object(json.dumps({"summary": {"plan": [1, {"n": value}]}}))
+        assert obj is None and error == f"summary.plan.1.n: integer {shown} does not fit 64 bits (the dataset " \
+                                         "stores int64)"

@@ -106,10 +106,18 @@ def test_eval_against_the_lm_server_with_two_threads(home, data, lm_service, mlf
     assert run.data.params["lm"] == lm_service.lm_spec and run.data.params["threads"] == "2"
 
 
-def test_lm_stop_ends_the_server_it_started(home, lm_service, capsys):
-    assert main(["lm", "status"]) == 0
-    assert f"port {lm_service.port}" in capsys.readouterr().out
-    assert main(["lm", "stop", "--port", str(lm_service.port)]) == 0
-    assert not lm_server.is_alive(lm_service) and not services.port_in_use(lm_service.port)
-    assert main(["lm", "stop", "--port", str(lm_service.port)]) == 2
-    assert "no LM server started by guidebench runs on port" in capsys.readouterr().err
+def test_lm_stop_ends_the_server_it_started(home, capsys):
+    """A server of its own: the module's other tests keep theirs, whichever order they run in."""
+    port = services.free_port()
+    assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
+    record = next(r for r in lm_server.running() if r.port == port)
+    try:
+        assert main(["lm", "status"]) == 0
+        assert f"port {port}" in capsys.readouterr().out
+        assert main(["lm", "stop", "--port", str(port)]) == 0
+        assert not lm_server.is_alive(record) and not services.port_in_use(port)
+        assert main(["lm", "stop", "--port", str(port)]) == 2
+        assert "no LM server started by guidebench runs on port" in capsys.readouterr().err
+    finally:
+        if lm_server.is_alive(record):
+            lm_server.stop(port)

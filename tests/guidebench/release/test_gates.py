@@ -28,8 +28,21 @@ def test_gates_files_in_three_formats(tmp_path: Path, name: str, text: str):
     path = tmp_path / name
     path.write_text(text)
     gates = load_gates(path)
-    assert (gates.max_p_value, gates.max_cost_ratio, gates.max_increase) == (0.1, 1.3, {"parse_failure_rate": 0.02})
+    # the section changes the gate it names; the other default gate stays
+    assert (gates.max_p_value, gates.max_cost_ratio) == (0.1, 1.3)
+    assert gates.max_increase == {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.02}
     assert gates.objective == "objective"
+
+
+def test_a_max_increase_section_adds_to_the_default_gates(tmp_path: Path):
+    path = tmp_path / "gates.toml"
+    path.write_text("[max_increase]\nerror_rate = 0.01\n")
+    gates = load_gates(path)
+    assert gates.max_increase == {"guardrail_override_rate": 0.0, "parse_failure_rate": 0.0, "error_rate": 0.01}
+    failing = dict(BASE, objective=0.7, parse_failure_rate=0.06, error_rate=0.0)
+    checks = {c.gate: c.passed for c in evaluate_gates(gates, _metrics(**failing), _metrics(**BASE, error_rate=0.0),
+                                                        {"objective": PairedDiff(diff=0.1, p_value=0.01, n=50)}, 50)}
+    assert checks["not_worse:parse_failure_rate"] is False and checks["not_worse:error_rate"] is True
 
 
 @pytest.mark.parametrize("name, text, message", [
@@ -38,6 +51,12 @@ def test_gates_files_in_three_formats(tmp_path: Path, name: str, text: str):
     ("g.toml", "max_p_value = \n", "g.toml: not valid TOML"),
     ("g.yaml", "- a\n- b\n", "g.yaml: gates must be a table / mapping"),
     ("g.ini", "x=1\n", "g.ini: gates file must be .toml, .yaml, .yml or .json"),
+    ("g.toml", "[max_increase]\nparse_failures = 0.0\n",
+     "g.toml: field max_increase: unknown metric 'parse_failures' (did you mean 'parse_failure_rate'?); "
+     "replay measures action_accuracy, brier,"),
+    ("g.toml", "[min_values]\nobjectiv = 0.5\n", "g.toml: field min_values: unknown metric 'objectiv'"),
+    ("g.toml", 'cost_metric = "tokens"\n', "g.toml: field cost_metric: unknown metric 'tokens'"),
+    ("g.toml", 'objective = "accuracy"\n', "g.toml: field objective: unknown metric 'accuracy'"),
 ])
 def test_bad_gates_files_name_the_file_and_field(tmp_path: Path, name: str, text: str, message: str):
     path = tmp_path / name

@@ -398,6 +398,8 @@ def test_an_unfitted_trained_program_is_not_exported(tmp_path: Path):
     (lambda s: s["trained_model"]["model"].update(coef=s["trained_model"]["model"]["coef"][:2]),
      "trained_model is invalid: `coef` has shape"),
     (lambda s: s["trained_model"]["model"].update(temperature=-1), "`temperature` must be a positive number"),
+    (lambda s: s["trained_model"]["model"].update(coef=[[1e308] * len(r) for r in s["trained_model"]["model"]["coef"]]),
+     "trained_model is invalid: `coef`, `intercept` and `temperature` could give a turn a scaled score of inf"),
     (lambda s: s["trained_model"]["model"]["intercept"].__setitem__(0, "x"), "`intercept` must be a list of numbers"),
     (lambda s: s.update(cascade={"threshold": 0.5, "lm_program": "full_auto.compact"}),
      "cascade is {'threshold': 0.5"),
@@ -409,6 +411,21 @@ def test_a_trained_model_state_edited_after_export_is_refused(learned_dir: Path,
     edit_json(copy, "program.json", change)
     assert reason in refusal(copy)
     assert reason in refusal(copy, program=programs.get("full_auto.learned"))
+
+
+@pytest.mark.parametrize("entry, kind, change", [
+    ("full_auto.rules", "planner", {"kind": "planner", "compatible_with": "AdvisorPacket@v1"}),
+    ("planner.rules", "full_auto", {"kind": "full_auto", "compatible_with": "GuidanceInputs@v1"}),
+    ("full_auto.rules", "full_auto", {"compatible_with": "AdvisorPacket@v1"}),
+])
+def test_a_manifest_whose_kind_was_edited_is_refused_on_every_path(tmp_path: Path, entry: str, kind: str, change):
+    folder = export_program(entry, tmp_path / "X").path
+    edit_json(folder, "manifest.json", lambda m: m.update(change))  # checksums recomputed
+    for kwargs in ({}, {"program": programs.spec(entry).factory}):
+        reason = refusal(folder, **kwargs)
+        assert reason.startswith(f"manifest.json declares kind {kind}, but its signature") or \
+            reason == f"manifest.json declares compatible_with 'AdvisorPacket@v1'; a {kind} module reads " \
+                      "'GuidanceInputs@v1'"
 
 
 def test_a_manifest_that_disagrees_with_the_model_is_refused(learned_dir: Path, tmp_path: Path):
