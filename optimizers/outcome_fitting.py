@@ -53,7 +53,7 @@ class OutcomeFitSettings:
     min_samples_leaf: int = 20  # outcomes are noisy: leaves of 20 attempts (chosen on the development scenarios)
     folds: int = 3
     weighting: str = "propensity"  # "propensity": rows weighted by 1 / P(logged family), clipped; "none"
-    max_weight: float = 10.0
+    max_weight: float = 3.0  # clipped low: a few attempts of weight 10 made the fit chase their outcomes (simearly)
 
     def key(self) -> dict[str, Any]:
         """The settings as JSON data (part of a cached model's key)."""

@@ -8,7 +8,7 @@ the packet's best). `planner.learned` chooses with it, and the planner metrics e
 logs carry no performance profile (`evals.offpolicy`).
 
 State JSON (`OutcomeModel.to_state()`; never a pickle):
-    {"kind": "planner_outcome", "features_version": 1, "row_names": [...], "families": [families seen in train],
+    {"kind": "planner_outcome", "features_version": 2, "row_names": [...], "families": [families seen in train],
      "valid": scorer, "gain": scorer, "fit": {what the fit chose, on which records}}
 A scorer is either gradient-boosted trees
     {"type": "trees", "link": "identity" | "logistic", "bias": b,
