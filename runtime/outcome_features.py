@@ -17,11 +17,15 @@ Two parts:
   packet has a performance profile, its slack and which bound binds.
 - family features (`FAMILY_NAMES`), one set per family: its attempts and valid attempts in the tail, its
   improvements and their mean share of the best, its last attempt's gain, how long ago it was tried and
-  last improved, whether it is the current family or blocked, and how far its best is from the best.
+  last improved, whether it is the current family or blocked, how far its best is from the best, and what
+  its measured cycles showed, merged or not (the last change, the largest drop, a drop an invalid attempt
+  measured): an attempt that failed its tests still shows whether the change made the code faster.
+- cross features (`PacketFeatures.cross`): the share of the best each family took off since each other
+  family was last tried (what a family met when last tried may no longer hold).
 
 `candidate_row(features, family)` is what the model scores for one family: the context, the family's
-one-hot code, its own family features, the other two families' (in FAMILIES order), and how its recent payoff
-and its last improvement compare with theirs.
+one-hot code, its own family features, the other two families' (in FAMILIES order), how its recent payoff
+and its last improvement compare with theirs, and what the other two won since it was last tried.
 """
 
 from __future__ import annotations
