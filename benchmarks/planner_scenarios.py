@@ -319,7 +319,8 @@ def early_state(rng: random.Random) -> sim_kernel.KernelState:
     base = sim_kernel.initial_state(rng)
     scale = rng.randint(*EARLY_START) / base.cycles
     rest = scale * rng.uniform(*EARLY_OTHER_ENGINES)
-    counts = {engine: round(count * (scale if engine == "load" else rest)) for engine, count in base.task_counts.items()}
+    counts = {engine: round(count * (scale if engine == "load" else rest))
+              for engine, count in base.task_counts.items()}
     cp = round(base.cp_lb_cycles * scale)
     tight = sim_kernel.KernelState(task_counts=counts, cp_lb_cycles=cp, cycles=1).tight_lb_cycles
     return sim_kernel.KernelState(task_counts=counts, cp_lb_cycles=cp, cycles=tight + round(base.slack_cycles * scale))
@@ -342,8 +343,9 @@ def simearly_episode(seed: int, index: int,
         gains = {f: sim_kernel.expected_improvement(state, {"strategy_family": f}, rollouts=rollouts,
                                                     seed=sim_kernel.derive_seed("truth", seed, index, iteration))
                  for f in FAMILIES}
-        lines.append({"iteration_id": iteration, "best_before": state.cycles, "logged_family": entry["strategy_tags"][0],
-                      "expected_improvement": gains, "p_valid": {f: plain_p_valid(f) for f in FAMILIES}})
+        lines.append({"iteration_id": iteration, "best_before": state.cycles,
+                      "logged_family": entry["strategy_tags"][0], "expected_improvement": gains,
+                      "p_valid": {f: plain_p_valid(f) for f in FAMILIES}})
     return simulated.entries, lines
 
 
