@@ -192,7 +192,7 @@ def _estimate_text(name: str, estimate: dict[str, Any]) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     """Run one scenario and print (and optionally save) its numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=sorted(planner_scenarios.WORLDS), required=True)
+    parser.add_argument("--scenario", choices=sorted(planner_scenarios.SCENARIOS), required=True)
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--work", type=Path, required=True)

@@ -19,6 +19,12 @@ Scenarios (differently shaped on purpose: scale, what pays when, how the deploye
 - `seasons`: 300-1,500 cycles; which family pays depends on how far the episode has come (its share of the gap
   closed): loads first, then dependencies, then the schedule, with noise. Planner: rotates families,
   informed by the recent gains it saw. Kept untouched while the models were designed: the held-out check.
+- `simearly`: the project's own simulator (`evals.sim_kernel`) and simulated planner
+  (`guidebench.simulators.experiments`, with its persona: insight from the performance profile, noise,
+  stickiness, compliance with the pivot protocol) earlier in the same kernel's optimization: the sample's
+  starts scaled up to 20,000-114,000 cycles (baseline 147,734; `early_state`), the floors the kernel's.
+  Bound lowering pays early, rescheduling late. The planner sees the profile, the log does not carry it. The
+  truth is `sim_kernel.expected_improvement` of each family's plain directive from the true state.
 
     python -m benchmarks.planner_scenarios --scenario bounds --episodes 40 --seed 1 --out /tmp/bounds
 """
@@ -34,7 +40,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from guidebench.simulators.experiments import entry_line, next_threshold, result_summary, slugify
+from evals import sim_kernel
+from guidebench.simulators.experiments import (entry_line, next_threshold, result_summary, simulate_episode,
+                                               slugify)
 from runtime import pivot
 from runtime.advisor import FAMILIES, TIMESTAMP_UTC_FORMAT
 
@@ -295,14 +303,63 @@ def episode(world: World, seed: int, index: int) -> tuple[list[dict[str, Any]], 
     return history, lines
 
 
+# ----- simearly: the project's own simulator, earlier in the kernel's optimization -----------------------------
+
+SIMEARLY = "simearly"
+EARLY_START = (20_000, 114_000)  # cycles at an episode's start (the kernel's published baseline is 147,734)
+EARLY_OTHER_ENGINES = (0.3, 0.6)  # the other engines' scale-up, as a share of the loads' and critical path's
+EARLY_ROLLOUTS = 200
+
+
+def early_state(rng: random.Random) -> sim_kernel.KernelState:
+    """The sample's start (`sim_kernel.initial_state`) earlier in the optimization: its loads, critical path and
+    slack times the factor that puts its cycles within EARLY_START, the other engines' work times 30-60% of that
+    factor (early code is dominated by its loads and its dependency chain; scaled like them, the vector work binds
+    a third into an episode and no family lowers it again). The floors stay the kernel's."""
+    base = sim_kernel.initial_state(rng)
+    scale = rng.randint(*EARLY_START) / base.cycles
+    rest = scale * rng.uniform(*EARLY_OTHER_ENGINES)
+    counts = {engine: round(count * (scale if engine == "load" else rest))
+              for engine, count in base.task_counts.items()}
+    cp = round(base.cp_lb_cycles * scale)
+    tight = sim_kernel.KernelState(task_counts=counts, cp_lb_cycles=cp, cycles=1).tight_lb_cycles
+    return sim_kernel.KernelState(task_counts=counts, cp_lb_cycles=cp, cycles=tight + round(base.slack_cycles * scale))
+
+
+def plain_p_valid(family: str) -> float:
+    """P(valid) of a family's plain directive (Medium risk, no modifier) in the simulator."""
+    return ((1 - sim_kernel.FAILURE_BASE[family]) * (1 - sim_kernel.P_TESTS_CHANGED)
+            * (1 - sim_kernel.P_SCOPE_VIOLATION))
+
+
+def simearly_episode(seed: int, index: int,
+                     rollouts: int = EARLY_ROLLOUTS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(log entries, truth lines) of one simulated episode from an early state; its side file is dropped."""
+    simulated = simulate_episode(seed, index, start=early_state)
+    lines = []
+    for entry, side in zip(simulated.entries, simulated.side["iterations"]):
+        state = sim_kernel.state_from_profile(side["performance_profile"])
+        iteration = entry["iteration_id"]
+        gains = {f: sim_kernel.expected_improvement(state, {"strategy_family": f}, rollouts=rollouts,
+                                                    seed=sim_kernel.derive_seed("truth", seed, index, iteration))
+                 for f in FAMILIES}
+        lines.append({"iteration_id": iteration, "best_before": state.cycles,
+                      "logged_family": entry["strategy_tags"][0], "expected_improvement": gains,
+                      "p_valid": {f: plain_p_valid(f) for f in FAMILIES}})
+    return simulated.entries, lines
+
+
+SCENARIOS = (*WORLDS, SIMEARLY)
+
+
 def write(scenario: str, episodes: int, seed: int, out: Path) -> dict[str, Any]:
     """OUT/logs/episode-NNNN/log.jsonl (what is imported) and OUT/truth.jsonl (the benchmark's truth)."""
-    world = WORLDS[scenario]
     logs = out / "logs"
     truth_lines = []
     entries = 0
     for index in range(episodes):
-        history, known = episode(world, seed, index)
+        history, known = simearly_episode(seed, index) if scenario == SIMEARLY else episode(WORLDS[scenario], seed,
+                                                                                             index)
         folder = logs / f"episode-{index:04d}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "log.jsonl").write_text("".join(entry_line(e) + "\n" for e in history), encoding="utf-8")
@@ -317,7 +374,7 @@ def write(scenario: str, episodes: int, seed: int, out: Path) -> dict[str, Any]:
 def main(argv: Optional[list[str]] = None) -> int:
     """Write one scenario's logs and truth."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=sorted(WORLDS), required=True)
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)

@@ -11,6 +11,8 @@ Each candidate is scored by grouped k-fold cross-validation over the episodes (n
 attempts are not independent), the best by held-out squared error (gain) or log loss (valid, propensity) is
 refit on every row, and everything is seeded and deterministic. Trees are exported as arrays, linear models as
 coefficients (`runtime.outcome`, `evals.offpolicy.propensity`): the runtime scores them with NumPy alone.
+The chosen gain model's held-out predictions also calibrate it: each family's estimates are scaled so that, on
+episodes the model did not see, their mean matches what that family's attempts brought (`family_scale`).
 
 What the fit was trained on is recorded in one place, the model's `fit` entry (`OutcomeFit.chosen`): counts of
 train and dev records, usable attempts and episodes, and the SHA-256 of the sorted record ids.
@@ -35,6 +37,8 @@ from runtime.records import PlannerRecord
 
 MIN_ATTEMPTS = 30  # usable logged attempts (a family in strategy_tags[0], a best before) a model needs
 MIN_EPISODES = 2
+MIN_SCALED = 20  # attempts of a family its calibration needs
+MAX_SCALE = 2.0
 
 
 class OutcomeFitError(ValueError):
@@ -53,7 +57,7 @@ class OutcomeFitSettings:
     min_samples_leaf: int = 20  # outcomes are noisy: leaves of 20 attempts (chosen on the development scenarios)
     folds: int = 3
     weighting: str = "propensity"  # "propensity": rows weighted by 1 / P(logged family), clipped; "none"
-    max_weight: float = 10.0
+    max_weight: float = 3.0  # low: attempts of weight 10 made the fit chase their noisy gains (simearly, CV)
 
     def key(self) -> dict[str, Any]:
         """The settings as JSON data (part of a cached model's key)."""
@@ -95,6 +99,7 @@ class _Candidate:
         family, _, value = spec.partition(":")
         self.family, self.value = family, float(value or 1)
         self.settings, self.seed = settings, seed
+        self.held: Optional[np.ndarray] = None  # its held-out predictions over the folds (`_select`)
 
     def fit(self, X: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None) -> "_Candidate":
         if self.family == "trees":
@@ -169,7 +174,7 @@ def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, group
     refit on all."""
     splits = _folds(groups, settings.folds)
     w = np.ones(len(y)) if weight is None else weight
-    grid = []
+    grid, predictions = [], {}
     for spec in specs:
         if not splits:
             grid.append({"target": kind, "model": spec, "held_out_loss": None})
@@ -181,9 +186,31 @@ def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, group
                 continue
             held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
         grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y, held, w)})
+        predictions[spec] = held
     scored = [row for row in grid if row["held_out_loss"] is not None]
     best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
-    return _Candidate(best, kind, settings, seed).fit(X, y, w), grid
+    chosen = _Candidate(best, kind, settings, seed).fit(X, y, w)
+    chosen.held = predictions.get(best)
+    return chosen, grid
+
+
+def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray,
+                  held: Optional[np.ndarray]) -> dict[str, float]:
+    """Per family: what its attempts brought over what the chosen model predicted for them on held-out episodes
+    (both weighted), clipped to [1/MAX_SCALE, MAX_SCALE]; none without folds or with fewer than MIN_SCALED attempts.
+
+    Trees fit on few, heavy-tailed gains learn a family's rare large wins into the leaves of the other families'
+    attempts too; the held-out means show by how much, and the estimates are scaled back to them."""
+    if held is None:
+        return {}
+    family, w, y = data.family[known], weight[known], data.gain_share[known]
+    scale = {}
+    for k in sorted(set(family.tolist())):
+        mine = family == k
+        predicted = float((w[mine] * held[mine]).sum())
+        if mine.sum() >= MIN_SCALED and predicted > 0:
+            scale[FAMILIES[k]] = float(np.clip((w[mine] * y[mine]).sum() / predicted, 1 / MAX_SCALE, MAX_SCALE))
+    return scale
 
 
 def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> tuple[PropensityModel, dict[str, Any]]:
@@ -301,13 +328,16 @@ def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
         valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed, weight)
         valid_state, valid_spec = valid.state(X), valid.spec
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
+    scale = _family_scale(data, known, weight, gain.held)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
               "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,
               "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),
               "skipped": data.skipped, "folds": len(_folds(groups, settings.folds)), "seed": seed,
-              "trained_on_sha256": _digest(data.record_ids), "settings": settings.key()}
+              "trained_on_sha256": _digest(data.record_ids), "settings": settings.key(),
+              "family_scale": scale}
     state = {"kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
-             "families": families, "valid": valid_state, "gain": gain.state(X[known]), "fit": chosen}
+             "families": families, "valid": valid_state, "gain": gain.state(X[known]), "family_scale": scale,
+             "fit": chosen}
     return OutcomeFit(outcome=OutcomeModel(state), propensity=propensity, chosen=chosen,
                       grid=[*gain_grid, *valid_grid], trained_on=list(data.record_ids))
 

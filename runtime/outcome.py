@@ -8,8 +8,11 @@ the packet's best). `planner.learned` chooses with it, and the planner metrics e
 logs carry no performance profile (`evals.offpolicy`).
 
 State JSON (`OutcomeModel.to_state()`; never a pickle):
-    {"kind": "planner_outcome", "features_version": 1, "row_names": [...], "families": [families seen in train],
-     "valid": scorer, "gain": scorer, "fit": {what the fit chose, on which records}}
+    {"kind": "planner_outcome", "features_version": 2, "row_names": [...], "families": [families seen in train],
+     "valid": scorer, "gain": scorer, "family_scale": {family: factor} (optional, 1 when absent),
+     "fit": {what the fit chose, on which records}}
+The gain scorer's share is multiplied by its family's `family_scale`: the fit's calibration of each family's
+mean (its held-out predictions against what the family's attempts brought).
 A scorer is either gradient-boosted trees
     {"type": "trees", "link": "identity" | "logistic", "bias": b,
      "trees": [{"feature": [...], "threshold": [...], "left": [...], "right": [...], "value": [...]}, ...]}
@@ -169,6 +172,18 @@ class Scorer:
                 "coef": self.coef.tolist(), "intercept": self.intercept}
 
 
+def _family_scale(value: Any, families: Sequence[str]) -> dict[str, float]:
+    """The `family_scale` entry checked: a positive finite factor per known family (none: all 1)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or any(f not in families for f in value) or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
+            for v in value.values()):
+        raise OutcomeModelError(f"`family_scale` must map families of {list(families)} to positive numbers, "
+                                f"got {str(value)[:80]!r}")
+    return {f: float(v) for f, v in value.items()}
+
+
 @dataclass(frozen=True)
 class FamilyEstimate:
     """What the model expects of one family's attempt from one packet."""
@@ -199,6 +214,7 @@ class OutcomeModel:
         self.families: list[str] = [f for f in FAMILIES if f in families]
         self.valid = Scorer(state.get("valid"), len(ROW_NAMES), "valid")
         self.gain = Scorer(state.get("gain"), len(ROW_NAMES), "gain")
+        self.family_scale = _family_scale(state.get("family_scale"), self.families)
         self.fit_info: dict[str, Any] = dict(state.get("fit") or {})
 
     @classmethod
@@ -210,7 +226,7 @@ class OutcomeModel:
         """The model as JSON data."""
         return {"kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
                 "families": list(self.families), "valid": self.valid.to_state(), "gain": self.gain.to_state(),
-                "fit": dict(self.fit_info)}
+                "family_scale": dict(self.family_scale), "fit": dict(self.fit_info)}
 
     def predict_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(P(valid), expected gain share >= 0) of model rows (`runtime.outcome_features.candidate_row`)."""
@@ -224,6 +240,7 @@ class OutcomeModel:
         if not known:
             return found
         p_valid, share = self.predict_rows(np.vstack([features.row(f) for f in known]))
+        share = share * np.asarray([self.family_scale.get(f, 1.0) for f in known])
         for family, p, g in zip(known, p_valid, share):
             cycles = float(g) * features.best if features.best is not None else None
             found[family] = FamilyEstimate(family=family, p_valid=float(p), gain_share=float(g), cycles=cycles)

@@ -17,17 +17,21 @@ Two parts:
   packet has a performance profile, its slack and which bound binds.
 - family features (`FAMILY_NAMES`), one set per family: its attempts and valid attempts in the tail, its
   improvements and their mean share of the best, its last attempt's gain, how long ago it was tried and
-  last improved, whether it is the current family or blocked, and how far its best is from the best.
+  last improved, whether it is the current family or blocked, how far its best is from the best, and what
+  its measured cycles showed, merged or not (the last change, the largest drop, a drop an invalid attempt
+  measured): an attempt that failed its tests still shows whether the change made the code faster.
+- cross features (`PacketFeatures.cross`): the share of the best each family took off since each other
+  family was last tried (what a family met when last tried may no longer hold).
 
 `candidate_row(features, family)` is what the model scores for one family: the context, the family's
-one-hot code, its own family features, the other two families' (in FAMILIES order), and how its recent payoff
-and its last improvement compare with theirs.
+one-hot code, its own family features, the other two families' (in FAMILIES order), how its recent payoff
+and its last improvement compare with theirs, and what the other two won since it was last tried.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -37,7 +41,7 @@ from .inputs import tail_entries
 from .pivot import (HARD_PLATEAU, INVALID_STREAK, current_streak, family_constraints, family_of, invalid_streak,
                     near_bound, packet_pivot_inputs, slack_fraction)
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 NEVER = 21.0  # "attempts since" when the tail (at most 20 lines) never shows it
 RECENT = 5  # attempts the recent improvement rate looks back on
 
@@ -50,12 +54,13 @@ CONTEXT_NAMES: tuple[str, ...] = (
 FAMILY_NAMES: tuple[str, ...] = (
     "tries", "valid_share", "wins", "gain_rate", "last_gain", "last_valid", "since_tried", "since_win",
     "is_current", "is_blocked", "best_gap", "has_valid", "last_valid_gain", "valid_no_gain", "wins_by_others_since",
-    "recent_tries",
+    "recent_tries", "last_change", "max_drop", "since_measured", "unmerged_drop",
 )
 ROW_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"is:{family}" for family in FAMILIES), *(f"own:{name}" for name in FAMILY_NAMES),
     *(f"other{k}:{name}" for k in (1, 2) for name in FAMILY_NAMES),
     "gain_rate_vs_others", "since_win_vs_others", "last_valid_gain_vs_others",
+    *(f"other{k}:gain_since_own" for k in (1, 2)),
 )
 
 
@@ -66,6 +71,8 @@ class PacketFeatures:
     context: np.ndarray
     families: np.ndarray  # shape (len(FAMILIES), len(FAMILY_NAMES))
     best: Optional[int]
+    # [f, g]: the share of the best family g took off since family f was last tried (`_cross`)
+    cross: np.ndarray = field(default_factory=lambda: np.zeros((len(FAMILIES), len(FAMILIES))))
 
     def row(self, family: str) -> np.ndarray:
         """The model's input row for an attempt of `family` from this packet."""
@@ -85,6 +92,14 @@ def _gain(entry: Mapping[str, Any]) -> float:
         return float(max(0, -delta))
     cycles, before = _int(entry.get("cycles")), _int(entry.get("best_before"))
     return float(max(0, before - cycles)) if cycles is not None and before is not None else 0.0
+
+
+def _change(entry: Mapping[str, Any]) -> Optional[float]:
+    """(cycles - best_before) / best_before of a measured attempt, valid or not (None when not measured)."""
+    cycles, before = _int(entry.get("cycles")), _int(entry.get("best_before"))
+    if cycles is None or before is None or before <= 0:
+        return None
+    return float(min(max((cycles - before) / before, -1.0), 1.0))
 
 
 def _log_ratio(high: Optional[float], low: Optional[float]) -> float:
@@ -174,6 +189,10 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
         last_valid = max((i for i, e in enumerate(entries) if family_of(e) == family and e.get("valid") is True),
                          default=None)
         since_valid = entries[last_valid + 1:] if last_valid is not None else entries
+        # Measured cycles show what the change did to the code even when the attempt was not merged (invalid, or
+        # slower than the best): a drop there means the family can still pay, a rise that it now costs.
+        changes = [c for c in (_change(e) for e in mine) if c is not None]
+        unmerged = [-c for e in mine if (c := _change(e)) is not None and c < 0 and e.get("valid") is not True]
         rows.append([
             float(len(mine)), (valid + 1.0) / (len(mine) + 2.0), float(sum(g > 0 for g in gains)),
             sum(gains) / scale / len(mine) if mine and best else 0.0,
@@ -188,8 +207,26 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             float(sum(1 for e in mine if e.get("valid") is True and _gain(e) == 0)),
             float(sum(1 for e in since_valid if family_of(e) != family and _gain(e) > 0)),
             float(sum(1 for e in entries[-RECENT:] if family_of(e) == family)),
+            changes[-1] if changes else 0.0, -min(changes + [0.0]),
+            _since(entries, lambda e, f=family: family_of(e) == f and _change(e) is not None),
+            max(unmerged, default=0.0),
         ])
     return np.asarray(rows, dtype=np.float64)
+
+
+def _cross(entries: list[dict[str, Any]], best: Optional[int]) -> np.ndarray:
+    """[f, g]: the share of the best family g took off since family f's last attempt (the whole tail when f has
+    none). What another family won since shows whether what f met last time still holds (a bound another family
+    lowered may leave f's bound the binding one)."""
+    scale = float(best) if best else 1.0
+    cross = np.zeros((len(FAMILIES), len(FAMILIES)))
+    for i, family in enumerate(FAMILIES):
+        last = max((k for k, e in enumerate(entries) if family_of(e) == family), default=-1)
+        for e in entries[last + 1:]:
+            other = family_of(e)
+            if other in FAMILIES and best:
+                cross[i, FAMILIES.index(other)] += _gain(e) / scale
+    return cross
 
 
 def packet_features(packet: AdvisorPacket) -> PacketFeatures:
@@ -199,6 +236,7 @@ def packet_features(packet: AdvisorPacket) -> PacketFeatures:
     if best is None:
         best = _int(packet.experiment_summary.best_cycles)
     return PacketFeatures(context=_context(packet, entries, best), families=_family_rows(packet, entries, best),
+                          cross=_cross(entries, best),
                           best=best if best is not None and best > 0 else None)
 
 
@@ -212,7 +250,7 @@ def candidate_row(features: PacketFeatures, family: str) -> np.ndarray:
     onehot[index] = 1.0
     return np.concatenate([features.context, onehot, own, others.ravel(),
                            [own[rate] - float(others[:, rate].max()), own[since] - float(others[:, since].min()),
-                            own[last] - float(others[:, last].max())]])
+                            own[last] - float(others[:, last].max())], np.delete(features.cross[index], index)])
 
 
 def policy_row(features: PacketFeatures) -> np.ndarray:

@@ -42,7 +42,7 @@ import random
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -307,11 +307,14 @@ def _sha(rng: random.Random) -> str:
     return f"{rng.getrandbits(160):040x}"
 
 
-def simulate_episode(seed: int, index: int, *, old_shape: bool = False,
-                     iterations: Optional[int] = None) -> SimulatedEpisode:
-    """Episode `index` of a seed: the planner plays the kernel environment for 24-48 iterations."""
+def simulate_episode(seed: int, index: int, *, old_shape: bool = False, iterations: Optional[int] = None,
+                     start: Callable[[random.Random], KernelState] = initial_state) -> SimulatedEpisode:
+    """Episode `index` of a seed: the planner plays the kernel environment for 24-48 iterations.
+
+    `start` draws the first state from the episode's setup stream (the sample's `initial_state` unless given,
+    e.g. an earlier phase of the same kernel's optimization)."""
     setup = random.Random(derive_seed("episode", seed, index))
-    state = initial_state(setup)
+    state = start(setup)
     persona = sample_persona(setup)
     count = iterations if iterations is not None else setup.randint(24, 48)
     climbs_thresholds = setup.random() < 0.7

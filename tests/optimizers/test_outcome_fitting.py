@@ -46,6 +46,15 @@ def test_the_fit_records_what_it_was_fit_on(outcome_fit, profile_free_dataset):
     assert not test_ids & set(outcome_fit.trained_on)
 
 
+def test_each_familys_estimates_are_scaled_to_what_its_attempts_brought_on_held_out_episodes():
+    fit = fit_outcome_models(episodes())
+    scale = fit.outcome.family_scale
+    assert set(scale) == set(FAMILIES) and all(0.5 <= v <= 2.0 for v in scale.values())
+    assert scale[DEPS] == 0.5  # deps never gains: whatever the trees lend it from the others is scaled back (clipped)
+    assert fit.chosen["family_scale"] == scale
+    assert fit.outcome.to_state()["family_scale"] == scale
+
+
 def test_the_fit_is_deterministic():
     first, again = fit_outcome_models(episodes()), fit_outcome_models(episodes())
     assert again.outcome.to_state() == first.outcome.to_state()

@@ -56,6 +56,8 @@ def test_a_family_never_seen_in_train_has_no_estimate_and_no_best_no_cycles():
     (lambda s: s["gain"]["trees"][0].update(right=[0, -1, -1]), "out of range"),  # a loop: scoring would never end
     (lambda s: s["gain"]["trees"][0].update(value=[0.0, float("nan"), 0.0]), "finite"),
     (lambda s: s["valid"].update(link="softmax"), "link"),
+    (lambda s: s.update(family_scale={LOADS: 0.0}), "family_scale"),
+    (lambda s: s.update(family_scale={"family:other": 1.0}), "family_scale"),
     (lambda s: s.update(gain={"type": "linear", "link": "identity", "mean": [0.0], "scale": [1.0], "coef": [1.0],
                               "intercept": 0.0}), "numbers each"),
 ])
@@ -65,3 +67,11 @@ def test_a_bad_state_is_refused_with_one_line(change, message):
     with pytest.raises(OutcomeModelError, match=message) as caught:
         OutcomeModel(bad)
     assert "\n" not in str(caught.value)
+
+
+def test_a_family_scale_multiplies_that_familys_estimate_only():
+    scaled = OutcomeModel({**state(), "family_scale": {LOADS: 0.5}})
+    estimates, plain = scaled.estimates(packet()), OutcomeModel(state()).estimates(packet())
+    assert estimates[LOADS].gain_share == pytest.approx(0.01) and estimates[LOADS].cycles == pytest.approx(20.0)
+    assert estimates[SCHEDULE] == plain[SCHEDULE] and estimates[LOADS].p_valid == plain[LOADS].p_valid
+    assert OutcomeModel(scaled.to_state()).to_state() == scaled.to_state()

@@ -63,3 +63,27 @@ def test_rows_of_different_families_differ_only_in_whose_features_come_first():
     own = ROW_NAMES.index(f"own:{FAMILY_NAMES[0]}")
     assert [row[own] for row in rows.values()] == list(f.families[:, 0])
     assert len(policy_row(f)) == len(CONTEXT_NAMES) + len(FAMILIES) * len(FAMILY_NAMES)
+
+
+def test_measured_cycles_count_even_when_the_attempt_was_not_merged():
+    """An invalid attempt whose cycles were measured shows what its change did: a drop the family can still bring."""
+    lines = [entry(1, LOADS, valid=False, cycles=900, best_before=1000),
+             entry(2, LOADS, cycles=1010, best_before=1000),
+             entry(3, SCHEDULE, valid=False, best_before=1000)]
+    f = packet_features(record("e", 4, lines, entry(4, DEPS, best_before=1000)).packet)
+    loads = dict(zip(FAMILY_NAMES, f.families[FAMILIES.index(LOADS)]))
+    assert loads["last_change"] == 0.01 and loads["max_drop"] == 0.1 and loads["unmerged_drop"] == 0.1
+    assert loads["since_measured"] == 1 and loads["wins"] == 0
+    schedule = dict(zip(FAMILY_NAMES, f.families[FAMILIES.index(SCHEDULE)]))
+    assert schedule["last_change"] == 0 and schedule["max_drop"] == 0 and schedule["since_measured"] == 21
+
+
+def test_what_other_families_won_since_a_family_was_last_tried():
+    f = features_at(1)  # schedule won at 1 and 2 (50 then 20 of 930), then loads at 3 and deps at 4, 5
+    row = dict(zip(ROW_NAMES, candidate_row(f, LOADS)))
+    assert row["other1:gain_since_own"] == 0 and row["other2:gain_since_own"] == 0  # nothing won since 3
+    deps_tried_last = dict(zip(ROW_NAMES, candidate_row(f, DEPS)))
+    assert deps_tried_last["other1:gain_since_own"] == 0
+    never = packet_features(record("e", 3, history(1)[:2], entry(3, LOADS, best_before=930)).packet)
+    loads = dict(zip(ROW_NAMES, candidate_row(never, LOADS)))
+    assert np.isclose(loads["other1:gain_since_own"], 70 / 930)  # schedule's two wins, the whole tail
