@@ -232,12 +232,9 @@ def _cross(entries: list[dict[str, Any]], best: Optional[int]) -> np.ndarray:
 def packet_features(packet: AdvisorPacket) -> PacketFeatures:
     """The context and family features of a packet (see the module docstring)."""
     entries = tail_entries(packet)
-    best = _int(packet.best_cycles)
-    if best is None:
-        best = _int(packet.experiment_summary.best_cycles)
+    best = packet.best_so_far
     return PacketFeatures(context=_context(packet, entries, best), families=_family_rows(packet, entries, best),
-                          cross=_cross(entries, best),
-                          best=best if best is not None and best > 0 else None)
+                          cross=_cross(entries, best), best=best)
 
 
 def candidate_row(features: PacketFeatures, family: str) -> np.ndarray:

@@ -31,12 +31,20 @@ from typing import Any, Optional
 
 from runtime.fullauto import (ORPHAN_RUN, DecisionLogLine, FullAutoTurnSummary, GuardrailConfig, GuardrailContext,
                               GuidanceDecision)
+from runtime.checksums import module_checksum
 from runtime.guardrails import apply_guardrails
 from runtime.records import inputs_hash
 from runtime.shadow_log import SCHEMA_VERSION, SHADOW_FILE, ShadowAnswer, ShadowDecisionLine, ShadowModule
 
 _ERROR_CHARS = 300
 _STOP = object()
+
+
+def module_identity(manifest: Any, folder: Path) -> ShadowModule:
+    """The identity a shadow line names an exported module by: name, version and entry from its manifest
+    (`runtime.frozen.manifest.FrozenManifest`), the checksum of its folder's files."""
+    return ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
+                        checksum=module_checksum(folder))
 
 
 def _now() -> str:
@@ -120,7 +128,7 @@ class ShadowRunner:
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; shadow decisions are Full Auto's")
         _check_lm(candidate)
         self.candidate = candidate
-        self.module = ShadowModule.of(manifest, candidate.path)
+        self.module = module_identity(manifest, candidate.path)
         self.path = Path(log_dir) / SHADOW_FILE
         self.deadline_s = float(deadline_s)
         self.max_pending = max_pending

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -66,14 +65,6 @@ class ShadowModule(BaseModel):
     def package(self) -> str:
         """`name@version`."""
         return f"{self.name}@{self.version}"
-
-    @classmethod
-    def of(cls, manifest: Any, folder: Path) -> "ShadowModule":
-        """The identity of an exported module folder (`runtime.frozen.manifest.FrozenManifest`, its folder): name,
-        version and entry from the manifest, the checksum of its files (`runtime.checksums.module_checksum`)."""
-        from runtime.checksums import module_checksum
-
-        return cls(name=manifest.name, version=manifest.version, entry=manifest.entry, checksum=module_checksum(folder))
 
     def same_module(self, other: "ShadowModule") -> bool:
         """True when both name one module folder: same name, version and checksum."""

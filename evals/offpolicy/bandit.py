@@ -39,10 +39,7 @@ class Attempt:
     @property
     def best(self) -> Optional[int]:
         """The best the attempt started from: the packet's best (the runner's), else its summary's."""
-        best = self.packet.best_cycles
-        if best is None:
-            best = self.packet.experiment_summary.best_cycles
-        return best if isinstance(best, int) and best > 0 else None
+        return self.packet.best_so_far
 
     @property
     def observed(self) -> Optional[float]:

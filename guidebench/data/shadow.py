@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from runtime.records import DecisionRecord, ShadowDecision, SourceRef, inputs_hash
+from runtime.shadow import module_identity
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine, ShadowModule
 
 from guidebench.errors import GuidebenchError, refused_write
@@ -53,7 +54,7 @@ def judged_module(path: Optional[str | Path]) -> Optional[ShadowModule]:
         manifest = verify_frozen(Path(path))
     except FrozenModuleError as exc:
         raise GuidebenchError(f"--shadow-module {path}: {exc.reason}") from None
-    return ShadowModule.of(manifest, Path(path))
+    return module_identity(manifest, Path(path))
 
 
 def _most_named(file: Path) -> Optional[ShadowModule]:

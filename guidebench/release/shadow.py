@@ -20,6 +20,7 @@ from evals.sequential import ConfidenceSequence, SequentialVerdict
 from evals.shadow import ShadowPairs
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import FrozenManifest, FrozenModuleError
+from runtime.shadow import module_identity
 from runtime.shadow_log import ShadowModule
 
 from guidebench.errors import GuidebenchError
@@ -189,7 +190,7 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
         records = load_records(data, "all")
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from None
-    report = judge(ShadowModule.of(manifest, module_dir), records, info["dataset_id"], gates.sequential,
+    report = judge(module_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
                    learned=manifest.provenance)
     if record and report.verdict.verdict != "keep shadowing":
         report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
