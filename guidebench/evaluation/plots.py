@@ -15,6 +15,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 from evals.metrics_fullauto import DISPATCH_ACTIONS, ECE_BINS, dispatch_action  # noqa: E402
 
 
+def _save(fig: Any, ax: Any, path: Path, title: str, *, xlabel: str = "", ylabel: str = "",
+          fontsize: int = 10) -> Path:
+    """Label the axes, title the plot, write it as a PNG and free the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=fontsize)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def confusion_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     """Outcome label (rows) against enforced action (columns) over labeled records."""
     labels = list(DISPATCH_ACTIONS)
@@ -31,13 +43,7 @@ def confusion_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> 
             ax.text(j, i, str(value), ha="center", va="center", color="white" if value > peak / 2 else "black")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_yticks(range(len(labels)), labels)
-    ax.set_xlabel("enforced action")
-    ax.set_ylabel("outcome label")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, xlabel="enforced action", ylabel="outcome label")
 
 
 def calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
@@ -61,14 +67,8 @@ def calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -
     ax.scatter(xs, ys, s=sizes, color="tab:blue", label="model (size = records)")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("model confidence")
-    ax.set_ylabel("share of right actions")
-    ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, xlabel="model confidence", ylabel="share of right actions")
 
 
 def effect_calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str, estimator: str = "") -> Path:
@@ -84,13 +84,8 @@ def effect_calibration_png(rows: Sequence[Mapping[str, Any]], path: Path, title:
         low, high = min(xs + ys + [0.0]), max(xs + ys + [1.0])
         ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1)
         ax.scatter(xs, ys, s=18, alpha=0.7, color="tab:orange")
-    ax.set_xlabel("predicted drop of the best (cycles)")
-    ax.set_ylabel(f"expected drop, {estimator or 'cycles'} model (cycles)")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, xlabel="predicted drop of the best (cycles)",
+                 ylabel=f"expected drop, {estimator or 'cycles'} model (cycles)")
 
 
 def family_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
@@ -104,13 +99,8 @@ def family_png(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Pat
     names = [f.split(":")[1] for f in families]
     ax.bar(names, ok, color="tab:green", label="compliant")
     ax.bar(names, bad, bottom=ok, color="tab:red", label="not compliant")
-    ax.set_ylabel("directives")
-    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, ylabel="directives")
 
 
 def offpolicy_calibration_png(calibration: Mapping[str, Any], path: Path, title: str) -> Path:
@@ -130,13 +120,8 @@ def offpolicy_calibration_png(calibration: Mapping[str, Any], path: Path, title:
                 f"corr {corr if corr is None else round(corr, 2)}; coverage {cover if cover is None else round(cover, 2)}",
                 transform=ax.transAxes, va="top", fontsize=7)
         ax.legend(loc="lower right", fontsize=7)
-    ax.set_xlabel("predicted improvement (cycles)")
-    ax.set_ylabel("observed improvement (cycles)")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, xlabel="predicted improvement (cycles)", ylabel="observed improvement (cycles)",
+                 fontsize=9)
 
 
 def replay_plots(kind: str, rows: Sequence[Mapping[str, Any]], out_dir: Path, program: str,
