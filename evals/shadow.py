@@ -106,7 +106,7 @@ def paired_turns(records: Iterable[DecisionRecord], module: Optional[ShadowModul
                              "to judge")
         module = next(iter(modules.values()), None)
     pairs = ShadowPairs(module=module)
-    seen = set(learned.hashes) if learned is not None else set()
+    seen = learned.keys() if learned is not None else frozenset()
     for record in ordered:
         pairs.counts["records"] += 1
         if record.shadow is None:

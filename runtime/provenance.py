@@ -9,86 +9,126 @@ program's. `check_overlap` counts the scored records that are among them: `guide
 `leaderboard`, `promote` and `search` all call it, refuse promotion and the champion's place on overlap, and
 flag it everywhere else.
 
-Records are identified by their inputs, not by their record id: re-importing the same logs with another seed
-reshuffles the splits, and a record's inputs stay the same (`DecisionRecord.inputs_hash`: the turn summary and
-guardrail config; `PlannerRecord.inputs_hash`: the packet the planner sees). A `Provenance` stores the sorted,
-distinct first `hash_chars` hex digits of each SHA-256 (16: 64 bits): a record it never saw matches one by
-chance with probability `false_positive_rate()` (n / 2^64, about 5e-17 for a thousand records).
+Records are identified by their content without their identifiers, not by their record id nor by any id they
+carry (`DecisionRecord.content_hash`, `PlannerRecord.content_hash`, `runtime.records`; docs/trained.md, "What a record
+is known by", lists exactly what is hashed): re-importing the same logs with another seed reshuffles the splits, and
+renaming every UUID, branch or sha in them makes new ids, while a record's content stays the same. A `Provenance`
+stores, per split, the sorted, distinct first `hash_chars` hex digits of each SHA-256 (16: 64 bits): a record it never
+saw matches one by chance with probability `false_positive_rate()` (n / 2^64, about 5e-17 for a thousand records).
 
-`None` where a provenance is expected means unknown (an export or state written before provenance was
-recorded, or a state file that lost it): it is reported as "provenance unknown", and promotion refuses it. A
-provenance with no hash is a program that learned from no record (a rule policy, hand-written seed demos).
+Unknown provenance: `None` where a provenance is expected (an export or state written before provenance was
+recorded, or a state file that lost it), and a provenance that does not hold together (`Provenance.problem`): one
+that identifies records otherwise (`inputs_hash`, the identity of states and exports written before content
+hashes: its hashes include the ids, so a renamed copy of a record escaped them; recompile and export again), one
+without an identity (`{}`), and one whose counts per split disagree with its hashes (hashes emptied or removed
+while `splits` still claims the records). Unknown is reported as "provenance unknown: <why>", and promotion refuses
+it. A provenance with no hash and no count is a program that learned from no record (a rule policy, hand-written
+seed demos).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Mapping, Optional, Sequence
+from typing import Any, Iterable, Literal, Mapping, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 HASH_CHARS = 16
 PROVENANCE_KEY = "provenance"  # the entry of a program state (program.json) and of summary.json that holds it
-IDENTITY = "inputs_hash"
+IDENTITY = "content_hash"
+OLD_IDENTITY = "inputs_hash"  # states and exports written before content hashes (their hashes include the ids)
 SPLIT_ORDER: tuple[str, ...] = ("train", "dev", "test")
+RECOMPILE = "recompile it and export or evaluate it again (its program.json then records content hashes)"
 _HEX = frozenset("0123456789abcdef")
 
 
 def record_key(record: Any, chars: int = HASH_CHARS) -> str:
-    """A record's identity as a provenance stores it: the first `chars` hex digits of its inputs hash."""
-    return str(record.inputs_hash)[:chars]
+    """A record's identity as a provenance stores it: the first `chars` hex digits of its content hash."""
+    return str(record.content_hash)[:chars]
 
 
 class Provenance(BaseModel):
-    """The records a program learned from (fit, demos, selection), by the identity of their inputs."""
+    """The records a program learned from (fit, demos, selection), by the identity of their content, per split.
+
+    Read leniently (every field has a default, a list of hashes is the older shape) so that a provenance that does
+    not hold together is reported as unknown (`problem`) rather than taken for one that learned from nothing."""
 
     model_config = ConfigDict(extra="forbid")
 
     dataset_id: Optional[str] = Field(None, description="the dataset the records came from (None: no record)")
-    splits: dict[str, int] = Field(default_factory=dict, description="records learned from, by split")
-    identity: Literal["inputs_hash"] = Field(IDENTITY, description=(
-        "what identifies a record: SHA-256 of its inputs (turn summary + guardrail config; a planner record's "
-        "packet), not its record id"))
+    identity: Optional[str] = Field(None, description=(
+        "what identifies a record: `content_hash`, SHA-256 of its content without ids (docs/trained.md); "
+        "`inputs_hash` in states written before it"))
     hash_chars: int = Field(HASH_CHARS, ge=8, le=64, description="hex digits of each SHA-256 kept")
-    hashes: list[str] = Field(default_factory=list, description="sorted, distinct truncated inputs hashes")
-
-    @model_validator(mode="after")
-    def _well_formed(self) -> "Provenance":
-        bad = next((h for h in self.hashes if len(h) != self.hash_chars or not set(h) <= _HEX), None)
-        if bad is not None:
-            raise ValueError(f"hash {bad!r} is not {self.hash_chars} lowercase hex digits")
-        if any(a >= b for a, b in zip(self.hashes, self.hashes[1:])):
-            raise ValueError("hashes must be sorted and distinct")
-        return self
+    splits: dict[str, int] = Field(default_factory=dict, description="records learned from, by split")
+    hashes: Union[dict[str, list[str]], list[str]] = Field(default_factory=dict, description=(
+        "per split, the sorted, distinct truncated content hashes (one per counted record); a flat list in "
+        "states written before content hashes"))
 
     @classmethod
     def of(cls, dataset_id: Optional[str], records_by_split: Mapping[str, Iterable[Any]]) -> "Provenance":
-        """The provenance of these records (each with an `inputs_hash`), by the split they came from."""
-        keys: set[str] = set()
-        splits: dict[str, int] = {}
+        """The provenance of these records (each with a `content_hash`), by the split they came from."""
+        hashes: dict[str, list[str]] = {}
         for split, records in records_by_split.items():
-            found = {record_key(record) for record in records}
+            found = sorted({record_key(record) for record in records})
             if found:
-                splits[split] = len(found)
-                keys |= found
-        return cls(dataset_id=dataset_id if keys else None, splits=splits, hashes=sorted(keys))
+                hashes[split] = found
+        return cls(dataset_id=dataset_id if hashes else None, identity=IDENTITY,
+                   splits={split: len(found) for split, found in hashes.items()}, hashes=hashes)
+
+    def problem(self) -> Optional[str]:
+        """Why this provenance cannot be trusted (None: it holds together); a provenance with a problem is unknown."""
+        if self.identity != IDENTITY:
+            if self.identity == OLD_IDENTITY:
+                return ("it knows records by their inputs hash, which includes their ids (written before content "
+                        "hashes), so a renamed copy of a record escapes it")
+            return f"it names no record identity ({self.identity!r}, not {IDENTITY!r})"
+        if not isinstance(self.hashes, dict):
+            return "its hashes are not listed by split"
+        if set(self.splits) != set(self.hashes):
+            return (f"its counts name splits {sorted(self.splits)} and its hashes splits {sorted(self.hashes)}")
+        for split in sorted(self.splits, key=lambda name: _split_order((name, 0))):
+            claimed, listed = self.splits[split], self.hashes[split]
+            if claimed != len(listed):
+                return f"it claims {claimed} records of split {split} and lists {len(listed)} hashes"
+            bad = next((h for h in listed if len(h) != self.hash_chars or not set(h) <= _HEX), None)
+            if bad is not None:
+                return f"hash {bad!r} of split {split} is not {self.hash_chars} lowercase hex digits"
+            if any(a >= b for a, b in zip(listed, listed[1:])):
+                return f"the hashes of split {split} are not sorted and distinct"
+        if self.keys() and not self.dataset_id:
+            return "it holds hashes of records of no dataset"
+        return None
+
+    def keys(self) -> frozenset[str]:
+        """Every truncated content hash learned from (any split)."""
+        if not isinstance(self.hashes, dict):
+            return frozenset(self.hashes)
+        return frozenset(h for listed in self.hashes.values() for h in listed)
+
+    def knows(self, record: Any) -> bool:
+        """True when this record (with a `content_hash`) is among those learned from."""
+        return record_key(record, self.hash_chars) in self.keys()
 
     @property
     def n(self) -> int:
         """Distinct records learned from."""
-        return len(self.hashes)
+        return len(self.keys())
 
     def false_positive_rate(self) -> float:
         """The chance that a record never learned from matches one of the stored hashes."""
         return min(1.0, self.n / 16.0 ** self.hash_chars)
 
     def overlap(self, records: Iterable[Any]) -> int:
-        """How many of these records (each with an `inputs_hash`) are among those learned from."""
-        learned = set(self.hashes)
+        """How many of these records (each with a `content_hash`) are among those learned from."""
+        learned = self.keys()
         return sum(record_key(record, self.hash_chars) in learned for record in records) if learned else 0
 
     def describe(self) -> str:
-        """Short human form: `train 812 + dev 175 of dataset 0123456789ab`, or `no record`."""
-        if not self.hashes:
+        """Short human form: `train 812 + dev 175 of dataset 0123456789ab`, `no record`, or `unknown (why)`."""
+        problem = self.problem()
+        if problem:
+            return f"unknown ({problem})"
+        if not self.n:
             return "no record"
         parts = " + ".join(f"{split} {n}" for split, n in sorted(self.splits.items(), key=_split_order))
         return f"{parts} of dataset {self.dataset_id[:12]}" if self.dataset_id else parts
@@ -98,12 +138,17 @@ def _split_order(item: tuple[str, int]) -> tuple[int, str]:
     return (SPLIT_ORDER.index(item[0]) if item[0] in SPLIT_ORDER else len(SPLIT_ORDER), item[0])
 
 
-NOTHING = Provenance()  # a program that learned from no record
+NOTHING = Provenance(identity=IDENTITY)  # a program that learned from no record
+
+
+def known(provenance: Optional[Provenance]) -> Optional[Provenance]:
+    """The provenance when it holds together, None when it is unknown (absent, or `problem()`)."""
+    return provenance if provenance is not None and provenance.problem() is None else None
 
 
 def read_provenance(data: Mapping[str, Any]) -> Optional[Provenance]:
     """The `provenance` entry of a program state or summary (None when absent: unknown); ValueError (one line)
-    when it is not a provenance."""
+    when it is not a provenance at all (a provenance that does not hold together is read, and unknown)."""
     raw = data.get(PROVENANCE_KEY)
     if raw is None:
         return None
@@ -128,21 +173,23 @@ class OverlapCheck(BaseModel):
     learned_from: Optional[str] = None  # `Provenance.describe()`
     false_positive_rate: Optional[float] = None
     use_instead: str = ""  # where to judge it instead (overlap and unknown)
+    unknown_because: str = ""  # why the provenance is unknown (status unknown)
 
     @property
     def overlaps(self) -> bool:
         """True when some scored record was learned from."""
         return self.status == "overlap"
 
-    def line(self) -> str:
-        """One line: how many records overlap and which split to use (or that none does, or that nobody knows)."""
+    def line(self, who: str = "the program") -> str:
+        """One line: how many records overlap and which split to use (or that none does, or that nobody knows);
+        `who` names the program in it."""
         where = f"split {self.split} of dataset {self.dataset_id[:12]}"
         if self.status == "overlap":
-            return (f"{self.n_overlap} of the {self.n_records} records of {where} are records the program learned "
+            return (f"{self.n_overlap} of the {self.n_records} records of {where} are records {who} learned "
                     f"from ({self.learned_from}): its scores there are not evidence; {self.use_instead}")
         if self.status == "unknown":
-            return (f"provenance unknown: the program does not record which records it learned from, so {where} "
-                    f"may hold some; {self.use_instead}")
+            why = self.unknown_because or f"{who} does not record which records it learned from"
+            return f"provenance unknown: {why}, so {where} may hold some; {self.use_instead}"
         return f"none of the {self.n_records} records of {where} was learned from ({self.learned_from})"
 
     def params(self) -> dict[str, Any]:
@@ -153,11 +200,15 @@ class OverlapCheck(BaseModel):
 
 def check_overlap(provenance: Optional[Provenance], records: Sequence[Any], *, dataset_id: str,
                   split: str) -> OverlapCheck:
-    """The one check: how many of a split's records (each with an `inputs_hash`) the program learned from."""
+    """The one check: how many of a split's records (each with a `content_hash`) the program learned from."""
     base = dict(dataset_id=dataset_id, split=split, n_records=len(records))
     if provenance is None:
         return OverlapCheck(status="unknown", use_instead="export or evaluate it again from its compile (its "
                             "program.json records what it learned from)", **base)
+    problem = provenance.problem()
+    if problem is not None:
+        return OverlapCheck(status="unknown", unknown_because=f"its provenance does not hold together: {problem}",
+                            use_instead=RECOMPILE, **base)
     n = provenance.overlap(records)
     check = OverlapCheck(status="overlap" if n else "clean", n_overlap=n, learned_from=provenance.describe(),
                          false_positive_rate=provenance.false_positive_rate(), **base)
@@ -173,5 +224,5 @@ def check_overlap(provenance: Optional[Provenance], records: Sequence[Any], *, d
     return check
 
 
-__all__ = ["HASH_CHARS", "NOTHING", "OverlapCheck", "PROVENANCE_KEY", "Provenance", "check_overlap",
-           "read_provenance", "record_key"]
+__all__ = ["HASH_CHARS", "IDENTITY", "NOTHING", "OverlapCheck", "PROVENANCE_KEY", "Provenance", "check_overlap",
+           "known", "read_provenance", "record_key"]

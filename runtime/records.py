@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,6 +37,67 @@ def inputs_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
 def packet_hash(packet: AdvisorPacket) -> str:
     """Identity of a planner record's inputs: SHA-256 of canonical JSON of the packet the planner sees."""
     return sha256_hex(canonical_json(packet.model_dump(mode="json")))
+
+
+# ----- content identity: what provenance knows a record by (docs/trained.md, "What a record is known by") -----
+# The fields that name a record rather than say what it holds. A copy of a turn or of a packet under other ids
+# (a re-import, every UUID renamed, another branch or sha) has the same content hash.
+SUMMARY_ID_FIELDS: tuple[str, ...] = ("thread_id", "turn_id")
+RECENT_ACTION_ID_KEYS: tuple[str, ...] = ("turn_id", "timestamp")
+ATTEMPT_ID_KEYS: tuple[str, ...] = ("iteration_id", "timestamp_utc", "branch", "base_branch", "base_sha", "head_sha")
+# Identifiers inside any text: UUIDs (any case) and full git / SHA-256 hex digests, each replaced by `<id:N>`, N the
+# order of its first appearance in the record, so a one-to-one renaming changes nothing and the pattern of which
+# value repeats where is kept.
+ID_PATTERN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+                        r"[0-9A-Fa-f]{12}|[0-9A-Fa-f]{64}|[0-9A-Fa-f]{40})(?![0-9A-Fa-f])")
+
+
+def _without_ids(text: str) -> str:
+    """`text` with every identifier replaced by its order of first appearance (`<id:1>`, `<id:2>`, ...)."""
+    seen: dict[str, str] = {}
+    return ID_PATTERN.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen) + 1}>"), text)
+
+
+def _drop_keys(item: Any, keys: tuple[str, ...]) -> Any:
+    """A dict without `keys` (a JSON text of one is parsed first); anything else unchanged."""
+    if isinstance(item, str):
+        try:
+            parsed = json.loads(item)
+        except ValueError:
+            return item
+        return _drop_keys(parsed, keys) if isinstance(parsed, dict) else item
+    return {k: v for k, v in item.items() if k not in keys} if isinstance(item, dict) else item
+
+
+def content_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
+    """Identity of a decision's content: SHA-256 of the canonical JSON of summary + config without identifiers
+    (the summary's `thread_id` and `turn_id`, each recent action's `turn_id` and `timestamp`, and every UUID or
+    full hex digest in any text replaced by `<id:N>`). Provenance knows records by it; the shadow sidecar joins on
+    `inputs_hash`, which keeps the ids."""
+    fields = summary.model_dump(mode="json", exclude=set(SUMMARY_ID_FIELDS))
+    try:
+        actions = json.loads(fields["recent_actions"])
+    except ValueError:
+        actions = None
+    if isinstance(actions, list):
+        fields["recent_actions"] = [_drop_keys(action, RECENT_ACTION_ID_KEYS) for action in actions]
+    return sha256_hex(_without_ids(canonical_json({"summary": fields, "config": config.model_dump(mode="json")})))
+
+
+def packet_content_hash(packet: AdvisorPacket) -> str:
+    """Identity of a planner record's content: SHA-256 of the canonical JSON of its packet without identifiers
+    (each log-tail line, parsed, and each attempt of the experiment summary without `iteration_id`,
+    `timestamp_utc`, `branch`, `base_branch`, `base_sha`, `head_sha`; every UUID or full hex digest in any text
+    replaced by `<id:N>`)."""
+    data = packet.model_dump(mode="json")
+    data["experiment_log_tail"] = [_drop_keys(line, ATTEMPT_ID_KEYS) for line in data.get("experiment_log_tail") or []]
+    summary = data.get("experiment_summary") or {}
+    for key in ("last_attempt", "last_valid_attempt"):
+        if isinstance(summary.get(key), dict):
+            summary[key] = _drop_keys(summary[key], ATTEMPT_ID_KEYS)
+    if isinstance(summary.get("recent_attempts"), list):
+        summary["recent_attempts"] = [_drop_keys(item, ATTEMPT_ID_KEYS) for item in summary["recent_attempts"]]
+    return sha256_hex(_without_ids(canonical_json(data)))
 
 
 class OutcomeLabel(BaseModel):
@@ -163,6 +225,11 @@ class DecisionRecord(BaseModel):
             return float(self.logged.confidence)
         return self.logged_model_confidence()
 
+    @property
+    def content_hash(self) -> str:
+        """Identity of the record's content without its ids (`content_hash`): what provenance knows it by."""
+        return content_hash(self.summary, self.config)
+
     @classmethod
     def build(cls, summary: FullAutoTurnSummary, config: GuardrailConfig, **fields: Any) -> "DecisionRecord":
         """Create a record whose id and inputs hash are derived from its content."""
@@ -191,3 +258,8 @@ class PlannerRecord(BaseModel):
     def inputs_hash(self) -> str:
         """Identity of the record's inputs (`packet_hash`), as a DecisionRecord's `inputs_hash` is of its own."""
         return packet_hash(self.packet)
+
+    @property
+    def content_hash(self) -> str:
+        """Identity of the packet's content without its ids (`packet_content_hash`): what provenance knows it by."""
+        return packet_content_hash(self.packet)

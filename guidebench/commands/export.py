@@ -108,8 +108,9 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"signature {manifest.signature_name} {manifest.signature_hash[:16]}..., "
           f"dsrs compiled_id {result.compiled_id}")
     learned = manifest.provenance
-    print(f"learned from {learned.describe()}" if learned is not None else
-          "provenance unknown: the state does not record the records it learned from; `promote` refuses it")
+    problem = learned.problem() if learned is not None else "the state does not record the records it learned from"
+    print(f"learned from {learned.describe()}" if learned is not None and problem is None else
+          f"provenance unknown: {problem}; `promote` refuses it (recompile, then export again)")
     if result.redactions or result.dropped_keys:
         print(f"redacted {result.redactions} value(s) and dropped {len(result.dropped_keys)} secret key(s)")
     return 0

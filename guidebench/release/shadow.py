@@ -20,6 +20,7 @@ from evals.sequential import ConfidenceSequence, SequentialVerdict
 from evals.shadow import ShadowPairs
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import FrozenManifest, FrozenModuleError
+from runtime.provenance import known
 from runtime.shadow import module_identity
 from runtime.shadow_log import ShadowModule
 
@@ -191,7 +192,7 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from None
     report = judge(module_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
-                   learned=manifest.provenance)
+                   learned=known(manifest.provenance))
     if record and report.verdict.verdict != "keep shadowing":
         report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
     return report

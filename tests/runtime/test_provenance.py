@@ -1,19 +1,21 @@
-"""runtime.provenance: records known by their inputs (not their ids), the overlap a split has with what a program
-learned from, the one line that says how many and where to judge it instead, and a malformed block refused."""
+"""runtime.provenance: records known by their content (not their ids), the overlap a split has with what a program
+learned from, the one line that says how many and where to judge it instead, a provenance that does not hold together
+(older identity, emptied hashes, `{}`, counts that disagree) unknown, and a malformed block refused."""
 
 from __future__ import annotations
 
 import pytest
 
 from optimizer_support import decision_records
-from runtime.provenance import HASH_CHARS, NOTHING, Provenance, check_overlap, read_provenance
+from runtime.provenance import HASH_CHARS, NOTHING, Provenance, check_overlap, known, read_provenance
 
 
-def test_records_are_known_by_their_inputs_not_their_ids():
+def test_records_are_known_by_their_content_not_their_ids():
     train, dev, unseen = decision_records(12), decision_records(4, 100), decision_records(6, 200)
     learned = Provenance.of("d" * 64, {"train": train, "dev": dev, "test": []})
-    assert learned.splits == {"train": 12, "dev": 4} and learned.n == 16
-    assert learned.hashes == sorted(r.inputs_hash[:HASH_CHARS] for r in train + dev)
+    assert learned.splits == {"train": 12, "dev": 4} and learned.n == 16 and learned.problem() is None
+    assert learned.hashes == {"train": sorted(r.content_hash[:HASH_CHARS] for r in train),
+                              "dev": sorted(r.content_hash[:HASH_CHARS] for r in dev)}
     assert learned.false_positive_rate() == pytest.approx(16 / 2 ** 64)
     assert learned.describe() == "train 12 + dev 4 of dataset dddddddddddd"
     # A re-import gives the same turns other record ids (and other splits): they are still the same records.
@@ -21,6 +23,11 @@ def test_records_are_known_by_their_inputs_not_their_ids():
     assert learned.overlap(renamed) == 4 and learned.overlap(unseen) == 0
     assert Provenance.model_validate_json(learned.model_dump_json()).overlap(renamed) == 4
     assert Provenance.of("d" * 64, {"train": []}) == NOTHING and NOTHING.overlap(train) == 0
+    # The same turns under other thread and turn ids (every id renamed) are the same records.
+    other_ids = [r.model_copy(update={"summary": r.summary.model_copy(update={"thread_id": f"t{i}", "turn_id": f"u{i}"}),
+                                      "thread_id": f"t{i}", "turn_id": f"u{i}"}) for i, r in enumerate(dev)]
+    assert all(a.content_hash == b.content_hash for a, b in zip(dev, other_ids))
+    assert check_overlap(learned, other_ids, dataset_id="e" * 64, split="test").n_overlap == 4
 
 
 def test_the_check_says_how_many_and_where_to_judge_instead():
@@ -44,13 +51,48 @@ def test_the_check_says_how_many_and_where_to_judge_instead():
     assert check_overlap(NOTHING, train, dataset_id="a" * 64, split="train").status == "clean"
 
 
+def _learned():
+    return Provenance.of("a" * 64, {"train": decision_records(12), "dev": decision_records(4, 100)})
+
+
+def _tampered(change):
+    block = _learned().model_dump(mode="json")
+    change(block)
+    return block
+
+
+@pytest.mark.parametrize("block, why", [
+    (_tampered(lambda b: b.update(hashes={})), "its counts name splits ['dev', 'train'] and its hashes splits []"),
+    (_tampered(lambda b: b["hashes"].update(train=[])), "it claims 12 records of split train and lists 0 hashes"),
+    (_tampered(lambda b: b["hashes"].pop("dev")), "its counts name splits ['dev', 'train'] and its hashes splits"),
+    (_tampered(lambda b: b["splits"].update(train=20)), "it claims 20 records of split train and lists 12 hashes"),
+    ({}, "it names no record identity (None, not 'content_hash')"),
+    (_tampered(lambda b: b.update(identity="inputs_hash", hashes=sorted(h for v in b["hashes"].values() for h in v))),
+     "it knows records by their inputs hash, which includes their ids"),
+    (_tampered(lambda b: b["hashes"]["dev"].reverse()), "the hashes of split dev are not sorted and distinct"),
+    (_tampered(lambda b: b["hashes"]["dev"].__setitem__(0, "xyz")), "hash 'xyz' of split dev is not 16 lowercase hex"),
+    (_tampered(lambda b: b.update(dataset_id=None)), "it holds hashes of records of no dataset"),
+])
+def test_a_provenance_that_does_not_hold_together_is_unknown(block, why):
+    provenance = read_provenance({"provenance": block})
+    assert provenance is not None and provenance.problem().startswith(why)
+    dev = decision_records(4, 100)  # records it did learn from, if its claim were to be believed
+    check = check_overlap(provenance, dev, dataset_id="a" * 64, split="dev")
+    assert check.status == "unknown" and check.n_overlap is None and check.params()["learned_from"] == "unknown"
+    assert check.line().startswith(f"provenance unknown: its provenance does not hold together: {why}")
+    assert check.line().endswith("recompile it and export or evaluate it again (its program.json then records "
+                                 "content hashes)")
+    assert provenance.describe().startswith("unknown (") and known(provenance) is None
+
+
 @pytest.mark.parametrize("block, message", [
-    ({"hashes": ["b" * 16, "a" * 16]}, "field provenance: Value error, hashes must be sorted and distinct"),
-    ({"hashes": ["xyz"]}, "field provenance: Value error, hash 'xyz' is not 16 lowercase hex digits"),
     ({"splits": {"train": "many"}}, "field provenance.splits.train: Input should be a valid integer"),
+    ({"hashes": "abc"}, "field provenance.hashes"),
+    ({"hash_chars": 4}, "field provenance.hash_chars: Input should be greater than or equal to 8"),
+    ({"stolen": 1}, "field provenance.stolen: Extra inputs are not permitted"),
 ])
 def test_a_malformed_provenance_is_one_line(block, message):
     with pytest.raises(ValueError) as caught:
         read_provenance({"provenance": block})
-    assert str(caught.value).startswith(message)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
     assert read_provenance({"decide": {}}) is None  # absent: unknown, not an error

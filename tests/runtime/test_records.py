@@ -18,6 +18,7 @@ from runtime import (
     OutcomeLabel,
     SourceRef,
 )
+from runtime.records import packet_hash
 from shape_support import AUDIT, LINE, SUMMARY, roundtrip
 
 
@@ -77,3 +78,94 @@ def test_a_planner_record_is_known_by_the_packet_the_planner_sees():
     # the same packet read back under another record id (a re-import) is the same record
     again = [r.model_validate_json(r.model_dump_json()).model_copy(update={"record_id": "x"}) for r in records]
     assert [r.inputs_hash for r in again] == [r.inputs_hash for r in records]
+
+
+# ----- content identity: what provenance knows a record by -------------------------------------------------------
+
+SAMPLE_LOG = "datasets/sample/fullauto/fullauto-decisions.jsonl"
+
+
+def _renamed(text: str, pattern: str) -> str:
+    """Every match of `pattern` in `text` mapped one-to-one to a fresh value of the same shape."""
+    import re
+    import uuid
+
+    fresh: dict[str, str] = {}
+    return re.sub(pattern, lambda m: fresh.setdefault(m.group(0), str(uuid.uuid4()) if "-" in m.group(0)
+                                                      else uuid.uuid4().hex + uuid.uuid4().hex[:8]), text)
+
+
+def test_a_decision_renamed_id_for_id_keeps_its_content_hash():
+    from pathlib import Path
+
+    from runtime.records import ID_PATTERN
+
+    root = Path(__file__).resolve().parents[2]
+    lines = (root / SAMPLE_LOG).read_text(encoding="utf-8").splitlines()[:40]
+    uuid_re = ID_PATTERN.pattern
+    originals = [DecisionLogLine.model_validate_json(line) for line in lines]
+    renamed = [DecisionLogLine.model_validate_json(_renamed(line, uuid_re)) for line in lines]
+    assert originals[0].summary.thread_id != renamed[0].summary.thread_id
+    for before, after in zip(originals, renamed):
+        a = DecisionRecord.build(before.summary, GuardrailConfig(), run_id=before.run_id)
+        b = DecisionRecord.build(after.summary, GuardrailConfig(), run_id=after.run_id)
+        # the sidecar's join hash keeps the ids (docs/shadow.md); the content hash does not
+        assert a.inputs_hash != b.inputs_hash and a.record_id != b.record_id
+        assert a.content_hash == b.content_hash and len(a.content_hash) == 64
+    # distinct turns stay distinct
+    assert len({DecisionRecord.build(o.summary, GuardrailConfig()).content_hash for o in originals}) == len(
+        {(o.summary.model_copy(update={"thread_id": "", "turn_id": ""}).model_dump_json()) for o in originals})
+
+
+def test_the_content_hash_drops_exactly_the_identifiers():
+    base = record()
+    summary = base.summary
+    # the summary's ids, a recent action's turn id and timestamp: identifiers
+    actions = json.loads(summary.recent_actions)
+    actions[0].update(turn_id="turn_99", timestamp=1800000000)
+    same = [summary.model_copy(update={"thread_id": "thr_2", "turn_id": "turn_8"}),
+            summary.model_copy(update={"recent_actions": json.dumps(actions, indent=2)})]
+    assert all(DecisionRecord.build(s, base.config).content_hash == base.content_hash for s in same)
+    # what the turn holds is content: the plan, the diff, the counts, the config, a recent action's decision
+    actions[0]["action"] = "pause"
+    other = [summary.model_copy(update={"diff_summary": "{\n  \"diff\": \"+y\"\n}"}),
+             summary.model_copy(update={"turn_count": 8}),
+             summary.model_copy(update={"recent_actions": json.dumps(actions)})]
+    hashes = {DecisionRecord.build(s, base.config).content_hash for s in other}
+    hashes.add(DecisionRecord.build(summary, GuardrailConfig()).content_hash)
+    assert base.content_hash not in hashes and len(hashes) == 4
+    # which ids repeat where is content: one id twice is not two different ids
+    one, two = "0b6f1c52-3c1e-4c55-9d7e-5d8f0c7e2a11", "1c7a2d63-4d2f-4d66-8e8f-6e9a1d8f3b22"
+    twice = summary.model_copy(update={"turn_plan": f"{one} {one}"})
+    pair = summary.model_copy(update={"turn_plan": f"{one} {two}"})
+    upper = summary.model_copy(update={"turn_plan": f"{two.upper()} {two}"})
+    assert DecisionRecord.build(twice, base.config).content_hash != DecisionRecord.build(pair, base.config).content_hash
+    assert DecisionRecord.build(twice, base.config).content_hash == DecisionRecord.build(upper, base.config).content_hash
+
+
+def test_a_planner_record_renamed_keeps_its_content_hash():
+    from optimizer_support import episode_records
+    from runtime.records import packet_content_hash
+
+    records = episode_records(6, 0)
+    assert len({r.content_hash for r in records}) == len(records)
+    for r in records:
+        data = r.packet.model_dump(mode="json")
+        tail = []
+        for line in data["experiment_log_tail"]:
+            entry = json.loads(line) if isinstance(line, str) else dict(line)
+            entry.update(iteration_id=entry.get("iteration_id", 0) + 500, branch="iter/9999-other",
+                         head_sha="f" * 40, base_sha="e" * 40, timestamp_utc="2031-01-01T00:00:00Z")
+            tail.append(json.dumps(entry, sort_keys=True))
+        data["experiment_log_tail"] = tail
+        for attempt in data["experiment_summary"].get("recent_attempts") or []:
+            attempt.update(iteration_id=7777, branch="iter/7777-x", head_sha="a" * 40)
+        renamed = r.packet.model_validate(data)
+        assert packet_content_hash(renamed) == r.content_hash
+        if tail:
+            assert packet_hash(renamed) != r.inputs_hash
+            # a changed attempt is other content
+            entry = json.loads(tail[-1])
+            entry["cycles"] = (entry.get("cycles") or 0) + 1
+            data["experiment_log_tail"] = tail[:-1] + [json.dumps(entry)]
+            assert packet_content_hash(r.packet.model_validate(data)) != r.content_hash
