@@ -1,11 +1,15 @@
 """Promotion of frozen modules through explicit gates: candidate -> staged -> promoted, and rollback.
 
 `promote_module` first refuses, before any replay, a module whose evidence would hold records it learned
-from (`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, whose
-provenance is unknown, is refused too: re-export it from its compile). It then replays the candidate and
-the current champion (or, before any champion, a measured baseline: the deployed policy's logged
-decisions) on the same held-out split, compares them with the evals layer's paired statistics, and
-applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
+from (`runtime.provenance.check_overlap` against its manifest's provenance; a module without one, or with one
+that does not hold together, whose provenance is unknown, is refused too: recompile and re-export it). The
+champion is checked the same way: a champion that learned from some of the evidence's records (or whose
+provenance is unknown) cannot judge a challenger there, since its scores on them are not evidence either; the
+attempt is refused in one line that names the count and asks for a split neither learned from, unless
+`baseline` names a program to judge the candidate against instead (the ledger then records the champion set
+aside, and why). It then replays the candidate and the current champion (or, before any champion, a measured
+baseline: the deployed policy's logged decisions) on the same held-out split, compares them with the evals
+layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
 MLflow model registry under alias `champion` (the replaced version becomes `previous`). `rollback_module`
 restores `previous`.
 
@@ -35,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runtime.checksums import module_checksum
 from runtime.frozen.loader import verify_frozen
 from runtime.frozen.manifest import CHECKSUMS_FILE, FrozenManifest, FrozenModuleError, MetricInterval
-from runtime.provenance import OverlapCheck, check_overlap
+from runtime.provenance import OverlapCheck, Provenance, check_overlap, known
 
 from guidebench.errors import GuidebenchError
 from guidebench.lm.identity import LMIdentity, lm_identity
@@ -78,6 +82,9 @@ class PromotionEvidence(BaseModel):
     paired: dict[str, PairedDiff] = Field(default_factory=dict)
     mcnemar: Optional[dict[str, Any]] = None
     learned_from: Optional[OverlapCheck] = None  # the candidate learned from none of these records
+    # the champion's check on the same records (None: judged against a baseline program, which learned from none)
+    champion_learned_from: Optional[OverlapCheck] = None
+    champion_set_aside: str = ""  # why a champion that could not judge was replaced by the named baseline
 
 
 class SequentialEvidence(BaseModel):
@@ -328,6 +335,9 @@ def log_promotion_run(registry: ModuleRegistry, record: PromotionRecord,
         params.update(dataset_id=record.evidence.dataset_id, split=record.evidence.split,
                       split_hash=record.evidence.split_hash, baseline=record.evidence.baseline,
                       lm=record.evidence.lm.describe() if record.evidence.lm else "none")
+        champion_check = record.evidence.champion_learned_from
+        if champion_check is not None:
+            params.update({f"champion_{k}": v for k, v in champion_check.params().items()})
     tags = {"guidebench.run_type": "promotion", "guidebench.outcome": record.outcome}
     with tempfile.TemporaryDirectory(prefix="guidebench-promotion-") as tmp:
         attempt = Path(tmp) / "promotion_record.json"
@@ -378,16 +388,36 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
         return record
     champion_copy: Optional[Path] = None
     try:
+        judge: Optional[Path] = None
+        champion_check: Optional[OverlapCheck] = None
+        set_aside = ""
         if champion is not None:
             champion_copy = registry.download(champion)
+            champion_provenance, champion_check = champion_learned_from(champion_copy, eval_data)
+            if champion_check.status == "clean":
+                judge = champion_copy
+            elif baseline is None:  # a champion that learned from the evidence cannot judge: refuse, before any replay
+                record = new_record(module=module_ref(manifest, module_dir, digest), from_state=state,
+                                    to_state=state, outcome="refused", champion=registered_ref(champion),
+                                    reasons=[champion_refusal(champion, champion_check,
+                                                              (manifest.provenance, champion_provenance), eval_data)],
+                                    **common)
+                record.mlflow_run_id = log_promotion_run(registry, record)
+                ledger.append(record)
+                return record
+            else:
+                set_aside = (f"champion {champion.package} (registry version {champion.version}) set aside: "
+                             f"{champion_check.line('the champion')}")
         evidence, cost_moot = gather_evidence(
-            manifest, module_dir, champion_copy, baseline or DEFAULT_BASELINES[manifest.kind], data=data,
+            manifest, module_dir, judge, baseline or DEFAULT_BASELINES[manifest.kind], data=data,
             split=split, lm=lm, threads=threads, seed=seed, n_resamples=n_resamples, progress=progress,
             eval_data=eval_data)
     finally:
         if champion_copy is not None:
             shutil.rmtree(champion_copy.parent, ignore_errors=True)
     evidence.learned_from = learned
+    evidence.champion_learned_from = champion_check if judge is not None else None
+    evidence.champion_set_aside = set_aside
     checks = evaluate_gates(gates, evidence.candidate_metrics, evidence.baseline_metrics, evidence.paired,
                             evidence.n_records, cost_uncomparable=cost_moot)
     failed = [check for check in checks if not check.passed]
@@ -420,6 +450,36 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
                           checks=checks, evidence=evidence, **common)
     ledger.append(promoted)
     return promoted
+
+
+def champion_learned_from(champion_dir: Path, eval_data: Any) -> tuple[Optional[Provenance], OverlapCheck]:
+    """The champion's provenance (its registered copy's) and how many of the evidence's records it learned from;
+    unknown when its manifest cannot be read or records no provenance that holds together."""
+    try:
+        provenance = verify_frozen(champion_dir).provenance
+    except FrozenModuleError:
+        provenance = None
+    return provenance, check_overlap(provenance, eval_data.records, dataset_id=eval_data.dataset_id,
+                                     split=eval_data.split)
+
+
+def champion_refusal(champion: RegisteredModule, check: OverlapCheck, learned: tuple[Optional[Provenance], ...],
+                     eval_data: Any) -> str:
+    """The one line of an attempt refused because the champion cannot judge on these records: how many it learned
+    from (or that nobody knows), and what to do instead."""
+    where = f"split {eval_data.split} of dataset {eval_data.dataset_id[:12]}"
+    who = f"the champion {champion.package} (registry version {champion.version})"
+    if check.overlaps:
+        head = (f"{who} learned from {check.n_overlap} of the {check.n_records} records of {where} "
+                f"({check.learned_from}): it cannot judge a challenger there")
+    else:
+        head = f"{who} cannot judge a challenger on {where}: {check.line('the champion').split(', so ')[0]}"
+    sure = [known(p) for p in learned]  # the candidate's and the champion's
+    free = [name for name in HELD_OUT_SPLITS if name != eval_data.split and all(
+        p is not None and (p.dataset_id in (None, eval_data.dataset_id)) and not p.splits.get(name) for p in sure)]
+    instead = (f"promote on split {free[0]}, which neither learned from, or on logs neither saw" if free
+               else "promote on logs neither learned from")
+    return f"{head}; {instead}, or name a program to judge it against instead with --baseline"
 
 
 def register_once(registry: ModuleRegistry, manifest: FrozenManifest, module_dir: Path, digest: str,

@@ -22,7 +22,8 @@ def _record(line: int, *, shadow: str = "continue", status: str = "ok", label: s
                            enforced_action=shadow, enforced_confidence=0.9)
     decided = status == "ok"
     return DecisionRecord.build(
-        summary(turn_id=f"turn-{line}", last_turn_status=status_of_turn), GuardrailConfig(), run_id=run_id,
+        summary(turn_id=f"turn-{line}", turn_plan=f"step {line}", last_turn_status=status_of_turn), GuardrailConfig(),
+        run_id=run_id,
         sequence_id=line, timestamp=timestamp, source=SourceRef(file="fullauto-decisions.jsonl", line=line),
         logged=LoggedDecision(action=logged, confidence=0.8, model_action=logged, model_confidence=0.8),
         label=OutcomeLabel(action=label, source="simulator") if label else None,

@@ -75,7 +75,7 @@ def test_export_holds_state_manifest_dsrs_and_checksums_of_every_file(pristine: 
     assert manifest["promotion_state"] == "candidate" and manifest["demo_count"] == 3
     assert manifest["created_at"].endswith("Z")
     # A registry program as it is learned from no record (its seed demos are hand-written): nothing to refuse.
-    assert manifest["format_version"] == FORMAT_VERSION and manifest["provenance"]["hashes"] == []
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["provenance"]["hashes"] == {}
     # The state is dspy's own JSON format: the installed program loads it directly.
     program = programs.get("full_auto.predict")
     program.load(str(pristine / "program.json"))
@@ -115,10 +115,20 @@ def test_an_export_carries_its_state_s_provenance_or_says_it_is_unknown(tmp_path
     assert verify_frozen(tmp_path / "unknown").provenance is None
     assert "provenance unknown: the state does not record the records it learned from; `promote` refuses it" in \
         capsys.readouterr().out
-    state["provenance"] = {"hashes": ["not hex"]}
+    # emptied hashes, `{}`, or the older identity: read, and unknown (promote refuses it)
+    for block, why in ((learned.model_dump(mode="json") | {"hashes": {}}, "its counts name splits ['train'] and its "
+                        "hashes splits []"), ({}, "it names no record identity"),
+                       (learned.model_dump(mode="json") | {"identity": "inputs_hash"}, "it knows records by their "
+                        "inputs hash, which includes their ids")):
+        state["provenance"] = block
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        assert main([*argv, "--out", str(tmp_path / "emptied"), "--force"]) == 0
+        assert f"provenance unknown: {why}" in capsys.readouterr().out
+        assert verify_frozen(tmp_path / "emptied").provenance.problem().startswith(why)
+    state["provenance"] = {"splits": {"train": "many"}}
     (tmp_path / "state.json").write_text(json.dumps(state))
     assert main([*argv, "--out", str(tmp_path / "bad")]) == 2
-    assert f"{tmp_path / 'state.json'}: field provenance: Value error, hash 'not hex' is not 16" in \
+    assert f"{tmp_path / 'state.json'}: field provenance.splits.train: Input should be a valid integer" in \
         capsys.readouterr().err
 
 
