@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     promote.add_argument("--data", required=True, type=Path, metavar="DIR", help="dataset folder of the evidence")
     promote.add_argument("--split", default="test", choices=("dev", "test"), help="held-out split (default test)")
     promote.add_argument("--baseline", default=None, metavar="NAME",
-                         help="program measured when there is no champion yet (default: logged / planner.rules)")
+                         help="program measured when there is no champion yet (default: logged / planner.rules), "
+                              "or instead of a champion that learned from the evidence (else refused)")
     promote.add_argument("--stage-only", action="store_true", help="stop at staged: do not register as champion")
     promote.add_argument("--lm", default=None, metavar="SPEC", help="LM for programs that use one (default local)")
     add_api_base(promote)
@@ -135,6 +136,8 @@ def run_promote(args: argparse.Namespace) -> int:
         e = record.evidence
         print(f"evidence: {e.n_records} records of split {e.split} (dataset {e.dataset_id[:12]}) "
               f"against {e.baseline}; LM {e.lm.describe() if e.lm else 'none'}")
+        if e.champion_set_aside:
+            print(f"  {e.champion_set_aside}")
     for check in record.checks or []:
         print(f"  [{'pass' if check.passed else 'FAIL'}] {check.reason}")
     for reason in record.reasons if not record.checks else []:

@@ -177,11 +177,11 @@ def test_the_evidence_and_the_ledger_name_the_lm(world, tmp_path: Path, capsys, 
 # ----- no evidence from records the module learned from --------------------------------------------
 
 def _learned_on(fitted, data: str, split: str) -> int:
-    """How many records of a split are, by their inputs, records of the fit's train and dev."""
+    """How many records of a split are, by their content, records of the fit's train and dev."""
     from evals.data import load_records
 
-    learned = {r.inputs_hash for name in ("train", "dev") for r in load_records(fitted["ds"], name)}
-    return sum(r.inputs_hash in learned for r in load_records(fitted[data], split))
+    learned = {r.content_hash for name in ("train", "dev") for r in load_records(fitted["ds"], name)}
+    return sum(r.content_hash in learned for r in load_records(fitted[data], split))
 
 
 def test_a_module_is_refused_on_records_it_learned_from_however_they_are_split(fitted, tmp_path: Path, capsys):
@@ -230,3 +230,100 @@ def test_a_module_whose_provenance_is_unknown_is_refused(fitted, tmp_path: Path)
                               f"split test of dataset {record.reasons[0].split('dataset ')[1][:12]} may hold some; "
                               "export or evaluate it again from its compile (its program.json records what it "
                               "learned from)"]
+
+
+def _renamed_logs(source: Path, target: Path) -> int:
+    """A copy of a log folder with every UUID (in file names and lines) mapped one-to-one to a new one; how many."""
+    import re
+    import uuid
+
+    from runtime.records import ID_PATTERN
+
+    fresh: dict[str, str] = {}
+    rename = lambda text: ID_PATTERN.sub(lambda m: fresh.setdefault(m.group(0), str(uuid.uuid4())), text)  # noqa: E731
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        out = target / rename(path.relative_to(source).as_posix())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(rename(path.read_text(encoding="utf-8")), encoding="utf-8")
+    assert all(re.fullmatch(r"[0-9a-f-]{36}", key) for key in fresh)
+    return len(fresh)
+
+
+def test_logs_with_every_id_renamed_are_still_what_the_module_learned_from(fitted, tmp_path: Path):
+    from evals.data import dataset_info, load_records
+    from guidebench.cli import main as cli
+    from optimizer_support import tracking_uri
+
+    assert _renamed_logs(Path(fitted["logs"]), tmp_path / "logs") > 100
+    assert cli(["data", "import", str(tmp_path / "logs"), "--kind", "fullauto", "--seed", "2", "--out",
+                str(tmp_path / "ds")]) == 0
+    learned = {r.inputs_hash for name in ("train", "dev") for r in load_records(fitted["ds"], name)}
+    test = load_records(tmp_path / "ds", "test")
+    assert not any(r.inputs_hash in learned for r in test)  # by the ids they carry, every record is new...
+    overlap = _learned_on({**fitted, "renamed": tmp_path / "ds"}, "renamed", "test")
+    assert overlap > len(test) // 2  # ...and by their content, most are what it learned from
+    record = promote_module(fitted["ex"], data=tmp_path / "ds", ledger=PromotionLedger(tmp_path / "ledger.jsonl"),
+                            tracking_uri=tracking_uri(tmp_path), stage_only=True)
+    ds = dataset_info(tmp_path / "ds")["dataset_id"][:12]
+    assert record.outcome == "refused" and record.evidence is None
+    assert record.reasons[0].startswith(f"{overlap} of the {len(test)} records of split test of dataset {ds} are "
+                                        "records the program learned from")
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda p: p.update(hashes={}), "its counts name splits ['dev', 'train'] and its hashes splits []"),
+    (lambda p: p.clear(), "it names no record identity"),
+    (lambda p: p["hashes"].update(dev=[]), "it claims"),
+])
+def test_an_emptied_provenance_is_unknown_and_refused(fitted, tmp_path: Path, tamper, why):
+    from optimizer_support import tracking_uri
+
+    state = json.loads((fitted["fit"] / "program.json").read_text())
+    tamper(state["provenance"])
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    module = export_program("full_auto.learned", tmp_path / "emptied", name="learned", version="0.0.2",
+                            state=tmp_path / "state.json").path
+    record = promote_module(module, data=fitted["ds"], split="dev", ledger=PromotionLedger(tmp_path / "l.jsonl"),
+                            tracking_uri=tracking_uri(tmp_path), stage_only=True)
+    assert record.outcome == "refused" and record.evidence is None
+    assert record.reasons[0].startswith(f"provenance unknown: its provenance does not hold together: {why}")
+    assert record.reasons[0].endswith("recompile it and export or evaluate it again (its program.json then records "
+                                      "content hashes)")
+
+
+LENIENT = ('max_p_value = 1.0\nmin_objective_delta = -1.0\nmin_records = 2\n'
+           '[max_increase]\nguardrail_override_rate = 1.0\nparse_failure_rate = 1.0\n')
+
+
+def test_a_champion_that_learned_from_the_evidence_cannot_judge(fitted, tmp_path: Path):
+    from evals.data import dataset_info
+    from optimizer_support import tracking_uri
+
+    uri, gates, ledger = tracking_uri(tmp_path), tmp_path / "lenient.toml", PromotionLedger(tmp_path / "l.jsonl")
+    gates.write_text(LENIENT)
+    options = dict(tracking_uri=uri, gates_file=gates, ledger=ledger)
+    # the fitted module becomes champion on its own test split, which it never saw
+    first = promote_module(fitted["ex"], data=fitted["ds"], **options)
+    assert first.outcome == "promoted" and first.evidence.champion_learned_from is None  # judged against the log
+    challenger = export_program("full_auto.rules", tmp_path / "rules", name="learned", version="0.2.0").path
+    # on the re-import's test split, mostly records the champion learned from: it cannot judge there
+    overlap, n_test = _learned_on(fitted, "ds1", "test"), dataset_info(fitted["ds1"])["splits"]["test"]["n"]
+    ds, ds1 = (dataset_info(fitted[name])["dataset_id"][:12] for name in ("ds", "ds1"))
+    refused = promote_module(challenger, data=fitted["ds1"], **options)
+    assert refused.outcome == "refused" and refused.evidence is None and refused.champion.package == "learned@0.1.0"
+    assert refused.reasons == [
+        f"the champion learned@0.1.0 (registry version 1) learned from {overlap} of the {n_test} records of split "
+        f"test of dataset {ds1} (train {dataset_info(fitted['ds'])['splits']['train']['n']} + dev "
+        f"{dataset_info(fitted['ds'])['splits']['dev']['n']} of dataset {ds}): it cannot judge a challenger there; "
+        "promote on logs neither learned from, or name a program to judge it against instead with --baseline"]
+    assert ledger.records()[-1] == refused
+    # named instead: the deployed policy's logged decisions judge it, and the ledger says the champion was set aside
+    instead = promote_module(challenger, data=fitted["ds1"], baseline="logged", stage_only=True, **options)
+    assert instead.outcome in ("staged", "rejected") and instead.evidence.baseline == "baseline program logged"
+    assert instead.evidence.champion_learned_from is None and instead.evidence.champion_set_aside.startswith(
+        f"champion learned@0.1.0 (registry version 1) set aside: {overlap} of the {n_test} records of split test of "
+        f"dataset {ds1} are records the champion learned from")
+    # on the split it never saw, the champion judges, and the ledger says it learned from none of its records
+    judged = promote_module(challenger, data=fitted["ds"], stage_only=True, **options)
+    assert judged.evidence.baseline == "champion learned@0.1.0" and judged.evidence.champion_learned_from.status == \
+        "clean" and judged.evidence.champion_learned_from.n_records == judged.evidence.n_records
