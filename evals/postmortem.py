@@ -18,6 +18,9 @@ What it computes (docs/postmortem.md explains how to read it)
 - Against a champion (`compare_slices`): per slice value, the paired difference of the objective on the same
   records with its bootstrap interval and paired permutation p-value (`evals.stats.paired_mean_difference`),
   Benjamini-Hochberg across the challenger's slice values; "wins" / "loses" when q <= fdr.
+- In-sample (`in_sample`, the one line of `runtime.provenance.OverlapCheck`): when the program (or, against a
+  champion, either program) learned from some of the records, the post-mortem says so first and draws no verdict:
+  its slices describe a fit, and a challenger's slices are marked "in-sample", never "wins" or "loses".
 The tests treat records as exchangeable, as every interval of the workbench does; turns of one thread are
 not independent, which the groups family makes visible rather than corrects.
 """
@@ -119,6 +122,7 @@ class PostMortem(BaseModel):
     cost: list[CostOutliers] = Field(default_factory=list)
     missing_slices: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    in_sample: str = ""  # why these records are not evidence (the program learned from some of them); "" otherwise
 
     def outliers(self) -> list[SliceStat]:
         """Slices, pairs and groups scoring significantly below the rest, lowest q first."""
@@ -148,7 +152,7 @@ class SliceDiff(BaseModel):
     n: int
     comparison: Optional[PairedComparison] = None
     q_value: Optional[float] = None
-    verdict: Literal["wins", "loses", "cannot tell", "untested"] = "untested"
+    verdict: Literal["wins", "loses", "cannot tell", "in-sample", "untested"] = "untested"
     pooled: list[str] = Field(default_factory=list)
     untested: str = ""
 
@@ -169,6 +173,7 @@ class ChallengerSlices(BaseModel):
     test: str
     slices: list[SliceDiff] = Field(default_factory=list)
     missing_slices: list[str] = Field(default_factory=list)
+    in_sample: str = ""  # why no verdict is drawn (a program learned from some of the records); "" otherwise
 
     def verdicts(self, verdict: str) -> list[SliceDiff]:
         """The slice values with this verdict ("wins" / "loses" / "cannot tell"), lowest q first."""
@@ -343,8 +348,9 @@ def _cost_value(row: Mapping[str, Any], column: str) -> float:
 
 def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = "", min_n: int = MIN_N,
                 fdr: float = FDR, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                permutations: int = PERMUTATIONS, pairs: bool = True) -> PostMortem:
-    """The post-mortem of one replay's rows (each with `scores`, `slices` or older columns, `group_id`, usage)."""
+                permutations: int = PERMUTATIONS, pairs: bool = True, in_sample: str = "") -> PostMortem:
+    """The post-mortem of one replay's rows (each with `scores`, `slices` or older columns, `group_id`, usage);
+    `in_sample`: why they are not evidence (the program learned from some of them), said first wherever it shows."""
     if kind not in SLICE_METRICS:
         raise ValueError(f"unknown kind {kind!r}: full_auto or planner")
     if min_n < 1 or not 0 < fdr < 1:
@@ -370,7 +376,7 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
                       test=TEST_TEXT.format(permutations=permutations, fdr=fdr, resamples=n_resamples),
                       slices=found, pairs=[stat for stat, _ in pair_stats], groups=[stat for stat, _ in groups],
                       n_pairs_tested=sum(1 for stat, _ in pair_stats if not stat.untested), cost=_cost(rows),
-                      missing_slices=missing, notes=_notes(rows, tester, found))
+                      missing_slices=missing, notes=_notes(rows, tester, found), in_sample=in_sample)
 
 
 def _notes(rows: Sequence[Mapping[str, Any]], tester: _Tester, slices: list[SliceStat]) -> list[str]:
@@ -388,9 +394,11 @@ def _notes(rows: Sequence[Mapping[str, Any]], tester: _Tester, slices: list[Slic
 
 def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: Sequence[Mapping[str, Any]],
                    kind: str, *, challenger: str = "challenger", champion: str = "champion", min_n: int = MIN_N,
-                   fdr: float = FDR, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> ChallengerSlices:
+                   fdr: float = FDR, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                   in_sample: str = "") -> ChallengerSlices:
     """Challenger minus champion per slice value, paired on the same records; raises ValueError when the
-    two replays do not hold the same records."""
+    two replays do not hold the same records. With `in_sample` (why the records are not evidence: either program
+    learned from some of them), every tested slice's verdict is "in-sample": no win or loss is drawn."""
     by_id = {row.get("record_id"): row for row in challenger_rows}
     ids = [row.get("record_id") for row in champion_rows]
     if set(ids) != set(by_id) or len(ids) != len(by_id):
@@ -420,10 +428,12 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
         diff.q_value = q_value
         if diff.comparison is not None and diff.comparison.diff is not None:
             significant = q_value is not None and q_value <= fdr and diff.comparison.diff != 0
-            diff.verdict = ("wins" if diff.comparison.diff > 0 else "loses") if significant else "cannot tell"
+            diff.verdict = ("in-sample" if in_sample else ("wins" if diff.comparison.diff > 0 else "loses")
+                            if significant else "cannot tell")
     return ChallengerSlices(challenger=challenger, champion=champion, kind=kind, n_records=len(ids),
                             overall=paired_mean_difference(a, b, **options), min_n=min_n, fdr=fdr,
-                            test=PAIRED_TEXT.format(fdr=fdr), slices=diffs, missing_slices=missing)
+                            test=PAIRED_TEXT.format(fdr=fdr), slices=diffs, missing_slices=missing,
+                            in_sample=in_sample)
 
 
 def _shared_values(kind: str, champion_rows: list[Mapping[str, Any]],

@@ -151,35 +151,44 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _postmortem(folder: Path, args: argparse.Namespace) -> Any:
-    """The stored post-mortem when it can be printed as it is, else one computed from results.parquet."""
+    """The stored post-mortem when it can be printed as it is, else one computed from results.parquet; in-sample
+    when the eval's summary.json says the program learned from some of its records (also one stored before)."""
     from evals.postmortem import FDR, MIN_N, post_mortem
 
     from evals.postmortem import read_postmortem
+    from guidebench.evaluation.postmortem import summary_in_sample
 
     stored = folder / POSTMORTEM
     if stored.is_file() and not (args.recompute or args.min_n or args.fdr):
         try:
-            return read_postmortem(stored)
+            pm = read_postmortem(stored)
+            pm.in_sample = pm.in_sample or summary_in_sample(_summary(folder))
+            return pm
         except ValueError as exc:
             if not (folder / RESULTS).is_file():
                 raise GuidebenchError(str(exc)) from None
             print(f"note: {exc}; recomputed from {RESULTS}")
     kind, program, rows, summary = _rows(folder)
     return post_mortem(kind, rows, program=program, min_n=args.min_n or MIN_N, fdr=args.fdr or FDR,
-                       seed=int(summary.get("seed", 0) or 0), n_resamples=int(summary.get("n_resamples", 1000) or 1000))
+                       seed=int(summary.get("seed", 0) or 0), n_resamples=int(summary.get("n_resamples", 1000) or 1000),
+                       in_sample=summary_in_sample(summary))
 
 
 def _compare(folder: Path, other: Path, args: argparse.Namespace) -> Any:
     from evals.postmortem import FDR, MIN_N, compare_slices
 
+    from guidebench.evaluation.postmortem import summary_in_sample
+
     kind, program, rows, summary = _rows(folder)
-    other_kind, champion, champion_rows, _ = _rows(other)
+    other_kind, champion, champion_rows, other_summary = _rows(other)
+    in_sample = next((f"{name}: {why}" for name, why in ((program, summary_in_sample(summary)),
+                                                         (champion, summary_in_sample(other_summary))) if why), "")
     if other_kind != kind:
         raise GuidebenchError(f"--against {args.against}: a {other_kind} eval, {args.source} is a {kind} eval")
     try:
         return compare_slices(rows, champion_rows, kind, challenger=program, champion=champion,
                               min_n=args.min_n or MIN_N, fdr=args.fdr or FDR, seed=int(summary.get("seed", 0) or 0),
-                              n_resamples=int(summary.get("n_resamples", 1000) or 1000))
+                              n_resamples=int(summary.get("n_resamples", 1000) or 1000), in_sample=in_sample)
     except ValueError as exc:
         raise GuidebenchError(f"--against {args.against}: {exc}") from None
 

@@ -2,6 +2,10 @@
 `postmortem.md` (numbers, tests and slice names only), and the Markdown of a challenger's slices against a
 champion, which the board and `guidebench postmortem --against` print.
 
+A post-mortem of records the program learned from (`in_sample`: the eval's `runtime.provenance.OverlapCheck` said
+so) opens with that line on every surface (postmortem.md, the board's section in Markdown and HTML, an MLflow tag)
+and draws no win or loss: its slices describe a fit, not evidence.
+
 `write_postmortem` is called for every eval output (`guidebench.evaluation.run.write_outputs`: eval, compile,
 search). A post-mortem that fails to compute never costs the eval its results: the failure is written into
 `postmortem.json` as one line (`{"error": ...}`) and printed as a warning.
@@ -18,6 +22,7 @@ if TYPE_CHECKING:
     from evals.postmortem import ChallengerSlices, PostMortem, SliceStat
     from evals.replay import ReplayResult
     from evals.stats import MetricValue
+    from runtime.provenance import OverlapCheck
 
 JSON_FILE = "postmortem.json"
 MARKDOWN_FILE = "postmortem.md"
@@ -66,6 +71,32 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     cell = lambda text: str(text).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows])
+
+
+# ----- in-sample ----------------------------------------------------------------------------------
+
+IN_SAMPLE_HEAD = "In-sample, not evidence"
+
+
+def in_sample_line(check: Optional[OverlapCheck]) -> str:
+    """Why a replay's records are not evidence (the program learned from some of them), "" when they may be."""
+    return check.line() if check is not None and check.overlaps else ""
+
+
+def summary_in_sample(summary: dict[str, Any]) -> str:
+    """`in_sample_line` of an eval's summary.json (its `learned_from` check; "" without one)."""
+    from runtime.provenance import OverlapCheck
+
+    raw = summary.get("learned_from")
+    try:
+        return in_sample_line(OverlapCheck.model_validate(raw)) if isinstance(raw, dict) else ""
+    except ValueError:
+        return ""
+
+
+def in_sample_text(why: str, what: str = "its slices describe how it fits records it learned from") -> str:
+    """The sentence every surface opens an in-sample post-mortem with."""
+    return f"{IN_SAMPLE_HEAD}: {why}. {what[0].upper() + what[1:]}; no slice is a win or a loss."
 
 
 # ----- one program --------------------------------------------------------------------------------
@@ -120,8 +151,10 @@ def render_markdown(pm: PostMortem) -> str:
     from evals.postmortem import SLICE_METRICS
 
     metrics = list(SLICE_METRICS.get(pm.kind, (pm.score_metric,)))
-    lines = [f"# Post-mortem: {pm.program or 'program'} ({pm.kind}), {pm.n_records} records", "",
-             f"- {pm.score_metric}: {fmt_interval(pm.overall)}, n = {pm.overall.n}",
+    lines = [f"# Post-mortem: {pm.program or 'program'} ({pm.kind}), {pm.n_records} records", ""]
+    if pm.in_sample:
+        lines += [f"> **{in_sample_text(pm.in_sample)}**", ""]
+    lines += [f"- {pm.score_metric}: {fmt_interval(pm.overall)}, n = {pm.overall.n}",
              f"- minimum n per slice value: {pm.min_n}; false-discovery rate: {pm.fdr:g}",
              f"- test: {pm.test}", f"- cost outliers: {pm.cost_rule}"]
     if pm.missing_slices:
@@ -165,7 +198,10 @@ def _named(diffs: Sequence[Any], limit: Optional[int] = None) -> str:
 
 def verdict_lines(cs: ChallengerSlices) -> list[tuple[str, str]]:
     """(label, slices) lines: where the challenger loses and wins at the FDR, then where it is lower or higher
-    without significance (lowest q first)."""
+    without significance (lowest q first); for in-sample records, the one line that says why none is drawn."""
+    if cs.in_sample:
+        return [("no wins or losses", in_sample_text(cs.in_sample, "these differences are on records a program "
+                                                                   "learned from"))]
     lines = [(f"{verdict} (q ≤ {cs.fdr:g})", _named(cs.verdicts(verdict)) or "none") for verdict in ("loses", "wins")]
     for label, sign in (("lower, not significant", -1), ("higher, not significant", 1)):
         lines.append((label, _named(cs.leaning(sign), LEANING_SHOWN) or "none"))
@@ -193,15 +229,17 @@ def comparison_lines(cs: ChallengerSlices, heading: str = "##") -> list[str]:
 
 # ----- files --------------------------------------------------------------------------------------
 
-def write_postmortem(result: ReplayResult, out_dir: Path) -> dict[str, Path]:
-    """Write OUT/postmortem.json and OUT/postmortem.md for a replay; returns the files by name."""
+def write_postmortem(result: ReplayResult, out_dir: Path,
+                     learned_from: Optional[OverlapCheck] = None) -> dict[str, Path]:
+    """Write OUT/postmortem.json and OUT/postmortem.md for a replay (in-sample when `learned_from` overlaps);
+    returns the files by name."""
     from evals.postmortem import post_mortem
 
     json_path, md_path = Path(out_dir) / JSON_FILE, Path(out_dir) / MARKDOWN_FILE
     summary = result.summary
     try:
         pm = post_mortem(result.kind, result.rows, program=result.program, seed=int(summary.get("seed", 0)),
-                         n_resamples=int(summary.get("n_resamples", 1000)))
+                         n_resamples=int(summary.get("n_resamples", 1000)), in_sample=in_sample_line(learned_from))
     except Exception as exc:  # a post-mortem bug must not cost the eval its results: say so, in the file too
         message = f"post-mortem not computed: {type(exc).__name__}: {exc}"
         print(f"warning: {message}", file=sys.stderr)

@@ -111,7 +111,7 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
         files["offpolicy_calibration"] = offpolicy_calibration_png(
             off_policy["calibration"], out_dir / "offpolicy_calibration.png",
             f"{result.program}: outcome model on the logged attempts")
-    files.update(write_postmortem(result, out_dir))  # postmortem.json and .md (guidebench.evaluation.postmortem)
+    files.update(write_postmortem(result, out_dir, learned_from))  # postmortem.json and .md, in-sample when it is
     return files, omitted
 
 

@@ -342,7 +342,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
         lm=lm, rows=rows, pareto=[row.name for row in rows if row.pareto], diffs=diffs,
         notes=notes + (list(cycles.notes) if cycles is not None else []), command=command,
         cycles_model=cycles.estimator if cycles is not None else "",
-        postmortem=board_postmortem(ranked, champ, n_resamples=n_resamples, seed=seed))
+        postmortem=board_postmortem(ranked, champ, n_resamples=n_resamples, seed=seed, learned=learned))
 
 
 def _announce(variants: Sequence[Variant], split: FrozenSplit, lm: str) -> None:

@@ -1,20 +1,26 @@
 """A board's post-mortem: each row's own (slices, outliers; `evals.postmortem.post_mortem`) and, for each
 challenger, the slices where it wins and loses against the champion, paired on the same records
-(`evals.postmortem.compare_slices`); rendered as a section of leaderboard.md and leaderboard.html.
+(`evals.postmortem.compare_slices`); rendered as a section of leaderboard.md and leaderboard.html. A row that
+learned from some of the board's records (its `runtime.provenance.OverlapCheck`) is in-sample: its own post-mortem
+and its comparison with the champion say so first and draw no win or loss (the champion never learned from them:
+`board.choose_champion`).
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
 
 from guidebench.leaderboard.split import ScoredVariant
-from guidebench.evaluation.postmortem import (comparison_lines, fmt_diff, fmt_eq, fmt_interval, fmt_p, pooled_text,
-                                              table, verdict_lines)
+from guidebench.evaluation.postmortem import (comparison_lines, fmt_diff, fmt_eq, fmt_interval, fmt_p, in_sample_line,
+                                              in_sample_text, pooled_text, table, verdict_lines)
+
+if TYPE_CHECKING:
+    from runtime.provenance import OverlapCheck
 
 
 class BoardPostMortem(BaseModel):
@@ -27,22 +33,41 @@ class BoardPostMortem(BaseModel):
 
 
 def board_postmortem(ranked: Sequence[ScoredVariant], champion: ScoredVariant, *, n_resamples: int = 1000,
-                     seed: int = 0) -> BoardPostMortem:
-    """Post-mortems of a board's rows (in rank order) and of each challenger against the champion."""
+                     seed: int = 0, learned: Optional[Mapping[str, OverlapCheck]] = None) -> BoardPostMortem:
+    """Post-mortems of a board's rows (in rank order) and of each challenger against the champion; `learned`
+    (each row's check by label) marks the rows that learned from the board's records in-sample."""
     kind = champion.result.kind
+    learned = learned or {}
+    why = {item.variant.label: in_sample_line(learned.get(item.variant.label)) for item in ranked}
+    champion_why = why[champion.variant.label]
     rows = {item.variant.label: post_mortem(kind, item.result.rows, program=item.variant.label,
-                                            n_resamples=n_resamples, seed=seed) for item in ranked}
+                                            n_resamples=n_resamples, seed=seed, in_sample=why[item.variant.label])
+            for item in ranked}
     challengers = [compare_slices(item.result.rows, champion.result.rows, kind, challenger=item.variant.label,
-                                  champion=champion.variant.label, n_resamples=n_resamples, seed=seed)
+                                  champion=champion.variant.label, n_resamples=n_resamples, seed=seed,
+                                  in_sample=_either(item.variant.label, why[item.variant.label],
+                                                    champion.variant.label, champion_why))
                    for item in ranked if item is not champion]
     return BoardPostMortem(rows=rows, challengers=challengers)
+
+
+def _either(challenger: str, challenger_why: str, champion: str, champion_why: str) -> str:
+    """Why a challenger's comparison is in-sample: its own records learned from, else the champion's."""
+    if challenger_why:
+        return f"{challenger}: {challenger_why}"
+    return f"{champion}: {champion_why}" if champion_why else ""
+
+
+def _in_sample_rows(pm: BoardPostMortem) -> list[str]:
+    """One line per row whose post-mortem is in-sample."""
+    return [f"{name}: {in_sample_text(own.in_sample)}" for name, own in pm.rows.items() if own.in_sample]
 
 
 def _outlier_rows(pm: BoardPostMortem) -> list[list[str]]:
     rows = []
     for name, own in pm.rows.items():
         for stat in own.outliers():
-            rows.append([name, stat.family, stat.slice, pooled_text(stat.value, stat.pooled), str(stat.n),
+            rows.append([f"{name} (in-sample)" if own.in_sample else name, stat.family, stat.slice, pooled_text(stat.value, stat.pooled), str(stat.n),
                          fmt_interval(stat.metrics.get(own.score_metric)), fmt_diff(stat.diff_vs_rest),
                          fmt_p(stat.q_value)])
     return rows
@@ -61,6 +86,7 @@ def markdown_lines(pm: Optional[BoardPostMortem]) -> list[str]:
     if pm is None:
         return []
     lines = ["## Post-mortem", ""]
+    lines += [f"> **{line}**" for line in _in_sample_rows(pm)] + ([""] if _in_sample_rows(pm) else [])
     for challenger in pm.challengers:
         lines += comparison_lines(challenger, "###") + [""]
     lines += ["### Slices below the rest, per row", ""]
@@ -109,6 +135,7 @@ def html_section(pm: Optional[BoardPostMortem]) -> str:
     if pm is None:
         return ""
     parts = ['<h2 id="postmortem">Post-mortem</h2>']
+    parts += [f'<p class="in-sample"><strong>{_h(line)}</strong></p>' for line in _in_sample_rows(pm)]
     parts += [_challenger_html(cs, index) for index, cs in enumerate(pm.challengers)]
     parts.append("<h3>Slices below the rest, per row</h3>")
     outliers = _outlier_rows(pm)

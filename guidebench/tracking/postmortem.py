@@ -1,5 +1,7 @@
 """A post-mortem in the active MLflow run: its slice table as a table artifact (`mlflow.log_table`, shown in the
-run's artifacts) and its counts as metrics, next to the `postmortem.json` / `.md` files an eval logs."""
+run's artifacts) and its counts as metrics, next to the `postmortem.json` / `.md` files an eval logs. A post-mortem
+of records the program learned from sets the run's tag `<prefix>postmortem.in_sample` to its one line (and a
+comparison's wins and losses are 0: it draws none)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 SLICES_TABLE = "postmortem_slices.json"
+IN_SAMPLE_TAG = "postmortem.in_sample"
+TAG_CHARS = 5000  # MLflow's limit on a tag value
 CHAMPION_TABLE = "postmortem_vs_champion.json"
 
 
@@ -28,6 +32,15 @@ def log_postmortem(pm: Any, prefix: str = "") -> None:
     metrics.update({f"{prefix}postmortem.n_below.{family}": sum(s.outlier for s in stats)
                     for family, stats in counts.items()})
     mlflow.log_metrics({key: float(value) for key, value in metrics.items()})
+    _tag_in_sample(pm.in_sample, prefix)
+
+
+def _tag_in_sample(why: str, prefix: str) -> None:
+    """Tag the run `<prefix>postmortem.in_sample` with why the records are not evidence (nothing when they may be)."""
+    import mlflow
+
+    if why:
+        mlflow.set_tag(f"{prefix}{IN_SAMPLE_TAG}", why[:TAG_CHARS])
 
 
 def log_comparison(comparison: Any, prefix: str = "") -> None:
@@ -39,6 +52,7 @@ def log_comparison(comparison: Any, prefix: str = "") -> None:
         mlflow.log_table(data=_columns(table), artifact_file=_artifact(prefix, CHAMPION_TABLE))
     mlflow.log_metrics({f"{prefix}postmortem.vs_champion.n_{verdict}": float(len(comparison.verdicts(verdict)))
                         for verdict in ("wins", "loses")})
+    _tag_in_sample(comparison.in_sample, f"{prefix}vs_champion.")
 
 
 def log_postmortem_file(path: Optional[Path], prefix: str = "") -> None:
