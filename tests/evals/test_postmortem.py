@@ -189,3 +189,18 @@ def test_cost_outliers_lie_beyond_the_fence(replays):
 def test_challengers_must_share_the_champions_records(replays):
     with pytest.raises(ValueError, match="same records"):
         compare_slices(replays["planted"][:10], replays["oracle"], "full_auto")
+
+
+def test_in_sample_records_draw_no_win_or_loss(replays):
+    why = "40 of the 40 records of split dev of dataset aaaaaaaaaaaa are records the program learned from"
+    result = compare_slices(replays["planted"], replays["oracle"], "full_auto", challenger="planted",
+                            champion="oracle", n_resamples=200, in_sample=why)
+    assert result.in_sample == why and result.verdicts("wins") == result.verdicts("loses") == []
+    assert result.leaning(-1) == result.leaning(1) == []
+    tested = [d for d in result.slices if d.comparison is not None]
+    assert tested and {d.verdict for d in tested} == {"in-sample"}
+    # the numbers are kept; only the verdict is withheld (the same slice loses out of sample)
+    loss = next(d for d in tested if (d.slice, d.value) == ("pending", "approvals"))
+    assert loss.comparison.ci_high < 0 and loss.q_value <= FDR
+    pm = post_mortem("full_auto", replays["planted"], program="planted", n_resamples=200, in_sample=why)
+    assert pm.in_sample == why and type(pm).model_validate_json(pm.model_dump_json()).in_sample == why

@@ -134,3 +134,31 @@ def test_bad_input_is_one_line(evals, tmp_path, capsys, case, expected):
         args = [str(evals["rule"]), "--against", str(tmp_path / "few")]
     code, _, err = _run(capsys, *args)
     assert code == 2 and expected in err and err.count("\n") == 1, err
+
+
+def test_an_eval_on_records_the_program_learned_from_is_in_sample(fitted, tmp_path, capsys):
+    """`guidebench postmortem` on the fit's own dev eval (also one whose postmortem.json predates the field, and
+    against another eval of the same records) says it is in-sample first and draws no win or loss."""
+    summary = json.loads((fitted["fit"] / "dev" / "summary.json").read_text())
+    why = f"In-sample, not evidence: {summary['learned_from']['n_overlap']} of the "
+    code, out, _ = _run(capsys, str(fitted["fit"] / "dev"))
+    assert code == 0 and out.startswith("# Post-mortem: ") and out.splitlines()[2].startswith(f"> **{why}")
+    older = tmp_path / "older"
+    shutil.copytree(fitted["fit"] / "dev", older)
+    stored = json.loads((older / "postmortem.json").read_text())
+    stored.pop("in_sample")
+    (older / "postmortem.json").write_text(json.dumps(stored))
+    code, out, _ = _run(capsys, str(older))
+    assert code == 0 and out.splitlines()[2].startswith(f"> **{why}")
+    assert main(["eval", "--program", "logged", "--data", str(fitted["ds"]), "--split", "dev", "--out",
+                 str(tmp_path / "logged"), "--resamples", "100", "--no-progress", "--tracking-uri",
+                 f"sqlite:///{tmp_path / 'mlflow.db'}"]) == 0
+    capsys.readouterr()
+    code, out, _ = _run(capsys, str(fitted["fit"] / "dev"), "--against", str(tmp_path / "logged"))
+    comparison = out.split(" vs ", 1)[1]
+    assert code == 0 and "- no wins or losses: In-sample, not evidence: " in comparison
+    assert "wins (q ≤" not in comparison and "loses (q ≤" not in comparison
+    code, out, _ = _run(capsys, str(tmp_path / "logged"), "--against", str(fitted["fit"] / "dev"), "--json")
+    against = json.loads(out)["against"]
+    assert code == 0 and against["in_sample"].startswith("full_auto.learned+fit: ") and not any(
+        row["verdict"] in ("wins", "loses") for row in against["slices"])

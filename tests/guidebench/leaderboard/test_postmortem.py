@@ -69,3 +69,27 @@ def test_markdown_and_html_show_the_section(board_dir):
     for index, comparison in enumerate(board.postmortem.challengers):
         assert f"### {comparison.challenger} vs logged, by slice" in markdown
         assert page.rows[f"postmortem-slices-{index}"] == len(comparison.slices) + 1  # header + one per value
+
+
+def test_a_row_that_learned_from_the_boards_records_is_in_sample_everywhere(fitted, tmp_path):
+    """The fit's own dev results on a dev board: learned from every record, so its post-mortem is in-sample in
+    leaderboard.json, .md and .html, and its comparison with the champion draws no win or loss."""
+    board, _ = run_leaderboard(from_registry(["logged"]), fitted["ds"], "dev", n_resamples=100,
+                               results=[fitted["fit"] / "dev"])
+    write_reports(board, tmp_path / "board")
+    fit = next(row for row in board.rows if not row.champion)
+    assert board.champion == "logged" and fit.verdict() == f"learned from {fit.n} of {fit.n}: no evidence"
+    pm = board.postmortem
+    (against,) = pm.challengers
+    assert pm.rows[fit.name].in_sample == fit.learned_from.line() and not pm.rows["logged"].in_sample
+    assert against.in_sample == f"{fit.name}: {fit.learned_from.line()}"
+    assert against.verdicts("wins") == against.verdicts("loses") == []
+    assert {d.verdict for d in against.slices if d.comparison} == {"in-sample"}
+    markdown = (tmp_path / "board" / MARKDOWN_FILE).read_text()
+    section = markdown.split("## Post-mortem", 1)[1]
+    banner = f"{fit.name}: In-sample, not evidence: {fit.learned_from.line()}."
+    assert f"> **{banner}" in section and "wins (q ≤" not in section and "loses (q ≤" not in section
+    assert "- no wins or losses: In-sample, not evidence: " in section
+    html_text = (tmp_path / "board" / HTML_FILE).read_text()
+    html_section = html_text.split('id="postmortem"', 1)[1]
+    assert "In-sample, not evidence" in html_section and "wins (q ≤" not in html_section

@@ -43,3 +43,22 @@ def test_tables_and_counts_land_in_the_run(tmp_path: Path):
     assert metrics["postmortem.n_below.slices"] == sum(s.outlier for s in pm.slices) >= 1  # label = pause
     assert metrics["test.postmortem.vs_champion.n_loses"] == len(against.verdicts("loses"))
     assert not any(key.startswith("dev.") for key in metrics)
+
+
+def test_an_in_sample_postmortem_is_tagged_and_counts_no_win(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    champion = _rows(40, rng.choice([0.0, 1.0], size=40))
+    challenger = _rows(40, np.ones(40))
+    why = "40 of the 40 records of split dev of dataset aaaaaaaaaaaa are records the program learned from"
+    pm = post_mortem("full_auto", challenger, n_resamples=100, in_sample=why)
+    against = compare_slices(challenger, champion, "full_auto", n_resamples=100, in_sample=f"p: {why}")
+    assert compare_slices(challenger, champion, "full_auto", n_resamples=100).verdicts("wins")  # out of sample
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = mlflow.set_experiment("postmortem-in-sample")
+    with mlflow.start_run(experiment_id=experiment.experiment_id) as run:
+        log_postmortem(pm, prefix="dev.")
+        log_comparison(against, prefix="dev.")
+    data = mlflow.MlflowClient().get_run(run.info.run_id).data
+    assert data.tags["dev.postmortem.in_sample"] == why
+    assert data.tags["dev.vs_champion.postmortem.in_sample"] == f"p: {why}"
+    assert data.metrics["dev.postmortem.vs_champion.n_wins"] == 0
