@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     )
     from .records import (
         DecisionRecord, LoggedDecision, OutcomeLabel, PlannerRecord, ShadowDecision, SourceRef, canonical_json,
-        inputs_hash, packet_hash, sha256_hex
+        content_hash, inputs_hash, packet_content_hash, packet_hash, sha256_hex
     )
     from .provenance import OverlapCheck, Provenance, check_overlap
     from .shadow import ShadowRunner
@@ -51,7 +51,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "invalid_streak", "meaningful_win", "near_bound", "overall_best", "packet_pivot_inputs", "pivot_required",
         "plateau_valid_iters_since_best", "tag_best", "validate_directive", "validate_directive_original"),
     "records": ("DecisionRecord", "LoggedDecision", "OutcomeLabel", "PlannerRecord", "ShadowDecision", "SourceRef",
-        "canonical_json", "inputs_hash", "packet_hash", "sha256_hex"),
+        "canonical_json", "content_hash", "inputs_hash", "packet_content_hash", "packet_hash", "sha256_hex"),
     "provenance": ("OverlapCheck", "Provenance", "check_overlap"),
     "shadow": ("ShadowRunner",),
     "shadow_log": ("SHADOW_FILE", "ShadowDecisionLine", "ShadowModule"),

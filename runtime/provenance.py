@@ -10,11 +10,12 @@ program's. `check_overlap` counts the scored records that are among them: `guide
 flag it everywhere else.
 
 Records are identified by their content without their identifiers, not by their record id nor by any id they
-carry (`DecisionRecord.content_hash`, `PlannerRecord.content_hash`, `runtime.records`; docs/trained.md, "What a record
-is known by", lists exactly what is hashed): re-importing the same logs with another seed reshuffles the splits, and
-renaming every UUID, branch or sha in them makes new ids, while a record's content stays the same. A `Provenance`
-stores, per split, the sorted, distinct first `hash_chars` hex digits of each SHA-256 (16: 64 bits): a record it never
-saw matches one by chance with probability `false_positive_rate()` (n / 2^64, about 5e-17 for a thousand records).
+carry (`DecisionRecord.content_hash`, `PlannerRecord.content_hash`, `runtime.records`; docs/workflow.md, "What a
+record is known by", lists exactly what is hashed): re-importing the same logs with another seed reshuffles the
+splits, and renaming every UUID, branch or sha in them makes new ids, while a record's content stays the same. A
+`Provenance` stores, per split, the sorted, distinct first `hash_chars` hex digits of each SHA-256 (16: 64 bits):
+a record it never saw matches one by chance with probability `false_positive_rate()` (n / 2^64, about 5e-17 for
+a thousand records).
 
 Unknown provenance: `None` where a provenance is expected (an export or state written before provenance was
 recorded, or a state file that lost it), and a provenance that does not hold together (`Provenance.problem`): one
@@ -56,7 +57,7 @@ class Provenance(BaseModel):
 
     dataset_id: Optional[str] = Field(None, description="the dataset the records came from (None: no record)")
     identity: Optional[str] = Field(None, description=(
-        "what identifies a record: `content_hash`, SHA-256 of its content without ids (docs/trained.md); "
+        "what identifies a record: `content_hash`, SHA-256 of its content without ids (docs/workflow.md); "
         "`inputs_hash` in states written before it"))
     hash_chars: int = Field(HASH_CHARS, ge=8, le=64, description="hex digits of each SHA-256 kept")
     splits: dict[str, int] = Field(default_factory=dict, description="records learned from, by split")

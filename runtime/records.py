@@ -39,7 +39,7 @@ def packet_hash(packet: AdvisorPacket) -> str:
     return sha256_hex(canonical_json(packet.model_dump(mode="json")))
 
 
-# ----- content identity: what provenance knows a record by (docs/trained.md, "What a record is known by") -----
+# ----- content identity: what provenance knows a record by (docs/workflow.md, "What a record is known by") -----
 # The fields that name a record rather than say what it holds. A copy of a turn or of a packet under other ids
 # (a re-import, every UUID renamed, another branch or sha) has the same content hash.
 SUMMARY_ID_FIELDS: tuple[str, ...] = ("thread_id", "turn_id")

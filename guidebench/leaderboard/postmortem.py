@@ -67,7 +67,8 @@ def _outlier_rows(pm: BoardPostMortem) -> list[list[str]]:
     rows = []
     for name, own in pm.rows.items():
         for stat in own.outliers():
-            rows.append([f"{name} (in-sample)" if own.in_sample else name, stat.family, stat.slice, pooled_text(stat.value, stat.pooled), str(stat.n),
+            rows.append([f"{name} (in-sample)" if own.in_sample else name, stat.family, stat.slice,
+                         pooled_text(stat.value, stat.pooled), str(stat.n),
                          fmt_interval(stat.metrics.get(own.score_metric)), fmt_diff(stat.diff_vs_rest),
                          fmt_p(stat.q_value)])
     return rows

@@ -24,8 +24,8 @@ def test_records_are_known_by_their_content_not_their_ids():
     assert Provenance.model_validate_json(learned.model_dump_json()).overlap(renamed) == 4
     assert Provenance.of("d" * 64, {"train": []}) == NOTHING and NOTHING.overlap(train) == 0
     # The same turns under other thread and turn ids (every id renamed) are the same records.
-    other_ids = [r.model_copy(update={"summary": r.summary.model_copy(update={"thread_id": f"t{i}", "turn_id": f"u{i}"}),
-                                      "thread_id": f"t{i}", "turn_id": f"u{i}"}) for i, r in enumerate(dev)]
+    ids = [{"thread_id": f"t{i}", "turn_id": f"u{i}"} for i in range(len(dev))]
+    other_ids = [r.model_copy(update={"summary": r.summary.model_copy(update=new), **new}) for r, new in zip(dev, ids)]
     assert all(a.content_hash == b.content_hash for a, b in zip(dev, other_ids))
     assert check_overlap(learned, other_ids, dataset_id="e" * 64, split="test").n_overlap == 4
 
