@@ -33,7 +33,7 @@ from optimizers.budget import Budget
 from optimizers.candidates import Candidate, load_history
 from optimizers.checkpoint import Checkpoint, atomic_write_json, disk_cache
 from optimizers.estimate import CostEstimate, Stage
-from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, read_provenance
+from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, known, read_provenance
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
@@ -446,8 +446,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     stored = checkpoint.load_program() if checkpoint is not None and checkpoint.reached("compiled") else None
     if stored is not None:
         program = optimizers.load_compiled(request.build(), stored)
-        # A checkpoint written before provenance was recorded: any train or dev record may have reached it.
-        provenance = read_provenance(stored) or data.provenance()
+        # A checkpoint written before provenance (or content hashes) was recorded: any train or dev record may
+        # have reached it.
+        provenance = known(read_provenance(stored)) or data.provenance()
         compile_summary = dict(checkpoint.status().get("compile") or {})
         compile_summary["resumed_after_compile"] = True
         candidates = load_history(checkpoint.history_path)
