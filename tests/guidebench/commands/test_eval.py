@@ -181,10 +181,19 @@ def test_records_the_program_learned_from_are_flagged_in_every_output(fitted, tm
     run = MlflowClient(tracking_uri=tracking_uri).get_run(summary["mlflow_run_id"])
     assert run.data.params["learned_from"] == "overlap" and run.data.params["learned_from_overlap"] == str(n)
     assert run.data.metrics["learned_from_overlap"] == n
+    # its post-mortem is in-sample: postmortem.md opens with it, and the run is tagged
+    line = warnings[0][len("warning: "):]
+    assert json.loads((out / "postmortem.json").read_text())["in_sample"] == line
+    assert (out / "postmortem.md").read_text().splitlines()[2] == (
+        f"> **In-sample, not evidence: {line}. Its slices describe how it fits records it learned from; no slice is "
+        "a win or a loss.**")
+    assert run.data.tags["postmortem.in_sample"] == line
     # its test split: nothing to flag, and the summary says so
     assert main(["eval", "--program", str(fitted["ex"]), "--data", str(fitted["ds"]), "--out", str(tmp_path / "test"),
                  "--no-track", "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().out and "learned_from_overlap" not in read_metrics(tmp_path / "test")
+    assert json.loads((tmp_path / "test" / "postmortem.json").read_text())["in_sample"] == ""
+    assert "In-sample" not in (tmp_path / "test" / "postmortem.md").read_text()
     assert json.loads((tmp_path / "test" / "summary.json").read_text())["learned_from"]["n_overlap"] == 0
 
 
