@@ -473,7 +473,8 @@ def champion_refusal(champion: RegisteredModule, check: OverlapCheck, learned: t
         head = (f"{who} learned from {check.n_overlap} of the {check.n_records} records of {where} "
                 f"({check.learned_from}): it cannot judge a challenger there")
     else:
-        head = f"{who} cannot judge a challenger on {where}: {check.line('the champion').split(', so ')[0]}"
+        why = check.unknown_because or "it does not record which records it learned from"
+        head = f"{who} cannot judge a challenger on {where}: its provenance is unknown ({why})"
     sure = [known(p) for p in learned]  # the candidate's and the champion's
     free = [name for name in HELD_OUT_SPLITS if name != eval_data.split and all(
         p is not None and (p.dataset_id in (None, eval_data.dataset_id)) and not p.splits.get(name) for p in sure)]

@@ -92,6 +92,8 @@ def test_candidate_staged_promoted_rejected_and_rolled_back(world, capsys):
     assert "[FAIL] objective failed" in out and "against champion pkg@1.0.0" in out
     rejected = ledger.records()[-1]
     assert rejected.outcome == "rejected" and rejected.champion.package == "pkg@1.0.0"
+    # the champion (a rule policy) learned from none of the evidence's records, and the ledger says so
+    assert rejected.evidence.champion_learned_from.status == "clean" and not rejected.evidence.champion_set_aside
     assert any(reason.startswith("guardrail_override_rate failed") for reason in rejected.reasons)
     assert registry.alias("pkg", "champion").package == "pkg@1.0.0"
 
@@ -327,3 +329,39 @@ def test_a_champion_that_learned_from_the_evidence_cannot_judge(fitted, tmp_path
     judged = promote_module(challenger, data=fitted["ds"], stage_only=True, **options)
     assert judged.evidence.baseline == "champion learned@0.1.0" and judged.evidence.champion_learned_from.status == \
         "clean" and judged.evidence.champion_learned_from.n_records == judged.evidence.n_records
+
+
+def test_a_champion_whose_provenance_is_unknown_cannot_judge(fitted, tmp_path: Path):
+    """A champion promoted before content hashes (its provenance knows records by their inputs hash) cannot judge a
+    challenger; named, a baseline judges instead."""
+    from evals.data import dataset_info
+    from guidebench.release.promotion import log_promotion_run, module_ref, new_record, register_once
+    from optimizer_support import tracking_uri
+    from runtime.frozen.loader import verify_frozen
+
+    uri, ledger = tracking_uri(tmp_path), PromotionLedger(tmp_path / "l.jsonl")
+    state = json.loads((fitted["fit"] / "program.json").read_text())
+    learned = state["provenance"]
+    learned.update(identity="inputs_hash", hashes=sorted(h for listed in learned["hashes"].values() for h in listed))
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    old = export_program("full_auto.learned", tmp_path / "old", name="old", version="0.0.1",
+                         state=tmp_path / "state.json").path
+    # registered as champion the way a promotion of that time did it
+    registry, manifest, digest = ModuleRegistry(uri), verify_frozen(old), folder_digest(old)
+    record = new_record(action="promote", module=module_ref(manifest, old, digest), from_state="candidate",
+                        to_state="staged", outcome="staged")
+    registered = register_once(registry, manifest, old, digest, log_promotion_run(registry, record, module_dir=old))
+    registry.make_champion("old", registered.version)
+    challenger = export_program("full_auto.rules", tmp_path / "rules", name="old", version="0.0.2").path
+    refused = promote_module(challenger, data=fitted["ds"], tracking_uri=uri, ledger=ledger)
+    ds = dataset_info(fitted["ds"])["dataset_id"][:12]
+    assert refused.outcome == "refused" and refused.reasons == [
+        f"the champion old@0.0.1 (registry version 1) cannot judge a challenger on split test of dataset {ds}: its "
+        "provenance is unknown (its provenance does not hold together: it knows records by their inputs hash, which "
+        "includes their ids (written before content hashes), so a renamed copy of a record escapes it); promote on "
+        "logs neither learned from, or name a program to judge it against instead with --baseline"]
+    instead = promote_module(challenger, data=fitted["ds"], tracking_uri=uri, ledger=ledger, baseline="logged",
+                             stage_only=True)
+    assert instead.evidence.baseline == "baseline program logged" and instead.evidence.champion_set_aside.startswith(
+        "champion old@0.0.1 (registry version 1) set aside: provenance unknown: its provenance does not hold "
+        "together: it knows records by their inputs hash")
