@@ -9,9 +9,9 @@ attempt is refused in one line that names the count and asks for a split neither
 `baseline` names a program to judge the candidate against instead (the ledger then records the champion set
 aside, and why). It then replays the candidate and the current champion (or, before any champion, a measured
 baseline: the deployed policy's logged decisions) on the same held-out split, compares them with the evals
-layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module that passes is staged, then registered in the
-MLflow model registry under alias `champion` (the replaced version becomes `previous`). `rollback_module`
-restores `previous`.
+layer's paired statistics, and applies the gates (`guidebench.release.gates`). A module that passes is staged,
+then registered in the MLflow model registry under alias `champion` (the replaced version becomes `previous`).
+`rollback_module` restores `previous`.
 
 Every attempt — refused, rejected, staged, promoted, rolled back — is appended to the promotion
 ledger (`<GUIDEBENCH_HOME>/promotions.jsonl`, one `PromotionRecord` per line, rewritten atomically
