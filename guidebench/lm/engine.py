@@ -16,6 +16,7 @@ Calls are serialised by one lock per loaded model, so the engine is safe under
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import fcntl
 import hashlib
@@ -255,7 +256,28 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
             loaded = _models[key] = _LoadedModel(llama, threading.Lock(),
                                                  PrefixStateCache(_prefix_cache_folder(), identity))
+            if len(_models) == 1:
+                atexit.register(close_models)
         return loaded
+
+
+def close_models() -> int:
+    """Free every loaded model now; the number closed. Registered at exit with the first model loaded.
+
+    Left to the garbage collector at interpreter exit, `Llama.__del__` runs after the modules it calls
+    were torn down and prints `Exception ignored in: <function Llama.__del__ ...> TypeError: 'NoneType'
+    object is not callable`. Closed here, while everything is alive, the later `__del__` has nothing to do.
+    """
+    with _models_lock:
+        loaded = list(_models.values())
+        _models.clear()
+        atexit.unregister(close_models)
+    for model in loaded:
+        with model.lock:  # a call still running in another thread finishes first
+            model.llama.close()
+    with _grammars_lock:
+        _grammars.clear()  # grammars hold llama.cpp objects too
+    return len(loaded)
 
 
 def grammar_compiles(llama: Any, text: str) -> bool:
