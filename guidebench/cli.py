@@ -57,7 +57,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(argv: Optional[Sequence[str]]) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or arguments refused in one line: its code, for in-process callers
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
