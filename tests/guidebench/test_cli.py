@@ -194,6 +194,27 @@ def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(t
     assert err.strip().splitlines()[-1] == "guidebench: interrupted" and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("loading", ["guidebench.errors", "guidebench.commands", "guidebench.tracking.runs"])
+def test_ctrl_c_while_the_modules_load_is_one_line_and_130(loading):
+    # The console script imports guidebench.cli and calls main(); a Ctrl-C while main() imports the workbench
+    # (here: when `loading` is imported) ends the command like a later one: rc 130, one line, no traceback.
+    import os
+
+    child = ("import signal, sys\n"
+             "class Interrupting:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             f"        if name == {loading!r}:\n"
+             "            signal.raise_signal(signal.SIGINT)\n"
+             "        return None\n"
+             "from guidebench.cli import main\n"
+             "assert not [m for m in sys.modules if m.startswith('guidebench.') and m != 'guidebench.cli'], 'loaded'\n"
+             "sys.meta_path.insert(0, Interrupting())\n"
+             "sys.exit(main(['programs']))\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert (done.returncode, done.stderr, done.stdout) == (130, "guidebench: interrupted\n", ""), done.stderr
+
+
 def _compile_argv(data, out) -> list[str]:
     return ["compile", "--program", "full_auto.predict", "--optimizer", "labeled_fewshot", "--data", str(data),
             "--lm", "fake", "--no-progress", "--out", str(out)]
