@@ -134,3 +134,25 @@ def test_bad_input_is_one_line(evals, tmp_path, capsys, case, expected):
         args = [str(evals["rule"]), "--against", str(tmp_path / "few")]
     code, _, err = _run(capsys, *args)
     assert code == 2 and expected in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("damage", ["results", "summary"])
+def test_it_reads_an_eval_folder_as_a_board_does_and_says_the_same_line(evals, tmp_path, capsys, damage):
+    # One reader of an eval folder (guidebench.leaderboard.results.read_eval_folder): what a board's --results
+    # refuses, the post-mortem refuses in the same words.
+    folder = tmp_path / "damaged"
+    shutil.copytree(evals["rule"], folder)
+    (folder / "postmortem.json").unlink()
+    if damage == "results":
+        (folder / "results.parquet").write_bytes(b"PAR1 not really")
+    else:
+        (folder / "summary.json").write_text("[1, 2]\n")
+    code, _, err = _run(capsys, str(folder))
+    assert code == 2 and err.count("\n") == 1, err
+    board = main(["leaderboard", "--data", str(evals["data"]), "--programs", "logged", "--results", str(folder),
+                  "--no-track", "--out", str(tmp_path / "board"), "--resamples", "50"])
+    board_err = capsys.readouterr().err
+    assert board == 2 and board_err.strip().splitlines()[-1] == err.strip(), board_err
+    expected = "results.parquet: unreadable" if damage == "results" else \
+        "summary.json: not the summary of a guidebench eval (not a JSON object)"
+    assert expected in err
