@@ -26,7 +26,7 @@ import optuna
 import pytest
 
 from guidebench.cli import main
-from kill_support import guidebench_env, kill_at
+from kill_support import child_temp, guidebench_env, kill_at
 from optimizer_support import make_dataset
 from optimizers.checkpoint import Checkpoint
 from reliability_ledger import record as ledger
@@ -169,3 +169,26 @@ def test_kill_between_the_two_renames_of_a_forced_export_keeps_a_whole_export(be
     assert _hidden(out) == []
     ledger("crashes", command="export --force", killed_at="between the two renames", kills=1,
            half_written_folders=0, previous_export_lost=0, leftovers_after_next_export=0, rerun_finished=1)
+
+
+def test_a_killed_childs_temp_folders_stay_out_of_the_sessions_and_are_removed(tmp_path):
+    # What a library's TemporaryDirectory leaves when its process is killed goes to the test's own folder, which
+    # is removed with it: the session's temp root (the footprint check of tests/conftest.py) never sees it.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    session = Path(tempfile.gettempdir())
+    child = ("import sys, tempfile, time\nfolder = tempfile.TemporaryDirectory()\n"
+             "print(folder.name, flush=True)\ntime.sleep(600)\n")
+    with child_temp() as env:
+        process = subprocess.Popen([sys.executable, "-c", child], env=env, stdout=subprocess.PIPE, text=True)
+        left = Path(process.stdout.readline().strip())
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        process.stdout.close()
+        assert process.returncode == -signal.SIGKILL and left.is_dir()  # the kill left it behind
+        assert left.parent == Path(env["TMPDIR"]) and session not in left.parents
+    assert not left.exists() and not Path(env["TMPDIR"]).exists()

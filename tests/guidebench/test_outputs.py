@@ -22,7 +22,6 @@ from guidebench.outputs import (MARKER_FILE, check_input, claim_file, claim_outp
 from kill_support import guidebench_env, kill_at
 
 
-
 def _dead_pid() -> int:
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     done.wait()
@@ -413,8 +412,7 @@ def _run(argv: list[str], capsys) -> tuple[int, list[str]]:
 
 
 def test_the_table_covers_every_command_that_writes_an_output():
-    from kill_support import guidebench_env, kill_at
-from guidebench.outputs import WRITERS
+    from guidebench.outputs import WRITERS
 
     assert {row.command for row in TABLE} == {*WRITERS, "baselines"}
 
