@@ -254,11 +254,32 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
             identity = f"{_model_identity(path)}|llama_cpp {llama_cpp.__version__}|n_ctx {n_ctx}"
             # One model per process and file, shared by every engine; calls are serialised by its lock
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
-            loaded = _models[key] = _LoadedModel(llama, threading.Lock(),
-                                                 PrefixStateCache(_prefix_cache_folder(), identity))
-            if len(_models) == 1:
-                atexit.register(close_models)
+            prefixes = PrefixStateCache(_prefix_cache_folder(), identity)
+            loaded = _keep(key, _LoadedModel(llama, threading.Lock(), prefixes))
         return loaded
+
+
+def _keep(key: tuple[str, int, int], loaded: _LoadedModel) -> _LoadedModel:
+    """Hold a loaded model for the process (under `_models_lock`); the first one registers `close_models` at exit."""
+    if not _models:
+        atexit.register(close_models)
+    _models[key] = loaded
+    return loaded
+
+
+def load_vocab(path: Path) -> Any:
+    """A vocabulary-only Llama of the model file (its tokenizer, no weights): one per process and file, closed at
+    exit with the models (`close_models`)."""
+    key = (str(path.resolve()), 0, 0)  # n_ctx 0: the vocabulary alone
+    with _models_lock:
+        loaded = _models.get(key)
+        if loaded is None:
+            import llama_cpp
+
+            _quiet_llama(llama_cpp)  # llama.cpp's own stderr lines go to logging
+            vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+            loaded = _keep(key, _LoadedModel(vocab, threading.Lock()))
+        return loaded.llama
 
 
 def close_models() -> int:

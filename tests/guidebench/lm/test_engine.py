@@ -311,10 +311,15 @@ def test_a_process_that_loaded_the_model_exits_without_an_ignored_exception():
     import subprocess
     import sys
 
-    script = ("from guidebench.lm.engine import LocalGGUFEngine, _models\n"
-              "LocalGGUFEngine(n_threads=1).warm_up()\nprint(len(_models))\n")
+    # atexit runs its handlers last-registered first: the one registered before any model loads runs after
+    # close_models and sees what is left open (nothing: the model and the cost estimate's vocabulary are closed).
+    script = ("import atexit\nfrom guidebench.lm import engine\n"
+              "atexit.register(lambda: print('open at exit', len(engine._models), flush=True))\n"
+              "from guidebench.lm.cost import token_counter\n"
+              "engine.LocalGGUFEngine(n_threads=1).warm_up()\nassert token_counter('local')('hello') > 0\n"
+              "print('loaded', len(engine._models), flush=True)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.split() == ["1"], done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.splitlines() == ["loaded 2", "open at exit 0"], done.stderr[-3000:]
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
