@@ -34,6 +34,22 @@ def child_temp(env: Optional[Mapping[str, str]] = None, *, under: Optional[Path]
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def started_with(tmpdir: str) -> Iterator[None]:
+    """Processes started in the block (a server that reads this process's environment) inherit TMPDIR=`tmpdir`;
+    this process keeps its own temp folder, pinned before TMPDIR changes."""
+    tempfile.gettempdir()
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmpdir
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous
+
+
 def _outside_session_root() -> str:
     """pytest's own temp root (the system's), where a folder left by an error of the test itself is pruned."""
     return os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()

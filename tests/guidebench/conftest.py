@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guidebench.search import services
-from kill_support import child_temp
+from kill_support import child_temp, started_with
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup"
@@ -89,8 +89,7 @@ def mlflow_server(postgres, tmp_path_factory):
     folder = tmp_path_factory.mktemp("mlflow")
     # Stopped with SIGTERM (then SIGKILL), its processes may leave temporary folders: in one of the fixture's.
     with child_temp() as env:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("TMPDIR", env["TMPDIR"])
+        with started_with(env["TMPDIR"]):
             server = services.start_mlflow_server(services.create_database(postgres, "mlflow"), folder / "artifacts",
                                                   log=folder / "server.log")
         yield server
