@@ -12,7 +12,7 @@ LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 WHEELHOUSE ?= $(HOME)/.cache/guidebench/wheels/llama-cpp-python-$(LLAMA_VERSION)-noamx
 LLAMA_WHEEL := $(WHEELHOUSE)/.built
 
-.PHONY: demo test test-fast test-random test-isolated install bench clean-venv
+.PHONY: demo test test-fast test-random test-isolated test-repeat install bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ test-random: $(STAMP)
 JOBS ?= 1
 test-isolated: $(STAMP)
 	$(BIN)/python tests/setup/each_module_alone.py --jobs $(JOBS)
+
+# `make test` N times in a row on a fresh clone of REF (committed work): green on every run, not on most.
+N ?= 3
+REF ?= HEAD
+test-repeat:
+	bash tests/setup/repeat_suite.sh $(N) $(REF)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_lm

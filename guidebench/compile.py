@@ -534,30 +534,19 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
                           paired=paired, candidates=list(candidates))
 
 
-def _save(program: Any, path: Path) -> None:
-    """`program.save(path)` (DSPy's JSON state), failing with the OSError of a write the machine refused.
-
-    DSPy reports every failure of its JSON save as a RuntimeError that advises saving a pickle instead; a full
-    disk is not cured by another format, and the state is never a pickle here.
-    """
-    try:
-        program.save(str(path))
-    except RuntimeError as exc:
-        if isinstance(exc.__cause__, OSError):
-            raise exc.__cause__ from None
-        raise
-
-
 def _state(program: Any) -> dict[str, Any]:
     return json.loads(json.dumps(program.dump_state(), default=str))
 
 
 def save_program(program: Any, path: Path, provenance: Provenance) -> None:
-    """`program.save` (DSPy's JSON state), with the program's provenance as its `provenance` entry: an export of
-    the file carries it, and every loader of a state leaves the entry aside (`optimizers.load_compiled`)."""
-    _save(program, path)
-    state = json.loads(Path(path).read_text(encoding="utf-8"))
-    atomic_write_json(Path(path), {**state, PROVENANCE_KEY: provenance.model_dump(mode="json")})
+    """What `program.save(path)` writes (DSPy's JSON state and its `metadata`, the dependency versions), with the
+    program's provenance as its `provenance` entry, written once and atomically: no reader ever finds the file
+    without its provenance. An export of the file carries it; every loader of a state leaves the entry aside
+    (`optimizers.load_compiled`)."""
+    from dspy.utils.saving import get_dependency_versions
+
+    atomic_write_json(Path(path), {**_state(program), "metadata": {"dependency_versions": get_dependency_versions()},
+                                   PROVENANCE_KEY: provenance.model_dump(mode="json")})
 
 
 __all__ = ["CompileData", "CompileOutcome", "CompileRequest", "estimate", "load_compile_data", "load_recipe",

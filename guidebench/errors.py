@@ -3,9 +3,11 @@ a write the machine refuses (a full disk) and Ctrl-C."""
 
 import errno
 import signal
+import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from pathlib import Path
+from typing import Callable, Iterator, Optional
 
 
 class GuidebenchError(Exception):
@@ -101,3 +103,46 @@ def check_interrupted() -> None:
     """Raise KeyboardInterrupt when Ctrl-C was pressed, even if the KeyboardInterrupt it raised was swallowed."""
     if _INTERRUPTED.is_set():
         raise KeyboardInterrupt
+
+
+# ----- a command's failure, as its user sees it ------------------------------------------------------
+
+def run_reporting(call: Callable[[], Optional[int]], *, prefix: str, error_log: Callable[[], Path],
+                  debug: bool = False) -> int:
+    """Run a command's body and turn its failure into one line on stderr, `PREFIX: error: ...`: the CLI's and each
+    search worker's (both call this). A `GuidebenchError` (the user's mistake) and a write the machine refused give
+    rc 2; anything else is a bug: rc 1, its traceback kept in the file `error_log()` names (`debug`: raised as is).
+    A Ctrl-C a library turned into another exception on its way up ends the command as Ctrl-C (KeyboardInterrupt)."""
+    try:
+        return int(call() or 0)
+    except GuidebenchError as exc:
+        check_interrupted()
+        _say(f"{prefix}: error: {exc}")
+        return 2
+    except Exception as exc:  # a clear line for the user, the traceback kept for the bug report
+        check_interrupted()
+        refused = write_refused_line(exc)  # a full disk is the machine's, not a bug: no traceback to keep
+        if refused:
+            _say(f"{prefix}: error: {refused}")
+            return 2
+        if debug:
+            raise
+        _say(f"{prefix}: error: {type(exc).__name__}: {exc}{_keep_traceback(error_log)}")
+        return 1
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _keep_traceback(error_log: Callable[[], Path]) -> str:
+    """Write the traceback being handled to `error_log()`; ` (traceback in FILE)`, or "" when it cannot be kept."""
+    import traceback
+
+    try:
+        log = error_log()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc())
+    except OSError:
+        return ""
+    return f" (traceback in {log})"

@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 import dspy
 from dspy.predict.parameter import Parameter
 
-from runtime.trained import CASCADE_KEY, TrainedDecisionModel, TrainedModelError
+from runtime.trained import CASCADE_KEY, TrainedDecisionModel, TrainedModelError, decision_of
 
 from .results import decision_prediction
 
@@ -105,8 +105,9 @@ class FullAutoLearned(dspy.Module):
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         model = self.trained_model.fitted_model("full_auto.learned")
-        decision = model.decide(inputs)
-        return decision_prediction(decision, decided_by=MODEL_PATH, probabilities=model.probabilities(inputs))
+        probabilities = model.probabilities(inputs)  # once: the decision is read from them
+        decision = decision_of(probabilities, inputs, model.cost)
+        return decision_prediction(decision, decided_by=MODEL_PATH, probabilities=probabilities)
 
 
 class CascadeSettings(Parameter):
@@ -182,10 +183,15 @@ class FullAutoCascade(dspy.Module):
         decision = self.trained_model.fitted_model("full_auto.cascade").decide(inputs)
         return decision if decision.confidence >= self.cascade.threshold else None
 
-    def forward(self, **inputs: Any) -> dspy.Prediction:
+    def answer_without_lm(self, inputs: dict[str, Any]) -> Optional[dspy.Prediction]:
+        """The model's prediction when it is sure of the turn, else None; the model runs once."""
         decision = self.model_decision(inputs)
-        if decision is not None:
-            return decision_prediction(decision, decided_by=MODEL_PATH)
+        return decision_prediction(decision, decided_by=MODEL_PATH) if decision is not None else None
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        answered = self.answer_without_lm(inputs)
+        if answered is not None:
+            return answered
         prediction = self.lm_program(**inputs)
         prediction.decided_by = LM_PATH
         return prediction

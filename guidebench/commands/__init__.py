@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 from argparse import ArgumentParser
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, Union
 
 from guidebench import __version__
 from runtime._lazy import lazy_exports
@@ -47,6 +48,32 @@ def add_cycles_model(parser: ArgumentParser) -> None:
                              "for records whose packet carries a performance profile), learned (an outcome model "
                              "fit on the dataset's train and dev splits), auto (default: sim when every record carries a "
                              "profile, else learned); outputs name the one used")
+
+
+def ranged(kind: Callable[[str], Union[int, float]], *, low: Optional[float] = None, high: Optional[float] = None,
+           above: bool = False) -> Callable[[str], Union[int, float]]:
+    """An argparse `type`: `kind(text)` (int or float), finite, at least `low` (above it with `above=True`) and at
+    most `high`. Out of range, argparse refuses it in one line that gives the range, before the command starts."""
+    word = "a whole number" if kind is int else "a number"
+    if low is not None and high is not None:
+        wanted = f"{word} {'above' if above else 'from'} {low:g} {'up ' if above else ''}to {high:g}"
+    elif low is not None:
+        wanted = f"{word} {'above' if above else 'at least'} {low:g}"
+    else:
+        wanted = f"{word} at most {high:g}" if high is not None else word
+
+    def parse(text: str) -> Union[int, float]:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {word}") from None
+        low_ok = low is None or (value > low if above else value >= low)
+        if not math.isfinite(value) or not low_ok or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text}: expected {wanted}")
+        return value
+
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in its own messages
+    return parse
 
 
 class DeferredParser(argparse.ArgumentParser):
@@ -84,10 +111,14 @@ class DeferredParser(argparse.ArgumentParser):
         self._complete()
         return super().format_usage()
 
+    def error(self, message: str) -> NoReturn:
+        """One line, as every refusal of the CLI (exit 2): what is wrong and where the options are listed."""
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every discovered subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = DeferredParser(
         prog="guidebench",
         description="Train, score, rank and export the decision programs of autonomous loops.",
     )

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
-from guidebench.commands import add_api_base, add_tracking_uri
+from guidebench.commands import add_api_base, add_tracking_uri, ranged
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,10 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     promote.add_argument("--stage-only", action="store_true", help="stop at staged: do not register as champion")
     promote.add_argument("--lm", default=None, metavar="SPEC", help="LM for programs that use one (default local)")
     add_api_base(promote)
-    promote.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel")
+    promote.add_argument("--threads", type=ranged(int, low=1), default=1, metavar="N",
+                         help="records replayed in parallel")
     promote.add_argument("--seed", type=int, default=0,
                          help="seed of the paired test's Monte Carlo assignments and bootstrap intervals (default 0)")
-    promote.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples")
+    promote.add_argument("--resamples", type=ranged(int, low=1), default=1000, metavar="B", help="bootstrap resamples")
     promote.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                          help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
     add_tracking_uri(promote)
@@ -73,17 +74,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     loop.add_argument("--shadow", type=Path, metavar="DIR",
                       help="exported Full Auto module that decides beside it, never enforced (records candidate -> "
                            "shadow in the promotion ledger)")
-    loop.add_argument("--shadow-deadline", type=float, default=5.0, metavar="S",
+    loop.add_argument("--shadow-deadline", type=ranged(float, low=0, above=True), default=5.0, metavar="S",
                       help="seconds the shadow may take per decision before it is recorded as a timeout (default 5)")
     loop.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                       help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
-    loop.add_argument("--runs", type=int, default=3, metavar="N", help="simulated runs (default 3)")
+    loop.add_argument("--runs", type=ranged(int, low=1), default=3, metavar="N", help="simulated runs (default 3)")
     loop.add_argument("--seed", type=int, default=0, metavar="S", help="simulator seed (default 0)")
     loop.add_argument("--out", required=True, type=Path, metavar="LOGDIR", help="workspace log folder to write")
     loop.add_argument("--lm", default=None, metavar="SPEC", help="LM for a module that uses one (default local)")
     add_api_base(loop)
-    loop.add_argument("--max-turns", type=int, default=None, metavar="N", help="guardrail max_turns of each run")
-    loop.add_argument("--min-confidence", type=float, default=None, metavar="X", help="guardrail min_confidence")
+    loop.add_argument("--max-turns", type=ranged(int, low=0), default=None, metavar="N",
+                      help="guardrail max_turns of each run (0: no limit)")
+    loop.add_argument("--min-confidence", type=ranged(float, low=0, high=1), default=None, metavar="X",
+                      help="guardrail min_confidence, 0 to 1")
     loop.add_argument("--force", action="store_true", help="replace LOGDIR when it holds an earlier loop's logs")
     loop.set_defaults(func=run_loop_command)
 
@@ -121,8 +124,6 @@ def run_promote(args: argparse.Namespace) -> int:
     """Promote (or refuse) and print the verdict with its reasons; exit 1 when not promoted."""
     from guidebench.release.promotion import PromotionLedger, promote_module
 
-    if args.threads < 1:
-        raise GuidebenchError(f"--threads {args.threads}: must be at least 1")
     from guidebench.outputs import check_input
 
     check_input(args.module, "", ("export",), "an exported module folder")
@@ -161,10 +162,6 @@ def run_loop_command(args: argparse.Namespace) -> int:
     """Run the simulated loop and print what was written."""
     from guidebench.release.closed_loop import run_loop
 
-    if args.runs < 1:
-        raise GuidebenchError(f"--runs {args.runs}: must be at least 1")
-    if args.shadow_deadline <= 0:
-        raise GuidebenchError(f"--shadow-deadline {args.shadow_deadline:g}: must be positive")
     from guidebench.release.promotion import PromotionLedger
 
     summary = run_loop(args.module, runs=args.runs, seed=args.seed, out=args.out, lm=args.lm,

@@ -14,7 +14,7 @@ from guidebench.commands import add_tracking_uri
 from guidebench.errors import GuidebenchError
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
-SUMMARY, RESULTS, POSTMORTEM, BOARD = "summary.json", "results.parquet", "postmortem.json", "leaderboard.json"
+RESULTS, POSTMORTEM, BOARD = "results.parquet", "postmortem.json", "leaderboard.json"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,37 +78,18 @@ def _eval_folder(folder: Path, option: str, source: str) -> tuple[Path, Optional
                           "eval --out` folder, a compile or leaderboard folder, or the MLflow run id of one")
 
 
-def _summary(folder: Path) -> dict[str, Any]:
-    path = folder / SUMMARY
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise GuidebenchError(f"{path}: unreadable: {exc}") from None
-    return data if isinstance(data, dict) else {}
-
-
 def _rows(folder: Path) -> tuple[str, str, list[dict[str, Any]], dict[str, Any]]:
-    """(kind, program, replay rows, summary) of an eval folder's results.parquet."""
-    import pandas as pd
+    """(kind, program, replay rows, summary) of an eval folder, read as a board reads one (`read_eval_folder`)."""
+    from guidebench.leaderboard.results import read_eval_folder
 
-    from guidebench.leaderboard.results import rows_from_frame
-
-    path = folder / RESULTS
-    if not path.is_file():
-        raise GuidebenchError(f"{folder}: no {RESULTS} to compute a post-mortem from")
-    try:
-        frame = pd.read_parquet(path)
-    except Exception as exc:  # a damaged or foreign file: one line, not a traceback
-        raise GuidebenchError(f"{path}: unreadable: {type(exc).__name__}: {exc}") from None
-    summary = _summary(folder)
-    kind = summary.get("kind") or ("full_auto" if "enforced_action" in frame.columns else
-                                   "planner" if "directive" in frame.columns else None)
-    if kind not in ("full_auto", "planner") or "record_id" not in frame.columns:
-        raise GuidebenchError(f"{path}: not the per-record results of a guidebench eval (no record_id, or kind "
-                              f"{kind!r} unknown)")
-    return kind, str(summary.get("program") or folder.name), rows_from_frame(frame), summary
+    summary, rows = read_eval_folder(folder, summary_required=False)
+    first = rows[0] if rows else {}
+    kind = summary.get("kind") or ("full_auto" if "enforced_action" in first else
+                                   "planner" if "directive" in first else None)
+    if kind not in ("full_auto", "planner") or "record_id" not in first:
+        raise GuidebenchError(f"{folder / RESULTS}: not the per-record results of a guidebench eval (no record_id, "
+                              f"or kind {kind!r} unknown)")
+    return kind, str(summary.get("program") or folder.name), rows, summary
 
 
 # ----- the command --------------------------------------------------------------------------------
@@ -153,16 +134,16 @@ def run(args: argparse.Namespace) -> int:
 def _postmortem(folder: Path, args: argparse.Namespace) -> Any:
     """The stored post-mortem when it can be printed as it is, else one computed from results.parquet; in-sample
     when the eval's summary.json says the program learned from some of its records (also one stored before)."""
-    from evals.postmortem import FDR, MIN_N, post_mortem
+    from evals.postmortem import FDR, MIN_N, post_mortem, read_postmortem
 
-    from evals.postmortem import read_postmortem
     from guidebench.evaluation.postmortem import summary_in_sample
+    from guidebench.leaderboard.results import read_eval_summary
 
     stored = folder / POSTMORTEM
     if stored.is_file() and not (args.recompute or args.min_n or args.fdr):
         try:
             pm = read_postmortem(stored)
-            pm.in_sample = pm.in_sample or summary_in_sample(_summary(folder))
+            pm.in_sample = pm.in_sample or summary_in_sample(read_eval_summary(folder))
             return pm
         except ValueError as exc:
             if not (folder / RESULTS).is_file():

@@ -40,7 +40,7 @@ from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
 from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import validation_error_text
-from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, strict_int
+from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, strict_int
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
@@ -232,8 +232,9 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
             episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
             source=SourceRef(file=ctx.relative(log), line=line.number),
         )
-    except ValidationError as exc:  # an entry the contract accepts but a packet cannot hold
-        ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
+    except (ValidationError, PacketOverflow) as exc:  # an entry the contract accepts but a packet cannot hold
+        why = validation_error_text(exc) if isinstance(exc, ValidationError) else str(exc)
+        ctx.reject(log, line, f"cannot build the planner record: {why}")
         builder.add(obj, raw)
         return 0
     ctx.emit(record)

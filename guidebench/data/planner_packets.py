@@ -39,6 +39,8 @@ from pydantic import ValidationError
 from runtime import pivot
 from runtime.advisor import THRESHOLDS, AdvisorPacket, ExperimentSummary, PerformanceProfile
 
+from guidebench.data.ingest import INT64_RANGE
+
 TAIL_LINES = 20
 RECENT_ATTEMPTS = 8
 RECENT_COMBOS = 15
@@ -215,6 +217,21 @@ def _nearest(lines: array, pos: int, index: int) -> int:
     return pos
 
 
+class PacketOverflow(ValueError):
+    """A packet the dataset cannot store: a value it derives (the aspiration, best - 1) leaves int64."""
+
+
+def aspiration_of(best: Optional[int]) -> Optional[int]:
+    """The runner's aspiration for goal `best`: one cycle below the best; PacketOverflow when that leaves int64
+    (a best of -2**63, which every line may state within int64, has no storable aspiration)."""
+    if best is None:
+        return None
+    if best - 1 < INT64_RANGE[0]:
+        raise PacketOverflow(f"aspiration_cycles: the best so far, {best} (this line's best_before or an earlier "
+                             "line's cycles), less 1 does not fit 64 bits (the dataset stores int64)")
+    return best - 1
+
+
 class PacketBuilder:
     """The packet before each entry of one episode, updated one entry at a time."""
 
@@ -246,7 +263,7 @@ class PacketBuilder:
         )
         return AdvisorPacket(
             goal=goal, threshold_target=threshold_target, best_cycles=best,
-            aspiration_cycles=best - 1 if goal == "best" and best is not None else None,
+            aspiration_cycles=aspiration_of(best) if goal == "best" else None,
             plateau_valid_iters_since_best=plateau, strategy_family_constraints=pivot.family_constraints(self._streak),
             experiment_log_tail=list(self._tail), experiment_summary=summary,
             performance_profile=profile if profile is not None else self._entry_profile,

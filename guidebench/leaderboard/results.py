@@ -55,6 +55,41 @@ def rows_from_frame(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def read_eval_summary(folder: Path) -> dict[str, Any]:
+    """An eval folder's summary.json, {} when it has none; one line naming the file when it is unreadable."""
+    summary_path = Path(folder) / SUMMARY_FILE
+    if not summary_path.is_file():
+        return {}
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GuidebenchError(f"{summary_path}: unreadable: {exc}") from exc
+    if not isinstance(summary, dict):
+        raise GuidebenchError(f"{summary_path}: not the summary of a guidebench eval (not a JSON object)")
+    return summary
+
+
+def read_eval_folder(folder: Path, *, where: str = "", summary_required: bool = True) -> tuple[dict[str, Any],
+                                                                                               list[dict[str, Any]]]:
+    """(summary.json, the replay rows of results.parquet) of a `guidebench eval --out` folder: the one reader of an
+    eval folder's results (a board's `--results`, `guidebench postmortem`). Each problem is one line naming the file
+    (GuidebenchError; `where`: the option that named the folder, e.g. "--results "). Without `summary_required`, a
+    folder without summary.json reads as {} (its rows alone still say what they are)."""
+    import pandas as pd
+
+    folder = Path(folder)
+    summary_path, results_path = folder / SUMMARY_FILE, folder / RESULTS_FILE
+    for path in (summary_path, results_path) if summary_required else (results_path,):
+        if not path.is_file():
+            raise GuidebenchError(f"{where}{folder}: no {path.name}; give a `guidebench eval --out` folder")
+    summary = read_eval_summary(folder)
+    try:
+        rows = rows_from_frame(pd.read_parquet(results_path))
+    except Exception as exc:  # a damaged or foreign file: one line, not a traceback
+        raise GuidebenchError(f"{results_path}: unreadable: {type(exc).__name__}: {exc}") from exc
+    return summary, rows
+
+
 def _entry_of(summary: dict[str, Any]) -> str:
     """The registry program of a result: `entry`, else the program name (a compile names it `<program>+<optimizer>`)."""
     import programs
@@ -72,17 +107,9 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
     A summary without a split hash is identified by its dataset id and split name when they are the
     board's: the dataset id is the hash of every split hash, so it pins the split's hash too.
     """
-    import pandas as pd
-
     folder = Path(folder)
-    summary_path, results_path = folder / SUMMARY_FILE, folder / RESULTS_FILE
-    for path in (summary_path, results_path):
-        if not path.is_file():
-            raise GuidebenchError(f"--results {folder}: no {path.name}; give a `guidebench eval --out` folder")
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise GuidebenchError(f"{summary_path}: unreadable: {exc}") from exc
+    summary_path = folder / SUMMARY_FILE
+    summary, rows = read_eval_folder(folder, where="--results ")
     notes = [f"scored earlier by `guidebench eval` ({folder}); not replayed here"]
     if not summary.get("split_hash") and board is not None and summary.get("dataset_id") == board.dataset_id \
             and summary.get("split") == board.split:
@@ -92,10 +119,6 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
     if missing:
         raise GuidebenchError(f"{summary_path}: missing {', '.join(missing)}: cannot tell which split it was "
                               "scored on, so it cannot join any board")
-    try:
-        rows = rows_from_frame(pd.read_parquet(results_path))
-    except Exception as exc:
-        raise GuidebenchError(f"{results_path}: unreadable: {type(exc).__name__}: {exc}") from exc
     kind = summary["kind"]
     metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed)
     keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm",

@@ -54,12 +54,9 @@ def token_counter(spec: str) -> Optional[Callable[[str], int]]:
     if spec not in LOCAL_SPECS:
         return None
     try:
-        import llama_cpp
+        from guidebench.lm.engine import ensure_model, load_vocab
 
-        from guidebench.lm.engine import _quiet_llama, ensure_model
-
-        _quiet_llama(llama_cpp)  # llama.cpp's own stderr lines go to logging, as the engine's do
-        vocab = llama_cpp.Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
+        vocab = load_vocab(ensure_model())  # closed at exit with the models, never left to the collector
     except Exception:  # no model file or no llama-cpp: the characters-per-token estimate will do
         return None
     return lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))

@@ -16,6 +16,7 @@ Calls are serialised by one lock per loaded model, so the engine is safe under
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import fcntl
 import hashlib
@@ -253,9 +254,51 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
             identity = f"{_model_identity(path)}|llama_cpp {llama_cpp.__version__}|n_ctx {n_ctx}"
             # One model per process and file, shared by every engine; calls are serialised by its lock
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
-            loaded = _models[key] = _LoadedModel(llama, threading.Lock(),
-                                                 PrefixStateCache(_prefix_cache_folder(), identity))
+            prefixes = PrefixStateCache(_prefix_cache_folder(), identity)
+            loaded = _keep(key, _LoadedModel(llama, threading.Lock(), prefixes))
         return loaded
+
+
+def _keep(key: tuple[str, int, int], loaded: _LoadedModel) -> _LoadedModel:
+    """Hold a loaded model for the process (under `_models_lock`); the first one registers `close_models` at exit."""
+    if not _models:
+        atexit.register(close_models)
+    _models[key] = loaded
+    return loaded
+
+
+def load_vocab(path: Path) -> Any:
+    """A vocabulary-only Llama of the model file (its tokenizer, no weights): one per process and file, closed at
+    exit with the models (`close_models`)."""
+    key = (str(path.resolve()), 0, 0)  # n_ctx 0: the vocabulary alone
+    with _models_lock:
+        loaded = _models.get(key)
+        if loaded is None:
+            import llama_cpp
+
+            _quiet_llama(llama_cpp)  # llama.cpp's own stderr lines go to logging
+            vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+            loaded = _keep(key, _LoadedModel(vocab, threading.Lock()))
+        return loaded.llama
+
+
+def close_models() -> int:
+    """Free every loaded model now; the number closed. Registered at exit with the first model loaded.
+
+    Left to the garbage collector at interpreter exit, `Llama.__del__` runs after the modules it calls
+    were torn down and prints `Exception ignored in: <function Llama.__del__ ...> TypeError: 'NoneType'
+    object is not callable`. Closed here, while everything is alive, the later `__del__` has nothing to do.
+    """
+    with _models_lock:
+        loaded = list(_models.values())
+        _models.clear()
+        atexit.unregister(close_models)
+    for model in loaded:
+        with model.lock:  # a call still running in another thread finishes first
+            model.llama.close()
+    with _grammars_lock:
+        _grammars.clear()  # grammars hold llama.cpp objects too
+    return len(loaded)
 
 
 def grammar_compiles(llama: Any, text: str) -> bool:

@@ -300,10 +300,9 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData, provenanc
     from guidebench.tracking.compile import candidate_plot
 
     files = {"trials": out / "trials.json"}
-    atomic_write_json(files["trials"], {"study": result.study_name, "best_trial": result.best_trial,
-                                        "best_value": result.best_value, "best_params": result.best_params,
-                                        "dataset_id": data.dataset_id, "lm": result.lm,
-                                        "trials": [asdict(t) for t in result.trials]})
+    trials = {"study": result.study_name, "best_trial": result.best_trial, "best_value": result.best_value,
+              "best_params": result.best_params, "dataset_id": data.dataset_id, "lm": result.lm,
+              "trials": [asdict(t) for t in result.trials]}
     scored = [{"index": t.number, "score": t.value, "n_examples": len(data.valset)} for t in result.trials
               if t.value is not None]
     if scored:
@@ -320,8 +319,8 @@ def _write_outputs(result: SearchResult, out: Path, data: CompileData, provenanc
         files["recipe"].write_text(f"# The settings of trial {result.best_trial} of study {result.study_name}; in "
                                    f"this folder, its program again:\n# {shlex.join(argv)}\n{recipe.to_toml()}",
                                    encoding="utf-8")
-        trials = json.loads(files["trials"].read_text(encoding="utf-8"))
-        atomic_write_json(files["trials"], {**trials, "best_compile": argv})
+        trials["best_compile"] = argv
+    atomic_write_json(files["trials"], trials)  # once, whole: with the best trial's compile command when there is one
     return files
 
 

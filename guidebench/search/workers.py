@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, write_refused_line
+from guidebench.errors import GuidebenchError, check_interrupted, remembered_interrupts, run_reporting
+from guidebench.home import guidebench_home
 from guidebench.tracking.runs import quiet_mlflow
 
 logger = logging.getLogger(__name__)
@@ -195,37 +196,13 @@ def worker_main(args: Namespace, index: int, run: Callable[[Namespace], Optional
 
 
 def _run_worker(args: Namespace, index: int, run: Callable[[Namespace], Optional[int]]) -> int:
-    try:
+    def call() -> Optional[int]:
         with quiet_mlflow():
-            return int(run(args) or 0)
-    except GuidebenchError as exc:
-        check_interrupted()
-        print(f"guidebench worker {index}: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    except Exception as exc:  # one line for the user, the traceback in the log folder (as the CLI does)
-        check_interrupted()
-        refused = write_refused_line(exc)
-        if refused:
-            print(f"guidebench worker {index}: error: {refused}", file=sys.stderr, flush=True)
-            return 2
-        log = _error_log(index)
-        print(f"guidebench worker {index}: error: {type(exc).__name__}: {exc} (traceback in {log})", file=sys.stderr,
-              flush=True)
-        return 1
+            return run(args)
 
-
-def _error_log(index: int) -> Path:
-    import traceback
-
-    from guidebench.tracking.runs import guidebench_home
-
-    log = guidebench_home() / f"last-error-worker-{index}.log"
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(traceback.format_exc())
-    except OSError:
-        pass
-    return log
+    # One line for the user, the traceback in the home folder: the CLI's own handling (guidebench.errors).
+    return run_reporting(call, prefix=f"guidebench worker {index}",
+                         error_log=lambda: guidebench_home() / f"last-error-worker-{index}.log")
 
 
 def status_file(home: Path) -> Path:

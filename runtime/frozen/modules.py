@@ -161,19 +161,25 @@ class FrozenDecisionProgram(dspy.Module):
         decision = self._model.decide(inputs)
         return decision if self._threshold is None or decision.confidence >= self._threshold else None
 
-    def forward(self, **inputs: Any) -> dspy.Prediction:
-        """The gated rule's decision when one takes the turn; else the trained model's when it is sure; else
-        predict, then parse into a validated decision (safe `pause` on any error)."""
-        from dspy.utils.exceptions import AdapterParseError
-
+    def answer_without_lm(self, inputs: Mapping[str, Any]) -> Optional[dspy.Prediction]:
+        """The turn's prediction when no LM call is needed for it (a gated rule takes it, or the trained model is
+        sure), else None. The rule gate and the model run once each at most."""
         if self._rules is not None:
             gated = gated_decision(inputs, self._rules)
             if gated is not None:
                 decision, rule = gated
                 return _prediction(decision, rule=rule, decided_by=rule)
         decision = self.model_decision(inputs)
-        if decision is not None:
-            return _prediction(decision, decided_by="model")
+        return _prediction(decision, decided_by="model") if decision is not None else None
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        """The gated rule's decision when one takes the turn; else the trained model's when it is sure; else
+        predict, then parse into a validated decision (safe `pause` on any error)."""
+        from dspy.utils.exceptions import AdapterParseError
+
+        answered = self.answer_without_lm(inputs)
+        if answered is not None:
+            return answered
         raw: Any = None
         try:
             raw = _predict(self.predictor, _signature_inputs(self._spec, inputs))
@@ -369,15 +375,18 @@ class FrozenGuidanceModule:
         try:
             inputs = self._inputs(summary) if self._inputs else summary_inputs(summary)
             inputs = {**config_inputs(read_config(config)), **inputs}
-            # a cascade needs its LM only for the turns its model is not sure of
-            handed_over = cascade and not _has_lm(self) and _hands_over(self.program, inputs)
+            # Without an LM a cascade answers only the turns its model is sure of. Its model is asked once: that
+            # answer is the turn's (running the program after it would run the model a second time).
+            alone = cascade and not _has_lm(self)
+            prediction = _answer_without_lm(self.program, inputs) if alone else None
         except Exception as exc:  # an input the program cannot read is a safe pause, as any fault below
             return GuidanceDecision(action="pause", confidence=0.0, parse_errors=[_error_text(exc)]), None, None
-        if handed_over:
+        if alone and prediction is None:
             require_lm(self, "hands this turn to its LM program (its model is not sure of it)")
         try:
-            with _lm_scope(self.lm), dspy.context(track_usage=True):
-                prediction = self.program(**inputs)
+            if prediction is None:
+                with _lm_scope(self.lm), dspy.context(track_usage=True):
+                    prediction = self.program(**inputs)
             decision = getattr(prediction, "decision", None)
             if not isinstance(decision, GuidanceDecision):
                 decision = parse_decision(prediction)
@@ -466,13 +475,14 @@ class FrozenPlannerModule:
         return PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
 
 
-def _hands_over(program: dspy.Module, inputs: Mapping[str, Any]) -> bool:
-    """True when a cascade's model leaves this turn to its LM program (the standalone program or the installed one,
-    inside its KNN demo wrapper if any; a program that cannot say is taken to hand every turn over)."""
+def _answer_without_lm(program: dspy.Module, inputs: Mapping[str, Any]) -> Optional[dspy.Prediction]:
+    """A cascade's answer to a turn its model is sure of, None when the model hands the turn to its LM program (the
+    standalone program or the installed one, inside its KNN demo wrapper if any, whose demos only the LM reads; a
+    program that cannot say is taken to hand every turn over)."""
     while isinstance(program, NearestDemosProgram):
         program = program.program
-    decide = getattr(program, "model_decision", None)
-    return decide is None or decide(inputs) is None
+    answer = getattr(program, "answer_without_lm", None)
+    return answer(inputs) if answer is not None else None
 
 
 def _has_lm(module: FrozenGuidanceModule | FrozenPlannerModule) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from guidebench.search import services
+from kill_support import child_temp, started_with
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup"
@@ -86,7 +87,10 @@ def postgres():
 def mlflow_server(postgres, tmp_path_factory):
     """`mlflow server` on 127.0.0.1 with the PostgreSQL backend store and a local artifact root."""
     folder = tmp_path_factory.mktemp("mlflow")
-    server = services.start_mlflow_server(services.create_database(postgres, "mlflow"), folder / "artifacts",
-                                          log=folder / "server.log")
-    yield server
-    services.stop_mlflow_server(server)
+    # Stopped with SIGTERM (then SIGKILL), its processes may leave temporary folders: in one of the fixture's.
+    with child_temp() as env:
+        with started_with(env["TMPDIR"]):
+            server = services.start_mlflow_server(services.create_database(postgres, "mlflow"), folder / "artifacts",
+                                                  log=folder / "server.log")
+        yield server
+        services.stop_mlflow_server(server)

@@ -162,6 +162,7 @@ def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(t
     import os
     import signal
 
+    from kill_support import child_temp
     from optimizer_support import make_dataset, tracking_uri
 
     def start() -> None:
@@ -173,23 +174,45 @@ def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(t
     child = ("import sys\nimport guidebench.cli as cli\nbuild = cli.build_parser\n"
              "def announced():\n    print('ready', flush=True)\n    return build()\n"
              f"cli.build_parser = announced\nsys.exit(cli.main({argv!r}))\n")
-    process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, "GUIDEBENCH_HOME": str(tmp_path / "home")},
-                               preexec_fn=start)
-    try:
-        assert process.stdout.readline() == "ready\n"
-        while process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                continue
-        err = process.stderr.read()
-    finally:
-        process.kill()
-        process.communicate()
+    # A second Ctrl-C can land in a library's clean-up: the child's temporary folders go to one of this test's.
+    with child_temp({**os.environ, "GUIDEBENCH_HOME": str(tmp_path / "home")}) as env:
+        process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env, preexec_fn=start)
+        try:
+            assert process.stdout.readline() == "ready\n"
+            while process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    continue
+            err = process.stderr.read()
+        finally:
+            process.kill()
+            process.communicate()
     assert process.returncode == 130, err
     assert err.strip().splitlines()[-1] == "guidebench: interrupted" and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("loading", ["guidebench.errors", "guidebench.commands", "guidebench.tracking.runs"])
+def test_ctrl_c_while_the_modules_load_is_one_line_and_130(loading):
+    # The console script imports guidebench.cli and calls main(); a Ctrl-C while main() imports the workbench
+    # (here: when `loading` is imported) ends the command like a later one: rc 130, one line, no traceback.
+    import os
+
+    child = ("import signal, sys\n"
+             "class Interrupting:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             f"        if name == {loading!r}:\n"
+             "            signal.raise_signal(signal.SIGINT)\n"
+             "        return None\n"
+             "from guidebench.cli import main\n"
+             "assert not [m for m in sys.modules if m.startswith('guidebench.') and m != 'guidebench.cli'], 'loaded'\n"
+             "sys.meta_path.insert(0, Interrupting())\n"
+             "sys.exit(main(['programs']))\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert (done.returncode, done.stderr, done.stdout) == (130, "guidebench: interrupted\n", ""), done.stderr
 
 
 def _compile_argv(data, out) -> list[str]:

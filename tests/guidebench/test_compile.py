@@ -52,6 +52,35 @@ def test_an_outage_longer_than_the_retries_fails_the_run_and_resume_finishes_wit
            run_marked_failed=1, resumed_to_finished=1, repeated_lm_calls=len(set(before) & set(resumed)))
 
 
+def test_a_compile_writes_its_program_json_once_with_its_provenance(tmp_path, monkeypatch, restore_lm):
+    # It used to be written by DSPy's save, then read back and written again with the provenance added.
+    import json
+
+    from dspy.primitives.base_module import BaseModule
+
+    import optimizers.checkpoint as checkpoint
+    from guidebench.compile import CompileRequest, run_compile
+    from runtime.provenance import read_provenance
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    writes: list[str] = []
+    write_text = checkpoint.atomic_write_text
+    monkeypatch.setattr(checkpoint, "atomic_write_text", lambda path, text: writes.append(str(path)) or
+                        write_text(path, text))
+    save = BaseModule.save
+    monkeypatch.setattr(BaseModule, "save", lambda self, path, **kw: writes.append(str(path)) or save(self, path, **kw))
+    data = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
+    request = CompileRequest(program="full_auto.predict", optimizer="labeled_fewshot", data=str(data), lm="fake",
+                             tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", out=str(tmp_path / "out"))
+    outcome = run_compile(request, progress=False)
+    program_json = outcome.files["program"]
+    staged = [path for path in writes if path.endswith("program.json") and "checkpoints" not in path]
+    assert len(staged) == 1, staged
+    state = json.loads(program_json.read_text())
+    assert read_provenance(state) is not None and state["metadata"]["dependency_versions"]["dspy"]
+    assert state["decide"]["demos"]
+
+
 def test_dev_limit_samples_dev_only_and_wins_over_eval_limit_there():
     from guidebench.compile import CompileRequest
 

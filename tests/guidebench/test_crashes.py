@@ -10,17 +10,13 @@ what a killed one left. `compile --resume RUN_ID` and running the same search or
 the work, without repeating finished LM calls.
 
 The commands run in subprocesses through `tests/crash_driver.py`, which pauses them at a chosen point
-(the N-th LM call, between the steps of an export) so the kill lands where it hurts.
+(the N-th LM call, between the steps of an export) so the kill lands where it hurts; each with a temp
+folder of its own, removed after the kill (`tests/kill_support.py`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -30,33 +26,11 @@ import optuna
 import pytest
 
 from guidebench.cli import main
+from kill_support import child_temp, guidebench_env, kill_at
 from optimizer_support import make_dataset
 from optimizers.checkpoint import Checkpoint
 from reliability_ledger import record as ledger
 from runtime.frozen.loader import verify_frozen
-
-DRIVER = Path(__file__).resolve().parents[1] / "crash_driver.py"
-
-
-def kill_at(stage: str, argv: list[str], tmp_path: Path, env: dict[str, str], timeout: float = 240.0) -> int:
-    """Start the command, wait until it pauses at `stage`, SIGKILL it; returns its pid."""
-    marker = tmp_path / f"paused-{stage.replace(':', '-')}-{time.monotonic_ns()}"
-    process = subprocess.Popen([sys.executable, str(DRIVER), stage, str(marker), "--", *argv], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout
-    while not marker.exists():
-        if process.poll() is not None:
-            raise AssertionError(f"the command ended before {stage} (exit {process.returncode}):\n"
-                                 f"{process.stdout.read()[-3000:]}")
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError(f"the command did not reach {stage} in {timeout:.0f} s")
-        time.sleep(0.1)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
-    process.stdout.close()
-    assert process.returncode == -signal.SIGKILL
-    return process.pid
 
 
 @pytest.fixture
@@ -66,8 +40,7 @@ def bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     monkeypatch.setenv("GUIDEBENCH_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     previous = dspy.settings.lm
-    env = {**os.environ, "GUIDEBENCH_HOME": str(home), "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = guidebench_env(home)
     yield {"home": home, "data": make_dataset(tmp_path / "data", train=10, dev=4, test=4),
            "uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "env": env}
     dspy.configure(lm=previous)
@@ -196,3 +169,26 @@ def test_kill_between_the_two_renames_of_a_forced_export_keeps_a_whole_export(be
     assert _hidden(out) == []
     ledger("crashes", command="export --force", killed_at="between the two renames", kills=1,
            half_written_folders=0, previous_export_lost=0, leftovers_after_next_export=0, rerun_finished=1)
+
+
+def test_a_killed_childs_temp_folders_stay_out_of_the_sessions_and_are_removed(tmp_path):
+    # What a library's TemporaryDirectory leaves when its process is killed goes to the test's own folder, which
+    # is removed with it: the session's temp root (the footprint check of tests/conftest.py) never sees it.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    session = Path(tempfile.gettempdir())
+    child = ("import sys, tempfile, time\nfolder = tempfile.TemporaryDirectory()\n"
+             "print(folder.name, flush=True)\ntime.sleep(600)\n")
+    with child_temp() as env:
+        process = subprocess.Popen([sys.executable, "-c", child], env=env, stdout=subprocess.PIPE, text=True)
+        left = Path(process.stdout.readline().strip())
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        process.stdout.close()
+        assert process.returncode == -signal.SIGKILL and left.is_dir()  # the kill left it behind
+        assert left.parent == Path(env["TMPDIR"]) and session not in left.parents
+    assert not left.exists() and not Path(env["TMPDIR"]).exists()

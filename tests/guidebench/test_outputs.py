@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -21,8 +19,7 @@ from guidebench.cli import main
 from guidebench.errors import GuidebenchError
 from guidebench.outputs import (MARKER_FILE, check_input, claim_file, claim_output, foreign_files, interrupted,
                                 read_marker, recorded, recover_interrupted, written_by)
-
-DRIVER = Path(__file__).resolve().parents[1] / "crash_driver.py"
+from kill_support import guidebench_env, kill_at
 
 
 def _dead_pid() -> int:
@@ -471,9 +468,7 @@ def logs(tmp_path_factory) -> dict:
     """Simulated Full Auto logs and a workbench home shared by the kill tests."""
     root = tmp_path_factory.mktemp("kills")
     home = root / "home"
-    (root / "tmp").mkdir()  # a killed command cannot remove its temporary folders: keep them out of the system's
-    env = {**os.environ, "GUIDEBENCH_HOME": str(home), "PYTHONWARNINGS": "ignore", "TMPDIR": str(root / "tmp"),
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = guidebench_env(home)  # each killed command gets a temp folder of its own (kill_support.kill_at)
     env.pop("MLFLOW_TRACKING_URI", None)
     assert main(["data", "simulate", "fullauto", "--runs", "6", "--seed", "3", "--out", str(root / "logs")]) == 0
     return {"root": root, "logs": root / "logs", "env": env}
@@ -481,20 +476,7 @@ def logs(tmp_path_factory) -> dict:
 
 def _kill_while_writing(role: str, argv: list[str], where: Path, env: dict) -> None:
     """Run the command until its output is written aside but not marked finished, then SIGKILL it."""
-    marker = where / f"paused-{role}-{time.monotonic_ns()}"
-    process = subprocess.Popen([sys.executable, str(DRIVER), f"output:{role}", str(marker), "--", *map(str, argv)],
-                               cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    while not marker.exists():
-        if process.poll() is not None:
-            raise AssertionError(f"the command ended before writing (exit {process.returncode}):\n"
-                                 f"{process.stdout.read()[-3000:]}")
-        assert time.monotonic() < deadline, "the command did not reach its write in time"
-        time.sleep(0.1)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
-    process.stdout.close()
-    assert process.returncode == -signal.SIGKILL
+    kill_at(f"output:{role}", argv, where, env)
 
 
 def _refused(capsys, argv: list, expected: str) -> None:

@@ -55,6 +55,28 @@ def test_the_cascade_answers_with_its_model_when_sure_and_asks_the_lm_otherwise(
     assert cascade.lm_examples(DEV) == DEV  # every turn is the LM's at threshold 1
 
 
+@pytest.mark.parametrize("name, threshold", [("full_auto.learned", None), ("full_auto.cascade", 0.0),
+                                              ("full_auto.cascade", 1.0)])
+def test_the_model_runs_once_per_turn(model, fake_lm, monkeypatch, name, threshold):
+    # full_auto.learned read its decision and its probabilities in two runs of the model
+    from runtime.trained import TrainedDecisionModel
+
+    calls = []
+    probabilities = TrainedDecisionModel.probabilities
+    monkeypatch.setattr(TrainedDecisionModel, "probabilities",
+                        lambda self, inputs: calls.append(1) or probabilities(self, inputs))
+    program = programs.get(name)
+    program.trained_model.set_model(model)
+    if threshold is not None:
+        program.configure(threshold=threshold)
+    for example in DEV[:3]:
+        calls.clear()
+        prediction = program(**example.inputs())
+        assert len(calls) == 1 and prediction.decided_by == ("lm" if threshold == 1.0 else "model")
+    if name == "full_auto.learned":  # the probabilities it reports are those it decided from
+        assert prediction.confidence == pytest.approx(prediction.probabilities[prediction.action], abs=1e-5)
+
+
 def test_a_saved_cascade_rebuilds_its_lm_program(model):
     cascade = FullAutoCascade(threshold=0.7, lm_program="full_auto.compact")
     cascade.trained_model.set_model(model)

@@ -366,17 +366,19 @@ def test_a_dataset_without_test_records_is_refused_before_anything_is_written(wo
 
 def test_a_full_disk_is_one_line_that_blames_neither_the_input_nor_the_format(workspace, tmp_path, monkeypatch,
                                                                                 capsys):
-    # DSPy wraps a failed JSON save in a RuntimeError advising a pickle; the disk is what failed.
+    # The disk is what failed: not the input, and no other format (DSPy's own save advised a pickle) would cure it.
     import errno
 
-    from dspy.primitives import base_module
+    from optimizers import checkpoint
 
-    def full(path, *args, **kwargs):
-        if str(path).endswith("program.json"):
+    write_text = checkpoint.atomic_write_text
+
+    def full(path, text):
+        if path.name == "program.json" and "checkpoints" not in path.parts:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return open(path, *args, **kwargs)
+        return write_text(path, text)
 
-    monkeypatch.setattr(base_module, "open", full, raising=False)
+    monkeypatch.setattr(checkpoint, "atomic_write_text", full)
     out = tmp_path / "out"
     assert _compile(workspace, "--optimizer", "labeled_fewshot", "--out", str(out)) == 2
     err = capsys.readouterr().err

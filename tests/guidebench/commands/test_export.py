@@ -244,3 +244,12 @@ def test_a_crash_while_writing_leaves_the_old_export_whole(tmp_path: Path, monke
     assert run_cli(capsys, *args[:-2], "--out", str(fresh))[0] == 2
     assert not fresh.exists() and not any(p.name.startswith(".Y.") for p in tmp_path.iterdir())
     assert os.listdir(out)
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--threads", "0", "argument --threads: 0: expected a whole number at least 1"),
+    ("--resamples", "-5", "argument --resamples: -5: expected a whole number at least 1"),
+])
+def test_promote_refuses_out_of_range_numbers_in_one_line(tmp_path, capsys, flag, value, expected):
+    code, out, err = run_cli(capsys, "promote", str(tmp_path / "module"), "--data", str(tmp_path / "data"), flag, value)
+    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, err

@@ -162,3 +162,25 @@ def test_an_eval_on_records_the_program_learned_from_is_in_sample(fitted, tmp_pa
     against = json.loads(out)["against"]
     assert code == 0 and against["in_sample"].startswith("full_auto.learned+fit: ") and not any(
         row["verdict"] in ("wins", "loses") for row in against["slices"])
+
+
+@pytest.mark.parametrize("damage", ["results", "summary"])
+def test_it_reads_an_eval_folder_as_a_board_does_and_says_the_same_line(evals, tmp_path, capsys, damage):
+    # One reader of an eval folder (guidebench.leaderboard.results.read_eval_folder): what a board's --results
+    # refuses, the post-mortem refuses in the same words.
+    folder = tmp_path / "damaged"
+    shutil.copytree(evals["rule"], folder)
+    (folder / "postmortem.json").unlink()
+    if damage == "results":
+        (folder / "results.parquet").write_bytes(b"PAR1 not really")
+    else:
+        (folder / "summary.json").write_text("[1, 2]\n")
+    code, _, err = _run(capsys, str(folder))
+    assert code == 2 and err.count("\n") == 1, err
+    board = main(["leaderboard", "--data", str(evals["data"]), "--programs", "logged", "--results", str(folder),
+                  "--no-track", "--out", str(tmp_path / "board"), "--resamples", "50"])
+    board_err = capsys.readouterr().err
+    assert board == 2 and board_err.strip().splitlines()[-1] == err.strip(), board_err
+    expected = "results.parquet: unreadable" if damage == "results" else \
+        "summary.json: not the summary of a guidebench eval (not a JSON object)"
+    assert expected in err

@@ -132,6 +132,27 @@ def test_cycles_beyond_int64_quarantine_their_line_and_the_rest_imports(tmp_path
     assert sorted(r.iteration_id for r in load_records(tmp_path / "ds", "all")) == [1, 3]
 
 
+@pytest.mark.parametrize("where", ["best_before", "cycles"])
+def test_a_best_whose_aspiration_leaves_int64_quarantines_the_lines_that_need_it(tmp_path, where):
+    # -2**63 fits int64, so the line itself is stored; the packet's aspiration (best - 1) would not. The lines
+    # whose packet needs it are quarantined with the reason; the import neither crashes nor wraps the value.
+    low = -2 ** 63
+    first = full(1, [S], True, low if where == "cycles" else 1500, 1600, delta_vs_best=0)
+    second = full(2, [S], True, 1400, low if where == "best_before" else 1500, delta_vs_best=0)
+    third = full(3, [L], True, 1450, 1500, delta_vs_best=0)
+    log = write_lines(tmp_path / "log.jsonl", [line(first), line(second), line(third)])
+    report = import_logs(log, "experiments", tmp_path / "ds")
+    items = quarantined(tmp_path / "ds")
+    # a best_before is the best for its own line; line 1's cycles stay the log's best for every line after it
+    assert [item["line"] for item in items] == ([2] if where == "best_before" else [2, 3])
+    assert items[0]["error"] == ("cannot build the planner record: aspiration_cycles: the best so far, "
+                                 "-9223372036854775808 (this line's best_before or an earlier line's cycles), less 1 "
+                                 "does not fit 64 bits (the dataset stores int64)")
+    records = sorted(load_records(tmp_path / "ds", "all"), key=lambda r: r.iteration_id)
+    assert (report.imported, report.quarantined) == (len(records), len(items)) == (3 - len(items), len(items))
+    assert records[0].iteration_id == 1 and records[0].packet.aspiration_cycles == 1599
+
+
 def test_packets_follow_the_imported_entries_only(tmp_path):
     entries = [full(1, [S], True, 1500, 1600), full(2, [S], True, 1495, 1500)]
     log = write_lines(tmp_path / "log.jsonl", [line(entries[0]), "{not json", line(entries[1]),

@@ -304,6 +304,39 @@ def test_real_model_chooses_a_literal_value_and_skips_the_field_it_rules_out():
     assert 0 < call.completion_tokens <= 1 + 2 * 6
 
 
+@pytest.mark.slow
+def test_a_process_that_loaded_the_model_exits_without_an_ignored_exception():
+    """The model is closed at exit while the modules it needs are alive: no `Exception ignored in:
+    <function Llama.__del__ ...>` on stderr (the garbage collector used to free it after their teardown)."""
+    import subprocess
+    import sys
+
+    # atexit runs its handlers last-registered first: the one registered before any model loads runs after
+    # close_models and sees what is left open (nothing: the model and the cost estimate's vocabulary are closed).
+    script = ("import atexit\nfrom guidebench.lm import engine\n"
+              "atexit.register(lambda: print('open at exit', len(engine._models), flush=True))\n"
+              "from guidebench.lm.cost import token_counter\n"
+              "engine.LocalGGUFEngine(n_threads=1).warm_up()\nassert token_counter('local')('hello') > 0\n"
+              "print('loaded', len(engine._models), flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.splitlines() == ["loaded 2", "open at exit 0"], done.stderr[-3000:]
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_close_models_frees_every_loaded_model_once(monkeypatch):
+    class Closing:
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    llamas = [Closing(), Closing()]
+    monkeypatch.setattr(local_lm, "_models", {("a", 1, 1): local_lm._LoadedModel(llamas[0], threading.Lock()),
+                                              ("b", 1, 1): local_lm._LoadedModel(llamas[1], threading.Lock())})
+    assert local_lm.close_models() == 2 and [llama.closed for llama in llamas] == [1, 1]
+    assert local_lm._models == {} and local_lm.close_models() == 0
+
+
 def test_engine_constrain_modes(monkeypatch):
     stub = _StubLlama(text="garbage")
     _stub_engine(monkeypatch, stub, constrain="off", decode="free").complete(adapter_request())

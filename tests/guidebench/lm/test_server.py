@@ -17,6 +17,7 @@ from guidebench.cli import main
 from guidebench.lm import server as lm_server
 from guidebench.lm.factory import make_lm
 from guidebench.search import services
+from kill_support import child_temp, started_with
 from optimizer_support import decision_records, make_dataset
 
 pytestmark = pytest.mark.slow
@@ -32,11 +33,13 @@ def data(tmp_path_factory):
 def lm_service(home):
     """`guidebench lm serve --background` on a free port (the in-process thread count); stopped at the end."""
     port = services.free_port()
-    assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
-    record = next(r for r in lm_server.running() if r.port == port)
-    yield record
-    if lm_server.is_alive(record):
-        lm_server.stop(port)
+    with child_temp() as env:  # stopped with SIGTERM (SIGKILL when slow): its temp folders go to one of ours
+        with started_with(env["TMPDIR"]):
+            assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
+        record = next(r for r in lm_server.running() if r.port == port)
+        yield record
+        if lm_server.is_alive(record):
+            lm_server.stop(port)
 
 
 def test_the_server_engine_sends_the_in_process_prompt(home, lm_service, monkeypatch):
@@ -109,7 +112,13 @@ def test_eval_against_the_lm_server_with_two_threads(home, data, lm_service, mlf
 def test_lm_stop_ends_the_server_it_started(home, capsys):
     """A server of its own: the module's other tests keep theirs, whichever order they run in."""
     port = services.free_port()
-    assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
+    with child_temp() as env:  # the server's temp folders go to one of this test's
+        with started_with(env["TMPDIR"]):
+            assert main(["lm", "serve", "--background", "--port", str(port)]) == 0
+        _stop_the_server_it_started(port, capsys)
+
+
+def _stop_the_server_it_started(port: int, capsys) -> None:
     record = next(r for r in lm_server.running() if r.port == port)
     try:
         assert main(["lm", "status"]) == 0

@@ -108,7 +108,7 @@ def test_user_errors(exported: Path, tmp_path: Path, capsys):
     code, _, err = run_cli(capsys, "run-loop", "--module", str(planner), "--out", str(tmp_path / "o1"))
     assert code == 2 and "is a planner module; run-loop drives Full Auto modules" in err
     code, _, err = run_cli(capsys, "run-loop", "--module", str(exported), "--runs", "0", "--out", str(tmp_path / "o2"))
-    assert code == 2 and "--runs 0: must be at least 1" in err
+    assert code == 2 and "argument --runs: 0: expected a whole number at least 1" in err and err.count("\n") == 1
     other = tmp_path / "other"
     other.mkdir()
     (other / "keep.txt").write_text("x")
@@ -124,6 +124,33 @@ def test_user_errors(exported: Path, tmp_path: Path, capsys):
     (planner / "program.json").write_text("{}\n")
     code, _, err = run_cli(capsys, "run-loop", "--module", str(planner), "--out", str(tmp_path / "o3"))
     assert code == 2 and "refused: checksum mismatch: program.json" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--min-confidence", "5", "5: expected a number from 0 to 1"),
+    ("--min-confidence", "-0.1", "-0.1: expected a number from 0 to 1"),
+    ("--min-confidence", "nan", "nan: expected a number from 0 to 1"),
+    ("--max-turns", "-1", "-1: expected a whole number at least 0"),
+    ("--max-turns", "2.5", "'2.5' is not a whole number"),
+    ("--runs", "-3", "-3: expected a whole number at least 1"),
+    ("--shadow-deadline", "0", "0: expected a number above 0"),
+    ("--shadow-deadline", "inf", "inf: expected a number above 0"),
+])
+def test_out_of_range_numbers_are_refused_in_one_line_before_the_loop_starts(flag, value, expected, tmp_path, capsys):
+    out = tmp_path / "logs"
+    code, stdout, err = run_cli(capsys, "run-loop", "--out", str(out), "--lm", "fake", flag, value)
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert err.startswith(f"guidebench run-loop: error: argument {flag}: {expected}") and "--help" in err, err
+    assert not out.exists()
+
+
+def test_the_limits_themselves_are_accepted(tmp_path, capsys):
+    # max_turns 0 is the guardrail's "no limit"; min_confidence 0 and 1 are the ends of its range.
+    for turns, confidence in (("0", "0"), ("1", "1")):
+        out = tmp_path / f"logs-{turns}"
+        code, _, err = run_cli(capsys, "run-loop", "--runs", "1", "--out", str(out), "--max-turns", turns,
+                               "--min-confidence", confidence)
+        assert code == 0, err
 
 
 @pytest.mark.slow

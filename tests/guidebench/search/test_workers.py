@@ -27,6 +27,7 @@ from guidebench.search import services
 from guidebench.search.workers import reap_stale_trials
 from optimizer_support import make_dataset
 from guidebench.search.engine import OWNER_ATTR
+from kill_support import child_temp
 
 
 
@@ -139,17 +140,12 @@ def test_workers_opening_a_new_postgresql_database_at_once_all_get_its_schema(po
     assert optuna.get_all_study_summaries(url) == []
 
 
-@pytest.mark.slow
-def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usable(
-        home, search_data, postgres, mlflow_server, capsys):
-    storage = services.create_database(postgres, "optuna")
-    study_name = "scale-out"
-    search_args = ["--program-family", "full_auto", "--data", str(search_data), "--lm", "fake",
-                   "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "1:3",
-                   "--minibatch-size", "300", "--storage", storage, "--study", study_name,
-                   "--tracking-uri", mlflow_server.url, "--no-progress"]
+def _kill_a_worker_in_a_shared_study(search_args: list[str], storage: str, study_name: str, env: dict,
+                                     home: Path) -> tuple[str, optuna.trial.FrozenTrial, list]:
+    """Start a pool of two workers, SIGKILL the one that entered its trial last; the pool's output, that trial
+    and the two trials running at the kill."""
     pool = subprocess.Popen([sys.executable, "-m", "guidebench.cli", "worker", "--workers", "2", "--trials", "6",
-                             *search_args], cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE,
+                             *search_args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         status = home / "workers" / f"{pool.pid}.json"
@@ -170,7 +166,22 @@ def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usab
             pool.communicate()
     assert pool.returncode == 0, out[-4000:]
     assert "ended with code -9" in out and "marked failed" in out
+    return out, victim, running
 
+
+@pytest.mark.slow
+def test_two_workers_share_a_postgresql_study_and_a_killed_worker_leaves_it_usable(
+        home, search_data, postgres, mlflow_server, capsys):
+    storage = services.create_database(postgres, "optuna")
+    study_name = "scale-out"
+    search_args = ["--program-family", "full_auto", "--data", str(search_data), "--lm", "fake",
+                   "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot,knn_fewshot", "--demos", "1:3",
+                   "--minibatch-size", "300", "--storage", storage, "--study", study_name,
+                   "--tracking-uri", mlflow_server.url, "--no-progress"]
+    # The killed worker cannot remove its temporary folders (an MLflow artifact's TempDir): the pool and its
+    # workers write them in a folder of this test's, removed at the end.
+    with child_temp() as env:
+        out, victim, running = _kill_a_worker_in_a_shared_study(search_args, storage, study_name, env, home)
     study = _load_study(storage, study_name)
     failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
     states = {t.number: (t.state.name, sorted(t.system_attrs)) for t in study.trials}

@@ -529,6 +529,37 @@ def test_a_cascade_loaded_without_an_lm_answers_its_sure_turns_and_refuses_the_o
                 module(record.summary, record.config)
             refused += 1
     assert answered and refused
+@pytest.mark.parametrize("with_lm", [False, True], ids=["no-lm", "lm"])
+@pytest.mark.parametrize("installed", [False, True], ids=["standalone", "installed"])
+def test_a_cascade_runs_its_model_once_per_turn(trained_state: Path, cascade_dir: Path, installed, with_lm,
+                                                monkeypatch, request):
+    # Without an LM the module used to ask the model whether it hands the turn over, then run the program, whose
+    # model answered the same turn again.
+    from optimizer_support import decision_records
+    from runtime.trained import TrainedDecisionModel
+
+    calls = []
+    probabilities = TrainedDecisionModel.probabilities
+    monkeypatch.setattr(TrainedDecisionModel, "probabilities",
+                        lambda self, inputs: calls.append(1) or probabilities(self, inputs))
+    module = load_frozen(cascade_dir, program=programs.get("full_auto.cascade") if installed else None,
+                         lm=request.getfixturevalue("fake_lm") if with_lm else None)  # it configures DSPy's LM
+    assert with_lm or dspy.settings.lm is None
+    cascade = _cascade(trained_state)
+    turns = 0
+    for record in decision_records(8, offset=300):
+        sure = cascade.model_decision(programs.decision_inputs(record)) is not None
+        calls.clear()
+        if sure or with_lm:
+            module(record.summary, record.config)
+            turns += 1
+        else:
+            with pytest.raises(FrozenModuleError):
+                module(record.summary, record.config)
+        assert len(calls) == 1, f"the model ran {len(calls)} times on one turn"
+    assert turns
+
+
 # ----- planner.hybrid: its rules are code, it loads installed -------------------------------------------------
 
 
