@@ -274,6 +274,7 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     check_pairing(spec, recipe)
+    used_settings(request, recipe)  # a setting the program has no use for is refused by the dry run too
     data = data or load_compile_data(Path(request.data), spec.kind)
     check_evaluable(data, Path(request.data))
     program = request.build()
