@@ -58,11 +58,11 @@ class _StartError(Exception):
 class _Child:
     """One shadow process and the parent's end of its pipe."""
 
-    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float) -> None:
+    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float, nice: int) -> None:
         context = multiprocessing.get_context("spawn")
         self._lock, self._killed = threading.Lock(), False
         self.conn, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=serve, args=(theirs, source, deadline_s), name="shadow-candidate",
+        self.process = context.Process(target=serve, args=(theirs, source, deadline_s, nice), name="shadow-candidate",
                                        daemon=True)
         try:
             self.process.start()
@@ -127,12 +127,13 @@ class ShadowRunner:
     `log_dir`: the workspace folder holding the decision log. A module the runtime would refuse, one that calls
     an LM with none set, and one that cannot be sent are refused at construction (`FrozenModuleError`), which
     returns once the shadow's process has loaded the candidate; afterwards nothing the candidate does reaches the
-    caller.
+    caller. `nice` (default 19, the lowest priority): added to the shadow process's niceness, so that on a busy
+    machine the deployed process gets a core first (0: the same priority).
     """
 
     def __init__(self, candidate: Any, log_dir: str | Path, *, deadline_s: float = 5.0, max_pending: int = 256,
                  lm: Any = None, program: Any = None, inputs: Any = None, setup: Any = None,
-                 start_timeout_s: float = _START_TIMEOUT_S):
+                 start_timeout_s: float = _START_TIMEOUT_S, nice: int = 19):
         if deadline_s <= 0 or max_pending < 1 or start_timeout_s <= 0:
             raise ValueError("deadline_s and start_timeout_s must be positive, max_pending at least 1")
         self.source, manifest, where = _source(candidate, lm=lm, program=program, inputs=inputs, setup=setup)
@@ -142,6 +143,7 @@ class ShadowRunner:
         self.deadline_s = float(deadline_s)
         self.max_pending = max_pending
         self.start_timeout_s = float(start_timeout_s)
+        self.nice = int(nice)
         self.counts: dict[str, int] = {"submitted": 0, "written": 0, "ok": 0, "invalid": 0, "error": 0,
                                        "timeout": 0, "unreadable": 0, "lost": 0, "refused": 0, "restarts": 0}
         self._jobs: queue.Queue = queue.Queue()
@@ -150,7 +152,7 @@ class ShadowRunner:
         self._broken = ""  # why no child could be started again (every further turn says so)
         self._handle: Any = None  # the sidecar, opened on its first line
         try:
-            self._child: Optional[_Child] = _Child(self.source, self.deadline_s, self.start_timeout_s)
+            self._child: Optional[_Child] = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
         except _StartError as exc:
             from runtime.frozen.manifest import FrozenModuleError
 
@@ -297,7 +299,7 @@ class ShadowRunner:
         if self._abandon:
             return
         try:
-            self._child = _Child(self.source, self.deadline_s, self.start_timeout_s)
+            self._child = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
             self.counts["restarts"] += 1
         except _StartError as exc:
             self._broken = str(exc)
