@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import os
 import queue
 import sys
 import threading
@@ -62,7 +63,7 @@ class _Child:
         context = multiprocessing.get_context("spawn")
         self._lock, self._killed = threading.Lock(), False
         self.conn, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=serve, args=(theirs, source, deadline_s, nice), name="shadow-candidate",
+        self.process = context.Process(target=serve, args=(theirs, source, deadline_s), name="shadow-candidate",
                                        daemon=True)
         try:
             self.process.start()
@@ -72,6 +73,7 @@ class _Child:
                               "(with program=, inputs=, lm= or setup= that pickle)") from None
         finally:
             theirs.close()
+        _lower_priority(self.process.pid, nice)  # at once: its imports and loading run at that priority too
         reply = self.receive(start_timeout_s)
         if not reply or reply[0] != "ready":
             why = reply[1] if reply and reply[0] == "failed" else \
@@ -109,6 +111,16 @@ class _Child:
             self.process.kill()
             self.process.join(5.0)
         self.conn.close()
+
+
+def _lower_priority(pid: Optional[int], nice: int) -> None:
+    """Add `nice` to the child's niceness (a busy machine then runs the deployed process first)."""
+    if not nice or pid is None:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    except (OSError, AttributeError):  # not permitted, or no such call here: it runs at the loop's priority
+        pass
 
 
 def _payload(value: Any) -> Any:

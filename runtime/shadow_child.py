@@ -196,15 +196,9 @@ def _answer(conn: Any, candidate: Any, module: ShadowModule, deadline_s: float, 
     conn.send(("line", item.status, line_text(item)))
 
 
-def serve(conn: Any, source: CandidateSource, deadline_s: float, nice: int = 0) -> None:
-    """The child's main loop: load the candidate, then answer each job until told to stop or the pipe closes.
-    `nice`: added to the process's niceness first (a busy machine runs the deployed process before the shadow)."""
+def serve(conn: Any, source: CandidateSource, deadline_s: float) -> None:
+    """The child's main loop: load the candidate, then answer each job until told to stop or the pipe closes."""
     _exit_with_parent()
-    if nice:
-        try:
-            os.nice(nice)
-        except OSError:  # not permitted here: the shadow still runs, at the deployed process's priority
-            pass
     try:
         candidate = source.load()
         module = module_identity(candidate.manifest, Path(candidate.path))

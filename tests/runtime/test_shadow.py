@@ -61,6 +61,7 @@ def test_each_decision_gets_a_line_that_joins_it_and_names_the_module(rules_dir,
     with ShadowRunner(rules_dir, tmp_path, deadline_s=30, program=programs.spec("full_auto.rules").factory,
                       inputs=programs.decision_inputs) as shadow:
         pid = shadow.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 19)
         for line in lines:
             shadow.submit(line, config)
     assert pid != os.getpid() and not alive(pid), "decided in a process of its own, stopped on close"
