@@ -240,31 +240,41 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
+def _row(mode: str, blocks: list[dict[str, Any]], base: list[float]) -> str:
+    decisions = [v for block in blocks for v in block["decisions"]]
+    whole = [v for block in blocks for v in block["whole"]]
+    per_round = ", ".join(f"{_ms(block['decisions'], 0.95):.2f}" for block in blocks)
+    rss = [block["rss_kb"] for block in blocks if block["rss_kb"]]
+    counts: dict[str, int] = {}
+    for block in blocks:
+        for key, value in block["counts"].items():
+            counts[key] = counts.get(key, 0) + value
+    shown = ", ".join(f"{k} {counts[k]}" for k in ("ok", "timeout", "restarts") if counts.get(k)) or "-"
+    delta = f"{_ms(decisions, 0.95) - _ms(base, 0.95):+.2f}" if base and mode != "none" else ""
+    memory = f"{statistics.median(rss) / 1024:.0f} MB" if rss else "-"
+    return (f"| {mode} | {len(decisions)} | {_ms(decisions, 0.5):.2f} | {_ms(decisions, 0.95):.2f} | {delta} | "
+            f"{_ms(decisions, 0.99):.2f} | {1000 * max(decisions):.2f} | {_ms(whole, 0.95):.2f} | {per_round} | "
+            f"{memory} | {shown} |")
+
+
+def _paired(results: dict[str, list[dict[str, Any]]], mode: str) -> str:
+    """The mode's p95 minus no shadow's, round by round (each round ran both, close in time), and their median."""
+    if "none" not in results or mode not in results:
+        return ""
+    diffs = [_ms(a["decisions"], 0.95) - _ms(b["decisions"], 0.95) for a, b in zip(results[mode], results["none"])]
+    return (f"- `{mode}` - `none`, p95 by round: {', '.join(f'{d:+.2f}' for d in diffs)} ms; median "
+            f"{statistics.median(diffs):+.2f} ms.")
+
+
 def _report(results: dict[str, list[dict[str, Any]]], args: Any, before: tuple, after: tuple,
             seconds: float) -> str:
     import platform
 
-    rows = []
     base = [v for block in results.get("none", []) for v in block["decisions"]]
-    for mode, blocks in results.items():
-        decisions = [v for block in blocks for v in block["decisions"]]
-        whole = [v for block in blocks for v in block["whole"]]
-        per_round = ", ".join(f"{_ms(block['decisions'], 0.95):.2f}" for block in blocks)
-        rss = [block["rss_kb"] for block in blocks if block["rss_kb"]]
-        counts: dict[str, int] = {}
-        for block in blocks:
-            for key, value in block["counts"].items():
-                counts[key] = counts.get(key, 0) + value
-        shown = ", ".join(f"{k} {counts[k]}" for k in ("ok", "timeout", "restarts") if counts.get(k)) or "-"
-        delta = f"{_ms(decisions, 0.95) - _ms(base, 0.95):+.2f}" if base and mode != "none" else ""
-        rows.append(f"| {mode} | {len(decisions)} | {_ms(decisions, 0.5):.2f} | {_ms(decisions, 0.95):.2f} | {delta} | "
-                    f"{_ms(decisions, 0.99):.2f} | {1000 * max(decisions):.2f} | {_ms(whole, 0.95):.2f} | {per_round} | "
-                    f"{(statistics.median(rss) / 1024):.0f} MB |" if rss else
-                    f"| {mode} | {len(decisions)} | {_ms(decisions, 0.5):.2f} | {_ms(decisions, 0.95):.2f} | {delta} | "
-                    f"{_ms(decisions, 0.99):.2f} | {1000 * max(decisions):.2f} | {_ms(whole, 0.95):.2f} | {per_round} | - |")
-        rows[-1] += f" {shown} |"
+    rows = [_row(mode, blocks, base) for mode, blocks in results.items()]
     command = (f".venv/bin/python -m benchmarks.shadow_latency --turns {args.turns} --rounds {args.rounds} "
                f"--gap-ms {args.gap_ms:g} --spin-ms {args.spin_ms:g} --deployed {args.deployed}")
+    fitted = " (fit on the committed sample)" if args.deployed == "learned" else ""
     return "\n".join([
         "# What a shadow candidate costs the deployed decision",
         "",
@@ -273,18 +283,20 @@ def _report(results: dict[str, list[dict[str, Any]]], args: Any, before: tuple, 
         f"Load average (1, 5, 15 min) before: {before[0]:.2f}, {before[1]:.2f}, {before[2]:.2f}; "
         f"after: {after[0]:.2f}, {after[1]:.2f}, {after[2]:.2f} (the machine was shared: other work ran beside it).",
         "",
-        f"The deployed decision: an exported `full_auto.{args.deployed}` module"
-        f"{' (fit on the committed sample)' if args.deployed == 'learned' else ''} called as production calls it (decision, "
-        "guardrails, decision record), and the record appended to the loop's log; after each decision the loop submits its logged line to the shadow, then "
-        f"waits {args.gap_ms:g} ms. `cpu`: a candidate running pure Python for {args.spin_ms:g} ms per turn; `hang`: "
-        "one that spins until it is killed at its 0.2 s deadline and replaced; `thread`: the `cpu` candidate on a "
-        "thread of the deployed process, as `ShadowRunner` ran it before. Times in ms over every round "
+        f"The deployed decision: an exported `full_auto.{args.deployed}` module{fitted} called as production calls it "
+        "(decision, guardrails, decision record), and the record appended to the loop's log; after each decision "
+        f"the loop submits its logged line to the shadow, then waits {args.gap_ms:g} ms. `quick`: `full_auto.rules` "
+        f"shadowing; `cpu`: a candidate running pure Python for {args.spin_ms:g} ms per turn; `hang`: one that spins "
+        "until it is killed at its 0.2 s deadline and replaced; `thread`: the `cpu` candidate on a thread of the "
+        "deployed process, as `ShadowRunner` ran it before. Times in ms over every round "
         f"({args.rounds} rounds of {args.turns} turns, the first {WARMUP} of each not counted, modes alternating).",
         "",
         "| shadow | n | p50 | p95 | p95 - none | p99 | max | turn p95 (decision + submit) | p95 per round | "
         "shadow process RSS | shadow lines |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        *[line for line in (_paired(results, mode) for mode in results if mode != "none") if line],
         "",
     ])
 

@@ -291,5 +291,6 @@ class OutcomeModel:
         return self.estimates_of(packet_features(packet), families)
 
 
-__all__ = ["FamilyEstimate", "LINKS", "MAX_NODES", "MAX_REACH", "MAX_TREE_DEPTH", "MODEL_KIND", "OUTCOME_MODEL_KEY", "OutcomeModel", "OutcomeModelError",
+__all__ = ["FamilyEstimate", "LINKS", "MAX_NODES", "MAX_REACH", "MAX_TREE_DEPTH", "MODEL_KIND", "OUTCOME_MODEL_KEY",
+           "OutcomeModel", "OutcomeModelError",
            "Scorer", "linear_expansion"]

@@ -78,7 +78,8 @@ def test_a_family_never_seen_in_train_has_no_estimate_and_no_best_no_cycles():
     # what could hang the scorer or make it lie, planted
     (lambda s: s["family_scale"].pop(LOADS), f"no factor for {LOADS}: every family"),
     (lambda s: s.pop("family_scale"), "family_scale"),
-    (lambda s: s["gain"]["trees"][0].update(value=[0.0, 0.005, 1e308]), "add up to 1e\\+308; a scorer of link identity"),
+    (lambda s: s["gain"]["trees"][0].update(value=[0.0, 0.005, 1e308]),
+     "add up to 1e\\+308; a scorer of link identity"),
     (lambda s: s["valid"].update(bias=1e308), "add up to 1e\\+308; a scorer of link logistic"),
     (lambda s: s["gain"].update(trees=[]), "non-empty list"),
     (lambda s: s["valid"].update(trees=[]), "non-empty list"),

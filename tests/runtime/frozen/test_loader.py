@@ -616,7 +616,8 @@ def _first_leaf(tree: dict, value: float) -> None:
 @pytest.mark.parametrize("plant, reason", [
     (lambda m: m["gain"]["trees"].__setitem__(0, _chain(200_001)), "gain: a tree is deeper than 32 levels"),
     (lambda m: m["family_scale"].pop(m["families"][0]), "has no factor for family:"),
-    (lambda m: _first_leaf(m["gain"]["trees"][0], 1e308), "gain: the bias and the trees' largest leaves add up to 1e+308"),
+    (lambda m: _first_leaf(m["gain"]["trees"][0], 1e308),
+     "gain: the bias and the trees' largest leaves add up to 1e+308"),
     (lambda m: m["valid"].update(trees=[]), "valid: `trees` must be a non-empty list"),
     (lambda m: m["gain"].update(trees=[]), "gain: `trees` must be a non-empty list"),
 ])
