@@ -191,7 +191,22 @@ def _block(mode: str, module: Any, turns: list, folder: Path, log_dir: Path, spi
             else:
                 shadow.close(10)  # what is still queued then is written as not run
                 counts = dict(shadow.counts)
-    return {"decisions": decisions, "whole": whole, "rss_kb": rss, "counts": counts}
+    return {"decisions": decisions, "whole": whole, "rss_kb": rss, "counts": counts, "why": _timeouts(log_dir)}
+
+
+def _timeouts(log_dir: Path) -> dict[str, int]:
+    """The timeout lines of a block's sidecar by reason: hung (killed), behind (not run), closed (not run)."""
+    import json
+
+    found: dict[str, int] = {}
+    path = log_dir / "shadow-decisions.jsonl"
+    for text in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        line = json.loads(text)
+        if line["status"] == "timeout":
+            why = line["error"]
+            key = "behind" if "already waiting" in why else "closed" if "closed" in why else "no answer"
+            found[key] = found.get(key, 0) + 1
+    return found
 
 
 def _ms(values: list[float], q: float) -> float:
@@ -249,7 +264,13 @@ def _row(mode: str, blocks: list[dict[str, Any]], base: list[float]) -> str:
     for block in blocks:
         for key, value in block["counts"].items():
             counts[key] = counts.get(key, 0) + value
+    why: dict[str, int] = {}
+    for block in blocks:
+        for key, value in block.get("why", {}).items():
+            why[key] = why.get(key, 0) + value
     shown = ", ".join(f"{k} {counts[k]}" for k in ("ok", "timeout", "restarts") if counts.get(k)) or "-"
+    if why:
+        shown += " (timeouts: " + ", ".join(f"{k} {v}" for k, v in sorted(why.items())) + ")"
     delta = f"{_ms(decisions, 0.95) - _ms(base, 0.95):+.2f}" if base and mode != "none" else ""
     memory = f"{statistics.median(rss) / 1024:.0f} MB" if rss else "-"
     return (f"| {mode} | {len(decisions)} | {_ms(decisions, 0.5):.2f} | {_ms(decisions, 0.95):.2f} | {delta} | "
@@ -297,6 +318,11 @@ def _report(results: dict[str, list[dict[str, Any]]], args: Any, before: tuple, 
         *rows,
         "",
         *[line for line in (_paired(results, mode) for mode in results if mode != "none") if line],
+        "",
+        "Timeouts: `no answer` (the call passed its deadline; a hung process is killed and replaced), `behind` (not "
+        "run: 256 decisions already waiting) and `closed` (not run: still queued when the block closed its runner "
+        "after 10 s). This loop decides every few ms, far faster than a real one (an agent turn between decisions), "
+        "and the shadow's process runs at the lowest priority, so on a busy machine a shadow falls behind it.",
         "",
     ])
 
