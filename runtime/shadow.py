@@ -76,10 +76,12 @@ class _Child:
         _lower_priority(self.process.pid, nice)  # at once: its imports and loading run at that priority too
         reply = self.receive(start_timeout_s)
         if not reply or reply[0] != "ready":
-            why = reply[1] if reply and reply[0] == "failed" else \
-                f"the shadow's process did not start within {start_timeout_s:g} s"
             self.stop()
-            raise _StartError(why)
+            if reply and reply[0] == "failed":
+                raise _StartError(reply[1])
+            raise _StartError(f"the shadow's process exited (code {self.process.exitcode}) before it loaded the "
+                              "candidate (its error is above)" if reply else
+                              f"the shadow's process did not load the candidate within {start_timeout_s:g} s")
         self.module = ShadowModule.model_validate_json(reply[1])
 
     def receive(self, timeout: float) -> Optional[tuple]:

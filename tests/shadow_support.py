@@ -70,3 +70,24 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+class Unpicklable:
+    """A candidate that cannot reach the shadow's process: it does not pickle (`pickles` False), or it pickles but
+    cannot be rebuilt there."""
+
+    def __init__(self, folder: Path, pickles: bool):
+        module = load_rules(folder)
+        self.manifest, self.path, self.pickles = module.manifest, module.path, pickles
+
+    def __reduce__(self) -> Any:
+        if not self.pickles:
+            raise TypeError("cannot pickle this candidate")
+        return _refuse, ()
+
+    def decide(self, summary: Any, config: Any) -> Any:
+        raise AssertionError("never called")
+
+
+def _refuse() -> None:
+    raise RuntimeError("this candidate cannot be rebuilt in another process")

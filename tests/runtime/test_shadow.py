@@ -227,3 +227,14 @@ def test_a_refused_module_is_refused_at_construction(rules_dir, tmp_path):
     (copy / "program.json").write_text("{}", encoding="utf-8")
     with pytest.raises(FrozenModuleError):
         ShadowRunner(copy, tmp_path, program=programs.spec("full_auto.rules").factory)
+
+
+def test_a_candidate_that_cannot_be_sent_or_rebuilt_is_refused_at_construction(rules_dir, tmp_path, capfd):
+    from runtime import FrozenModuleError
+    from shadow_support import Unpicklable
+
+    with pytest.raises(FrozenModuleError, match="cannot be sent to the shadow's process"):
+        ShadowRunner(Unpicklable(rules_dir, pickles=False), tmp_path)
+    with pytest.raises(FrozenModuleError, match=r"the shadow's process exited \(code 1\) before it loaded"):
+        ShadowRunner(Unpicklable(rules_dir, pickles=True), tmp_path)  # but cannot be rebuilt there
+    assert "cannot be rebuilt" in capfd.readouterr().err  # the child's own error, on its stderr
