@@ -64,12 +64,13 @@ class Faulty:
 
 
 def alive(pid: int) -> bool:
-    """True while a process of this id runs (a reaped child is gone)."""
+    """True while a process of this id runs (a reaped child is gone, and so is a zombie: it has exited, and only
+    waits for a parent that may never reap it, as an orphan in a container whose first process does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 class Unpicklable:

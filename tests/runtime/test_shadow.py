@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,27 @@ def test_a_candidate_that_cannot_be_sent_or_rebuilt_is_refused_at_construction(r
     with pytest.raises(FrozenModuleError, match=r"the shadow's process exited \(code 1\) before it loaded"):
         ShadowRunner(Unpicklable(rules_dir, pickles=True), tmp_path)  # but cannot be rebuilt there
     assert "cannot be rebuilt" in capfd.readouterr().err  # the child's own error, on its stderr
+
+
+def test_the_shadow_process_ends_when_the_deployed_process_is_killed(rules_dir, tmp_path):
+    script = f"""
+import sys, time
+from runtime.shadow import ShadowRunner
+shadow = ShadowRunner({str(rules_dir)!r}, {str(tmp_path)!r}, program=__import__("programs").spec(
+    "full_auto.rules").factory)
+print(shadow.pid, flush=True)
+time.sleep(600)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    loop = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        pid = int(loop.stdout.readline())
+        assert alive(pid)
+    finally:
+        loop.kill()  # no exit handler runs: the child must notice on its own
+        loop.wait(60)
+        loop.stdout.close()
+    deadline = time.monotonic() + 60
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), "the shadow's process outlived the deployed process"
