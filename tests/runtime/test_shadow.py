@@ -156,6 +156,7 @@ shadow.submit({lines[0].model_dump_json()!r})
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     pid = int(done.stdout.split()[0])
     assert not alive(pid), "the shadow's process ends with the interpreter"
     (item,) = _lines(tmp_path)
