@@ -193,6 +193,15 @@ def check_pairing(spec: Any, recipe: optimizers.Recipe) -> None:
                               f"compile; fit its model with --optimizer fit")
 
 
+def used_settings(request: CompileRequest, recipe: optimizers.Recipe) -> dict[str, Any]:
+    """The recipe's settings the program uses, as compile.json and the run record them; a setting the recipe would
+    leave unused on this program is refused (GuidebenchError naming it)."""
+    try:
+        return recipe.used_settings(request.build())
+    except RecipeError as exc:
+        raise GuidebenchError(str(exc)) from None
+
+
 def check_evaluable(data: "CompileData", data_dir: Path) -> None:
     """Refuse a dataset whose test split is empty: the compile would report on nothing (dev, its selection split,
     comes first in the import, so an empty test means an empty dev too)."""
@@ -265,6 +274,7 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     check_pairing(spec, recipe)
+    used_settings(request, recipe)  # a setting the program has no use for is refused by the dry run too
     data = data or load_compile_data(Path(request.data), spec.kind)
     check_evaluable(data, Path(request.data))
     program = request.build()
@@ -343,6 +353,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     recipe = load_recipe(request)
     spec = program_spec(request.program)
     check_pairing(spec, recipe)
+    settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
     data = load_compile_data(Path(request.data), spec.kind)
     check_evaluable(data, Path(request.data))
@@ -370,7 +381,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         lm=request.lm if lm is not None else "none", seed=request.seed, kind=spec.kind, run_type="compile",
         optimizer=recipe.name,
         optimizer_class=recipe.dspy_name, recipe_source=request.recipe or "defaults",
-        recipe=json.dumps(recipe.settings.model_dump(), sort_keys=True), baseline=request.baseline_program(),
+        recipe=json.dumps(settings, sort_keys=True), baseline=request.baseline_program(),
         **{f"split_hash.{name}": digest for name, digest in data.split_hashes().items()},
         **{f"n_labeled.{name}": len(examples) for name, examples in (("train", data.trainset), ("dev", data.valset))},
         n_test=len(data.splits["test"].records), threads=request.threads,
@@ -509,7 +520,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
 
     summary = {
         "request": asdict(request), "recipe": recipe.name, "optimizer": recipe.dspy_name,
-        "settings": recipe.settings.model_dump(), "dataset_id": data.dataset_id,
+        "settings": used_settings(request, recipe), "dataset_id": data.dataset_id,
         "split_hashes": data.split_hashes(), "compile": compile_summary,
         "provenance": provenance.model_dump(mode="json"),
         "learned_from": {split: check.model_dump(mode="json") for split, check in learned.items()},

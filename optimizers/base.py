@@ -174,8 +174,8 @@ class Recipe:
 
     def __init__(self, settings: RecipeSettings | Mapping[str, Any] | None = None, *, source: str = "defaults") -> None:
         self.source = source
-        if isinstance(settings, RecipeSettings):
-            self.settings = self.Settings.model_validate(settings.model_dump())
+        if isinstance(settings, RecipeSettings):  # the settings it names, as named (the rest keep their defaults)
+            self.settings = self.Settings.model_validate(settings.model_dump(exclude_unset=True))
         else:
             try:
                 self.settings = self.Settings.model_validate(dict(settings or {}))
@@ -230,7 +230,7 @@ class Recipe:
 
     def with_overrides(self, **overrides: Any) -> "Recipe":
         """A copy with some settings changed (validated)."""
-        merged = {**self.settings.model_dump(), **overrides}
+        merged = {**self.settings.model_dump(exclude_unset=True), **overrides}
         return type(self)(merged, source=f"{self.source} + overrides")
 
     @classmethod
@@ -241,6 +241,11 @@ class Recipe:
     def params(self) -> dict[str, Any]:
         """Flat settings for tracking: `recipe.<setting>`."""
         return {f"recipe.{k}": v for k, v in self.settings.model_dump().items()}
+
+    def used_settings(self, program: dspy.Module) -> dict[str, Any]:
+        """The settings this recipe uses on `program`, as a compile records them; RecipeError, naming the setting,
+        for one it would leave unused (a recipe's setting is used or refused, never recorded and ignored)."""
+        return self.settings.model_dump()
 
     def role_specs(self) -> dict[str, str]:
         """LM specs this recipe asks for, by role (only the roles whose setting is not empty)."""
@@ -274,6 +279,7 @@ class Recipe:
         """
         if not trainset:
             raise RecipeError(f"{self.name}: the training set is empty")
+        settings = self.used_settings(program)
         reached: list[dspy.Example] = []
         if self.compiles_lm:
             fitted = _fitted_first(program, trainset, valset, metric, seed)
@@ -333,7 +339,7 @@ class Recipe:
             time.sleep(delay)
             attempt += 1
         return CompileResult(
-            program=compiled, recipe=self.name, optimizer=self.dspy_name, settings=self.settings.model_dump(),
+            program=compiled, recipe=self.name, optimizer=self.dspy_name, settings=settings,
             seed=seed, stopped_by_budget=stop_reason is not None, stop_reason=stop_reason, kept=kept,
             candidates=list(tracker.candidates), usage=guard.usage(), wall_s=time.perf_counter() - started,
             retries=attempt, transient_lm_errors=transient_total, details=dict(ctx.state.get("details") or {}),

@@ -1,14 +1,19 @@
 """Fit: a trained model, its settings chosen by cross-validation over train + dev (no LM call).
 
 Full Auto (`full_auto.learned`, `full_auto.cascade`): a linear decision model (`optimizers.fitting`). Planner
-(`planner.learned`): the outcome model of each family's attempt (`optimizers.outcome_fitting`); the decision
-model's settings below do not apply to it.
+(`planner.learned`): the outcome model of each family's attempt (`optimizers.outcome_fitting`). A recipe's
+setting is used or refused, never recorded and ignored (`FitRecipe.used_settings`): for `planner.learned`, `folds`
+(the episodes' cross-validation folds; the outcome fit's own 3 when the recipe does not set it, 0 refused: there is
+no selection on dev alone), `refit_on_dev` (false: the models see train only, dev stays unseen) and the sample
+caps are used; the decision model's settings (`C`, `class_weight`, `ngram_max`, `max_features`, `max_iter`) and
+`num_threads` (no LM call) are refused with one line naming the setting unless left at their defaults, and
+compile.json records only the settings used.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
 from pydantic import Field, field_validator
@@ -22,7 +27,13 @@ from .base import CompileContext, Recipe, RecipeError, RecipeSettings
 from .candidates import Candidate
 from .estimate import Stage
 from .fitting import FitError, FitSettings, fit_program
-from .outcome_fitting import OutcomeFitError, fit_outcome_models_once
+from .outcome_fitting import OutcomeFitError, OutcomeFitSettings, fit_outcome_models_once
+
+# Settings of the Full Auto decision model (and the LM threads) that planner.learned's outcome fit has no use for.
+_NOT_FOR_PLANNER = {"C": "the decision model's regularization", "class_weight": "the decision model's class weights",
+                    "ngram_max": "the decision model's text features", "max_features": "the decision model's text "
+                    "features", "max_iter": "the decision model's solver", "num_threads": "parallel LM calls; the "
+                    "fit makes none"}
 
 
 class FitRecipeSettings(RecipeSettings):
@@ -37,10 +48,12 @@ class FitRecipeSettings(RecipeSettings):
     max_features: int = Field(20_000, ge=100, description="Text features kept: the most frequent n-grams of train.")
     max_iter: int = Field(3_000, ge=100, description="Solver iterations (lbfgs; deterministic).")
     refit_on_dev: bool = Field(True, description=(
-        "Fit the chosen settings on train + dev at last (more data; test stays unseen), else on train."))
+        "Fit the chosen settings on train + dev at last (more data; test stays unseen), else on train "
+        "(planner.learned: false fits and selects on train alone, dev unseen)."))
     folds: int = Field(5, ge=0, le=20, description=(
         "Choose the settings by grouped cross-validation over train + dev in this many folds, 2 to 20 (whole "
-        "threads held out; every labeled turn scored once); 0: on dev alone."))
+        "threads held out; every labeled turn scored once); 0: on dev alone. planner.learned: its episodes' "
+        "folds, 3 unless set here (0 refused)."))
 
     @field_validator("C")
     @classmethod
@@ -103,6 +116,36 @@ class FitRecipe(Recipe):
     def _plan(self, n_train: int, n_val: int, n_predictors: int) -> list[Stage]:
         return [Stage("fit and cross-validate", 0, note="no LM call")]
 
+    def used_settings(self, program: dspy.Module) -> dict[str, Any]:
+        """Every setting for a decision model; for planner.learned those its outcome fit uses (RecipeError naming
+        one it would leave unused)."""
+        if not outcome_parameters(program):
+            return super().used_settings(program)
+        return planner_settings(self.settings)  # type: ignore[arg-type]
+
+    def _reached(self, compiled: dspy.Module, trainset: list[dspy.Example],
+                 valset: list[dspy.Example]) -> list[dspy.Example]:
+        if outcome_parameters(compiled) and not self.settings.refit_on_dev:  # type: ignore[attr-defined]
+            return list(trainset)  # the outcome fit never saw dev
+        return super()._reached(compiled, trainset, valset)
+
+
+def planner_settings(settings: FitRecipeSettings) -> dict[str, Any]:
+    """The settings planner.learned's outcome fit uses (RecipeError naming a setting it has no use for)."""
+    defaults = FitRecipeSettings()
+    for name, what in _NOT_FOR_PLANNER.items():
+        value = getattr(settings, name)
+        if value != getattr(defaults, name):
+            raise RecipeError(f"fit: setting {name} = {value!r} does not apply to planner.learned ({what}; its "
+                              f"outcome fit uses folds, refit_on_dev, max_train_examples and max_val_examples): "
+                              f"remove {name} from the recipe")
+    if settings.folds == 0:
+        raise RecipeError("fit: setting folds = 0 (selection on dev alone) does not apply to planner.learned: its "
+                          "outcome models are chosen by cross-validation over whole episodes; set folds to 2 to 20")
+    folds = settings.folds if "folds" in settings.model_fields_set else OutcomeFitSettings().folds
+    return {"max_train_examples": settings.max_train_examples, "max_val_examples": settings.max_val_examples,
+            "folds": folds, "refit_on_dev": settings.refit_on_dev}
+
 
 def outcome_parameters(program: dspy.Module) -> list[OutcomeModelParameter]:
     """The program's planner outcome-model parameters (`planner.learned`)."""
@@ -113,19 +156,23 @@ def _fit_planner(program: dspy.Module, trainset: list[dspy.Example], valset: lis
                  ctx: CompileContext) -> dspy.Module:
     """Fit a planner's outcome model on the train + dev attempts (`optimizers.outcome_fitting`; no LM call).
 
-    Selection is grouped cross-validation over the episodes of train + dev, so the model is fit on both; what
-    it was fit on is its state's `fit` entry (counts and the SHA-256 of the record ids).
+    Selection is grouped cross-validation over the episodes of train + dev (train alone with `refit_on_dev`
+    false), so the model is fit on both; what it was fit on is its state's `fit` entry (counts and the SHA-256 of
+    the record ids).
     """
+    used = planner_settings(ctx.settings)  # type: ignore[arg-type]
+    dev = valset if used["refit_on_dev"] else []
     try:
         fitted = fit_outcome_models_once([attempt_of_example(ex) for ex in trainset],
-                                         [attempt_of_example(ex) for ex in valset], seed=ctx.seed)
+                                         [attempt_of_example(ex) for ex in dev],
+                                         OutcomeFitSettings(folds=used["folds"]), seed=ctx.seed)
     except OutcomeFitError as exc:
         raise RecipeError(f"fit: {exc}") from None
     for parameter in outcome_parameters(program):
         parameter.set_model(fitted.outcome)
     score = -min((row["held_out_loss"] for row in fitted.grid if row["target"] == "gain"
                   and row["held_out_loss"] is not None), default=0.0)
-    ctx.tracker.add(Candidate(index=-1, score=score, n_examples=len(trainset) + len(valset), n_demos=0,
+    ctx.tracker.add(Candidate(index=-1, score=score, n_examples=len(trainset) + len(dev), n_demos=0,
                               instructions_hash="", state={OUTCOME_MODEL_KEY: {"model": fitted.outcome.to_state()}},
                               note=f"gain {fitted.chosen['gain_model']}, valid {fitted.chosen['valid_model']} "
                                    "(score: minus the held-out squared error of the gain share)"))

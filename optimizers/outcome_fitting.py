@@ -145,10 +145,12 @@ class _Candidate:
 
 
 def _constant(link: str, value: float) -> dict[str, Any]:
+    """A constant scorer: the bias, and one tree of one leaf of 0 (the runtime refuses an empty tree list)."""
     if link == "logistic":
         p = min(max(value, 1e-3), 1 - 1e-3)
         value = math.log(p / (1 - p))
-    return {"type": "trees", "link": link, "bias": float(value), "trees": []}
+    leaf = {"feature": [0], "threshold": [0.0], "left": [-1], "right": [-1], "value": [0.0]}
+    return {"type": "trees", "link": link, "bias": float(value), "trees": [leaf]}
 
 
 def _folds(groups: Sequence[str], folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -194,17 +196,18 @@ def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, group
     return chosen, grid
 
 
-def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray,
-                  held: Optional[np.ndarray]) -> dict[str, float]:
+def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray, held: Optional[np.ndarray],
+                  families: Sequence[str]) -> dict[str, float]:
     """Per family: what its attempts brought over what the chosen model predicted for them on held-out episodes
-    (both weighted), clipped to [1/MAX_SCALE, MAX_SCALE]; none without folds or with fewer than MIN_SCALED attempts.
+    (both weighted), clipped to [1/MAX_SCALE, MAX_SCALE]; 1.0 without folds or with fewer than MIN_SCALED attempts
+    (every family has its factor: the runtime refuses a model without one).
 
     Trees fit on few, heavy-tailed gains learn a family's rare large wins into the leaves of the other families'
     attempts too; the held-out means show by how much, and the estimates are scaled back to them."""
+    scale = {name: 1.0 for name in families}
     if held is None:
-        return {}
+        return scale
     family, w, y = data.family[known], weight[known], data.gain_share[known]
-    scale = {}
     for k in sorted(set(family.tolist())):
         mine = family == k
         predicted = float((w[mine] * held[mine]).sum())
@@ -328,7 +331,7 @@ def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
         valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed, weight)
         valid_state, valid_spec = valid.state(X), valid.spec
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
-    scale = _family_scale(data, known, weight, gain.held)
+    scale = _family_scale(data, known, weight, gain.held, families)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
               "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,
               "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),

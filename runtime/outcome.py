@@ -9,16 +9,24 @@ logs carry no performance profile (`evals.offpolicy`).
 
 State JSON (`OutcomeModel.to_state()`; never a pickle):
     {"kind": "planner_outcome", "features_version": 2, "row_names": [...], "families": [families seen in train],
-     "valid": scorer, "gain": scorer, "family_scale": {family: factor} (optional, 1 when absent),
+     "valid": scorer, "gain": scorer, "family_scale": {family: factor, one for every family},
      "fit": {what the fit chose, on which records}}
 The gain scorer's share is multiplied by its family's `family_scale`: the fit's calibration of each family's
-mean (its held-out predictions against what the family's attempts brought).
+mean (its held-out predictions against what the family's attempts brought; 1.0 for a family too rare to calibrate).
 A scorer is either gradient-boosted trees
     {"type": "trees", "link": "identity" | "logistic", "bias": b,
      "trees": [{"feature": [...], "threshold": [...], "left": [...], "right": [...], "value": [...]}, ...]}
 (a node with left == -1 is a leaf; a row goes left when row[feature] <= threshold; the score is the bias plus
-every tree's leaf value, through the link), or a linear model over the row and its family interactions
+every tree's leaf value, through the link; a constant is one tree of one leaf), or a linear model over the row and
+its family interactions
     {"type": "linear", "link": ..., "mean": [...], "scale": [...], "coef": [...], "intercept": c}.
+
+A state that could hang the scorer or make it lie is refused when it is read, in one line (`OutcomeModelError`):
+trees deeper than `MAX_TREE_DEPTH` levels (scoring walks one level per step: a chain of 200,000 nodes took
+minutes per decision) or of more than `MAX_NODES` nodes in all, an empty tree list, a score the trees can push
+past `MAX_REACH` (the bias plus each tree's largest leaf: a share of the best beyond 10 times the best, or
+log-odds beyond 1,000, is no fit's answer, and 1e308 overflows to infinity), and a `family_scale` without every
+family.
 """
 
 from __future__ import annotations
@@ -36,6 +44,10 @@ MODEL_KIND = "planner_outcome"
 OUTCOME_MODEL_KEY = "outcome_model"  # program.json entry of `planner.learned` (its parameter's name)
 LINKS = ("identity", "logistic")
 N_CONTEXT_BLOCK = len(ROW_NAMES) - len(FAMILIES)  # the row without its one-hot family part
+# What a state may hold (the fit writes depth 2 or 3, 200 trees, scores within 0.1 (share) and 12 (log-odds)).
+MAX_TREE_DEPTH = 32
+MAX_NODES = 1_000_000
+MAX_REACH = {"identity": 10.0, "logistic": 1_000.0}
 
 
 class OutcomeModelError(ValueError):
@@ -105,10 +117,13 @@ class Scorer:
                 raise OutcomeModelError(f"{where}: `bias` must be a finite number")
             self.bias = float(bias)
             trees = state.get("trees")
-            if not isinstance(trees, list):
-                raise OutcomeModelError(f"{where}: `trees` must be a list")
+            if not isinstance(trees, list) or not trees:
+                raise OutcomeModelError(f"{where}: `trees` must be a non-empty list (a constant is one tree of one "
+                                        "leaf)")
             self.trees = [_Tree(tree, n_features, f"{where} tree {i}") for i, tree in enumerate(trees)]
+            self._check_size(where)
             self._pack()
+            self._check_depth(where)
         elif self.type == "linear":
             width = linear_expansion(np.zeros((1, n_features))).shape[1]
             self.mean = _array(state, "mean", np.float64, where)
@@ -124,6 +139,30 @@ class Scorer:
             self.intercept = float(intercept)
         else:
             raise OutcomeModelError(f"{where}: `type` must be 'trees' or 'linear', got {self.type!r}")
+
+    def _check_size(self, where: str) -> None:
+        """At most MAX_NODES nodes, and a score the bias and the leaves cannot push past MAX_REACH."""
+        nodes = sum(len(t.value) for t in self.trees)
+        if nodes > MAX_NODES:
+            raise OutcomeModelError(f"{where}: its trees hold {nodes} nodes; a state holds at most {MAX_NODES}")
+        reach = abs(self.bias) + sum(float(np.max(np.abs(t.value[t.left < 0]))) for t in self.trees)
+        limit = MAX_REACH[self.link]
+        if not reach <= limit:
+            what = "a share of the best" if self.link == "identity" else "log-odds"
+            raise OutcomeModelError(f"{where}: the bias and the trees' largest leaves add up to {reach:.3g}; a scorer "
+                                    f"of link {self.link} ({what}) stays within {limit:g}")
+
+    def _check_depth(self, where: str) -> None:
+        """No tree deeper than MAX_TREE_DEPTH levels: walked level by level from every root at once, at most that
+        many steps (children come after their parent, so the walk ends)."""
+        frontier = self._roots
+        for _ in range(MAX_TREE_DEPTH + 1):
+            inner = frontier[self._left[frontier] >= 0]
+            if not len(inner):
+                return
+            frontier = np.unique(np.concatenate([self._left[inner], self._right[inner]]))
+        raise OutcomeModelError(f"{where}: a tree is deeper than {MAX_TREE_DEPTH} levels (scoring walks one level per "
+                                "step; the fit writes depth 2 or 3)")
 
     def _pack(self) -> None:
         """Every tree's nodes in one set of arrays (children as global indices), to walk all trees at once."""
@@ -144,8 +183,6 @@ class Scorer:
         """The score before the link."""
         rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
         if self.type == "trees":
-            if not self.trees:
-                return np.full(len(rows), self.bias)
             # scikit-learn's trees compare the row's float32 values with their float64 thresholds: so does this
             as_fit = rows.astype(np.float32).astype(np.float64)
             node = np.broadcast_to(self._roots, (len(rows), len(self._roots))).copy()
@@ -173,15 +210,17 @@ class Scorer:
 
 
 def _family_scale(value: Any, families: Sequence[str]) -> dict[str, float]:
-    """The `family_scale` entry checked: a positive finite factor per known family (none: all 1)."""
-    if value is None:
-        return {}
+    """The `family_scale` entry checked: a positive finite factor for every family of the model, no other."""
     if not isinstance(value, Mapping) or any(f not in families for f in value) or any(
             isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0
             for v in value.values()):
         raise OutcomeModelError(f"`family_scale` must map families of {list(families)} to positive numbers, "
                                 f"got {str(value)[:80]!r}")
-    return {f: float(v) for f, v in value.items()}
+    missing = [f for f in families if f not in value]
+    if missing:
+        raise OutcomeModelError(f"`family_scale` has no factor for {', '.join(missing)}: every family of `families` "
+                                "needs one (1.0: not scaled)")
+    return {f: float(value[f]) for f in families}
 
 
 @dataclass(frozen=True)
@@ -240,7 +279,7 @@ class OutcomeModel:
         if not known:
             return found
         p_valid, share = self.predict_rows(np.vstack([features.row(f) for f in known]))
-        share = share * np.asarray([self.family_scale.get(f, 1.0) for f in known])
+        share = share * np.asarray([self.family_scale[f] for f in known])
         for family, p, g in zip(known, p_valid, share):
             cycles = float(g) * features.best if features.best is not None else None
             found[family] = FamilyEstimate(family=family, p_valid=float(p), gain_share=float(g), cycles=cycles)
@@ -252,5 +291,6 @@ class OutcomeModel:
         return self.estimates_of(packet_features(packet), families)
 
 
-__all__ = ["FamilyEstimate", "LINKS", "MODEL_KIND", "OUTCOME_MODEL_KEY", "OutcomeModel", "OutcomeModelError",
+__all__ = ["FamilyEstimate", "LINKS", "MAX_NODES", "MAX_REACH", "MAX_TREE_DEPTH", "MODEL_KIND", "OUTCOME_MODEL_KEY",
+           "OutcomeModel", "OutcomeModelError",
            "Scorer", "linear_expansion"]

@@ -2,57 +2,47 @@
 
     shadow = ShadowRunner("exports/candidate", "logs/workspace", deadline_s=2.0)
     ...                                     # the deployed loop decides, enforces and logs its decision line
-    shadow.submit(line, run.guardrail_config())   # returns at once; the candidate decides on another thread
+    shadow.submit(line, run.guardrail_config())   # returns at once; the candidate decides in another process
     ...
     shadow.close()
 
-`submit` only queues the decision line: the candidate runs on the runner's worker thread, each call on a
-thread of its own that the worker waits for at most `deadline_s`. The enforced decision is never touched,
-and the caller never waits for, nor sees an exception of, the candidate. The worker appends one line per
-submitted decision to `shadow-decisions.jsonl` next to the decision log (`runtime.shadow_log` defines it):
-the candidate's decision after the same guardrails (`runtime.guardrails.apply_guardrails`, the deployed
-run's config), or why there is none: it raised (`error`), answered something that is not a valid decision
-(`invalid`), or did not answer within the deadline (`timeout`). A call past its deadline keeps running on
-its own thread (Python cannot stop a thread); while `max_overdue` such calls still run, further turns are
-written as `timeout` without calling the candidate, and so are turns submitted while `max_pending` wait, so
-a hung or slow candidate costs the loop neither time nor memory.
+The candidate runs in a process of its own (`runtime.shadow_child`, started with the 'spawn' method): threads of
+one process share its interpreter lock, so a CPU-bound candidate on a thread slowed every deployed decision
+(`reports/shadow_latency.md` measures both). `submit` only queues the decision line; the runner's thread forwards
+it to the child and writes the line the child renders, one per submitted decision, to `shadow-decisions.jsonl`
+next to the decision log (`runtime.shadow_log` defines it): the candidate's decision after the same guardrails
+(`runtime.guardrails.apply_guardrails`, the deployed run's config), or why there is none: it raised (`error`),
+answered something that is not a valid decision (`invalid`), or did not answer within the deadline (`timeout`).
+A child that has not answered `deadline_s` (plus a second of grace) after a call is killed and a fresh one
+started; a child that dies is replaced too. While `max_pending` decisions wait, further turns are written as
+`timeout` without calling the candidate. The enforced decision is never touched, and the caller never waits
+for, nor sees an exception of, the candidate. `close()` (also at interpreter exit) stops the child.
 """
 
 from __future__ import annotations
 
-import json
+import atexit
+import multiprocessing
+import os
 import queue
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from runtime.fullauto import (ORPHAN_RUN, DecisionLogLine, FullAutoTurnSummary, GuardrailConfig, GuardrailContext,
-                              GuidanceDecision)
-from runtime.checksums import module_checksum
-from runtime.guardrails import apply_guardrails
-from runtime.records import inputs_hash
-from runtime.shadow_log import SCHEMA_VERSION, SHADOW_FILE, ShadowAnswer, ShadowDecisionLine, ShadowModule
+from runtime.fullauto import DecisionLogLine
+from runtime.shadow_child import (CandidateSource, error_text, line_keys, line_of, line_text, module_identity,
+                                  serve)
+from runtime.shadow_log import SHADOW_FILE, ShadowModule
 
-_ERROR_CHARS = 300
 _STOP = object()
-
-
-def module_identity(manifest: Any, folder: Path) -> ShadowModule:
-    """The identity a shadow line names an exported module by: name, version and entry from its manifest
-    (`runtime.frozen.manifest.FrozenManifest`), the checksum of its folder's files."""
-    return ShadowModule(name=manifest.name, version=manifest.version, entry=manifest.entry,
-                        checksum=module_checksum(folder))
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _error_text(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:_ERROR_CHARS]
+_GRACE_S = 1.0  # past the deadline, before a silent child is killed: the pipe and the scheduler take time too
+_START_TIMEOUT_S = 120.0  # a fresh interpreter imports the runtime and loads the module (DSPy: seconds)
+_LIVE: "weakref.WeakSet[ShadowRunner]" = weakref.WeakSet()
+_REGISTERED = False
 
 
 @dataclass
@@ -62,85 +52,136 @@ class _Job:
     run: bool  # False: written as a timeout without calling the candidate (the shadow was behind)
 
 
-@dataclass
-class _Call:
-    """One call of the candidate on its own thread."""
-
-    done: threading.Event = field(default_factory=threading.Event)
-    result: Any = None
-    error: Optional[BaseException] = None
-    seconds: float = 0.0
-    timed_out: bool = False
+class _StartError(Exception):
+    """The shadow's process did not start, or did not load the candidate; one line."""
 
 
-def _read_line(line: Any) -> DecisionLogLine:
-    if isinstance(line, DecisionLogLine):
-        return line
-    if isinstance(line, (str, bytes)):
-        return DecisionLogLine.model_validate_json(line)
-    return DecisionLogLine.model_validate(line)
+class _Child:
+    """One shadow process and the parent's end of its pipe."""
+
+    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float, nice: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._lock, self._killed = threading.Lock(), False
+        self.conn, theirs = context.Pipe(duplex=True)
+        self.process = context.Process(target=serve, args=(theirs, source, deadline_s), name="shadow-candidate",
+                                       daemon=True)
+        try:
+            self.process.start()
+        except Exception as exc:  # the candidate, its LM or setup cannot be pickled for the child
+            self.conn.close()
+            raise _StartError(f"cannot be sent to the shadow's process ({error_text(exc)}): pass the module's folder "
+                              "(with program=, inputs=, lm= or setup= that pickle)") from None
+        finally:
+            theirs.close()
+        _lower_priority(self.process.pid, nice)  # at once: its imports and loading run at that priority too
+        reply = self.receive(start_timeout_s)
+        if not reply or reply[0] != "ready":
+            self.stop()
+            if reply and reply[0] == "failed":
+                raise _StartError(reply[1])
+            raise _StartError(f"the shadow's process exited (code {self.process.exitcode}) before it loaded the "
+                              "candidate (its error is above)" if reply else
+                              f"the shadow's process did not load the candidate within {start_timeout_s:g} s")
+        self.module = ShadowModule.model_validate_json(reply[1])
+
+    def receive(self, timeout: float) -> Optional[tuple]:
+        """The child's next message; ("gone",) when its end closed (it died or was killed), None when none came in
+        time."""
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()
+        except (EOFError, OSError):
+            return ("gone",)
+        return None
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Ask the child to stop, kill it if it does not, and release its pipe."""
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.process.join(wait_s)
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the child (if still running) and close the pipe; once, from either thread."""
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5.0)
+        self.conn.close()
 
 
-def _read_config(config: Any, run_id: str) -> GuardrailConfig:
-    if run_id == ORPHAN_RUN:  # the writer had dropped the run and its config: the defaults, as the import reads it
-        return GuardrailConfig()
-    from runtime.frozen.arguments import read_config
-
-    return read_config(config)
-
-
-def _decision_of(result: Any) -> Optional[GuidanceDecision]:
-    """The candidate's decision from what it returned (`decide` gives (decision, raw, usage)); None if none."""
-    if isinstance(result, tuple) and result:
-        result = result[0]
-    if isinstance(result, GuidanceDecision):
-        return result
-    return None
+def _lower_priority(pid: Optional[int], nice: int) -> None:
+    """Add `nice` to the child's niceness (a busy machine then runs the deployed process first)."""
+    if not nice or pid is None:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    except (OSError, AttributeError):  # not permitted, or no such call here: it runs at the loop's priority
+        pass
 
 
-def _check_lm(candidate: Any) -> None:
-    """A loaded module that calls an LM and has none would answer the safe pause on every turn: refused now."""
-    from runtime.frozen.modules import FrozenGuidanceModule, require_lm
-
-    if isinstance(candidate, FrozenGuidanceModule):
-        require_lm(candidate)
+def _payload(value: Any) -> Any:
+    """What is sent to the child for a submitted value: a decision line as its JSON text (pydantic's own
+    serializer: quick, and read back exactly), anything else as given."""
+    return value.model_dump_json() if isinstance(value, DecisionLogLine) else value
 
 
 class ShadowRunner:
     """Run a frozen candidate beside the deployed program and append its decisions to `shadow-decisions.jsonl`.
 
-    `candidate`: a Full Auto frozen module folder (loaded with `load_frozen(candidate, lm=..., program=...,
-    inputs=...)`) or a module `load_frozen` returned. `log_dir`: the workspace folder holding the decision log.
-    Loading refuses a module the runtime would refuse, and one that calls an LM with none set (`FrozenModuleError`),
-    at construction; afterwards nothing the candidate does reaches the caller.
+    `candidate`: a Full Auto frozen module folder (loaded in the shadow's process with `load_frozen(candidate,
+    lm=..., program=..., inputs=...)`, after `setup()` when given: a picklable function that prepares that
+    process, for example by configuring the LM the module calls; without `lm` and `setup`, a module that calls an
+    LM gets the one configured here, sent by pickling) or a module `load_frozen` returned (sent by pickling).
+    `log_dir`: the workspace folder holding the decision log. A module the runtime would refuse, one that calls
+    an LM with none set, and one that cannot be sent are refused at construction (`FrozenModuleError`), which
+    returns once the shadow's process has loaded the candidate; afterwards nothing the candidate does reaches the
+    caller. `nice` (default 19, the lowest priority): added to the shadow process's niceness, so that on a busy
+    machine the deployed process gets a core first (0: the same priority).
     """
 
     def __init__(self, candidate: Any, log_dir: str | Path, *, deadline_s: float = 5.0, max_pending: int = 256,
-                 max_overdue: int = 2, lm: Any = None, program: Any = None, inputs: Any = None):
-        if deadline_s <= 0 or max_pending < 1 or max_overdue < 1:
-            raise ValueError("deadline_s must be positive, max_pending and max_overdue at least 1")
-        if isinstance(candidate, (str, Path)):
-            from runtime.frozen.loader import load_frozen
-
-            candidate = load_frozen(candidate, lm=lm, program=program, inputs=inputs)
-        manifest = candidate.manifest
+                 lm: Any = None, program: Any = None, inputs: Any = None, setup: Any = None,
+                 start_timeout_s: float = _START_TIMEOUT_S, nice: int = 19):
+        if deadline_s <= 0 or max_pending < 1 or start_timeout_s <= 0:
+            raise ValueError("deadline_s and start_timeout_s must be positive, max_pending at least 1")
+        self.source, manifest, where = _source(candidate, lm=lm, program=program, inputs=inputs, setup=setup)
         if manifest.kind != "full_auto":
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; shadow decisions are Full Auto's")
-        _check_lm(candidate)
-        self.candidate = candidate
-        self.module = module_identity(manifest, candidate.path)
         self.path = Path(log_dir) / SHADOW_FILE
         self.deadline_s = float(deadline_s)
         self.max_pending = max_pending
-        self.max_overdue = max_overdue
+        self.start_timeout_s = float(start_timeout_s)
+        self.nice = int(nice)
         self.counts: dict[str, int] = {"submitted": 0, "written": 0, "ok": 0, "invalid": 0, "error": 0,
-                                       "timeout": 0, "unreadable": 0, "lost": 0, "refused": 0}
+                                       "timeout": 0, "unreadable": 0, "lost": 0, "refused": 0, "restarts": 0}
         self._jobs: queue.Queue = queue.Queue()
-        self._overdue = 0
-        self._lock = threading.Lock()
         self._closed = False
-        self._worker: Optional[threading.Thread] = None
-        self._handle: Any = None  # the sidecar, opened by the worker on its first line
+        self._abandon = False  # set when close() timed out: what is still queued is written without the child
+        self._broken = ""  # why no child could be started again (every further turn says so)
+        self._handle: Any = None  # the sidecar, opened on its first line
+        try:
+            self._child: Optional[_Child] = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
+        except _StartError as exc:
+            from runtime.frozen.manifest import FrozenModuleError
+
+            raise FrozenModuleError(str(exc), where) from None
+        self.module: ShadowModule = self._child.module
+        self._worker = threading.Thread(target=self._work, name="shadow-runner", daemon=True)
+        self._worker.start()
+        _LIVE.add(self)
+        _close_at_exit()
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The shadow process's id (None once closed, or when none could be started again)."""
+        child = self._child
+        return child.process.pid if child is not None and not self._closed else None
 
     # --- the caller's side: O(1), never raises
     def submit(self, decision_line: Any, config: Any = None) -> None:
@@ -153,16 +194,8 @@ class ShadowRunner:
                 return
             self.counts["submitted"] += 1
             self._jobs.put_nowait(_Job(decision_line, config, run=self._jobs.qsize() < self.max_pending))
-            if self._worker is None:
-                self._start()
         except Exception:  # noqa: BLE001 - the deployed loop must never see the shadow fail
             self.counts["refused"] += 1
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, name="shadow-runner", daemon=True)
-                self._worker.start()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Wait until every submitted decision has its line (True), or `timeout` seconds passed (False)."""
@@ -174,13 +207,20 @@ class ShadowRunner:
         return True
 
     def close(self, timeout: Optional[float] = None) -> bool:
-        """Stop taking decisions, write the lines of those submitted; True when every line was written in time."""
+        """Stop taking decisions, write the lines of those submitted and stop the shadow's process; True when every
+        line was written in time (the lines still queued then are written as not run)."""
         self._closed = True
         written = self.flush(timeout)
         worker, self._worker = self._worker, None  # stopped once: closing again waits for nothing
         if worker is not None:
-            self._jobs.put(_STOP)  # after the lines still queued when the flush timed out
-            worker.join(timeout if written else 0)
+            if not written:
+                self._abandon = True
+                child = self._child
+                if child is not None:
+                    child.kill()  # ends a call still waited for
+            self._jobs.put(_STOP)  # after the lines still queued
+            worker.join()
+        _LIVE.discard(self)
         return written
 
     def __enter__(self) -> "ShadowRunner":
@@ -189,95 +229,158 @@ class ShadowRunner:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # --- the worker's side
+    # --- the runner's thread
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
             try:
                 if job is _STOP:
-                    if self._handle is not None:
-                        self._handle.close()
+                    self._shut()
                     return
-                line = self._shadow(job)
-                if line is not None:
-                    self._write(line)
+                self._shadow(job)
             except Exception:  # noqa: BLE001 - a bug here must not stop the next turns' lines
                 self.counts["lost"] += 1
             finally:
                 self._jobs.task_done()
 
-    def _shadow(self, job: _Job) -> Optional[ShadowDecisionLine]:
-        """The sidecar line of one decision (None for a decision line that cannot be read: nothing joins it)."""
+    def _shut(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop()
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def _shadow(self, job: _Job) -> None:
+        """One decision's line: rendered by the child, or here when the child cannot answer."""
+        child = self._child
+        if self._abandon or child is None:
+            why = "not run: the shadow was closed before its turn" if self._abandon else \
+                f"not run: the shadow's process could not be started again: {self._broken}"
+            self._write_here(job, "timeout" if self._abandon else "error", why)
+            return
+        not_run = "" if job.run else f"not run: {self.max_pending} decisions were already waiting"
         try:
-            logged = _read_line(job.line)
-            config = _read_config(job.config, logged.run_id)
-            summary = logged.summary.as_turn_summary()
+            child.conn.send(("job", _payload(job.line), job.config, not_run))
+        except (OSError, ValueError):  # the child is gone: replaced, and this turn says so
+            self._replace(child)
+            self._write_here(job, "error", "the shadow's process had exited before this turn")
+            return
+        except Exception:  # noqa: BLE001 - a submitted value that cannot be pickled is not a decision line
+            self.counts["unreadable"] += 1
+            return
+        self._reply(job, child, time.perf_counter())
+
+    def _reply(self, job: _Job, child: _Child, sent: float) -> None:
+        limit = self.deadline_s + _GRACE_S
+        first = child.receive(limit)
+        if first and first[0] == "unreadable":
+            self.counts["unreadable"] += 1
+        elif first and first[0] == "line":
+            self._write(first[1], first[2])
+        elif first and first[0] == "keys":
+            answer = child.receive(limit)
+            if answer and answer[0] == "line":
+                self._write(answer[1], answer[2])
+            else:
+                self._lost_child(child, job, first[1], sent, gone=answer is not None)
+        else:
+            self._lost_child(child, job, None, sent, gone=first is not None)
+
+    def _lost_child(self, child: _Child, job: _Job, keys: Optional[str], sent: float, gone: bool) -> None:
+        """The child hung (killed now) or died (`gone`: its end of the pipe closed): the turn's line from here, and
+        a fresh child."""
+        seconds = time.perf_counter() - sent
+        if gone:
+            child.process.join(5.0)  # its pipe closes as it exits: wait for the exit code
+        died = not child.process.is_alive()
+        code = child.process.exitcode
+        self._replace(child)
+        if self._abandon:
+            status, why, latency = "timeout", "not run: the shadow was closed before it answered", 0.0
+        elif died:
+            status, why, latency = "error", f"the shadow's process exited (code {code}) while deciding", seconds
+        else:
+            status, why, latency = "timeout", f"no answer within {self.deadline_s:g} s", self.deadline_s
+        if keys is None:
+            self._write_here(job, status, why, latency)
+        else:
+            self._write(status, line_text(line_of(keys, status, error=why, latency_s=latency)))
+
+    def _replace(self, child: _Child) -> None:
+        child.kill()
+        self._child = None
+        if self._abandon:
+            return
+        try:
+            self._child = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
+            self.counts["restarts"] += 1
+        except _StartError as exc:
+            self._broken = str(exc)
+
+    def _write_here(self, job: _Job, status: str, why: str, latency: float = 0.0) -> None:
+        """A line rendered in this process (rare: the child could not answer)."""
+        try:
+            keys = line_keys(job.line, job.config, self.module, self.deadline_s)
         except Exception:  # noqa: BLE001 - not a decision line: counted, no line to join
             self.counts["unreadable"] += 1
-            return None
-        keys = dict(schema_version=SCHEMA_VERSION, workspace_id=logged.workspace_id, run_id=logged.run_id,
-                    sequence_id=logged.sequence_id, thread_id=logged.thread_id, turn_id=logged.turn_id,
-                    decision_timestamp=logged.timestamp, deployed_action=logged.action,
-                    inputs_hash=inputs_hash(summary, config), config=config, module=self.module,
-                    deadline_s=self.deadline_s)
-        if not job.run or self._overdue >= self.max_overdue:
-            why = (f"not run: {self.max_pending} decisions were already waiting" if not job.run else
-                   f"not run: {self._overdue} earlier call(s) still running past the deadline")
-            return self._line(keys, "timeout", error=why, latency_s=0.0)
-        call = self._call(summary, config)
-        if call.timed_out:
-            return self._line(keys, "timeout", error=f"no answer within {self.deadline_s:g} s",
-                              latency_s=self.deadline_s)
-        if call.error is not None:
-            return self._line(keys, "error", error=_error_text(call.error), latency_s=call.seconds)
-        decision = _decision_of(call.result)
-        if decision is None:
-            return self._line(keys, "invalid", error=f"returned {type(call.result).__name__}, not a decision",
-                              latency_s=call.seconds)
-        enforced, audit = apply_guardrails(decision, GuardrailContext.from_summary(summary), config)
-        return self._line(keys, "invalid" if decision.parse_errors else "ok", latency_s=call.seconds,
-                          decision=ShadowAnswer.of(decision), enforced=ShadowAnswer.of(enforced), guardrail=audit,
-                          parse_errors=[str(error) for error in decision.parse_errors])
+            return
+        self._write(status, line_text(line_of(keys, status, error=why, latency_s=latency)))
 
-    def _call(self, summary: FullAutoTurnSummary, config: GuardrailConfig) -> _Call:
-        """Run the candidate on a thread of its own (a daemon: one that hangs cannot keep the process alive) and
-        wait for it at most the deadline; a call still running then is overdue until it returns."""
-        call = _Call()
-
-        def run() -> None:
-            started = time.perf_counter()
-            try:
-                call.result = self.candidate.decide(summary, config)
-            except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its error
-                call.error = exc
-            call.seconds = time.perf_counter() - started
-            with self._lock:
-                if call.timed_out:
-                    self._overdue -= 1
-                call.done.set()
-
-        threading.Thread(target=run, name="shadow-candidate", daemon=True).start()
-        if not call.done.wait(self.deadline_s):
-            with self._lock:
-                if not call.done.is_set():
-                    call.timed_out = True
-                    self._overdue += 1
-        return call
-
-    def _line(self, keys: dict[str, Any], status: str, **fields: Any) -> ShadowDecisionLine:
-        self.counts[status] += 1
-        return ShadowDecisionLine(timestamp=_now(), status=status, **keys, **fields)
-
-    def _write(self, line: ShadowDecisionLine) -> None:
+    def _write(self, status: str, text: str) -> None:
         """Append one line and flush it (a crash loses at most the line being written)."""
         try:
             if self._handle is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._handle = open(self.path, "a", encoding="utf-8", newline="\n")
-            self._handle.write(json.dumps(line.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
-                               + "\n")
+            self._handle.write(text + "\n")
             self._handle.flush()
+            self.counts[status] += 1
             self.counts["written"] += 1
         except OSError:  # a full disk, a folder gone: counted, and the next line tries again
             self.counts["lost"] += 1
             self._handle = None
+
+
+def _source(candidate: Any, **load: Any) -> tuple[CandidateSource, Any, str]:
+    """What the child loads, the candidate's manifest and where it is (for refusals)."""
+    folder: Optional[Path] = None
+    if isinstance(candidate, (str, Path)):
+        from runtime.frozen.loader import verify_frozen
+
+        folder = Path(candidate).resolve()
+        manifest = verify_frozen(folder)  # refused here at once; the child loads it in full
+    else:
+        manifest = candidate.manifest
+    if manifest.uses_lm and load["lm"] is None and load["setup"] is None and getattr(candidate, "lm", None) is None:
+        load["lm"] = _configured_lm()
+    if folder is not None:
+        return CandidateSource(folder=str(folder), **load), manifest, str(folder)
+    return CandidateSource(candidate=candidate, **load), manifest, str(getattr(candidate, "path", ""))
+
+
+def _configured_lm() -> Any:
+    """The LM configured in this thread, if DSPy is in use here (sent to the child, which has none)."""
+    dspy = sys.modules.get("dspy")
+    return None if dspy is None else dspy.settings.lm
+
+
+def _close_at_exit() -> None:
+    """Close the open runners at interpreter exit: registered after multiprocessing's own exit handler (which
+    terminates daemonic children), so it runs first (atexit runs the last registered first)."""
+    global _REGISTERED
+    if not _REGISTERED:
+        _REGISTERED = True
+        atexit.register(_close_all)
+
+
+def _close_all() -> None:
+    """At interpreter exit: every runner still open writes what is queued (bounded) and stops its process."""
+    for runner in list(_LIVE):
+        try:
+            runner.close(runner.deadline_s + _GRACE_S)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+__all__ = ["ShadowRunner", "module_identity"]

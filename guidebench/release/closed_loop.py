@@ -142,7 +142,7 @@ def run_loop(module_dir: Optional[Path], *, runs: int, seed: int, out: Path, lm:
     simulator = FullAutoSimulator(seed)
     started = time.perf_counter()
     with output.writing() as staged:
-        runner = _shadow_runner(candidate, staged, shadow_deadline_s)
+        runner = _shadow_runner(candidate, staged, shadow_deadline_s, lm)
         try:
             played = (_play(module, simulator.episode(index), label, summary, overrides, runner)
                       for index in range(runs))
@@ -170,13 +170,17 @@ def _load(module_dir: Path, lm: Optional[str]) -> Any:
     return module
 
 
-def _shadow_runner(candidate: Any, folder: Path, deadline_s: float) -> Any:
+def _shadow_runner(candidate: Any, folder: Path, deadline_s: float, lm: Optional[str]) -> Any:
     """The production runner, but one that lets every turn wait: a simulated loop decides far faster than a real one
-    (no agent turn runs between its decisions), so the shadow falls behind it; its queue drains at the end."""
+    (no agent turn runs between its decisions), so the shadow falls behind it; its queue drains at the end. The
+    candidate runs in the shadow's own process, which sets up its own LM (the same `--lm`) when it calls one."""
     if candidate is None:
         return None
     import sys
+    from functools import partial
 
+    from guidebench.lm.factory import configure_lm
     from runtime.shadow import ShadowRunner
 
-    return ShadowRunner(candidate, folder, deadline_s=deadline_s, max_pending=sys.maxsize)
+    setup = partial(configure_lm, lm or "local") if candidate.manifest.uses_lm else None
+    return ShadowRunner(candidate, folder, deadline_s=deadline_s, max_pending=sys.maxsize, setup=setup)

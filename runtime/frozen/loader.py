@@ -52,6 +52,7 @@ types, constraints, instructions; `runtime.signature_spec`). Two ways to load:
 from __future__ import annotations
 
 import json
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -452,5 +453,8 @@ def load_frozen(path: Union[str, Path], *, program: Any = None, signature: Any =
     if selector is not None:
         instance = NearestDemosProgram(instance, selector)
 
-    module_cls = FrozenGuidanceModule if manifest.kind == "full_auto" else FrozenPlannerModule
-    return module_cls(manifest, instance, root, inputs=inputs, lm=lm)
+    if manifest.kind == "full_auto":
+        # pickled as this very call (the shadow's process loads the module again from its folder)
+        reload = partial(load_frozen, root, program=program, signature=signature, inputs=inputs, lm=lm)
+        return FrozenGuidanceModule(manifest, instance, root, inputs=inputs, lm=lm, reload=reload)
+    return FrozenPlannerModule(manifest, instance, root, inputs=inputs, lm=lm)

@@ -345,18 +345,28 @@ def _raw_of(prediction: Any) -> Any:
 
 
 class FrozenGuidanceModule:
-    """A loaded Full Auto frozen module: `module(summary, config)` -> GuidanceResult."""
+    """A loaded Full Auto frozen module: `module(summary, config)` -> GuidanceResult.
+
+    It pickles as the way it was loaded (`reload`, a picklable call of `load_frozen` with the same folder and
+    arguments), not as its live objects: unpickling, in the shadow's own process for example, loads and verifies
+    the folder again (an LM program's rebuilt signatures cannot be pickled at all)."""
 
     def __init__(self, manifest: FrozenManifest, program: dspy.Module, path: Path,
-                 inputs: Optional[InputsFn] = None, lm: Any = None):
+                 inputs: Optional[InputsFn] = None, lm: Any = None, reload: Optional[Callable[[], Any]] = None):
         self.manifest = manifest
         self.program = program
         self.path = path
         self.lm = lm
         self._inputs = inputs
+        self._reload = reload
 
     def __repr__(self) -> str:
         return f"FrozenGuidanceModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        if self._reload is None:
+            raise TypeError(f"{self!r} was not loaded by load_frozen: it cannot be pickled (load it from its folder)")
+        return self._reload, ()
 
     def decide(self, summary: SummaryArg, config: ConfigArg = None) -> tuple[GuidanceDecision, Any, Any]:
         """The model's own decision for a summary (before guardrails), with raw output and usage; the guardrail

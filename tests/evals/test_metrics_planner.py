@@ -214,8 +214,10 @@ def _learned():
             "value": [0.0, 0.004, 0.01]}  # loads takes 1% of the best, the others 0.4%
     return LearnedCycles(OutcomeModel({
         "kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
-        "families": [SCHEDULE, REDUCE], "valid": {"type": "trees", "link": "logistic", "bias": 2.0, "trees": []},
-        "gain": {"type": "trees", "link": "identity", "bias": 0.0, "trees": [tree]}, "fit": {}}))
+        "families": [SCHEDULE, REDUCE], "valid": {"type": "trees", "link": "logistic", "bias": 2.0, "trees": [
+            {"feature": [0], "threshold": [0.0], "left": [-1], "right": [-1], "value": [0.0]}]},
+        "gain": {"type": "trees", "link": "identity", "bias": 0.0, "trees": [tree]},
+        "family_scale": {SCHEDULE: 1.0, REDUCE: 1.0}, "fit": {}}))
 
 
 def test_without_a_profile_the_simulator_makes_up_no_state():

@@ -167,3 +167,49 @@ def test_planner_learned_on_too_few_attempts_is_a_recipe_error():
                 for i in range(1, 6)]
     with pytest.raises(RecipeError, match="at least 30 attempts"):
         optimizers.get("fit")().compile(programs.get("planner.learned"), examples, [], lambda *a: 0.0)
+
+
+def _planner_examples(profile_free_dataset, split: str) -> list[dspy.Example]:
+    from planner_logs_support import records_of
+
+    return [programs.planner_example(r) for r in records_of(profile_free_dataset, split)]
+
+
+def test_planner_learned_uses_the_recipes_folds_and_refit_on_dev_and_records_only_those(profile_free_dataset):
+    from evals import metrics_planner
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    train, dev = _planner_examples(profile_free_dataset, "train"), _planner_examples(profile_free_dataset, "dev")
+    recipe = optimizers.get("fit")({"folds": 2, "refit_on_dev": False})
+    result = recipe.compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
+    fit = getattr(result.program, OUTCOME_MODEL_KEY).model.fit_info
+    assert fit["settings"]["folds"] == 2 and fit["folds"] == 2  # two folds of episodes, not the fit's own 3
+    assert fit["n_train"] == len(train) and fit["n_dev"] == 0  # dev never reached the fit
+    assert result.settings == {"max_train_examples": 0, "max_val_examples": 0, "folds": 2, "refit_on_dev": False}
+    assert set(result.learned_from) == {ex.record_id for ex in train}
+    # a recipe that does not name folds: the outcome fit's own 3, and compile.json says 3
+    default = optimizers.get("fit")().compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
+    assert default.settings["folds"] == 3 and default.summary()["details"]["fit"]["settings"]["folds"] == 3
+    assert default.summary()["details"]["fit"]["n_dev"] == len(dev)
+
+
+@pytest.mark.parametrize("settings, named", [
+    ({"C": [1.0]}, "C"), ({"class_weight": ["balanced"]}, "class_weight"), ({"ngram_max": 1}, "ngram_max"),
+    ({"max_features": 500}, "max_features"), ({"max_iter": 200}, "max_iter"), ({"num_threads": 4}, "num_threads"),
+    ({"folds": 0}, "folds"),
+])
+def test_a_setting_planner_learned_has_no_use_for_is_refused_in_one_line_naming_it(settings, named):
+    from programs.planner_learned import PlannerLearned
+
+    recipe = optimizers.get("fit")(settings)
+    with pytest.raises(RecipeError, match=f"^fit: setting {named} = ") as caught:
+        recipe.compile(PlannerLearned(), [dspy.Example(x=1).with_inputs("x")], [], lambda *a: 0.0)
+    assert "planner.learned" in str(caught.value) and "\n" not in str(caught.value)
+    assert recipe.used_settings(programs.get("full_auto.learned"))[named] == list(settings.values())[0] \
+        or named == "folds", "the same settings are used for the decision model"
+
+
+def test_the_default_recipe_file_works_for_planner_learned():
+    recipe = optimizers.load(path=optimizers.recipe_file("fit"))  # every setting named, at its default
+    assert recipe.used_settings(programs.get("planner.learned")) == {
+        "max_train_examples": 0, "max_val_examples": 0, "folds": 5, "refit_on_dev": True}

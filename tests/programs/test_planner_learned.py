@@ -46,3 +46,19 @@ def test_unfitted_it_refuses_with_the_line_to_run(profile_free_dataset):
     with pytest.raises(NotFittedError, match="--optimizer fit"):
         PlannerLearned()(**programs.planner_inputs(record.packet))
     assert programs.spec("planner.learned").trained and not programs.spec("planner.learned").uses_lm
+
+
+def test_a_saved_state_whose_model_could_hang_or_lie_does_not_load(learned, tmp_path):
+    import json
+
+    from runtime.outcome import OutcomeModelError
+
+    learned.save(str(tmp_path / "program.json"))
+    state = json.loads((tmp_path / "program.json").read_text())
+    model = state[OUTCOME_MODEL_KEY]["model"]
+    model["gain"]["trees"][0] = {"feature": [0] * 99, "threshold": [0.5] * 99, "value": [0.0] * 99,
+                                 "left": [i + 1 if i % 2 == 0 and i < 96 else -1 for i in range(99)],
+                                 "right": [i + 2 if i % 2 == 0 and i < 96 else -1 for i in range(99)]}  # 49 levels
+    (tmp_path / "chain.json").write_text(json.dumps(state))
+    with pytest.raises(OutcomeModelError, match="gain: a tree is deeper than 32 levels"):
+        PlannerLearned().load(str(tmp_path / "chain.json"))

@@ -1,9 +1,13 @@
-"""The shadow runner: a candidate decides beside the deployed program, off its thread, and never changes it."""
+"""The shadow runner: a candidate decides beside the deployed program, in a process of its own, and never changes
+it; its process is stopped on close, replaced when it hangs or dies, and gone at exit."""
 
 from __future__ import annotations
 
 import json
-import threading
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,9 @@ from runtime.records import inputs_hash
 from runtime.shadow import ShadowRunner
 from runtime.checksums import module_checksum
 from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine
+from shadow_support import Faulty, alive
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +59,13 @@ def _deployed(line, config: GuardrailConfig) -> tuple[GuidanceDecision, str]:
 def test_each_decision_gets_a_line_that_joins_it_and_names_the_module(rules_dir, session, tmp_path):
     lines, config = session
     module = _module(rules_dir)
-    with ShadowRunner(module, tmp_path, deadline_s=30) as shadow:
+    with ShadowRunner(rules_dir, tmp_path, deadline_s=30, program=programs.spec("full_auto.rules").factory,
+                      inputs=programs.decision_inputs) as shadow:
+        pid = shadow.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 19)
         for line in lines:
             shadow.submit(line, config)
+    assert pid != os.getpid() and not alive(pid), "decided in a process of its own, stopped on close"
     written = _lines(tmp_path)
     assert len(written) == len(lines) and shadow.counts["ok"] == len(lines)
     for logged, item in zip(lines, written):
@@ -72,87 +83,100 @@ def test_each_decision_gets_a_line_that_joins_it_and_names_the_module(rules_dir,
         assert (item.decision.action, item.enforced.action, item.guardrail) == (own.action, enforced.action, audit)
 
 
-class _Faulty:
-    """A real frozen module whose `decide` is replaced by a fault; `started`/`release` let a test hold a hang."""
-
-    def __init__(self, module, fault: str):
-        self.module, self.fault = module, fault
-        self.manifest, self.path = module.manifest, module.path
-        self.started, self.release = threading.Event(), threading.Event()
-        self.calls = 0
-
-    def decide(self, summary, config):
-        self.calls += 1
-        self.started.set()
-        if self.fault == "raises":
-            raise RuntimeError("the candidate broke")
-        if self.fault == "hangs":
-            self.release.wait()
-            return self.module.decide(summary, config)
-        if self.fault == "garbage":
-            return "banana"
-        return GuidanceDecision(action="pause", confidence=0.0, parse_errors=["output is not JSON"])  # unparseable
-
-
 @pytest.mark.parametrize("fault,status", [("raises", "error"), ("hangs", "timeout"), ("garbage", "invalid"),
-                                          ("unparseable", "invalid")])
-def test_a_faulty_shadow_leaves_the_deployed_decision_and_its_latency_unchanged(rules_dir, session, tmp_path, fault,
-                                                                                 status):
+                                          ("unparseable", "invalid"), ("exits", "error")])
+def test_a_faulty_shadow_leaves_the_deployed_decision_unchanged_and_its_line_says_why(rules_dir, session, tmp_path,
+                                                                                     fault, status):
     lines, config = session
     line = lines[0]
     expected = _deployed(line, config)
-    candidate = _Faulty(_module(rules_dir), fault)
+    candidate = Faulty(rules_dir, fault)
     shadow = ShadowRunner(candidate, tmp_path, deadline_s=0.05)
+    first = shadow.pid
     try:
-        decided = _deployed(line, config)
-        shadow.submit(line, config)  # returns at once: the candidate runs on the runner's threads
-        assert candidate.started.wait(30), "the candidate was called"
+        assert first is not None and first != os.getpid(), "the candidate runs in a process of its own"
+        shadow.submit(line, config)  # returns at once: the candidate runs in the shadow's process
+        assert candidate.started.wait(60), "the candidate was called"
         if fault == "hangs":
-            # submit returned and the deployed decision was made while the candidate is still held
+            # submit returned and the deployed decision is made while the candidate is still held
             assert not candidate.release.is_set()
-        assert decided == expected
-        assert shadow.flush(30)
+        assert _deployed(line, config) == expected
+        assert shadow.flush(120)
+        replaced = fault in ("hangs", "exits")
+        assert shadow.counts["restarts"] == int(replaced) and (shadow.pid != first) == replaced
+        assert not alive(first) if replaced else alive(first), "a hung or dead child is gone, and replaced"
     finally:
-        candidate.release.set()
-        shadow.close(30)
+        shadow.close(60)
+    assert not alive(first) and shadow.pid is None
     (item,) = _lines(tmp_path)
     assert item.status == status and (item.error or item.parse_errors)
     assert (item.decision is None) == (status != "invalid" or fault == "garbage")
     if fault == "hangs":
         assert item.error == "no answer within 0.05 s" and item.latency_s == 0.05
+    if fault == "exits":
+        assert item.error == "the shadow's process exited (code 3) while deciding"
 
 
-def test_a_hung_shadow_is_not_called_again_while_its_calls_run_past_the_deadline(rules_dir, session, tmp_path):
+def test_a_hung_child_is_killed_and_a_fresh_one_answers_the_next_turns(rules_dir, session, tmp_path):
     lines, config = session
-    candidate = _Faulty(_module(rules_dir), "hangs")
-    shadow = ShadowRunner(candidate, tmp_path, deadline_s=0.02, max_overdue=1)
-    try:
+    candidate = Faulty(rules_dir, "hangs_once")  # only the first call, whichever process makes it
+    with ShadowRunner(candidate, tmp_path, deadline_s=0.05) as shadow:
+        first = shadow.pid
         for line in lines[:3]:
             shadow.submit(line, config)
-        assert shadow.flush(30)
-        assert candidate.calls == 1, "one hung call is enough: the next turns are not run"
-    finally:
-        candidate.release.set()
-        shadow.close(30)
+        assert shadow.flush(120)
+        assert candidate.calls.value == 3 and shadow.counts["restarts"] == 1 and not alive(first)
+        second = shadow.pid
+    assert not alive(second)
     statuses = [(item.status, item.error) for item in _lines(tmp_path)]
-    assert statuses[0] == ("timeout", "no answer within 0.02 s")
-    assert all(status == "timeout" and error.startswith("not run: 1 earlier call") for status, error in statuses[1:])
+    assert statuses == [("timeout", "no answer within 0.05 s"), ("ok", ""), ("ok", "")]
+
+
+def test_a_candidate_passed_as_a_loaded_module_is_sent_to_the_shadow_process(rules_dir, session, tmp_path):
+    lines, config = session
+    with ShadowRunner(_module(rules_dir), tmp_path, deadline_s=30) as shadow:
+        shadow.submit(lines[0], config)
+    (item,) = _lines(tmp_path)
+    assert item.status == "ok" and item.module.checksum == module_checksum(rules_dir)
+
+
+def test_a_runner_left_open_writes_its_lines_and_stops_its_process_at_exit(rules_dir, session, tmp_path):
+    lines, _config = session
+    script = f"""
+import sys
+sys.path.insert(0, {str(REPO / "tests")!r})
+from shadow_support import load_rules
+from runtime.shadow import ShadowRunner
+shadow = ShadowRunner({str(rules_dir)!r}, {str(tmp_path)!r}, deadline_s=30, program=__import__("programs").spec(
+    "full_auto.rules").factory)
+print(shadow.pid, flush=True)
+shadow.submit({lines[0].model_dump_json()!r})
+"""  # no close: the interpreter's exit closes it
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    pid = int(done.stdout.split()[0])
+    assert not alive(pid), "the shadow's process ends with the interpreter"
+    (item,) = _lines(tmp_path)
+    assert item.status == "ok" and item.turn_id == lines[0].turn_id
 
 
 def test_turns_submitted_while_the_shadow_is_behind_are_written_as_not_run(rules_dir, session, tmp_path):
     lines, config = session
-    candidate = _Faulty(_module(rules_dir), "hangs")
+    candidate = Faulty(rules_dir, "hangs")
     shadow = ShadowRunner(candidate, tmp_path, deadline_s=30, max_pending=1)
     try:
         shadow.submit(lines[0], config)
-        assert candidate.started.wait(30)  # the worker is held by the first call
+        assert candidate.started.wait(60)  # the shadow's process is held by the first call
         for line in lines[1:4]:
             shadow.submit(line, config)
         candidate.release.set()
-        assert shadow.flush(30)
+        assert shadow.flush(120)
     finally:
         candidate.release.set()
-        shadow.close(30)
+        shadow.close(60)
     written = _lines(tmp_path)
     assert [item.turn_id for item in written] == [line.turn_id for line in lines[:4]]
     assert written[0].status == "ok" and written[1].status == "ok"  # one may wait
@@ -205,3 +229,38 @@ def test_a_refused_module_is_refused_at_construction(rules_dir, tmp_path):
     (copy / "program.json").write_text("{}", encoding="utf-8")
     with pytest.raises(FrozenModuleError):
         ShadowRunner(copy, tmp_path, program=programs.spec("full_auto.rules").factory)
+
+
+def test_a_candidate_that_cannot_be_sent_or_rebuilt_is_refused_at_construction(rules_dir, tmp_path, capfd):
+    from runtime import FrozenModuleError
+    from shadow_support import Unpicklable
+
+    with pytest.raises(FrozenModuleError, match="cannot be sent to the shadow's process"):
+        ShadowRunner(Unpicklable(rules_dir, pickles=False), tmp_path)
+    with pytest.raises(FrozenModuleError, match=r"the shadow's process exited \(code 1\) before it loaded"):
+        ShadowRunner(Unpicklable(rules_dir, pickles=True), tmp_path)  # but cannot be rebuilt there
+    assert "cannot be rebuilt" in capfd.readouterr().err  # the child's own error, on its stderr
+
+
+def test_the_shadow_process_ends_when_the_deployed_process_is_killed(rules_dir, tmp_path):
+    script = f"""
+import sys, time
+from runtime.shadow import ShadowRunner
+shadow = ShadowRunner({str(rules_dir)!r}, {str(tmp_path)!r}, program=__import__("programs").spec(
+    "full_auto.rules").factory)
+print(shadow.pid, flush=True)
+time.sleep(600)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    loop = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        pid = int(loop.stdout.readline())
+        assert alive(pid)
+    finally:
+        loop.kill()  # no exit handler runs: the child must notice on its own
+        loop.wait(60)
+        loop.stdout.close()
+    deadline = time.monotonic() + 60
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), "the shadow's process outlived the deployed process"

@@ -328,6 +328,20 @@ def test_planner_learned_compiles_with_fit_on_logs_without_a_profile(profile_fre
     assert (out / "test" / "offpolicy_calibration.png").is_file()
     run = mlflow.MlflowClient(tracking_uri=workspace["uri"]).get_run(summary["mlflow_run_id"])
     assert run.data.params["cycles_model"] == "learned" and run.data.params["baseline"] == "planner.logged"
+    used = {"max_train_examples": 0, "max_val_examples": 0, "folds": 3, "refit_on_dev": True}  # the fit's own folds
+    assert summary["settings"] == summary["compile"]["settings"] == used
+    assert json.loads(run.data.params["recipe"]) == used
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["compile", "dry-run"])
+def test_a_recipe_setting_planner_learned_would_ignore_is_refused_in_one_line(profile_free_dataset, workspace,
+                                                                              tmp_path, dry_run, capsys):
+    recipe = tmp_path / "fit.toml"
+    recipe.write_text('optimizer = "fit"\n[settings]\nC = [1.0]\nrefit_on_dev = false\n', encoding="utf-8")
+    assert main(["compile", "--program", "planner.learned", "--optimizer", "fit", "--recipe", str(recipe), "--data",
+                 str(profile_free_dataset), "--tracking-uri", workspace["uri"], "--no-progress", *dry_run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "fit: setting C = [1.0] does not apply to planner.learned" in err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -176,3 +176,16 @@ def test_real_embedded_model_end_to_end(tmp_path: Path, capsys):
     dataset = tmp_path / "dataset"
     assert run_cli(capsys, "data", "import", str(logs), "--kind", "fullauto", "--out", str(dataset))[0] == 0
     assert json.loads((dataset / "import_report.json").read_text())["imported"] == len(decisions)
+
+
+def test_a_shadow_that_calls_an_lm_sets_up_the_same_lm_in_its_own_process(exported: Path, tmp_path: Path, capsys):
+    from runtime.shadow_log import SHADOW_FILE, ShadowDecisionLine
+
+    logs = tmp_path / "logs"
+    code, out, err = run_cli(capsys, "run-loop", "--shadow", str(exported), "--runs", "2", "--seed", "3",
+                             "--out", str(logs), "--lm", "fake")
+    assert code == 0, err
+    lines = read_lines(logs / SHADOW_FILE, ShadowDecisionLine)
+    decisions = read_lines(logs / "fullauto-decisions.jsonl", DecisionLogLine)
+    assert len(lines) == len(decisions) and {line.status for line in lines} == {"ok"}  # the fake LM answered there
+    assert f"ok {len(lines)}" in out

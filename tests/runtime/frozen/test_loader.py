@@ -633,6 +633,34 @@ def test_planner_learned_loads_installed_and_decides_where_scikit_learn_cannot_b
     assert (family, int(effect), used_default) == (expected.strategy_family, expected.expected_effect_cycles, "False")
 
 
+def _chain(n: int) -> dict:
+    """A tree of n nodes in one chain (every inner node's right child is the next inner node)."""
+    inner = [i % 2 == 0 and i + 2 < n for i in range(n)]
+    return {"feature": [0] * n, "threshold": [0.5] * n, "left": [i + 1 if x else -1 for i, x in enumerate(inner)],
+            "right": [i + 2 if x else -1 for i, x in enumerate(inner)], "value": [0.0] * n}
+
+
+def _first_leaf(tree: dict, value: float) -> None:
+    tree["value"][tree["left"].index(-1)] = value
+
+
+@pytest.mark.parametrize("plant, reason", [
+    (lambda m: m["gain"]["trees"].__setitem__(0, _chain(200_001)), "gain: a tree is deeper than 32 levels"),
+    (lambda m: m["family_scale"].pop(m["families"][0]), "has no factor for family:"),
+    (lambda m: _first_leaf(m["gain"]["trees"][0], 1e308),
+     "gain: the bias and the trees' largest leaves add up to 1e+308"),
+    (lambda m: m["valid"].update(trees=[]), "valid: `trees` must be a non-empty list"),
+    (lambda m: m["gain"].update(trees=[]), "gain: `trees` must be a non-empty list"),
+])
+def test_an_outcome_model_that_could_hang_or_lie_is_refused_at_load(planner_learned_dir: Path, tmp_path: Path,
+                                                                    plant, reason):
+    copy = tmp_path / "X"
+    shutil.copytree(planner_learned_dir, copy)
+    edit_json(copy, "program.json", lambda s: plant(s["outcome_model"]["model"]))
+    found = refusal(copy, program=programs.get("planner.learned"))
+    assert found.startswith("program.json outcome_model is invalid: ") and reason in found
+
+
 def test_planner_learned_standalone_or_edited_is_refused(planner_learned_dir: Path, tmp_path: Path):
     assert "load it with program=" in refusal(planner_learned_dir)
     assert "has no outcome_model" in refusal(planner_learned_dir, program=programs.get("planner.rules"))

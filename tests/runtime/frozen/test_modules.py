@@ -234,3 +234,20 @@ def test_the_runtime_planner_answers_its_safe_directive_for_every_fault(tmp_path
         assert directive.strategy_family != "family:schedule" and directive.risk == "Low"
     ledger("faults", scenario="runtime planner", injected={fault: 1 for fault in FAULTS}, safe_directive=len(FAULTS),
            raised=0)
+
+
+def test_a_loaded_module_pickles_as_its_folder_and_load_arguments(tmp_path):
+    """An LM module's rebuilt signatures do not pickle: the module pickles as the load_frozen call that made it (the
+    shadow's process loads and verifies the folder again)."""
+    import pickle
+
+    import programs
+
+    folder = export_program("full_auto.cot", tmp_path / "cot").path
+    module = load_frozen(folder, program=programs.spec("full_auto.cot").factory, inputs=programs.decision_inputs)
+    again = pickle.loads(pickle.dumps(module))
+    assert again is not module and again.path == module.path and again.manifest == module.manifest
+    assert type(again.program) is type(module.program) and again.program.dump_state() == module.program.dump_state()
+    bare = FrozenGuidanceModule(module.manifest, module.program, module.path)
+    with pytest.raises(TypeError, match="was not loaded by load_frozen"):
+        pickle.dumps(bare)
