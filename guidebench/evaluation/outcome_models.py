@@ -125,8 +125,9 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
                cache: bool = True) -> CyclesChoice:
     """The cycles model `--cycles-model` asks for on these planner records, with notes that never stay silent.
 
-    `learned` refuses (GuidebenchError) when the train split cannot teach a model; `auto` falls back to the
-    simulator where it applies and says so, else leaves the improvement metrics out with the reason.
+    `learned` refuses (GuidebenchError) when the train split cannot teach a model; `auto` then uses the simulator
+    when every record carries a profile, else no model: the improvement metrics and the objective are left out,
+    and the notes give the reason (one story: no note names a model that is not used).
     """
     from evals.cycles import LearnedCycles, choose_cycles_model
     from optimizers.outcome_fitting import OutcomeFitError
@@ -142,7 +143,8 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
             raise GuidebenchError(f"--cycles-model learned: cannot fit the outcome model on the train and dev "
                                   f"splits: {exc}") from None
         notes.append(f"no learned outcome model (train and dev splits): {exc}")
-    learned = LearnedCycles(models.outcome, trained_on=models.trained_on) if models is not None else None
+    learned = (LearnedCycles(models.outcome, trained_on=models.trained_on, fit_key=models.key)
+               if models is not None else None)
     model, more = choose_cycles_model([r.packet for r in records], choice, learned)
     notes += more
     if models is not None and split.split("[")[0] in (*FIT_SPLITS, "all"):
