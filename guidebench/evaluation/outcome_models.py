@@ -182,8 +182,8 @@ def logged_check(estimates: dict[str, Any], observed: Any) -> dict[str, Any]:
     """Whether each estimate of the deployed planner's improvement holds what its attempts brought (and vice versa)."""
     check = {}
     for name, estimate in estimates.items():
-        inside = (estimate.value is not None and observed.value is not None
-                  and estimate.ci_low <= observed.value <= estimate.ci_high)
+        inside = (estimate.value is not None and observed.value is not None and estimate.ci_low is not None
+                  and estimate.ci_high is not None and estimate.ci_low <= observed.value <= estimate.ci_high)
         check[name] = {"estimate": estimate.value, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high,
                        "observed": observed.value, "observed_inside_interval": bool(inside)}
     return check
@@ -194,8 +194,9 @@ def describe(summary: dict[str, Any]) -> list[str]:
     lines = []
     for name, estimate in summary["estimates"].items():
         value = estimate["value"]
-        text = (f"{value:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}]" if value is not None
-                else estimate["note"] or "unsupported")
+        text = (estimate["note"] or "unsupported" if value is None else
+                f"{value:.1f} ({estimate['note']})" if estimate["ci_low"] is None else
+                f"{value:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}]")
         lines.append(f"off-policy {name.upper():<4} {text}  (n {estimate['n']}, {estimate['n_episodes']} episodes, "
                      f"ESS {estimate['ess']:.1f}, support {estimate['support']:.0%})")
     calib = summary["calibration"]
@@ -205,7 +206,8 @@ def describe(summary: dict[str, Any]) -> list[str]:
         lines.append(f"outcome model on the {calib['n']} logged attempts: mean predicted / observed {ratio}, "
                      f"correlation {corr}, bin coverage {calib['coverage']:.2f}")
     for name, row in (summary.get("logged_check") or {}).items():
-        if row["estimate"] is not None and row["observed"] is not None and not math.isnan(row["observed"]):
+        if row["estimate"] is not None and row["observed"] is not None and not math.isnan(row["observed"]) \
+                and row["ci_low"] is not None:
             lines.append(f"check {name.upper()}: observed {row['observed']:.1f} "
                          f"{'inside' if row['observed_inside_interval'] else 'OUTSIDE'} "
                          f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]")
