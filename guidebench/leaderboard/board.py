@@ -228,19 +228,20 @@ def _comparison(against: str, metric: str, paired: PairedComparison, method: Opt
     return Comparison(against=against, metric=metric, diff=paired.diff, ci_low=paired.ci_low, ci_high=paired.ci_high,
                       p_value=paired.p_value if p_value is None else p_value, n=paired.n,
                       method=method or paired.method, n_permutations=None if method else paired.n_permutations,
-                      ci_method=paired.ci_method, n_resamples=paired.n_resamples)
+                      ci_method=paired.ci_method, n_resamples=paired.n_resamples, n_groups=paired.n_groups)
 
 
 def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_resamples: int = 1000,
                           seed: int = 0) -> dict[str, Comparison]:
-    """Every metric of a row minus the champion's, paired on the same records; McNemar for the binary metric."""
+    """Every metric of a row minus the champion's, paired on the same records; McNemar for Full Auto's binary metric
+    (a planner's stays the episode test: McNemar would take its records as independent)."""
     ids = [row["record_id"] for row in champion.result.rows]
     paired = compare(_aligned(item.result, ids), champion.result, n_resamples=n_resamples, seed=seed)
     against = champion.variant.label
     comparisons = {name: _comparison(against, name, value) for name, value in paired["metrics"].items()}
     test = paired["mcnemar"]
     binary = test["metric"]
-    if binary in comparisons:
+    if binary in comparisons and champion.result.kind != "planner":  # a planner's unit is the episode, not a record
         comparisons[binary] = _comparison(against, binary, paired["metrics"][binary], method="mcnemar_exact",
                                           p_value=test["p_exact"])
     return comparisons
