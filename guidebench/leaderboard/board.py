@@ -19,9 +19,10 @@ How a board is made
    every variant did is refused). Every row, the champion included, is compared with
    it on the same records (`evals.replay.compare`: the paired difference of every metric with its
    bootstrap interval and the p-value of a paired permutation test, exact up to 16 records and
-   Monte Carlo above; McNemar's exact p-value for action accuracy / schema validity). Each
-   comparison names its test and interval method. The champion's own comparison is the identity
-   (difference 0, p-value 1).
+   Monte Carlo above; McNemar's exact p-value for Full Auto's action accuracy). Each comparison
+   names its test and interval method. The champion's own comparison is the identity (difference
+   0, p-value 1). A row's verdict is the test's, given only when the difference's interval agrees
+   (`models.Comparison.verdict`).
 5. Cost per 1,000 decisions from the replay's LM ledgers; the Pareto front is taken on
    (`objective`, cost axis), `total_tokens` by default.
 6. A planner board estimates the improvement of the best with one cycles model for every row
