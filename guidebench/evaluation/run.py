@@ -130,7 +130,8 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
         if name in omitted:
             lines.append(f"{name:<42} {'n/a':>10}  {'':<23} {value.n:>6}")
             continue
-        span = f"[{value.ci_low:.4f}, {value.ci_high:.4f}]" if value.ci_low is not None else value.interval_text()
+        span = f"[{value.ci_low:.4f}, {value.ci_high:.4f}]" if value.ci_low is not None else \
+            value.interval_text().replace("no interval: ", "")  # "too few episodes (4 < 10)"
         lines.append(f"{name:<42} {value.value:>10.4f}  {span}".ljust(78) + f" {value.n:>6}")
     s = result.summary
     lines.append("")
@@ -141,7 +142,6 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
     if s.get("n_overridden") is not None:
         rules = ", ".join(f"{k} {v}" for k, v in sorted(s.get("overrides_by_rule", {}).items())) or "none"
         lines.append(f"guardrail overrides {s['n_overridden']} of {s['n_records']} ({rules})")
-    lines += [f"note: {note}" for note in (s.get("cycles_model") or {}).get("left_out_notes", [])]
     if s.get("logged_enforcement_mismatches"):
         lines.append(f"note: today's guardrails would enforce differently on {s['logged_enforcement_mismatches']} "
                      "logged decisions (see replay_enforced_action in results.parquet)")
