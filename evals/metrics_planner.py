@@ -309,9 +309,10 @@ def left_out_notes(rows: Sequence[Mapping[str, Any]], model: str) -> list[str]:
         if not hit:
             continue
         families = sorted({str(row.get("strategy_family")) for row in hit if row.get("strategy_family")})
-        why = "no performance profile" if model == "sim" else "no best so far" if model == "learned" else \
-            "no model could be fit"
+        why = "no performance profile" if model == "sim" else "no best so far"
         detail = text.format(model=model, why=why, families=", ".join(families) or "none")
+        if model == "none" and reason == "model_does_not_apply":
+            detail = "no cycles model estimates anything here (none applies or could be fit)"
         notes.append(f"{len(hit)} of {n} records left out of objective, cycles_improvement and improvement_ratio: "
                      f"{detail}")
     return notes
