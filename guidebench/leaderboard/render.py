@@ -109,7 +109,8 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
         ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
                   + (board.subset if board.subset else f"{board.n_records} records")),
         ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% intervals: {_interval_method(board)}"),
-        ("Test", f"paired permutation of the records' assignments vs the champion, two-sided: {_test_methods(board)} "
+        ("Test", f"paired permutation of the {_units(board)}' assignments vs the champion, two-sided: "
+                 f"{_test_methods(board)} "
                  f"on `{board.ranking_metric}` (McNemar's exact test for accuracy); Δ intervals: "
                  f"{_diff_interval_methods(board)}; {VERDICT_RULE}; n = {_compared_n(board)}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
@@ -130,6 +131,11 @@ OFF_POLICY_TEXT = ("each row's expected improvement of the best per record (cycl
 
 VERDICT_RULE = (f"a verdict is the test's at p < {ALPHA:g} and is given only when the Δ interval excludes 0 "
                 "(where they disagree: cannot tell apart)")
+
+
+def _units(board: Leaderboard) -> str:
+    """What the paired test swaps: whole episodes on a planner board (its rows say so), else records."""
+    return "episodes" if any(row.comparison.n_groups is not None for row in board.rows) else "records"
 
 
 def _compared_n(board: Leaderboard) -> str:
