@@ -34,6 +34,9 @@ class CyclesModel(ABC):
 
     name: str
     estimator: str  # how outputs name it
+    # What the estimates rest on beyond the name (the learned model's fit: its cache key): two results whose
+    # models differ in it were estimated differently and are never ranked on one board. None: nothing more.
+    fit_key: Optional[str] = None
 
     @abstractmethod
     def improvement(self, record_id: str, packet: AdvisorPacket, directive: Mapping[str, Any],
@@ -115,8 +118,10 @@ class LearnedCycles(CyclesModel):
 
     name = "learned"
 
-    def __init__(self, model: OutcomeModel, *, trained_on: str = "the train and dev splits") -> None:
+    def __init__(self, model: OutcomeModel, *, trained_on: str = "the train and dev splits",
+                 fit_key: Optional[str] = None) -> None:
         self.model = model
+        self.fit_key = fit_key
         self.estimator = f"learned (outcome model fit on {trained_on}; direct method per record)"
         self._estimated: dict[str, dict[str, Optional[FamilyEstimate]]] = {}
         self._lock = Lock()
@@ -180,25 +185,29 @@ def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
                         learned: Optional[CyclesModel]) -> tuple[CyclesModel, list[str]]:
     """The model `--cycles-model` asks for on these packets, and notes that say what was chosen and why.
 
-    `auto`: the simulator when every packet carries a usable profile, else the learned model. A model that does
-    not apply to some packets is still used; the notes count the records it leaves without an estimate.
+    `auto`: the simulator when every packet carries a usable profile, else the learned model (or none, when none
+    could be fit: the notes say so, never naming a model that is not used). A model that does not apply to some
+    packets is still used; the notes count the records it leaves without an estimate (they have no objective).
     """
     sim = SimulatorCycles()
     profiled = sum(1 for p in packets if sim.applies(p))
     notes: list[str] = []
     if choice == "auto":
         chosen = sim if packets and profiled == len(packets) else learned
-        notes.append(f"cycles model auto: {profiled} of {len(packets)} records carry a performance profile, so "
-                     f"{'the simulator' if chosen is sim else 'the learned outcome model'} estimates the improvement")
+        what = ("no model estimates the improvement (no outcome model could be fit)" if chosen is None else
+                "the simulator estimates the improvement" if chosen is sim else
+                "the learned outcome model estimates the improvement")
+        notes.append(f"cycles model auto: {profiled} of {len(packets)} records carry a performance profile, so {what}")
     elif choice == "sim":
         chosen = sim
     else:
         chosen = learned
     if chosen is sim and profiled < len(packets):
         notes.append(f"{len(packets) - profiled} of {len(packets)} records carry no performance profile: the "
-                     "simulator does not apply to them and they get no improvement estimate")
+                     "simulator does not apply to them, they get no improvement estimate and no objective")
     if chosen is None:
-        notes.append("no cycles model: cycles_improvement, improvement_ratio and effect_calibration are left out")
+        notes.append("no cycles model: objective, cycles_improvement, improvement_ratio and effect_calibration are "
+                     "left out")
         chosen = NoCyclesModel()
     return chosen, notes
 

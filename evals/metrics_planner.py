@@ -34,7 +34,13 @@ record whose log names no family (`strategy_tags[0]`) is not scored at all (`uns
 Objective (what optimizers maximise), per record:
     objective = 0 when the directive is not schema-valid, the output failed to parse, the program raised,
                 or its family is blocked (the loop runner rejects such a directive: formats.md §2.2);
-    else 0.4 * pivot_compliance + 0.5 * improvement_ratio + 0.1 * effect_calibration.
+    else 0.4 * pivot_compliance + 0.5 * improvement_ratio + 0.1 * effect_calibration (the last term's weight
+    shared by the other two where nothing forecast an effect: a replayed log).
+A record without an improvement estimate has no objective (NaN): the cycles model does not apply to its packet
+(then not even a rejected directive is scored, so every program is judged on the same records), or it has no
+estimate for the family chosen. Pivot compliance alone is never passed off as the objective: such records are
+left out of it and counted (`left_out_reason`, `left_out_notes`; replay's summary `cycles_model.unscored`).
+The DSPy metric alone falls back to compliance there (`training_signal`), to steer an optimizer.
 Always planning the same family loses everything whenever that family is blocked and the pivot share
 whenever a pivot is due, so it scores below the same planner that follows the protocol (see
 tests/evals/test_metrics_planner.py).
@@ -260,15 +266,65 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
         err = abs(predicted - gain)
         scores["effect_abs_error"] = err
         scores["effect_calibration"] = max(0.0, 1.0 - err / max(EFFECT_SCALE_FLOOR, gain))
-    if not valid or not allowed:
+    # No improvement estimate: compliance alone is not the objective, so the record has none (left out, counted)
+    if not outcome.cycles_model.applies(outcome.packet):
+        scores["objective"] = nan
+    elif not valid or not allowed:
         scores["objective"] = 0.0
+    elif ratio is None:
+        scores["objective"] = nan
     else:
-        parts = {name: scores[name] for name in WEIGHTS}
-        # Without an estimate the improvement terms are unknown: weigh what is known.
-        known = {name: value for name, value in parts.items() if not math.isnan(value)}
+        # The effect term is absent where nothing forecast it (a replayed log): weigh the other two.
+        known = {name: scores[name] for name in WEIGHTS if not math.isnan(scores[name])}
         weight = sum(WEIGHTS[name] for name in known)
-        scores["objective"] = sum(WEIGHTS[n] * v for n, v in known.items()) / weight if weight else 0.0
+        scores["objective"] = sum(WEIGHTS[n] * v for n, v in known.items()) / weight
     return scores
+
+
+LEFT_OUT = {
+    "no_logged_family": "the log names no family (strategy_tags[0]), so there is nothing to score",
+    "model_does_not_apply": "the {model} cycles model does not apply to the packet ({why})",
+    "no_estimate_for_family": "the {model} cycles model has no estimate for the chosen family (one the train "
+                              "split never tried: {families})",
+}
+
+
+def left_out_reason(outcome: PlannerOutcome, scores: Mapping[str, float]) -> Optional[str]:
+    """Why a record has no objective (a `LEFT_OUT` key), None when it has one."""
+    if not math.isnan(scores.get("objective", math.nan)):
+        return None
+    if outcome.extra.get("unscored"):
+        return "no_logged_family"
+    if not outcome.cycles_model.applies(outcome.packet):
+        return "model_does_not_apply"
+    return "no_estimate_for_family"
+
+
+def left_out_notes(rows: Sequence[Mapping[str, Any]], model: str) -> list[str]:
+    """One line per reason records were left out of the objective, with their count (none: no line)."""
+    n = len(rows)
+    notes = []
+    for reason, text in LEFT_OUT.items():
+        hit = [row for row in rows if row.get("left_out") == reason]
+        if not hit:
+            continue
+        families = sorted({str(row.get("strategy_family")) for row in hit if row.get("strategy_family")})
+        why = "no performance profile" if model == "sim" else "no best so far"
+        detail = text.format(model=model, why=why, families=", ".join(families) or "none")
+        if model == "none" and reason == "model_does_not_apply":
+            detail = "no cycles model estimates anything here (none applies or could be fit)"
+        notes.append(f"{len(hit)} of {n} records left out of objective, cycles_improvement and improvement_ratio: "
+                     f"{detail}")
+    return notes
+
+
+def training_signal(scores: Mapping[str, float]) -> float:
+    """The DSPy metric's value of one example: its objective, or where no improvement estimate exists its pivot
+    compliance (what the loop's rules alone say of it). It steers an optimizer; no reported number uses it."""
+    value = scores.get("objective", math.nan)
+    if math.isnan(value):
+        value = scores.get("pivot_compliance", math.nan)
+    return 0.0 if math.isnan(value) else float(value)
 
 
 def statistics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Statistic]:
@@ -378,8 +434,9 @@ def record_of_example(example: Any) -> PlannerRecord:
 
 
 def metric(example: Any, pred: Any, trace: Any = None, *, cycles: Optional[CyclesModel] = None) -> float:
-    """DSPy metric: the per-record objective; while bootstrapping demos (trace set) 1.0 only when near-best."""
-    value = score_outcome(outcome_of(record_of_example(example), pred, cycles=cycles))["objective"]
+    """DSPy metric: the per-record objective (`training_signal`); while bootstrapping demos (trace set) 1.0 only
+    when near-best."""
+    value = training_signal(score_outcome(outcome_of(record_of_example(example), pred, cycles=cycles)))
     if trace is not None:
         return 1.0 if value >= 0.9 else 0.0
     return float(value)
@@ -391,7 +448,7 @@ def gepa_metric(gold: Any, pred: Any, trace: Any = None, pred_name: Optional[str
     import dspy
 
     outcome = outcome_of(record_of_example(gold), pred, cycles=cycles)
-    return dspy.Prediction(score=float(score_outcome(outcome)["objective"]), feedback=feedback(outcome))
+    return dspy.Prediction(score=training_signal(score_outcome(outcome)), feedback=feedback(outcome))
 
 
 def metrics_with(cycles: Optional[CyclesModel]) -> tuple[Any, Any]:

@@ -318,6 +318,8 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
         "observed_improvement": observed_improvement(record),
         "cycles_model": outcome.cycles_model.name,
         "unscored": outcome.extra.get("unscored"),
+        # why the record has no objective (`metrics_planner.LEFT_OUT`), None when it has one
+        "left_out": metrics_planner.left_out_reason(outcome, scores),
         "slices": slice_values(record, "planner"),  # what a post-mortem slices by (evals.slices)
         "scores": scores,
         "feedback": note,
@@ -431,17 +433,35 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
         bar.close()
     wall = time.perf_counter() - started
     done = [row for row in rows if row is not None]
-    metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed)
+    metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed,
+                             groups=resampling_groups(kind, done))
     summary = _summary(kind, done, wall, threads)
     summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed,
                    replays_log=replays_log)
     if kind == "planner":
-        model = cycles_model or metrics_planner.SimulatorCycles()
-        summary["cycles_model"] = {"name": model.name, "estimator": model.estimator,
-                                   "estimated": sum(1 for r in done if not math.isnan(
-                                       r["scores"].get("cycles_improvement", math.nan))),
-                                   "unscored": sum(1 for r in done if r.get("unscored"))}
+        summary["cycles_model"] = cycles_summary(cycles_model or metrics_planner.SimulatorCycles(), done)
     return ReplayResult(kind=kind, program=name or program_name, rows=done, metrics=metrics, summary=summary)
+
+
+def cycles_summary(model: CyclesModel, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What estimated a planner replay's improvement, how many records it estimated, and how many records have
+    no objective (`unscored`), by reason (`left_out`) and in words (`left_out_notes`)."""
+    reasons: dict[str, int] = {}
+    for row in rows:
+        if row.get("left_out"):
+            reasons[row["left_out"]] = reasons.get(row["left_out"], 0) + 1
+    return {"name": model.name, "estimator": model.estimator, "fit_key": getattr(model, "fit_key", None),
+            "estimated": sum(1 for r in rows if not math.isnan(r["scores"].get("cycles_improvement", math.nan))),
+            "unscored": sum(reasons.values()), "left_out": reasons,
+            "left_out_notes": metrics_planner.left_out_notes(rows, model.name)}
+
+
+def resampling_groups(kind: str, rows: Sequence[Mapping[str, Any]]) -> Optional[list[str]]:
+    """The unit of resampling and of the paired test: a planner record's episode (its attempts share a kernel and
+    a history, so they are not independent), None for Full Auto (records one by one)."""
+    if kind != "planner":
+        return None
+    return [str(row.get("group_id") or row["record_id"]) for row in rows]
 
 
 def _progress_bar(total: int, desc: str, enabled: bool):
@@ -454,7 +474,11 @@ def _progress_bar(total: int, desc: str, enabled: bool):
 
 def compare(a: ReplayResult, b: ReplayResult, *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Paired comparison a - b on the same records: every metric's difference, interval and p-value,
-    plus McNemar's test on action accuracy (Full Auto) or schema validity (planner)."""
+    plus McNemar's test on action accuracy (Full Auto) or schema validity (planner).
+
+    A planner's comparison takes whole episodes as its unit (the sign-flip test swaps an episode's outcomes
+    together, the interval is a cluster bootstrap: `evals.stats`), compares means on the records both programs
+    score, and with fewer than `evals.stats.MIN_GROUPS` episodes gives "too few episodes" (no p, no interval)."""
     if a.kind != b.kind:
         raise ValueError(f"cannot compare a {a.kind} replay with a {b.kind} replay")
     ids_a = [row["record_id"] for row in a.rows]
@@ -463,8 +487,11 @@ def compare(a: ReplayResult, b: ReplayResult, *, n_resamples: int = 1000, seed: 
         raise ValueError("paired comparison needs the same records in both replays "
                          f"({len(ids_a)} vs {len(by_id_b)} records, {len(set(ids_a) ^ set(by_id_b))} differ)")
     rows_b = [by_id_b[record_id] for record_id in ids_a]
+    # a planner's episodes are the unit of both the test and the interval; its means compare the records both score
     diffs: dict[str, PairedComparison] = paired_many(statistics(a.kind, a.rows), statistics(b.kind, rows_b),
-                                                     len(ids_a), n_resamples=n_resamples, seed=seed)
+                                                     len(ids_a), n_resamples=n_resamples, seed=seed,
+                                                     groups=resampling_groups(a.kind, a.rows),
+                                                     common=a.kind == "planner")
     binary = "action_accuracy" if a.kind == "full_auto" else "schema_validity"
     pairs = [(ra["scores"].get(binary), rb["scores"].get(binary)) for ra, rb in zip(a.rows, rows_b)]
     pairs = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]

@@ -19,6 +19,17 @@ function at `W = 1`. This one form covers plain means of per-record scores and r
   `PERMUTATIONS` seeded assignments above it (p = (hits + 1) / (draws + 1)). With 3 records the
   smallest two-sided p is 2/8 = 0.25: no test here claims more than the data can show.
   `tests/evals/test_stats.py` checks the permutation p-values against `scipy.stats.permutation_test`.
+
+Clustered records (`groups=`: a planner record's episode). The attempts of one episode share a kernel and a
+history, so they are not independent: resampling or swapping single records would claim more certainty than
+the logs hold. With `groups`, both procedures take the group as their unit: the interval is a cluster
+bootstrap (whole groups drawn with replacement, every record of a drawn group weighted by its draw count;
+Field & Welsh 2007, "Bootstrapping clustered data", JRSS B 69(3); Davison & Hinkley 1997, section 3.8), and
+the paired test swaps the two programs' outcomes on a whole group at once (a cluster randomization test,
+the sign-flip test of the groups' summed differences for a mean). Only groups holding a record the statistic
+uses count. Fewer than `MIN_GROUPS` of them give no interval and no p-value (method `too_few_groups`): a
+bootstrap over 2 or 3 episodes has no coverage to speak of (Field & Welsh 2007 section 4; Cameron, Gelbach &
+Miller 2008 on few clusters), so no 95% interval is claimed.
 """
 
 from __future__ import annotations
@@ -36,6 +47,8 @@ DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 EXACT_MAX_N = 16  # 2^16 = 65,536 assignments: cheap to enumerate
+MIN_GROUPS = 10  # fewer whole groups (episodes) give "too few episodes": no interval, no p-value, no verdict
+TOO_FEW_GROUPS = "too_few_groups"
 PERMUTATIONS = 9999
 # Rows of W built at once: bounds memory to about this many floats whatever the record count.
 _CHUNK_CELLS = 4_000_000
@@ -84,6 +97,8 @@ class MetricValue(BaseModel):
     n_resamples: Optional[int] = None
     # What estimated the per-record values, where that is a choice (the planner's cycles model: "sim", "learned")
     estimator: Optional[str] = None
+    # Groups (episodes) the interval resampled; None when records were resampled one by one
+    n_groups: Optional[int] = None
 
     @classmethod
     def empty(cls) -> "MetricValue":
@@ -94,9 +109,14 @@ class MetricValue(BaseModel):
     def _named_estimator_only(self, handler: Any) -> dict:
         """Every serialization (metrics.json, boards, MLflow) carries `estimator` only when one is named."""
         data = handler(self)
-        if data.get("estimator") is None:
-            data.pop("estimator", None)
+        for key in ("estimator", "n_groups"):  # named only when they apply: record shapes stay as they were
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
+
+    def interval_text(self) -> str:
+        """How the interval was computed in words, e.g. "BCa cluster bootstrap over 24 episodes (1,000 resamples)"."""
+        return describe_interval(self.method, self.n_resamples, self.n_groups)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
@@ -121,6 +141,15 @@ class PairedComparison(BaseModel):
     n_permutations: Optional[int] = None
     ci_method: Optional[str] = None
     n_resamples: Optional[int] = None
+    # Groups (episodes) swapped and resampled as units; None when the records were the units
+    n_groups: Optional[int] = None
+
+    @model_serializer(mode="wrap")
+    def _groups_only_when_used(self, handler: Any) -> dict:
+        data = handler(self)
+        if data.get("n_groups") is None:
+            data.pop("n_groups", None)
+        return data
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
@@ -128,26 +157,40 @@ class PairedComparison(BaseModel):
 
     def describe(self) -> str:
         """Test and interval method in words, e.g. "exact permutation test (8 assignments); 95% CI: BCa bootstrap"."""
-        return (f"{describe_test(self.method, self.n_permutations)}; "
-                f"95% CI: {describe_interval(self.ci_method, self.n_resamples)}")
+        if self.method == TOO_FEW_GROUPS:
+            return describe_test(self.method, None, self.n_groups)
+        return (f"{describe_test(self.method, self.n_permutations, self.n_groups)}; "
+                f"95% CI: {describe_interval(self.ci_method, self.n_resamples, self.n_groups)}")
 
 
-def describe_test(method: Optional[str], count: Optional[int] = None) -> str:
+def too_few_text(n_groups: Optional[int]) -> str:
+    """"too few episodes (4 < 10)": why a clustered statistic has no interval, p-value or verdict."""
+    return f"too few episodes ({n_groups or 0} < {MIN_GROUPS})"
+
+
+def describe_test(method: Optional[str], count: Optional[int] = None, n_groups: Optional[int] = None) -> str:
     """The test behind a p-value in words, e.g. "exact permutation test (8 assignments)"."""
+    if method == TOO_FEW_GROUPS:
+        return f"no test: {too_few_text(n_groups)}"
+    units = f" over {n_groups:,} episodes" if n_groups else ""
     if method == "permutation_exact":
-        return "exact permutation test" + (f" ({count:,} assignments)" if count else "")
+        return f"exact permutation test{units}" + (f" ({count:,} assignments)" if count else "")
     if method == "permutation_monte_carlo":
-        return "Monte Carlo permutation test" + (f" ({count:,} assignments)" if count else "")
+        return f"Monte Carlo permutation test{units}" + (f" ({count:,} assignments)" if count else "")
     if method and method.startswith("mcnemar"):
         return "McNemar's exact test"
     return method or "no test"
 
 
-def describe_interval(method: Optional[str], n_resamples: Optional[int] = None) -> str:
+def describe_interval(method: Optional[str], n_resamples: Optional[int] = None,
+                      n_groups: Optional[int] = None) -> str:
     """How an interval was computed in words, e.g. "BCa bootstrap (1,000 resamples)"."""
+    if method == TOO_FEW_GROUPS:
+        return f"no interval: {too_few_text(n_groups)}"
     if method in ("bca", "percentile"):
         name = "BCa" if method == "bca" else "percentile"
-        return f"{name} bootstrap" + (f" ({n_resamples:,} resamples)" if n_resamples else "")
+        kind = f"cluster bootstrap over {n_groups:,} episodes" if n_groups else "bootstrap"
+        return f"{name} {kind}" + (f" ({n_resamples:,} resamples)" if n_resamples else "")
     if method == "degenerate":
         return "no interval (no spread)"
     return method or "no interval"
@@ -262,9 +305,30 @@ def _weights_of(indices: np.ndarray, n: int) -> np.ndarray:
     return counts.reshape(rows.shape[0], n).astype(float)
 
 
+def group_units(groups: Sequence[Any], used: np.ndarray) -> tuple[int, np.ndarray]:
+    """(number of groups holding a used record, each record's group index; 0 for a record no statistic uses).
+
+    A record nobody uses carries no weight in the statistic, so the group it is put in does not matter."""
+    labels = np.asarray([str(g) for g in groups], dtype=object)
+    idx = np.nonzero(np.asarray(used, dtype=bool))[0]
+    codes, inverse = np.unique(labels[idx], return_inverse=True) if len(idx) else (np.zeros(0), np.zeros(0, int))
+    unit = np.zeros(len(labels), dtype=int)
+    unit[idx] = inverse
+    return len(codes), unit
+
+
 def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_resamples: int = DEFAULT_RESAMPLES,
-             seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE) -> tuple[float, float, str]:
-    """(low, high, method) of a statistic of record weights, by `scipy.stats.bootstrap` (BCa, else percentile)."""
+             seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE,
+             unit: Optional[np.ndarray] = None, n_units: int = 0) -> tuple[float, float, str]:
+    """(low, high, method) of a statistic of record weights, by `scipy.stats.bootstrap` (BCa, else percentile).
+
+    With `unit` (each record's group index, `group_units`) whole groups are drawn: a draw's group counts become
+    the weights of the group's records (cluster bootstrap)."""
+    cells = max(n, 1)
+    if unit is not None:
+        by_record, unit = fn, np.asarray(unit, dtype=int)
+        fn = lambda w: by_record(w[:, unit])  # noqa: E731
+        n = n_units
     if n < 2:
         return value, value, "degenerate"
 
@@ -276,7 +340,7 @@ def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # DegenerateDataWarning: BCa is undefined; fall back below
             result = scipy_stats.bootstrap((np.arange(n),), statistic, n_resamples=n_resamples, vectorized=True,
-                                           batch=max(1, _CHUNK_CELLS // max(n, 1)), confidence_level=confidence,
+                                           batch=max(1, _CHUNK_CELLS // cells), confidence_level=confidence,
                                            method=method, random_state=np.random.default_rng(seed))
         low, high = result.confidence_interval
         if math.isfinite(low) and math.isfinite(high):
@@ -287,8 +351,11 @@ def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_
 
 def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                   confidence: float = CONFIDENCE) -> dict[str, MetricValue]:
-    """Point values and 95% intervals (scipy BCa, else percentile) of several statistics, same resamples."""
+                   confidence: float = CONFIDENCE, groups: Optional[Sequence[Any]] = None) -> dict[str, MetricValue]:
+    """Point values and 95% intervals (scipy BCa, else percentile) of several statistics, same resamples.
+
+    `groups` (one label per record, e.g. its episode): a cluster bootstrap over the groups holding the records a
+    statistic uses; fewer than `MIN_GROUPS` of them give the value with no interval (`too_few_groups`)."""
     if n_records == 0:
         return {name: MetricValue.empty() for name in statistics}
     ones = np.ones((1, n_records))
@@ -297,13 +364,18 @@ def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
         value = _finite(stat(ones)[0])
         if stat.n == 0:
             result[name] = MetricValue.empty()
-        elif value is None:
-            result[name] = MetricValue(value=None, ci_low=None, ci_high=None, n=stat.n)
+            continue
+        n_units, unit = group_units(groups, _used(stat, n_records)) if groups is not None else (None, None)
+        if value is None:
+            result[name] = MetricValue(value=None, ci_low=None, ci_high=None, n=stat.n, n_groups=n_units)
+        elif n_units is not None and n_units < MIN_GROUPS:
+            result[name] = MetricValue(value=value, ci_low=None, ci_high=None, n=stat.n, method=TOO_FEW_GROUPS,
+                                       n_groups=n_units)
         else:
             low, high, method = interval(stat, n_records, value, n_resamples=n_resamples, seed=seed,
-                                         confidence=confidence)
+                                         confidence=confidence, unit=unit, n_units=n_units or 0)
             result[name] = MetricValue(value=value, ci_low=low, ci_high=high, n=stat.n, method=method,
-                                       n_resamples=n_resamples)
+                                       n_resamples=n_resamples, n_groups=n_units)
     return result
 
 
@@ -322,17 +394,19 @@ def bootstrap_mean(values: Sequence[float], *, mask: Optional[Sequence[bool]] = 
 
 # ----- paired permutation tests --------------------------------------------------------------------
 
-def _assignments(n: int, active: np.ndarray, seed: int, permutations: int):
+def _assignments(n: int, active: np.ndarray, seed: int, permutations: int, unit: Optional[np.ndarray] = None):
     """Chunks of swap assignments s (rows of 0/1 over n records) that swap only the `active` record indices:
-    all 2^m of them when m = len(active) <= EXACT_MAX_N, else `permutations` seeded random ones."""
-    m = len(active)
+    all 2^m of them when m <= EXACT_MAX_N, else `permutations` seeded random ones. m is the number of active
+    records, or with `unit` (the group index of each active record) the number of groups: a group's records
+    are swapped together."""
+    m = len(active) if unit is None else (int(unit.max()) + 1 if len(unit) else 0)
     rows = max(1, _CHUNK_CELLS // max(2 * n, 1))
 
     def spread(bits: np.ndarray) -> np.ndarray:
-        if m == n:  # every record is swapped: the bits are the assignment
+        if unit is None and m == n:  # every record is swapped: the bits are the assignment
             return bits
         swap = np.zeros((bits.shape[0], n))
-        swap[:, active] = bits
+        swap[:, active] = bits if unit is None else bits[:, unit]
         return swap
 
     if m <= EXACT_MAX_N:
@@ -350,23 +424,25 @@ def _assignments(n: int, active: np.ndarray, seed: int, permutations: int):
 
 
 def permutation_p(joined: Statistic, n: int, observed: float, *, seed: int = DEFAULT_SEED,
-                  permutations: int = PERMUTATIONS,
-                  active: Optional[Sequence[bool]] = None) -> tuple[Optional[float], str, int]:
+                  permutations: int = PERMUTATIONS, active: Optional[Sequence[bool]] = None,
+                  unit: Optional[np.ndarray] = None) -> tuple[Optional[float], str, int]:
     """Two-sided p of `observed` = stat(a) - stat(b) under swaps of each record's pair of outcomes.
 
     `joined` is the statistic on the 2n records (a's then b's); only the records marked in `active`
-    (all when None) are swapped, and their count m decides exact (2^m assignments) or Monte Carlo.
+    (all when None) are swapped, and their count m decides exact (2^m assignments) or Monte Carlo. With `unit`
+    (each record's group index, `group_units`) the groups are swapped whole and m counts the groups.
     Returns (p, method, assignments).
     """
     indices = np.arange(n) if active is None else np.nonzero(np.asarray(active, dtype=bool))[0]
-    m = len(indices)
+    of_active = None if unit is None else np.asarray(unit, dtype=int)[indices]
+    m = len(indices) if of_active is None else (int(of_active.max()) + 1 if len(of_active) else 0)
     exact = m <= EXACT_MAX_N
     method, count = ("permutation_exact", 2 ** m) if exact else ("permutation_monte_carlo", permutations)
     if observed == 0:
         return 1.0, method, count  # every assignment is at least as far from 0: no need to enumerate them
     hits = total = 0
     tolerance = 1e-12 * max(1.0, abs(observed))
-    for swap in _assignments(n, indices, seed, permutations):
+    for swap in _assignments(n, indices, seed, permutations, of_active):
         keep = 1.0 - swap
         diff = joined(np.hstack([keep, swap])) - joined(np.hstack([swap, keep]))
         finite = np.isfinite(diff)
@@ -380,30 +456,51 @@ def permutation_p(joined: Statistic, n: int, observed: float, *, seed: int = DEF
     return min(1.0, (hits + 1) / (total + 1)), method, count
 
 
+def on_common_records(a: Statistic, b: Statistic) -> tuple[Statistic, Statistic]:
+    """Two means restricted to the records both score (other statistics as they are): a paired difference of
+    means then compares like with like, never one program's mean over records the other left out."""
+    if a.factory is not mean_of or b.factory is not mean_of:
+        return a, b
+    both = np.asarray(a.columns[1], dtype=bool) & np.asarray(b.columns[1], dtype=bool)
+    return mean_of(a.columns[0], both), mean_of(b.columns[0], both)
+
+
 def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str, Statistic], n_records: int, *,
                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence: float = CONFIDENCE, permutations: int = PERMUTATIONS) -> dict[str, PairedComparison]:
+                confidence: float = CONFIDENCE, permutations: int = PERMUTATIONS,
+                groups: Optional[Sequence[Any]] = None, common: bool = False) -> dict[str, PairedComparison]:
     """Differences a - b of every statistic present in both mappings, on the same records.
 
     p-value: paired permutation test (module docstring) of the records either statistic uses;
     interval: scipy bootstrap of the difference, both programs resampled with the same records.
+    `groups`: groups (episodes) are the unit of both, and fewer than `MIN_GROUPS` give neither;
+    `common`: means are compared on the records both score (`on_common_records`).
     """
     names = [name for name in statistics_a if name in statistics_b]
     result: dict[str, PairedComparison] = {}
     ones = np.ones((1, n_records))
     for name in names:
         a, b = statistics_a[name], statistics_b[name]
+        if common:
+            a, b = on_common_records(a, b)
         n = min(a.n, b.n) if n_records else 0
         diff = _finite(a(ones)[0] - b(ones)[0]) if n else None
+        used = _used(a, n_records) | _used(b, n_records)
+        n_units, unit = group_units(groups, used) if groups is not None and n_records else (None, None)
         if diff is None:
-            result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n)
+            result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n, n_groups=n_units)
+            continue
+        if n_units is not None and n_units < MIN_GROUPS:
+            result[name] = PairedComparison(diff=diff, ci_low=None, ci_high=None, p_value=None, n=n,
+                                            method=TOO_FEW_GROUPS, n_groups=n_units)
             continue
         p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations,
-                                               active=_used(a, n_records) | _used(b, n_records))
+                                               active=used, unit=unit)
         low, high, ci_method = interval(lambda w, a=a, b=b: a(w) - b(w), n_records, diff, n_resamples=n_resamples,
-                                        seed=seed, confidence=confidence)
+                                        seed=seed, confidence=confidence, unit=unit, n_units=n_units or 0)
         result[name] = PairedComparison(diff=diff, ci_low=low, ci_high=high, p_value=p_value, n=n, method=method,
-                                        n_permutations=count, ci_method=ci_method, n_resamples=n_resamples)
+                                        n_permutations=count, ci_method=ci_method, n_resamples=n_resamples,
+                                        n_groups=n_units)
     return result
 
 
@@ -416,10 +513,10 @@ def _used(statistic: Statistic, n_records: int) -> np.ndarray:
 
 def paired_comparison(statistic_a: Statistic, statistic_b: Statistic, n_records: int, *,
                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence: float = CONFIDENCE) -> PairedComparison:
+                confidence: float = CONFIDENCE, groups: Optional[Sequence[Any]] = None) -> PairedComparison:
     """Difference a - b of one statistic on the same records, with interval and p-value (see paired_many)."""
     return paired_many({"_": statistic_a}, {"_": statistic_b}, n_records, n_resamples=n_resamples, seed=seed,
-                       confidence=confidence)["_"]
+                       confidence=confidence, groups=groups)["_"]
 
 
 # The earlier name, from when the p-value came from a bootstrap; the test is a permutation test now.

@@ -79,6 +79,10 @@ def _cell(metric: Optional[dict]) -> str:
         return "n/a"
     value, low, high = metric["value"], metric["ci_low"], metric["ci_high"]
     digits = 1 if abs(value) >= 10 else 3
+    if low is None or high is None:  # e.g. too few episodes: no interval is claimed
+        from evals.stats import describe_interval
+
+        return f"{value:.{digits}f} ({describe_interval(metric.get('method'), None, metric.get('n_groups'))})"
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
@@ -109,8 +113,10 @@ def _paired(section: Section) -> list[str]:
             cell, p_value, verdict, n, test = "n/a", "n/a", "not compared", 0, "n/a"
         else:
             comparison = Comparison(against=base.program.name, metric="objective", **diff.model_dump())
-            cell = f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]"
-            p_value, n, verdict, test = f"{diff.p_value:.4f}", diff.n, comparison.verdict(), comparison.test()
+            cell = (f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]" if diff.ci_low is not None
+                    else f"{diff.diff:+.3f} (no interval)")
+            p_value = "n/a" if diff.p_value is None else f"{diff.p_value:.4f}"
+            n, verdict, test = diff.n, comparison.verdict(), comparison.test()
             tests.add(test)
             intervals.add(comparison.interval())
         rows.append(f"| `{output.program.name}` | {cell} | {n} | {p_value} | {test} | {verdict} | "

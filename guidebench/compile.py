@@ -534,9 +534,10 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     atomic_write_json(files["compile"], summary)
     if objective is not None and objective.diff is not None:
         p_value = "n/a" if objective.p_value is None else f"{objective.p_value:.3g}"
-        print(f"\ntest objective vs {baseline_name}: {objective.diff:+.4f} "
-              f"[{objective.ci_low:+.4f}, {objective.ci_high:+.4f}], p = {p_value}, n = {objective.n} "
-              f"({objective.describe()})")
+        span = (f"[{objective.ci_low:+.4f}, {objective.ci_high:+.4f}]" if objective.ci_low is not None
+                else "(no interval)")
+        print(f"\ntest objective vs {baseline_name}: {objective.diff:+.4f} {span}, p = {p_value}, "
+              f"n = {objective.n} ({objective.describe()})")
     files.update({f"dev.{k}": v for k, v in evals["dev"][1].items()})
     files.update({f"test.{k}": v for k, v in evals["test"][1].items()})
     files.update({f"baseline.{k}": v for k, v in baseline_files.items()})

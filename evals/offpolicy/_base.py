@@ -5,6 +5,8 @@ An estimator turns the logged bandit (`evals.offpolicy.bandit.LoggedBandit`) and
 Each one writes its value as a function of per-record columns summed over the records (`columns` and
 `combine`), so the interval is a bootstrap over whole episodes: each draw resamples the episodes with
 replacement and recomputes the value from the resampled sums (records of one episode are not independent).
+Fewer than `evals.stats.MIN_GROUPS` episodes give the value with no interval ("too few episodes"): a bootstrap
+over a handful of episodes has no coverage to speak of (Field & Welsh 2007).
 
 Support: the importance weight of a record is 1 / P(deployed planner chose the target's family), clipped at
 `CLIP`, where the target's choice is the logged one, else 0. Its effective sample size (Kish: (sum w)^2 / sum w^2
@@ -23,6 +25,7 @@ from typing import ClassVar, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ..stats import MIN_GROUPS, too_few_text
 from .bandit import SKIPPED, LoggedBandit
 
 CLIP = 20.0  # largest importance weight (a propensity under 1/20 counts as 1/20)
@@ -54,6 +57,8 @@ class OffPolicyEstimate(BaseModel):
         """One line: "412.3 [350.1, 470.8] (DR, ESS 61.2)" or "unsupported (DR, ESS 2.1 of 140)"."""
         if self.value is None:
             return f"{self.note or 'unsupported'} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n})"
+        if self.ci_low is None or self.ci_high is None:
+            return f"{self.value:.1f}, {self.note} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n})"
         return (f"{self.value:.1f} [{self.ci_low:.1f}, {self.ci_high:.1f}] ({self.estimator.upper()}, "
                 f"ESS {self.ess:.1f} of {self.n})")
 
@@ -137,8 +142,11 @@ class Estimator(ABC):
         columns = {name: np.where(mask, values, 0.0) for name, values in self.columns(bandit, target, mask).items()}
         with np.errstate(invalid="ignore", divide="ignore"):
             value = float(self.combine({name: np.asarray([v.sum()]) for name, v in columns.items()})[0])
-        low, high = episode_bootstrap(columns, bandit.groups, self.combine, resamples=resamples, seed=seed)
         finite = math.isfinite(value)
+        if finite and episodes < MIN_GROUPS:
+            return OffPolicyEstimate(value=value, ci_low=None, ci_high=None,
+                                     note=f"{too_few_text(episodes)}: no 95% interval", **common)
+        low, high = episode_bootstrap(columns, bandit.groups, self.combine, resamples=resamples, seed=seed)
         return OffPolicyEstimate(value=value if finite else None, ci_low=low if finite else None,
                                  ci_high=high if finite else None,
                                  note="" if finite else "no logged attempt matches the program's choices", **common)

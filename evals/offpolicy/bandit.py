@@ -19,7 +19,8 @@ import numpy as np
 
 from runtime.advisor import FAMILIES, AdvisorPacket
 from runtime.outcome import OutcomeModel
-from runtime.outcome_features import ROW_NAMES, PacketFeatures, candidate_row, packet_features, policy_row
+from runtime.outcome_features import (POLICY_NAMES, ROW_NAMES, PacketFeatures, candidate_row, packet_features,
+                                      policy_row)
 from runtime.records import PlannerRecord
 
 from .propensity import PropensityModel
@@ -126,7 +127,8 @@ def training_data(attempts: Sequence[Attempt]) -> TrainingData:
         ids.append(attempt.record_id)
     width = len(ROW_NAMES)
     return TrainingData(rows=np.asarray(rows, dtype=np.float64).reshape(len(rows), width),
-                        policy_rows=np.asarray(policy, dtype=np.float64).reshape(len(policy), -1),
+                        # sized by name, not by the rows: logs with no usable attempt give an empty table, not a crash
+                        policy_rows=np.asarray(policy, dtype=np.float64).reshape(len(policy), len(POLICY_NAMES)),
                         family=np.asarray(family, dtype=np.int64), valid=np.asarray(valid),
                         gain_share=np.asarray(share), groups=groups, record_ids=ids, skipped=dict(skipped))
 

@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ..stats import MIN_GROUPS, too_few_text
 from ._base import RESAMPLES, OffPolicyEstimate, episode_bootstrap
 from .bandit import LoggedBandit
 from .direct import DirectMethod
@@ -41,12 +42,14 @@ def observed_mean(bandit: LoggedBandit, *, resamples: int = RESAMPLES, seed: int
     combine = lambda sums: sums["value"] / sums["count"]  # noqa: E731
     n = int(mask.sum())
     value = float(columns["value"].sum() / n) if n else None
-    low, high = episode_bootstrap(columns, bandit.groups, combine, resamples=resamples, seed=seed) if n \
-        else (math.nan, math.nan)
+    episodes = int(len(np.unique(bandit.groups[mask])))
+    few = bool(n) and episodes < MIN_GROUPS  # too few episodes: the mean, no interval
+    low, high = episode_bootstrap(columns, bandit.groups, combine, resamples=resamples, seed=seed) \
+        if n and not few else (math.nan, math.nan)
     return OffPolicyEstimate(estimator="observed", title="what the logged attempts brought", value=value,
-                             ci_low=low if n else None, ci_high=high if n else None, n=n,
-                             n_episodes=int(len(np.unique(bandit.groups[mask]))), ess=float(n), support=1.0,
-                             supported=bool(n))
+                             ci_low=low if n and not few else None, ci_high=high if n and not few else None, n=n,
+                             n_episodes=episodes, ess=float(n), support=1.0, supported=bool(n),
+                             note=f"{too_few_text(episodes)}: no 95% interval" if few else "")
 
 
 class CalibrationBin(BaseModel):

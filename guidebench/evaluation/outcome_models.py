@@ -125,8 +125,9 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
                cache: bool = True) -> CyclesChoice:
     """The cycles model `--cycles-model` asks for on these planner records, with notes that never stay silent.
 
-    `learned` refuses (GuidebenchError) when the train split cannot teach a model; `auto` falls back to the
-    simulator where it applies and says so, else leaves the improvement metrics out with the reason.
+    `learned` refuses (GuidebenchError) when the train split cannot teach a model; `auto` then uses the simulator
+    when every record carries a profile, else no model: the improvement metrics and the objective are left out,
+    and the notes give the reason (one story: no note names a model that is not used).
     """
     from evals.cycles import LearnedCycles, choose_cycles_model
     from optimizers.outcome_fitting import OutcomeFitError
@@ -142,7 +143,8 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
             raise GuidebenchError(f"--cycles-model learned: cannot fit the outcome model on the train and dev "
                                   f"splits: {exc}") from None
         notes.append(f"no learned outcome model (train and dev splits): {exc}")
-    learned = LearnedCycles(models.outcome, trained_on=models.trained_on) if models is not None else None
+    learned = (LearnedCycles(models.outcome, trained_on=models.trained_on, fit_key=models.key)
+               if models is not None else None)
     model, more = choose_cycles_model([r.packet for r in records], choice, learned)
     notes += more
     if models is not None and split.split("[")[0] in (*FIT_SPLITS, "all"):
@@ -180,8 +182,8 @@ def logged_check(estimates: dict[str, Any], observed: Any) -> dict[str, Any]:
     """Whether each estimate of the deployed planner's improvement holds what its attempts brought (and vice versa)."""
     check = {}
     for name, estimate in estimates.items():
-        inside = (estimate.value is not None and observed.value is not None
-                  and estimate.ci_low <= observed.value <= estimate.ci_high)
+        inside = (estimate.value is not None and observed.value is not None and estimate.ci_low is not None
+                  and estimate.ci_high is not None and estimate.ci_low <= observed.value <= estimate.ci_high)
         check[name] = {"estimate": estimate.value, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high,
                        "observed": observed.value, "observed_inside_interval": bool(inside)}
     return check
@@ -192,8 +194,9 @@ def describe(summary: dict[str, Any]) -> list[str]:
     lines = []
     for name, estimate in summary["estimates"].items():
         value = estimate["value"]
-        text = (f"{value:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}]" if value is not None
-                else estimate["note"] or "unsupported")
+        text = (estimate["note"] or "unsupported" if value is None else
+                f"{value:.1f} ({estimate['note']})" if estimate["ci_low"] is None else
+                f"{value:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}]")
         lines.append(f"off-policy {name.upper():<4} {text}  (n {estimate['n']}, {estimate['n_episodes']} episodes, "
                      f"ESS {estimate['ess']:.1f}, support {estimate['support']:.0%})")
     calib = summary["calibration"]
@@ -203,7 +206,8 @@ def describe(summary: dict[str, Any]) -> list[str]:
         lines.append(f"outcome model on the {calib['n']} logged attempts: mean predicted / observed {ratio}, "
                      f"correlation {corr}, bin coverage {calib['coverage']:.2f}")
     for name, row in (summary.get("logged_check") or {}).items():
-        if row["estimate"] is not None and row["observed"] is not None and not math.isnan(row["observed"]):
+        if row["estimate"] is not None and row["observed"] is not None and not math.isnan(row["observed"]) \
+                and row["ci_low"] is not None:
             lines.append(f"check {name.upper()}: observed {row['observed']:.1f} "
                          f"{'inside' if row['observed_inside_interval'] else 'OUTSIDE'} "
                          f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]")

@@ -46,11 +46,19 @@ def split_metrics(result: ReplayResult) -> tuple[dict[str, dict[str, Any]], dict
     omitted: dict[str, str] = {}
     for name, value in result.metrics.items():
         if value.n == 0 or value.value is None:
-            omitted[name] = "no record to compute it on (e.g. no outcome labels)" if value.n == 0 else \
-                "undefined on these records"
+            omitted[name] = _why_omitted(result, name) if value.n == 0 else "undefined on these records"
         else:
             kept[name] = value.to_dict()
     return kept, omitted
+
+
+def _why_omitted(result: ReplayResult, name: str) -> str:
+    """Why a metric has no record: for a planner's improvement metrics, the records left out and why."""
+    model = result.summary.get("cycles_model") or {}
+    if result.kind == "planner" and name in IMPROVEMENT_METRICS and model.get("unscored"):
+        return (f"no record has an improvement estimate by the {model.get('name')} cycles model: "
+                + "; ".join(model.get("left_out_notes") or []))
+    return "no record to compute it on (e.g. no outcome labels)"
 
 
 IMPROVEMENT_METRICS = ("cycles_improvement", "improvement_ratio", "effect_abs_error", "effect_calibration",
@@ -122,8 +130,9 @@ def summary_table(result: ReplayResult, omitted: dict[str, str]) -> str:
         if name in omitted:
             lines.append(f"{name:<42} {'n/a':>10}  {'':<23} {value.n:>6}")
             continue
-        lines.append(f"{name:<42} {value.value:>10.4f}  [{value.ci_low:.4f}, {value.ci_high:.4f}]".ljust(78)
-                     + f" {value.n:>6}")
+        span = f"[{value.ci_low:.4f}, {value.ci_high:.4f}]" if value.ci_low is not None else \
+            value.interval_text().replace("no interval: ", "")  # "too few episodes (4 < 10)"
+        lines.append(f"{name:<42} {value.value:>10.4f}  {span}".ljust(78) + f" {value.n:>6}")
     s = result.summary
     lines.append("")
     lines.append(f"records {s['n_records']}, errors {s['n_errors']}, parse failures {s['n_parse_failures']}, "
@@ -190,6 +199,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
         started = time.time()
         result = scored_replay(loaded.program, eval_data.records, cycles, name=loaded.name, seed=seed,
                                threads=threads, progress=progress, n_resamples=n_resamples)
+        eval_data.notes.extend((result.summary.get("cycles_model") or {}).get("left_out_notes", []))
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,
                  "program_source": loaded.source, "started_at": started, "notes": eval_data.notes,

@@ -19,14 +19,19 @@ How a board is made
    every variant did is refused). Every row, the champion included, is compared with
    it on the same records (`evals.replay.compare`: the paired difference of every metric with its
    bootstrap interval and the p-value of a paired permutation test, exact up to 16 records and
-   Monte Carlo above; McNemar's exact p-value for action accuracy / schema validity). Each
-   comparison names its test and interval method. The champion's own comparison is the identity
-   (difference 0, p-value 1).
+   Monte Carlo above; McNemar's exact p-value for Full Auto's action accuracy). Each comparison
+   names its test and interval method. The champion's own comparison is the identity (difference
+   0, p-value 1). A row's verdict is the test's, given only when the difference's interval agrees
+   (`models.Comparison.verdict`).
 5. Cost per 1,000 decisions from the replay's LM ledgers; the Pareto front is taken on
    (`objective`, cost axis), `total_tokens` by default.
-6. A planner board estimates the improvement of the best with one cycles model for every replayed row
-   (`--cycles-model`; a stored result scored with another is noted) and puts each row's off-policy estimate
-   (doubly robust, with its interval and effective sample size; `evals.offpolicy`) next to it.
+6. A planner board estimates the improvement of the best with one cycles model for every row
+   (`--cycles-model`): a stored result scored with another model, or the learned one fit differently, is
+   refused in one line naming both (`check_same_cycles`). A record with no improvement estimate has no
+   objective (it is left out and counted in the row's notes), so compliance alone never ranks against an
+   estimated objective. Its episodes are the unit of every interval and paired test (`evals.replay.compare`;
+   fewer than 10 give "too few episodes"). Each row's off-policy estimate (doubly robust, with its interval
+   and effective sample size; `evals.offpolicy`) sits next to it.
 7. A per-record diff of each challenger against the champion lists the records whose per-record
    `objective` changed (fixed / broken) or whose decision changed at equal score, with inputs and
    both decisions.
@@ -49,7 +54,7 @@ from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.diff import record_diff
 from guidebench.leaderboard.models import COST_PER, Comparison, Cost, Leaderboard, LeaderboardRow, OffPolicyCell
 from guidebench.leaderboard.postmortem import board_postmortem
-from guidebench.leaderboard.results import load_eval_result, reusable_result
+from guidebench.leaderboard.results import cycles_mismatch, load_eval_result, reusable_result
 from guidebench.leaderboard.split import (
     FrozenSplit,
     ScoredVariant,
@@ -126,11 +131,20 @@ def score_variants(variants: Sequence[Variant], split: FrozenSplit, *, threads: 
 
 
 def logged_results(variants: Sequence[Variant], split: FrozenSplit, *, lm: str, n_resamples: int = 1000,
-                   seed: int = 0) -> dict[str, tuple[Optional[ScoredVariant], str]]:
+                   seed: int = 0, cycles: Any = None) -> dict[str, tuple[Optional[ScoredVariant], str]]:
     """For each MLflow variant that logged results: (the results standing in for its replay, or None; why not)."""
     return {variant.label: reusable_result(variant, split, lm=lm, tracking_uri=variant.details.get("tracking_uri"),
-                                           n_resamples=n_resamples, seed=seed)
+                                           n_resamples=n_resamples, seed=seed, cycles=cycles)
             for variant in variants if variant.details.get("result_artifacts")}
+
+
+def check_same_cycles(scored: Sequence[ScoredVariant], cycles: Any) -> None:
+    """Refuse, in one line naming both, a planner result scored with another cycles model (or fit) than the board's:
+    its objective and improvement metrics were estimated differently, so it is never ranked beside the others."""
+    for item in scored:
+        mismatch = cycles_mismatch(item, cycles)
+        if mismatch:
+            raise GuidebenchError(f"refused: {mismatch}")
 
 
 # ----- assembling the board ---------------------------------------------------------------------
@@ -215,33 +229,23 @@ def _comparison(against: str, metric: str, paired: PairedComparison, method: Opt
     return Comparison(against=against, metric=metric, diff=paired.diff, ci_low=paired.ci_low, ci_high=paired.ci_high,
                       p_value=paired.p_value if p_value is None else p_value, n=paired.n,
                       method=method or paired.method, n_permutations=None if method else paired.n_permutations,
-                      ci_method=paired.ci_method, n_resamples=paired.n_resamples)
+                      ci_method=paired.ci_method, n_resamples=paired.n_resamples, n_groups=paired.n_groups)
 
 
 def compare_with_champion(item: ScoredVariant, champion: ScoredVariant, *, n_resamples: int = 1000,
                           seed: int = 0) -> dict[str, Comparison]:
-    """Every metric of a row minus the champion's, paired on the same records; McNemar for the binary metric."""
+    """Every metric of a row minus the champion's, paired on the same records; McNemar for Full Auto's binary metric
+    (a planner's stays the episode test: McNemar would take its records as independent)."""
     ids = [row["record_id"] for row in champion.result.rows]
     paired = compare(_aligned(item.result, ids), champion.result, n_resamples=n_resamples, seed=seed)
     against = champion.variant.label
     comparisons = {name: _comparison(against, name, value) for name, value in paired["metrics"].items()}
     test = paired["mcnemar"]
     binary = test["metric"]
-    if binary in comparisons:
+    if binary in comparisons and champion.result.kind != "planner":  # a planner's unit is the episode, not a record
         comparisons[binary] = _comparison(against, binary, paired["metrics"][binary], method="mcnemar_exact",
                                           p_value=test["p_exact"])
     return comparisons
-
-
-def _cycles_note(item: ScoredVariant, cycles: Any) -> Optional[str]:
-    """A note when a planner row's improvement was estimated by another cycles model than the board's."""
-    if cycles is None:
-        return None
-    used = (item.result.summary.get("cycles_model") or {}).get("name", "sim (scored before models were named)")
-    if used != cycles.name:
-        return (f"its cycles_improvement and improvement_ratio were estimated by {used}, the board's other rows by "
-                f"{cycles.name}: compare them by the off-policy column, or re-score it")
-    return None
 
 
 def _off_policy(item: ScoredVariant, split: FrozenSplit, cycles: Any, seed: int) -> Optional[OffPolicyCell]:
@@ -302,6 +306,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     if cost_axis not in COST_AXES:
         raise GuidebenchError(f"cost axis {cost_axis!r} is not one of {', '.join(COST_AXES)}")
     check_same_split(scored, split.ref, split.record_ids)
+    check_same_cycles(scored, cycles)
     ranked = rank(scored, cost_axis)
     learned = {item.variant.label: check_overlap(item.variant.provenance, split.records,
                                                  dataset_id=split.ref.dataset_id, split=split.ref.split)
@@ -314,7 +319,7 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     for index, (item, cost) in enumerate(zip(ranked, costs)):
         comparisons = compare_with_champion(item, champ, n_resamples=n_resamples, seed=seed)
         expected, notes = _row_notes(item, split.ref)
-        notes += [note for note in [_cycles_note(item, cycles)] if note]
+        notes += (item.result.summary.get("cycles_model") or {}).get("left_out_notes", [])
         check = learned[item.variant.label]
         if check.status != "clean":
             notes.insert(0, ("cannot be champion: " if check.overlaps else "") + check.line())
@@ -330,7 +335,12 @@ def build_leaderboard(scored: Sequence[ScoredVariant], split: FrozenSplit, *, ch
     diffs = [record_diff(champ.variant.label, champ.result.rows, item.variant.label, item.result.rows,
                          records_by_id, RANKING_METRIC) for item in ranked if item is not champ]
     notes = split.notes + [f"Every variant replayed the same {len(split.records)} records of {split.ref.describe()}."]
-    if all(_objective(item) is None for item in ranked):
+    if all(_objective(item) is None for item in ranked) and split.kind == "planner":
+        notes.append(f"No record of this split has an improvement estimate by the {getattr(cycles, 'name', 'sim')} "
+                     "cycles model, so `objective` is undefined and the rows keep the order they were given (pivot "
+                     "compliance alone is not the objective); see the cycles-model notes, or try another "
+                     "--cycles-model.")
+    elif all(_objective(item) is None for item in ranked):
         notes.append("No record of this split has an outcome label, so `objective` is undefined and the rows keep "
                      "the order they were given; the label-free metrics (guardrail overrides, parse failures, "
                      "errors, agreement with the log) are still compared.")
@@ -384,7 +394,9 @@ def run_leaderboard(variants: Sequence[Variant], data_dir: Path, split: str = "t
     # Earlier results are checked before any replay: a refused one should not cost LM calls first.
     if earlier:
         check_same_split(earlier, frozen.ref, frozen.record_ids)
-    logged = logged_results(variants, frozen, lm=lm, n_resamples=n_resamples, seed=seed) if reuse_logged else {}
+        check_same_cycles(earlier, cycles)
+    logged = logged_results(variants, frozen, lm=lm, n_resamples=n_resamples, seed=seed, cycles=cycles) \
+        if reuse_logged else {}
     replayed = [variant for variant in variants if logged.get(variant.label, (None, ""))[0] is None]
     if lm and lm != "none":
         _announce(replayed, frozen, lm)  # a variant whose logged results stand in makes no call here

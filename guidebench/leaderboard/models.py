@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.stats import MetricValue, describe_interval, describe_test
+from evals.stats import TOO_FEW_GROUPS, MetricValue, describe_interval, describe_test, too_few_text
 from runtime.provenance import OverlapCheck
 
 from guidebench.leaderboard.postmortem import BoardPostMortem
@@ -71,22 +71,40 @@ class Comparison(BaseModel):
     n_permutations: Optional[int] = None
     ci_method: Optional[str] = None
     n_resamples: Optional[int] = None
+    # Episodes swapped and resampled as units (a planner board); None when records were the units
+    n_groups: Optional[int] = None
 
     def test(self) -> str:
         """The test behind the p-value in words, e.g. "exact permutation test (8 assignments)"."""
-        return describe_test(self.method, None if self.method.startswith("mcnemar") else self.n_permutations)
+        return describe_test(self.method, None if self.method.startswith("mcnemar") else self.n_permutations,
+                             self.n_groups)
 
     def interval(self) -> str:
         """How the difference's interval was computed, e.g. "BCa bootstrap (1,000 resamples)"."""
-        return describe_interval(self.ci_method, self.n_resamples)
+        if self.method == TOO_FEW_GROUPS:
+            return describe_interval(TOO_FEW_GROUPS, None, self.n_groups)
+        return describe_interval(self.ci_method, self.n_resamples, self.n_groups)
 
     def verdict(self, alpha: float = ALPHA) -> str:
-        """Plain words: "better, p = 0.012", "worse, p = 0.030" or "cannot tell apart (p = 0.41)"."""
+        """Plain words: "better, p = 0.012", "worse, p = 0.030", "cannot tell apart (p = 0.41, n = 30)" or
+        "too few episodes (4 < 10)".
+
+        The test decides (p < alpha), and a verdict also needs the difference's own 95% interval to exclude 0:
+        where the two disagree the row cannot tell the programs apart and says why, so a verdict never
+        contradicts the interval printed beside it."""
+        if self.method == TOO_FEW_GROUPS:
+            return f"{too_few_text(self.n_groups)}: no verdict"
         if self.diff is None or self.p_value is None:
             return "not compared"
         p = f"p = {self.p_value:.3f}" if self.p_value >= 0.001 else "p < 0.001"
+        has_interval = self.ci_low is not None and self.ci_high is not None
         if self.p_value >= alpha or self.diff == 0:
+            if has_interval and (self.ci_low > 0 or self.ci_high < 0) and self.diff != 0:
+                return f"cannot tell apart ({p}, though the 95% interval excludes 0; n = {self.n})"
             return f"cannot tell apart ({p}, n = {self.n})"
+        if has_interval and self.ci_low <= 0 <= self.ci_high:
+            return (f"cannot tell apart ({p}, but the 95% interval [{self.ci_low:.3f}, {self.ci_high:.3f}] "
+                    f"includes 0; n = {self.n})")
         better = (self.diff < 0) if lower_is_better(self.metric) else (self.diff > 0)
         return f"{'better' if better else 'worse'}, {p}"
 
@@ -155,6 +173,8 @@ class OffPolicyCell(BaseModel):
         """"412.3 [350.1, 470.8]" or "unsupported"."""
         if self.value is None:
             return "unsupported" if not self.supported else "—"
+        if self.ci_low is None or self.ci_high is None:
+            return f"{self.value:,.1f} ({self.note or 'no interval'})"
         return f"{self.value:,.1f} [{self.ci_low:,.1f}, {self.ci_high:,.1f}]"
 
 

@@ -54,6 +54,8 @@ def fmt_metric(metric: Optional[MetricValue]) -> str:
     """`value [low, high]` for a metric with its 95% interval."""
     if metric is None or metric.value is None:
         return "—"
+    if metric.ci_low is None or metric.ci_high is None:  # e.g. too few episodes: the value, and why no interval
+        return f"{fmt_number(metric.value)} ({metric.interval_text()})"
     return f"{fmt_number(metric.value)} [{fmt_number(metric.ci_low)}, {fmt_number(metric.ci_high)}]"
 
 
@@ -66,6 +68,8 @@ def fmt_diff(comparison: Optional[Comparison]) -> str:
     """`+diff [low, high]` for a paired comparison."""
     if comparison is None or comparison.diff is None:
         return "—"
+    if comparison.ci_low is None or comparison.ci_high is None:
+        return f"{comparison.diff:+.3f} (no interval)"
     return (f"{comparison.diff:+.3f} [{fmt_number(comparison.ci_low)}, {fmt_number(comparison.ci_high)}]")
 
 
@@ -105,9 +109,10 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
         ("Split", f"`{board.split}` (hash `{board.split_hash}`), "
                   + (board.subset if board.subset else f"{board.n_records} records")),
         ("Ranking", f"`{board.ranking_metric}` (higher is better), 95% intervals: {_interval_method(board)}"),
-        ("Test", f"paired permutation of the records' assignments vs the champion, two-sided: {_test_methods(board)} "
+        ("Test", f"paired permutation of the {_units(board)}' assignments vs the champion, two-sided: "
+                 f"{_test_methods(board)} "
                  f"on `{board.ranking_metric}` (McNemar's exact test for accuracy); Δ intervals: "
-                 f"{_diff_interval_methods(board)}; verdicts at p < {ALPHA:g}, n = {board.n_records}"),
+                 f"{_diff_interval_methods(board)}; {VERDICT_RULE}; n = {_compared_n(board)}"),
         ("Champion", f"{board.champion} ({board.champion_rule})"),
         *([("Cycles model", board.cycles_model)] if board.cycles_model else []),
         *([("Off-policy", OFF_POLICY_TEXT)] if _has_off_policy(board) else []),
@@ -124,17 +129,38 @@ OFF_POLICY_TEXT = ("each row's expected improvement of the best per record (cycl
                    "tried that row's choices in such states; docs/offpolicy.md)")
 
 
+VERDICT_RULE = (f"a verdict is the test's at p < {ALPHA:g} and is given only when the Δ interval excludes 0 "
+                "(where they disagree: cannot tell apart)")
+
+
+def _units(board: Leaderboard) -> str:
+    """What the paired test swaps: whole episodes on a planner board (its rows say so), else records."""
+    return "episodes" if any(row.comparison.n_groups is not None for row in board.rows) else "records"
+
+
+def _compared_n(board: Leaderboard) -> str:
+    """The records the ranking comparisons used (a planner's: records both rows score), and their episodes."""
+    rows = _compared_rows(board)
+    counts = sorted({row.comparison.n for row in rows})
+    text = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") if counts else "0"
+    text += f" of {board.n_records} records"
+    groups = sorted({row.comparison.n_groups for row in rows if row.comparison.n_groups is not None})
+    if groups:
+        text += f" in {groups[0]}" + (f"-{groups[-1]}" if len(groups) > 1 else "") + " episodes (the unit)"
+    return text
+
+
 def _has_off_policy(board: Leaderboard) -> bool:
     return any(row.off_policy is not None for row in board.rows)
 
 
 def _interval_method(board: Leaderboard) -> str:
     """How the board's intervals were computed, from the ranking metric's own record."""
-    methods = {(m.method, m.n_resamples) for row in board.rows for m in [row.metrics.get(board.ranking_metric)]
-               if m is not None and getattr(m, "method", None)}
+    methods = {(m.method, m.n_resamples, m.n_groups) for row in board.rows
+               for m in [row.metrics.get(board.ranking_metric)] if m is not None and getattr(m, "method", None)}
     if not methods:
         return "bootstrap"
-    return ", ".join(sorted({describe_interval(method, count) for method, count in methods}))
+    return ", ".join(sorted({describe_interval(method, count, groups) for method, count, groups in methods}))
 
 
 def _compared_rows(board: Leaderboard) -> list:
@@ -216,9 +242,10 @@ def render_markdown(board: Leaderboard) -> str:
     if board.command:
         lines += ["", "Regenerate with:", "", "```", board.command, "```"]
     lines += ["", "## Ranking", ""] + table(*_ranking_table(board))
-    lines += ["", f"Δ is this row minus the champion on the same {board.n_records} records, with its 95% "
-              "interval; its p-value is a paired permutation test (McNemar for accuracy). \"Cannot tell apart\" "
-              "means the data cannot show a difference at p < 0.05, whatever the point estimates say.", ""]
+    lines += ["", f"Δ is this row minus the champion on the records both score (n in each row: {_compared_n(board)}), "
+              "with its 95% interval; its p-value is a paired permutation test (McNemar for accuracy); "
+              f"{VERDICT_RULE}. \"Cannot tell apart\" means the data cannot show a difference at p < 0.05, "
+              "whatever the point estimates say.", ""]
     if _run_links(board):
         lines += ["Each row's MLflow run (metrics, intervals, per-record results; open with `mlflow ui`):", ""]
         lines += [f"- {name}: [{run_id}]({url})" if url else f"- {name}: {run_id}"
@@ -332,10 +359,11 @@ def render_html(board: Leaderboard, plots: dict[str, Path]) -> str:
         f"<p>Regenerate: <code>{_h(board.command)}</code></p>" if board.command else "",
         "<h2>Ranking</h2>", _html_table(*_ranking_table(board), table_id="leaderboard-table",
                                         row_classes=classes, name_col=1, numeric_from=2),
-        f"<p>Δ is this row minus the champion on the same {board.n_records} records, with its 95% interval "
-        f"({_h(_diff_interval_methods(board))}); its p-value is a paired permutation test "
-        f"({_h(_test_methods(board))}; McNemar's exact test for accuracy). \"Cannot tell apart\" means the data "
-        f"cannot show a difference at p &lt; {ALPHA:g}, whatever the point estimates say.</p>",
+        f"<p>Δ is this row minus the champion on the records both score (n in each row: "
+        f"{_h(_compared_n(board))}), with its 95% interval ({_h(_diff_interval_methods(board))}); its p-value is a "
+        f"paired permutation test ({_h(_test_methods(board))}; McNemar's exact test for accuracy); "
+        f"{_h(VERDICT_RULE)}. \"Cannot tell apart\" means the data cannot show a difference at p &lt; {ALPHA:g}, "
+        f"whatever the point estimates say.</p>",
         ('<p>Each row\'s MLflow run (metrics, intervals, per-record results):</p><ul id="mlflow-runs">'
          + "".join(f"<li>{_h(name)}: " + (f'<a href="{_h(url)}">{_h(run_id)}</a>' if url else _h(run_id)) + "</li>"
                    for name, run_id, url in _run_links(board)) + "</ul>") if _run_links(board) else "",

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from evals.replay import ReplayResult, statistics
+from evals.replay import ReplayResult, resampling_groups, statistics
 from evals.stats import bootstrap_many
 from runtime.provenance import read_provenance
 
@@ -120,7 +120,8 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
         raise GuidebenchError(f"{summary_path}: missing {', '.join(missing)}: cannot tell which split it was "
                               "scored on, so it cannot join any board")
     kind = summary["kind"]
-    metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed)
+    metrics = bootstrap_many(statistics(kind, rows), len(rows), n_resamples=n_resamples, seed=seed,
+                             groups=resampling_groups(kind, rows))
     keep = ("usage", "wall_s", "threads", "n_errors", "errors_by_class", "logged_enforcement_mismatches", "lm",
             "cycles_model")
     result = ReplayResult(kind=kind, program=summary["program"], rows=rows, metrics=metrics,
@@ -139,12 +140,34 @@ def load_eval_result(folder: Path, *, board: Optional[SplitRef] = None, n_resamp
     return ScoredVariant(variant=variant, result=result, split=split, notes=notes)
 
 
+def cycles_mismatch(item: ScoredVariant, cycles: Any) -> Optional[str]:
+    """Why a planner result cannot join a board whose cycles model is `cycles` (None: it can): another model, or
+    the same one fit differently (another dataset, split hashes, settings or seed). One line naming both."""
+    if cycles is None or item.result.kind != "planner":
+        return None
+    used = item.result.summary.get("cycles_model") or {}
+    name = used.get("name")
+    if name is None:
+        return (f"{item.variant.label} ({item.variant.origin}) names no cycles model (scored before models were "
+                f"named), this board uses {cycles.name}: re-evaluate it with --cycles-model {cycles.name}")
+    if name != cycles.name:
+        return (f"{item.variant.label} ({item.variant.origin}) was scored with cycles model {name}, this board "
+                f"uses {cycles.name}: re-evaluate it with --cycles-model {cycles.name}, or build the board with "
+                f"--cycles-model {name}")
+    theirs, ours = used.get("fit_key"), getattr(cycles.model, "fit_key", None)
+    if theirs and ours and theirs != ours:
+        return (f"{item.variant.label} ({item.variant.origin}) was scored with a {name} model fit {theirs}, this "
+                f"board's is fit {ours} (another dataset, splits, settings or seed): re-evaluate it here")
+    return None
+
+
 def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_uri: Optional[str] = None,
-                    n_resamples: int = 1000, seed: int = 0) -> tuple[Optional[ScoredVariant], str]:
+                    n_resamples: int = 1000, seed: int = 0, cycles: Any = None) -> tuple[Optional[ScoredVariant], str]:
     """The results an MLflow compile run logged for this exact split, if they may stand in for a replay.
 
     Returns (scored variant, why) or (None, why not): the results must come from the same dataset id,
-    split hash and records, and from the same LM as the board's; otherwise the variant is replayed.
+    split hash and records, from the same LM as the board's and (a planner's) the same cycles model;
+    otherwise the variant is replayed.
     """
     artifact = (variant.details.get("result_artifacts") or {}).get(split.ref.split)
     run_id = variant.details.get("mlflow_run_id")
@@ -164,6 +187,9 @@ def reusable_result(variant: Variant, split: FrozenSplit, *, lm: str, tracking_u
         check_same_split([loaded], split.ref, split.record_ids)
     except SplitMismatchError as exc:
         return None, f"its logged results do not match this board ({exc})"
+    mismatch = cycles_mismatch(loaded, cycles)
+    if mismatch:
+        return None, f"its logged results used another cycles model ({mismatch})"
     note = (f"scores are the {split.ref.split}-split results logged by MLflow run {run_id} (same dataset, split "
             f"hash, records and LM); not replayed here")
     return ScoredVariant(variant=variant, result=loaded.result, split=loaded.split, notes=[note]), note

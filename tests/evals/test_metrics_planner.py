@@ -136,10 +136,36 @@ def test_effect_calibration_rewards_an_honest_estimate():
     assert honest["objective"] > boast["objective"]
 
 
-def test_without_profile_or_best_only_the_known_parts_score():
+def test_without_profile_or_best_compliance_alone_is_not_passed_off_as_the_objective():
     pk = AdvisorPacket()
-    s = scores(pk, directive(SCHEDULE))
-    assert math.isnan(s["cycles_improvement"]) and s["objective"] == 1.0  # compliant, nothing else known
+    outcome = mp.outcome_of(record(pk), dspy.Prediction(directive=directive(SCHEDULE), directive_errors=[],
+                                                        parse_errors=[]))
+    s = mp.score_outcome(outcome)
+    assert math.isnan(s["cycles_improvement"]) and s["pivot_compliance"] == 1.0
+    assert math.isnan(s["objective"])  # no estimate: no objective (it was 1.0, compliance alone)
+    assert mp.left_out_reason(outcome, s) == "model_does_not_apply"
+    # a rejected directive on such a packet has none either: every program is judged on the same records
+    bad = mp.outcome_of(record(pk), dspy.Prediction(directive={"strategy_family": "family:magic"}, parse_errors=[]))
+    assert math.isnan(mp.score_outcome(bad)["objective"])
+    # the DSPy metric alone steers an optimizer with compliance there; no reported number uses it
+    assert mp.training_signal(s) == 1.0
+
+
+def test_a_family_the_model_never_saw_is_left_out_and_counted():
+    pk = packet([entry(1, SCHEDULE, 50_000)])
+    learned = _learned()
+    rows = []
+    for index, family in enumerate((SCHEDULE, BREAK, BREAK, REDUCE)):
+        outcome = mp.outcome_of(record(pk, f"r{index}"), dspy.Prediction(directive=directive(family),
+                                                                         directive_errors=[], parse_errors=[]),
+                                cycles=learned)
+        s = mp.score_outcome(outcome)
+        rows.append({"scores": s, "left_out": mp.left_out_reason(outcome, s), "strategy_family": family})
+    assert [math.isnan(row["scores"]["objective"]) for row in rows] == [False, True, True, False]
+    assert [row["left_out"] for row in rows] == [None, "no_estimate_for_family", "no_estimate_for_family", None]
+    notes = mp.left_out_notes(rows, "learned")
+    assert len(notes) == 1 and notes[0].startswith("2 of 4 records left out of objective") and BREAK in notes[0]
+    assert mp.aggregate(rows)["objective"].n == 2
 
 
 def test_feedback_explains_the_block_and_the_better_family():
@@ -224,7 +250,7 @@ def test_without_a_profile_the_simulator_makes_up_no_state():
     pk = packet([entry(1, SCHEDULE, 50_000)])  # a kernel the simulator's constants were never fitted on
     s = scores(pk, directive(REDUCE))
     assert math.isnan(s["cycles_improvement"]) and math.isnan(s["improvement_ratio"])
-    assert s["objective"] == pytest.approx(1.0)  # only what is known is weighed: compliance
+    assert math.isnan(s["objective"]) and s["pivot_compliance"] == 1.0  # compliance alone is not the objective
     note = mp.feedback_by_metric(mp.outcome_of(record(pk), dspy.Prediction(directive=directive(REDUCE))))
     assert "does not apply" in note["cycles_improvement"]
 
@@ -267,6 +293,8 @@ def test_choosing_the_cycles_model():
     assert isinstance(model, SimulatorCycles) and "1 of 2 records carry no performance profile" in notes[0]
     model, notes = choose_cycles_model([profiled, bare], "auto", None)
     assert model.name == "none" and "left out" in notes[-1]
+    # one story: the auto note names the model used (none), never the learned one that could not be fit
+    assert "no model estimates the improvement" in notes[0] and "learned" not in notes[0]
     # "none" is not the simulator in disguise: even a profiled record gets no estimate
     pred = dspy.Prediction(directive=directive(REDUCE), directive_errors=[], parse_errors=[])
     scores = mp.score_outcome(mp.outcome_of(record(profiled), pred, cycles=model))

@@ -216,3 +216,73 @@ def test_every_comparison_names_its_test_and_interval_method_in_words():
     assert small.describe().endswith(("BCa bootstrap (1,000 resamples)", "percentile bootstrap (1,000 resamples)"))
     big = paired_mean_difference(np.ones(40), np.zeros(40) + np.random.default_rng(0).normal(0, 0.1, 40))
     assert big.describe() == "Monte Carlo permutation test (9,999 assignments); 95% CI: BCa bootstrap (1,000 resamples)"
+
+
+# ----- clustered records: episodes as the unit (a planner's records) ---------------------------------------------
+
+def _episodes(sizes):
+    return np.repeat([f"ep{i}" for i in range(len(sizes))], sizes)
+
+
+def test_the_episode_test_is_the_sign_flip_of_the_episodes_summed_differences():
+    from evals.stats import MIN_GROUPS
+
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(2, 9, size=12)
+    groups = _episodes(sizes)
+    a, b = rng.normal(0.3, 1.0, len(groups)), rng.normal(0.0, 1.0, len(groups))
+    ours = paired_comparison(mean_of(a), mean_of(b), len(groups), groups=groups, n_resamples=300)
+    # The mean over records swaps as the episodes' sums do: scipy's paired test on the sums gives the same p.
+    sum_a = np.asarray([a[groups == g].sum() for g in np.unique(groups)])
+    sum_b = np.asarray([b[groups == g].sum() for g in np.unique(groups)])
+    theirs = scipy_stats.permutation_test(
+        (sum_a, sum_b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis), permutation_type="samples",
+        n_resamples=np.inf, vectorized=True)
+    assert 12 >= MIN_GROUPS and ours.n_groups == 12 and ours.n == len(groups)
+    assert ours.method == "permutation_exact" and ours.n_permutations == 2 ** 12  # episodes, not records, swapped
+    assert ours.p_value == pytest.approx(theirs.pvalue)
+    assert ours.describe().startswith("exact permutation test over 12 episodes (4,096 assignments); 95% CI: ")
+    assert "cluster bootstrap over 12 episodes" in ours.describe()
+
+
+def test_the_cluster_bootstrap_is_wider_when_episodes_differ_and_names_its_unit():
+    rng = np.random.default_rng(4)
+    groups = _episodes([15] * 20)
+    offsets = rng.normal(0, 1.0, 20)  # each episode its own kernel: its attempts move together
+    values = np.repeat(offsets, 15) + rng.normal(0, 0.2, len(groups))
+    records = bootstrap_many({"m": mean_of(values)}, len(values), n_resamples=400)["m"]
+    episodes = bootstrap_many({"m": mean_of(values)}, len(values), n_resamples=400, groups=groups)["m"]
+    assert records.value == episodes.value and records.n_groups is None and episodes.n_groups == 20
+    assert episodes.ci_high - episodes.ci_low > 2.5 * (records.ci_high - records.ci_low)
+    assert episodes.interval_text() == f"{'BCa' if episodes.method == 'bca' else 'percentile'} cluster bootstrap over " \
+                                       "20 episodes (400 resamples)"
+    assert "n_groups" not in records.to_dict() and episodes.to_dict()["n_groups"] == 20
+
+
+def test_too_few_episodes_give_no_interval_and_no_test():
+    from evals.stats import MIN_GROUPS, TOO_FEW_GROUPS
+
+    groups = _episodes([40, 35, 30, 36])  # 141 records, 4 episodes
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1.0, 0.1, len(groups)), rng.normal(0.0, 0.1, len(groups))
+    value = bootstrap_many({"m": mean_of(a)}, len(a), groups=groups)["m"]
+    assert value.value == pytest.approx(a.mean()) and value.ci_low is None and value.ci_high is None
+    assert value.method == TOO_FEW_GROUPS and value.n_groups == 4 < MIN_GROUPS
+    assert value.interval_text() == f"no interval: too few episodes (4 < {MIN_GROUPS})"
+    paired = paired_comparison(mean_of(a), mean_of(b), len(a), groups=groups)
+    assert paired.diff == pytest.approx(a.mean() - b.mean())  # the difference is plain, a test of it is not
+    assert paired.p_value is None and paired.ci_low is None and paired.method == TOO_FEW_GROUPS
+    assert paired.describe() == f"no test: too few episodes (4 < {MIN_GROUPS})"
+    # only episodes holding a record the metric uses count: 12 episodes, 3 of them scored
+    many = _episodes([5] * 12)
+    scored = np.where(np.isin(many, ["ep0", "ep1", "ep2"]), 1.0, np.nan)
+    assert bootstrap_many({"m": mean_of(scored)}, 60, groups=many)["m"].n_groups == 3
+
+
+def test_means_are_compared_on_the_records_both_programs_score():
+    a = np.array([1.0, 1.0, np.nan, np.nan, 0.0, 1.0])
+    b = np.array([0.0, 1.0, 1.0, 1.0, 0.0, np.nan])
+    apart = paired_many({"m": mean_of(a)}, {"m": mean_of(b)}, 6)["m"]
+    together = paired_many({"m": mean_of(a)}, {"m": mean_of(b)}, 6, common=True)["m"]
+    assert apart.diff == pytest.approx(0.75 - 0.6)  # each program's mean over its own records
+    assert together.n == 3 and together.diff == pytest.approx((2 - 1) / 3)  # records 0, 1 and 4 only

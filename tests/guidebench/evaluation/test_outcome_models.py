@@ -39,3 +39,25 @@ def test_each_choice_names_its_model_and_what_it_rests_on(profile_free_dataset, 
     from guidebench.commands import CYCLES_MODEL_CHOICES
 
     assert CYCLES_MODELS == CYCLES_MODEL_CHOICES == ("auto", "sim", "learned")
+
+
+def test_logs_no_model_can_learn_from_give_one_story_not_a_traceback(tmp_path):
+    """Small old-shape logs (no family in strategy_tags[0]) on the default auto: the fit says why it cannot learn,
+    the auto note names no model it does not use, and every record is left out of the objective."""
+    import json
+
+    from planner_logs_support import imported
+    from guidebench.simulators.experiments import SIDE_FILE_SUFFIX, write_episodes
+
+    logs = tmp_path / "logs"
+    write_episodes(logs, 2, 1, old_shape_fraction=1.0)
+    for side in logs.rglob(f"*{SIDE_FILE_SUFFIX}"):
+        side.unlink()
+    dataset = imported(logs, tmp_path / "dataset")
+    split = next(name for name, info in json.loads((dataset / "dataset.json").read_text())["splits"].items()
+                 if info["n"])
+    choice = cycles_for("auto", records_of(dataset, split), dataset, split=split)
+    assert choice.name == "none" and choice.models is None
+    assert any("usable logged attempt" in note for note in choice.notes)
+    auto = next(note for note in choice.notes if note.startswith("cycles model auto"))
+    assert "no model estimates the improvement" in auto and "learned outcome model estimates" not in auto

@@ -105,3 +105,37 @@ def test_eval_rides_out_transient_faults_with_the_lms_own_retries(eval_data, mon
     assert sorted(set(sleeps)) == [0.02, 1] and len(sleeps) == len(records)
     ledger("faults", scenario="eval, per-call retries", injected=dict(engine.faults), records=result.n,
            failed_records=result.summary["n_errors"], lost_records=0)
+
+
+# ----- a planner's records without an improvement estimate ------------------------------------------------------
+
+def test_records_choosing_a_family_the_logs_never_tried_are_left_out_and_counted(tmp_path, monkeypatch):
+    """The measured case: every family:break_deps relabelled family:schedule, so the learned model knows no
+    break_deps; planner.rules still picks it, and those records were scored on compliance alone (`unscored 0`)."""
+    import pandas as pd
+
+    from guidebench.evaluation.run import evaluate
+    from planner_logs_support import imported, logs_without_side_files
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    logs = logs_without_side_files(tmp_path / "logs")
+    for log in logs.rglob("log.jsonl"):
+        log.write_text(log.read_text().replace("family:break_deps", "family:schedule"))
+    dataset = imported(logs, tmp_path / "dataset")
+    output = evaluate("planner.rules", dataset, split="all", out_dir=tmp_path / "out", track=False, progress=False,
+                      cycles_model="learned", n_resamples=100)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    untried = frame["strategy_family"] == "family:break_deps"
+    assert untried.sum() > 0  # the rules planner picks the family the logs never tried
+    left_out = summary["cycles_model"]["left_out"]
+    assert left_out.get("no_estimate_for_family") == int(untried.sum())
+    assert summary["cycles_model"]["unscored"] == sum(left_out.values()) >= int(untried.sum())
+    assert frame.loc[untried, "score.objective"].isna().all()
+    assert (frame.loc[untried, "left_out"] == "no_estimate_for_family").all()
+    note = next(n for n in summary["notes"] if "no estimate for the chosen family" in n)
+    assert note.startswith(f"{int(untried.sum())} of {len(frame)} records left out of objective") and \
+        "family:break_deps" in note
+    objective = output.result.metrics["objective"]
+    assert objective.n == len(frame) - summary["cycles_model"]["unscored"]  # the mean is over the others only
+    assert summary["n_labeled"] == objective.n

@@ -524,6 +524,106 @@ def test_a_planner_board_shows_each_rows_off_policy_estimate_and_defaults_to_the
     logged, rules = board.row("planner.logged"), board.row("planner.rules")
     assert logged.off_policy.ess == logged.off_policy.n and "on-policy" in logged.off_policy.note
     assert rules.off_policy.estimator == "dr" and set(rules.off_policy.all) == {"dm", "ipw", "dr"}
-    assert rules.off_policy.value is None or rules.off_policy.ci_low <= rules.off_policy.value <= rules.off_policy.ci_high
+    cell = rules.off_policy
+    if cell.value is not None and cell.ci_low is None:  # the test split's few episodes: no 95% interval
+        assert "too few episodes" in cell.note and "too few episodes" in cell.text()
+    else:
+        assert cell.value is None or cell.ci_low <= cell.value <= cell.ci_high
     text = render_markdown(board)
     assert "improvement, off-policy [95% CI]" in text and "**Cycles model**: learned" in text
+
+
+def test_verdicts_never_contradict_their_interval_and_too_few_episodes_give_none():
+    from guidebench.leaderboard.models import Comparison
+
+    def comparison(diff, p, low, high, **more):
+        return Comparison(against="c", metric="objective", diff=diff, ci_low=low, ci_high=high, p_value=p, n=83,
+                          method="permutation_monte_carlo", **more)
+
+    # the case measured on main: p = 0.048 beside an interval holding 0 was called "better"
+    assert comparison(0.072, 0.048, -0.004, 0.155).verdict() == (
+        "cannot tell apart (p = 0.048, but the 95% interval [-0.004, 0.155] includes 0; n = 83)")
+    assert comparison(0.072, 0.03, 0.01, 0.155).verdict() == "better, p = 0.030"
+    assert comparison(0.05, 0.07, 0.001, 0.1).verdict() == (
+        "cannot tell apart (p = 0.070, though the 95% interval excludes 0; n = 83)")
+    few = Comparison(against="c", metric="objective", diff=0.2, ci_low=None, ci_high=None, p_value=None, n=141,
+                     method="too_few_groups", n_groups=4)
+    assert few.verdict() == "too few episodes (4 < 10): no verdict"
+    assert few.test() == "no test: too few episodes (4 < 10)" and few.interval() == "no interval: too few episodes (4 < 10)"
+
+
+def _planner_evals(dataset: Path, tmp_path: Path) -> dict[str, Path]:
+    from guidebench.evaluation.run import evaluate
+
+    folders = {"rules-sim": ("planner.rules", "sim"), "logged-learned": ("planner.logged", "learned"),
+               "rules-learned": ("planner.rules", "learned")}
+    for folder, (program, model) in folders.items():
+        evaluate(program, dataset, split="test", out_dir=tmp_path / folder, track=False, progress=False,
+                 cycles_model=model, n_resamples=100)
+    return {folder: tmp_path / folder for folder in folders}
+
+
+def test_a_planner_board_refuses_results_scored_with_another_cycles_model(profile_free_dataset, tmp_path,
+                                                                          capsys):
+    """The measured case: rules scored by the simulator on profile-less logs (no estimate anywhere) beside the
+    deployed planner scored by the learned model; the board said "Cycles model: learned" and rated rules better."""
+    folders = _planner_evals(profile_free_dataset, tmp_path)
+    sim_summary = json.loads((folders["rules-sim"] / "summary.json").read_text())
+    n = sim_summary["n_records"]
+    # no estimate: no objective (it was 1.000 [1.000, 1.000], compliance alone), and every record counted
+    assert "objective" in sim_summary["omitted_metrics"] and sim_summary["cycles_model"]["unscored"] == n
+    assert sim_summary["cycles_model"]["left_out"] == {"model_does_not_apply": n}
+    assert any(note.startswith(f"{n} of {n} records left out of objective") for note in sim_summary["notes"])
+    both = [folders["rules-sim"], folders["logged-learned"]]
+    with pytest.raises(GuidebenchError) as refused:
+        run_leaderboard([], profile_free_dataset, "test", results=both, n_resamples=50)
+    line = str(refused.value)
+    assert "\n" not in line and "cycles model sim" in line and "this board uses learned" in line
+    assert "planner.rules" in line and "--cycles-model learned" in line
+    # the reverse mix, through the command: a board on the simulator refuses the learned result, naming both
+    code = main(["leaderboard", "--data", str(profile_free_dataset), "--programs", "planner.rules", "--results",
+                 str(folders["logged-learned"]), "--cycles-model", "sim", "--out", str(tmp_path / "board"),
+                 "--no-track"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cycles model learned, this board uses sim" in err and not (tmp_path / "board").exists()
+    # the same model fit differently (another seed, settings or data) is another context: refused too
+    summary = json.loads((folders["rules-learned"] / "summary.json").read_text())
+    summary["cycles_model"]["fit_key"] = "0" * 20
+    (folders["rules-learned"] / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(GuidebenchError, match="model fit 00000000000000000000, this board's is fit"):
+        run_leaderboard([], profile_free_dataset, "test", results=[folders["rules-learned"],
+                                                                      folders["logged-learned"]], n_resamples=50)
+    summary["cycles_model"]["fit_key"] = json.loads(
+        (folders["logged-learned"] / "summary.json").read_text())["cycles_model"]["fit_key"]
+    (folders["rules-learned"] / "summary.json").write_text(json.dumps(summary))
+    board, _ = run_leaderboard([], profile_free_dataset, "test", results=[folders["rules-learned"],
+                                                                          folders["logged-learned"]], n_resamples=50)
+    assert board.cycles_model.startswith("learned") and len(board.rows) == 2
+
+
+def test_a_planner_board_without_any_estimate_ranks_no_compliance_as_objective(profile_free_dataset, tmp_path):
+    board, _ = run_leaderboard(from_registry(["planner.rules", "planner.logged"]), profile_free_dataset, "test",
+                               n_resamples=50, cycles_model="sim")
+    assert all(row.metrics["objective"].value is None for row in board.rows)
+    assert all(row.metrics["pivot_compliance"].value is not None for row in board.rows)
+    assert any("No record of this split has an improvement estimate by the sim cycles model" in note
+               for note in board.notes)
+    rules = board.row("planner.rules")
+    assert rules.verdict() == "not compared" and any("left out of objective" in note for note in rules.notes)
+
+
+def test_a_planner_board_compares_episodes_and_says_so_when_there_are_too_few(profile_free_dataset, tmp_path):
+    from evals.stats import MIN_GROUPS
+    from guidebench.leaderboard.render import render_markdown
+
+    board, _ = run_leaderboard(from_registry(["planner.rules", "planner.logged"]), profile_free_dataset, "test",
+                               n_resamples=50)
+    rules = board.row("planner.rules")
+    episodes = rules.comparison.n_groups
+    assert episodes is not None and episodes < MIN_GROUPS  # the fixture's test split holds a few episodes
+    objective = rules.metrics["objective"]
+    assert objective.ci_low is None and objective.n_groups == episodes and objective.method == "too_few_groups"
+    assert rules.comparison.p_value is None and rules.verdict() == f"too few episodes ({episodes} < 10): no verdict"
+    text = render_markdown(board)
+    assert f"too few episodes ({episodes} < 10)" in text and f"on the same {board.n_records} records" not in text
+    assert f"of {board.n_records} records in {episodes} episodes (the unit)" in text

@@ -207,3 +207,41 @@ def test_the_test_n_and_verdict_of_every_row_are_printed_in_markdown_html_and_te
     assert " 30  permutation_monte_carlo " in by_name["better"] and " 3  permutation_exact " in by_name["tiny"]
     assert "champion" in by_name["champ"].split("permutation_")[1]
     assert "Monte Carlo permutation test (9,999 assignments)" in text and "exact permutation test" in text
+
+
+def test_a_planner_board_prints_the_real_n_its_episodes_and_no_verdict_against_its_interval(tmp_path):
+    """The measured case: "the same 141 records" where the comparison used 83, and "better, p = 0.048" beside an
+    interval holding 0; and a row whose records fall in too few episodes for any interval."""
+    from evals.stats import MetricValue
+    from guidebench.leaderboard.models import Comparison
+
+    def row(rank, name, comparison, objective, champion=False):
+        return LeaderboardRow(rank=rank, name=name, package=name, version="1", entry="planner.rules",
+                              source="registry", champion=champion, n=141, metrics={"objective": objective},
+                              cost=Cost(), comparison=comparison)
+
+    estimated = MetricValue(value=0.8, ci_low=0.77, ci_high=0.82, n=83, method="bca", n_resamples=1000, n_groups=14)
+    touching = Comparison(against="planner.logged", metric="objective", diff=0.072, ci_low=-0.004, ci_high=0.155,
+                          p_value=0.048, n=83, method="permutation_exact", n_permutations=2 ** 14, ci_method="bca",
+                          n_resamples=1000, n_groups=14)
+    identity = Comparison(against="planner.logged", metric="objective", diff=0.0, ci_low=0.0, ci_high=0.0,
+                          p_value=1.0, n=83, method="permutation_exact", n_groups=14)
+    few = Comparison(against="planner.logged", metric="objective", diff=0.1, ci_low=None, ci_high=None, p_value=None,
+                     n=40, method="too_few_groups", n_groups=3)
+    sparse = MetricValue(value=0.9, ci_low=None, ci_high=None, n=40, method="too_few_groups", n_groups=3)
+    board = Leaderboard(kind="planner", dataset_id="d" * 64, split="test", split_hash="h" * 64, n_records=141,
+                        champion="planner.logged", champion_rule="named", created_at="now", guidebench_version="0",
+                        rows=[row(1, "planner.learned", touching, estimated), row(2, "sparse", few, sparse),
+                              row(3, "planner.logged", identity, estimated, champion=True)])
+    verdict = "cannot tell apart (p = 0.048, but the 95% interval [-0.004, 0.155] includes 0; n = 83)"
+    assert board.row("planner.learned").verdict() == verdict
+    markdown, page, text = render_markdown(board), render_html(board, _plots(tmp_path)), render_text(board)
+    for rendering, escape in ((markdown, str), (page, html.escape), (text, str)):
+        assert escape(verdict) in rendering and "better, p" not in rendering
+        assert "too few episodes (3 &lt; 10)" in rendering if escape is html.escape else \
+            "too few episodes (3 < 10)" in rendering
+    for rendering in (markdown, page):
+        assert "the same 141 records" not in rendering
+        assert "n in each row: 40-83 of 141 records in 3-14 episodes (the unit)" in rendering
+        assert "exact permutation test over 14 episodes (16,384 assignments)" in rendering
+    assert "0.900 (no interval: too few episodes (3 &lt; 10))" in page
