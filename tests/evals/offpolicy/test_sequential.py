@@ -1,0 +1,68 @@
+"""evals.offpolicy.sequential: the doubly robust confidence sequence on a synthetic contextual bandit whose truth is
+known: it covers at every look, an equal candidate is rarely promoted however often it is looked at, a better one is
+promoted, a worse one rejected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evals.offpolicy.sequential import PlannerStep, asymptotic_cs, planner_verdict, pseudo_outcomes
+
+K = 3
+
+
+def _run(seed: int, n: int, candidate_arm_shift: float = 0.0, epsilon: float = 0.3):
+    """Iterations of a logging planner (epsilon-greedy on a noisy guess) and a candidate; the true running mean of
+    the candidate - deployed difference at every look."""
+    rng = np.random.default_rng(seed)
+    steps, truth = [], []
+    for _ in range(n):
+        mu = rng.uniform(0, 1, K)  # the context's true expected improvement per family
+        mu[2] += candidate_arm_shift
+        greedy = int(np.argmax(mu + rng.normal(0, 0.5, K)))
+        p = np.full(K, epsilon / K)
+        p[greedy] += 1 - epsilon
+        pi = np.zeros(K)
+        pi[int(np.argmax(mu + rng.normal(0, 0.5, K))) if candidate_arm_shift == 0 else 2] = 1.0
+        a = int(rng.choice(K, p=p))
+        y = float(mu[a] + rng.normal(0, 1.0))
+        steps.append(PlannerStep(logged=p, chosen=a, outcome=y, candidate=pi))
+        truth.append(float(pi @ mu - p @ mu))
+    return steps, np.cumsum(truth) / np.arange(1, n + 1)
+
+
+def test_the_sequence_covers_the_running_truth_at_every_look():
+    misses = 0
+    for seed in range(200):
+        steps, truth = _run(seed, 400)
+        cs = asymptotic_cs(pseudo_outcomes(steps))
+        misses += bool(np.any((truth[19:] < cs.low[19:]) | (truth[19:] > cs.high[19:])))
+    assert misses / 200 <= 0.07  # about alpha = 0.05 (asymptotic), every look from the 20th on
+
+
+def test_the_deployed_planner_against_itself_is_never_promoted():
+    steps, _ = _run(0, 300)
+    same = [PlannerStep(s.logged, s.chosen, s.outcome, candidate=s.logged) for s in steps]
+    differences = pseudo_outcomes(same)
+    assert np.allclose(differences, 0.0)
+    assert planner_verdict(differences)[0].verdict == "keep shadowing"
+
+
+def test_a_better_candidate_is_promoted_a_worse_one_rejected():
+    better, _ = _run(1, 3000, candidate_arm_shift=0.8)
+    verdict, cs = planner_verdict(pseudo_outcomes(better))
+    assert verdict.verdict == "promote" and verdict.low > 0 and verdict.decided_at >= 20
+    worse, _ = _run(2, 3000, candidate_arm_shift=-0.8)
+    assert planner_verdict(pseudo_outcomes(worse))[0].verdict == "reject"
+
+
+def test_keep_shadowing_says_how_many_more_iterations_and_a_failed_candidate_is_worth_nothing():
+    steps, _ = _run(3, 60, candidate_arm_shift=0.3)
+    verdict, _ = planner_verdict(pseudo_outcomes(steps)[:25])
+    assert verdict.verdict == "keep shadowing" and ("more iterations" in verdict.reason or
+                                                    "would not reach" in verdict.reason)
+    failed = [PlannerStep(s.logged, s.chosen, s.outcome, candidate=None) for s in steps]
+    assert np.allclose(pseudo_outcomes(failed, "candidate"), 0.0)
+    with pytest.raises(ValueError):
+        asymptotic_cs([0.0, float("nan")])
