@@ -18,7 +18,7 @@ asymptotic confidence sequences", 2021):
     mean_t -/+ sigma_t * sqrt( 2 (t rho^2 + 1) / (t^2 rho^2) * log( sqrt(t rho^2 + 1) / alpha ) ),
     rho^2 = (-2 log alpha + log(-2 log alpha + 1)) / t_star,
 
-with sigma_t the standard deviation of D_1..D_t (in units of sigma, so the boundary is tightest near t_star
+with sigma_t the standard deviation of D_1..D_t (the band is unbounded before `MIN_LOOKS` iterations) (in units of sigma, so the boundary is tightest near t_star
 iterations). It holds the running mean of the conditional means at every t at once with probability about
 1 - alpha (asymptotically: the simulator measures its coverage at every look, reports/planner_explore.md). It
 needs no bound on the pseudo-outcomes, whose range grows with 1 / the smallest probability; the exploration floor
@@ -88,8 +88,10 @@ def radius(t: np.ndarray | int, sigma: np.ndarray | float, alpha: float, t_star:
     return np.asarray(sigma) * np.sqrt(2 * inner / (t ** 2 * rho2) * np.log(np.sqrt(inner) / alpha))
 
 
-def asymptotic_cs(values: Sequence[float], *, alpha: float = 0.05, t_star: int = T_STAR) -> ConfidenceSequence:
-    """The running mean of `values` and its asymptotic (1 - alpha) confidence sequence after each one."""
+def asymptotic_cs(values: Sequence[float], *, alpha: float = 0.05, t_star: int = T_STAR,
+                  min_looks: int = MIN_LOOKS) -> ConfidenceSequence:
+    """The running mean of `values` and its asymptotic (1 - alpha) confidence sequence after each one; unbounded
+    before `min_looks` values (a spread estimated from a handful says nothing yet)."""
     x = np.asarray(values, dtype=float)
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -99,6 +101,7 @@ def asymptotic_cs(values: Sequence[float], *, alpha: float = 0.05, t_star: int =
     mean = np.cumsum(x) / t if x.size else x
     variance = np.maximum(np.cumsum(x ** 2) / t - mean ** 2, MIN_VARIANCE) if x.size else x
     half = radius(t, np.sqrt(variance), alpha, t_star) if x.size else x
+    half = np.where(t < min_looks, np.inf, half) if x.size else x
     return ConfidenceSequence(mean=mean, low=mean - half, high=mean + half, variance=variance * t, alpha=alpha,
                               bound=math.inf)
 
@@ -107,7 +110,7 @@ def _needed(cs: ConfidenceSequence, gap: float, limit: int, t_star: int) -> Opti
     """The least n <= limit at which the current spread gives a half-width below `gap` (None: not by `limit`)."""
     n = cs.n
     sigma = math.sqrt(float(cs.variance[-1]) / n)
-    if gap <= 0 or float(radius(limit, sigma, cs.alpha, t_star)) >= gap:
+    if gap <= 0 or not math.isfinite(sigma) or float(radius(limit, sigma, cs.alpha, t_star)) >= gap:
         return None
     low, high = n, limit
     while high - low > 1:
@@ -122,7 +125,7 @@ def planner_verdict(differences: Sequence[float], *, alpha: float = 0.05, min_ef
     """The gate's verdict on the doubly robust differences in the order the iterations arrived (see the module)."""
     if min_effect < 0 or max_iterations < 1:
         raise ValueError("min_effect must be at least 0 and max_iterations at least 1")
-    cs = asymptotic_cs(list(differences)[:max_iterations], alpha=alpha, t_star=t_star)
+    cs = asymptotic_cs(list(differences)[:max_iterations], alpha=alpha, t_star=t_star, min_looks=min_looks)
     settings = dict(alpha=alpha, min_effect=min_effect, max_decisions=max_iterations)
     looks = np.arange(1, cs.n + 1) >= min_looks
     promote = np.flatnonzero(looks & (cs.low > 0))
