@@ -155,7 +155,7 @@ def _share(k: int, n: int) -> str:
 
 def gate_study(reps: list[dict[str, Any]]) -> dict[str, Any]:
     """Promotion rates, coverage at every look, power, true margins."""
-    from evals.offpolicy.sequential import asymptotic_cs, planner_verdict, pseudo_outcomes
+    from evals.offpolicy.sequential import asymptotic_cs, dr_terms, planner_verdict
 
     result: dict[str, Any] = {}
     for candidate in CANDIDATES:
@@ -163,15 +163,16 @@ def gate_study(reps: list[dict[str, Any]]) -> dict[str, Any]:
         for rep in reps:
             rows = rep["rows"]
             steps = _steps(rows, candidate)
-            d = pseudo_outcomes(steps)
-            verdict, cs = planner_verdict(d, alpha=ALPHA, max_iterations=len(d) + 1)
+            d, expected = dr_terms(steps)
+            verdict, cs = planner_verdict(d, alpha=ALPHA, max_iterations=len(d) + 1, expected=expected)
             promoted += verdict.verdict == "promote"
             rejected += verdict.verdict == "reject"
             if verdict.verdict == "promote":
                 at.append(verdict.decided_at)
             truth = _truth(rows, candidate, "difference")
             covered += bool(np.all((cs.low <= truth + 1e-12) & (truth - 1e-12 <= cs.high)))
-            value_cs = asymptotic_cs(pseudo_outcomes(steps, "candidate"), alpha=ALPHA)
+            value, value_expected = dr_terms(steps, "candidate")
+            value_cs = asymptotic_cs(value, alpha=ALPHA, expected=value_expected)
             value_truth = _truth(rows, candidate, "candidate")
             covered_value += bool(np.all((value_cs.low <= value_truth) & (value_truth <= value_cs.high)))
             margins.append(float(truth[-1]))

@@ -18,7 +18,10 @@ asymptotic confidence sequences", 2021):
     mean_t -/+ sigma_t * sqrt( 2 (t rho^2 + 1) / (t^2 rho^2) * log( sqrt(t rho^2 + 1) / alpha ) ),
     rho^2 = (-2 log alpha + log(-2 log alpha + 1)) / t_star,
 
-with sigma_t the standard deviation of D_1..D_t (the band is unbounded before `MIN_LOOKS` iterations) (in units of sigma, so the boundary is tightest near t_star
+with sigma_t^2 the larger of the sample variance of D_1..D_t and the mean of their expected noise variances given
+the past (`dr_terms`: the stated probabilities say how much weight a residual gets before the family is drawn, so a
+rare family whose large weight has not shown up yet still widens the band), and the band unbounded before
+`MIN_LOOKS` iterations (in units of sigma, so the boundary is tightest near t_star
 iterations). It holds the running mean of the conditional means at every t at once with probability about
 1 - alpha (asymptotically: the simulator measures its coverage at every look, reports/planner_explore.md). It
 needs no bound on the pseudo-outcomes, whose range grows with 1 / the smallest probability; the exploration floor
@@ -55,29 +58,40 @@ class PlannerStep:
     candidate: Optional[Sequence[float]] = None  # the candidate's probabilities; None: no valid answer (worth 0)
 
 
-def pseudo_outcomes(steps: Sequence[PlannerStep], policy: str = "difference") -> np.ndarray:
-    """phi_t of the candidate, the deployed planner, or their difference (`policy`), with the predictable running-mean
-    outcome model (see the module)."""
+def dr_terms(steps: Sequence[PlannerStep], policy: str = "difference") -> tuple[np.ndarray, np.ndarray]:
+    """(phi_t, v_t): the pseudo-outcomes of the candidate, the deployed planner or their difference (`policy`), with
+    the predictable running-mean outcome model, and each one's expected noise variance given the past:
+    v_t = sum_a c_t(a)^2 p_t(a) * m_t, with c_t(a) the weight on the residual when a is tried (pi(a) / p(a), minus 1
+    for the difference) and m_t the mean squared residual of the earlier iterations. The stated probabilities make
+    this known before the draw: a rare family that has not been tried yet still counts (see the module)."""
     if policy not in ("difference", "candidate", "deployed"):
         raise ValueError(f"policy must be difference, candidate or deployed, got {policy!r}")
     k = len(steps[0].logged) if steps else 0
     sums, counts = np.zeros(k), np.zeros(k)
-    out = np.zeros(len(steps))
+    squared, seen = 0.0, 0
+    phi, expected = np.zeros(len(steps)), np.zeros(len(steps))
     for t, step in enumerate(steps):
         q = np.divide(sums, counts, out=np.zeros(k), where=counts > 0)
         p = np.asarray(step.logged, dtype=float)
+        pi = np.asarray(step.candidate, dtype=float) if step.candidate is not None else np.zeros(k)
+        coef = {"difference": pi - p, "candidate": pi, "deployed": p}[policy]
+        value = {"difference": float(pi @ q) - float(p @ q), "candidate": float(pi @ q), "deployed": float(p @ q)}
         a = step.chosen
-        residual = (step.outcome - q[a]) / p[a]
-        deployed = float(p @ q) + p[a] * residual
-        if step.candidate is None:
-            candidate = 0.0
-        else:
-            pi = np.asarray(step.candidate, dtype=float)
-            candidate = float(pi @ q) + pi[a] * residual
-        out[t] = {"difference": candidate - deployed, "candidate": candidate, "deployed": deployed}[policy]
+        residual = step.outcome - q[a]
+        phi[t] = value[policy] + coef[a] / p[a] * residual
+        open_ = p > 0
+        expected[t] = float(np.sum(coef[open_] ** 2 / p[open_])) * (squared / seen if seen else 0.0)
+        squared += residual ** 2
+        seen += 1
         sums[a] += step.outcome
         counts[a] += 1
-    return out
+    return phi, expected
+
+
+def pseudo_outcomes(steps: Sequence[PlannerStep], policy: str = "difference") -> np.ndarray:
+    """phi_t of the candidate, the deployed planner, or their difference (`policy`), with the predictable running-mean
+    outcome model (see the module)."""
+    return dr_terms(steps, policy)[0]
 
 
 def radius(t: np.ndarray | int, sigma: np.ndarray | float, alpha: float, t_star: int = T_STAR) -> np.ndarray:
@@ -89,9 +103,10 @@ def radius(t: np.ndarray | int, sigma: np.ndarray | float, alpha: float, t_star:
 
 
 def asymptotic_cs(values: Sequence[float], *, alpha: float = 0.05, t_star: int = T_STAR,
-                  min_looks: int = MIN_LOOKS) -> ConfidenceSequence:
+                  min_looks: int = MIN_LOOKS, expected: Optional[Sequence[float]] = None) -> ConfidenceSequence:
     """The running mean of `values` and its asymptotic (1 - alpha) confidence sequence after each one; unbounded
-    before `min_looks` values (a spread estimated from a handful says nothing yet)."""
+    before `min_looks` values (a spread estimated from a handful says nothing yet). `expected`: each value's expected
+    noise variance given the past (`dr_terms`); the spread used is the larger of the sample's and their mean."""
     x = np.asarray(values, dtype=float)
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -100,6 +115,8 @@ def asymptotic_cs(values: Sequence[float], *, alpha: float = 0.05, t_star: int =
     t = np.arange(1, x.size + 1, dtype=float)
     mean = np.cumsum(x) / t if x.size else x
     variance = np.maximum(np.cumsum(x ** 2) / t - mean ** 2, MIN_VARIANCE) if x.size else x
+    if expected is not None and x.size:
+        variance = np.maximum(variance, np.cumsum(np.asarray(expected, dtype=float)) / t)
     half = radius(t, np.sqrt(variance), alpha, t_star) if x.size else x
     half = np.where(t < min_looks, np.inf, half) if x.size else x
     return ConfidenceSequence(mean=mean, low=mean - half, high=mean + half, variance=variance * t, alpha=alpha,
@@ -120,12 +137,15 @@ def _needed(cs: ConfidenceSequence, gap: float, limit: int, t_star: int) -> Opti
 
 
 def planner_verdict(differences: Sequence[float], *, alpha: float = 0.05, min_effect: float = 0.0,
-                    max_iterations: int = 5000, min_looks: int = MIN_LOOKS,
-                    t_star: int = T_STAR) -> tuple[SequentialVerdict, ConfidenceSequence]:
-    """The gate's verdict on the doubly robust differences in the order the iterations arrived (see the module)."""
+                    max_iterations: int = 5000, min_looks: int = MIN_LOOKS, t_star: int = T_STAR,
+                    expected: Optional[Sequence[float]] = None) -> tuple[SequentialVerdict, ConfidenceSequence]:
+    """The gate's verdict on the doubly robust differences in the order the iterations arrived (see the module;
+    `expected`: their expected noise variances, `dr_terms`)."""
     if min_effect < 0 or max_iterations < 1:
         raise ValueError("min_effect must be at least 0 and max_iterations at least 1")
-    cs = asymptotic_cs(list(differences)[:max_iterations], alpha=alpha, t_star=t_star, min_looks=min_looks)
+    cut = None if expected is None else list(expected)[:max_iterations]
+    cs = asymptotic_cs(list(differences)[:max_iterations], alpha=alpha, t_star=t_star, min_looks=min_looks,
+                       expected=cut)
     settings = dict(alpha=alpha, min_effect=min_effect, max_decisions=max_iterations)
     looks = np.arange(1, cs.n + 1) >= min_looks
     promote = np.flatnonzero(looks & (cs.low > 0))
@@ -162,4 +182,5 @@ def planner_verdict(differences: Sequence[float], *, alpha: float = 0.05, min_ef
     return SequentialVerdict("keep shadowing", cs.n, None, *last, reason=why, more_needed=extra, **settings), cs
 
 
-__all__ = ["MIN_LOOKS", "PlannerStep", "T_STAR", "asymptotic_cs", "planner_verdict", "pseudo_outcomes", "radius"]
+__all__ = ["MIN_LOOKS", "PlannerStep", "T_STAR", "asymptotic_cs", "dr_terms", "planner_verdict", "pseudo_outcomes",
+           "radius"]

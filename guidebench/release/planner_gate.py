@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from evals.offpolicy.bandit import attempt_of
-from evals.offpolicy.sequential import PlannerStep, planner_verdict, pseudo_outcomes
+from evals.offpolicy.sequential import PlannerStep, dr_terms, planner_verdict, pseudo_outcomes
 from evals.sequential import ConfidenceSequence, SequentialVerdict
 from runtime.advisor import FAMILIES
 from runtime.checksums import module_checksum
@@ -193,8 +193,9 @@ def judge_planner(module: ShadowModule, records: list[Any], dataset_id: str, gat
                               f"of {module.package} (checksum {module.checksum[:12]})" +
                               (f"; it holds {', '.join(sorted(named))}'s" if named else
                                ": import the logs with their planner-decisions.jsonl"))
-    verdict, sequence = planner_verdict(pseudo_outcomes(steps), alpha=gates.alpha, min_effect=gates.min_effect,
-                                        max_iterations=gates.max_decisions)
+    differences, expected = dr_terms(steps)
+    verdict, sequence = planner_verdict(differences, alpha=gates.alpha, min_effect=gates.min_effect,
+                                        max_iterations=gates.max_decisions, expected=expected)
     return PlannerReport(module, dataset_id, gates, counts, pseudo_outcomes(steps, "candidate"),
                          pseudo_outcomes(steps, "deployed"), verdict, sequence)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evals.offpolicy.sequential import PlannerStep, asymptotic_cs, planner_verdict, pseudo_outcomes
+from evals.offpolicy.sequential import PlannerStep, asymptotic_cs, dr_terms, planner_verdict, pseudo_outcomes
 
 K = 3
 
@@ -36,7 +36,7 @@ def test_the_sequence_covers_the_running_truth_at_every_look():
     misses = 0
     for seed in range(200):
         steps, truth = _run(seed, 400)
-        cs = asymptotic_cs(pseudo_outcomes(steps))
+        cs = asymptotic_cs(*dr_terms(steps)[:1], expected=dr_terms(steps)[1])
         misses += bool(np.any((truth < cs.low) | (truth > cs.high)))
     assert np.isinf(cs.low[:19]).all() and np.isfinite(cs.low[19:]).all()
     assert misses / 200 <= 0.07  # about alpha = 0.05 (asymptotic), at every look
@@ -52,10 +52,11 @@ def test_the_deployed_planner_against_itself_is_never_promoted():
 
 def test_a_better_candidate_is_promoted_a_worse_one_rejected():
     better, _ = _run(1, 3000, candidate_arm_shift=0.8)
-    verdict, cs = planner_verdict(pseudo_outcomes(better))
+    differences, expected = dr_terms(better)
+    verdict, cs = planner_verdict(differences, expected=expected)
     assert verdict.verdict == "promote" and verdict.low > 0 and verdict.decided_at >= 20
     worse, _ = _run(2, 3000, candidate_arm_shift=-0.8)
-    assert planner_verdict(pseudo_outcomes(worse))[0].verdict == "reject"
+    assert planner_verdict(*dr_terms(worse)[:1], expected=dr_terms(worse)[1])[0].verdict == "reject"
 
 
 def test_keep_shadowing_says_how_many_more_iterations_and_a_failed_candidate_is_worth_nothing():
@@ -67,3 +68,14 @@ def test_keep_shadowing_says_how_many_more_iterations_and_a_failed_candidate_is_
     assert np.allclose(pseudo_outcomes(failed, "candidate"), 0.0)
     with pytest.raises(ValueError):
         asymptotic_cs([0.0, float("nan")])
+
+
+def test_a_rare_family_widens_the_band_before_it_is_ever_drawn():
+    # The deployed planner tries family 2 with probability 0.02 and never happened to; the candidate always picks it.
+    steps = [PlannerStep(logged=[0.49, 0.49, 0.02], chosen=t % 2, outcome=float(t % 3), candidate=[0, 0, 1])
+             for t in range(200)]
+    differences, expected = dr_terms(steps)
+    blind = asymptotic_cs(differences)
+    aware = asymptotic_cs(differences, expected=expected)
+    assert expected[-1] > 40 * differences.var()  # a weight of 50 on a residual is known before the draw
+    assert (aware.high - aware.low)[-1] > 3 * (blind.high - blind.low)[-1]
