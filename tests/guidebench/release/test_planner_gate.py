@@ -55,12 +55,11 @@ def test_the_maximum_rejects_and_the_ledger_rolls_the_candidate_back(shadowed, t
     assert (start.from_state, start.to_state) == ("candidate", "shadow")  # plan-loop --shadow recorded it
     assert start_planner_shadow(shadowed["candidate"], ledger=ledger) is None  # already shadowing
     report = planner_report(shadowed["candidate"], data=shadowed["root"] / "data", gates_file=gates, ledger=ledger)
-    if report.verdict.verdict == "reject":
-        _, verdict = ledger.records()
-        assert verdict.to_state == "rolled_back" and verdict.sequential.n <= 30
-        assert verdict.sequential.method.startswith("doubly robust asymptotic confidence sequence")
-    else:
-        assert report.verdict.verdict == "promote" and report.verdict.decided_at <= 30
+    assert report.verdict.verdict == "reject" and "maximum of 30 iterations" in report.verdict.reason
+    _, verdict = ledger.records()
+    assert (verdict.from_state, verdict.to_state) == ("shadow", "rolled_back") and verdict.sequential.n == 30
+    assert verdict.sequential.method.startswith("doubly robust asymptotic confidence sequence")
+    assert verdict.sequential.counts["judged"] > 30 and ledger.state_of(verdict.module.digest) == "rolled_back"
 
 
 def test_bad_inputs_are_one_line(shadowed, tmp_path):
