@@ -147,3 +147,21 @@ def test_a_sidecar_of_another_repository_joins_nothing_and_says_so(written, tmp_
     assert any("a sidecar of another repository" in q["error"] for q in side_quarantine(tmp_path / "d"))
     named = import_logs(logs, "experiments", tmp_path / "e", progress=False, planner_repository="repo-z")
     assert named.balanced and _counts(report_of(tmp_path / "e"))["planner_other_repository"] == len(records)
+
+
+def test_an_unusable_candidate_part_is_dropped_and_counted_the_line_still_joins(tmp_path: Path):
+    from planner_sidecar_support import exploring_rules
+    from runtime.exploration import ExplorationSettings
+
+    candidate = exploring_rules(tmp_path, ExplorationSettings(), name="candidate")
+    logs, records = logs_with_sidecars(tmp_path / "w", episodes=1, iterations=12, candidate=candidate)
+    path, lines = sidecar_lines(logs)[0]
+    lines[0]["candidate"]["probabilities"] = {f: 0.5 for f in FAMILIES}
+    lines[1]["candidate"]["module"] = dict(lines[1]["candidate"]["module"], name="third", checksum="e" * 64)
+    rewrite(path, lines)
+    import_logs(logs, "experiments", tmp_path / "d", progress=False)
+    counts = _counts(report_of(tmp_path / "d"))
+    assert counts["planner_candidate_dropped"] == 2 and counts["planner_joined"] == len(records) == 12
+    joined = all_records(tmp_path / "d")
+    assert [r.planner_log.candidate is None for r in joined[:3]] == [True, True, False]
+    assert joined[2].planner_log.candidate.status == "ok" and joined[2].planner_log.candidate.module.name == "candidate"
