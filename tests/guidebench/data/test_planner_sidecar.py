@@ -165,3 +165,29 @@ def test_an_unusable_candidate_part_is_dropped_and_counted_the_line_still_joins(
     joined = all_records(tmp_path / "d")
     assert [r.planner_log.candidate is None for r in joined[:3]] == [True, True, False]
     assert joined[2].planner_log.candidate.status == "ok" and joined[2].planner_log.candidate.module.name == "candidate"
+
+
+def test_a_writer_that_follows_the_docs_alone_joins_every_line(written, tmp_path: Path):
+    """Lines written with json and hashlib as docs/planner-shadow.md describes them (required keys only)."""
+    import hashlib
+    import json
+
+    logs, records = written
+    copied = copy_logs(logs, tmp_path / "logs")
+    by_iteration = {(r.source.file, r.iteration_id): r for r in records}
+    for path, lines in sidecar_lines(copied):
+        file = path.relative_to(copied).parent.joinpath("log.jsonl").as_posix()
+        own = []
+        for line in lines:
+            packet = by_iteration[(file, line["iteration_id"])].packet.model_dump(mode="json")
+            text = json.dumps(packet, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            own.append({"schema_version": 1, "timestamp": "2026-11-28T08:00:00Z", "iteration_id": line["iteration_id"],
+                        "packet_hash": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                        "module": {"name": "their-planner", "version": "2.0.0", "checksum": "ab" * 32},
+                        "exploration": {"policy": "epsilon", "epsilon": 0.3},
+                        "probabilities": line["probabilities"], "family": line["family"]})
+        rewrite(path, own)
+    import_logs(copied, "experiments", tmp_path / "d", progress=False)
+    counts = _counts(report_of(tmp_path / "d"))
+    assert counts["planner_joined"] == counts["planner_lines"] == len(records)
+    assert {r.planner_log.module.name for r in all_records(tmp_path / "d")} == {"their-planner"}
