@@ -19,14 +19,17 @@ family, `--rollouts` seeded attempts). The candidates' choices on the same packe
 
 The gate (`evals.offpolicy.sequential`, alpha 0.05, min_effect 0) looks after every iteration. The price of
 exploration of a setting is the true improvement per iteration of the greedy family minus that of the setting's
-distribution on the same packets (one step: what each iteration gives up). The per-family estimate of
+distribution on the same packets (one step: what each iteration gives up); the softmax settings are
+`planner.learned`'s (its outcome model fit once on 40 episodes of the simulated planner's logs, seed 1000, not the
+benchmark's), priced against its own greedy family. The per-family estimate of
 `planner.rules`' choices: for each family f, over the iterations where the greedy choice is f, the inverse
 propensity estimate of its improvement (the deployed attempts of f weighted by 1 / logged probability, normalized
 by the number of such iterations) over the true mean, pooled over repetitions, with a bootstrap interval over
 repetitions. The latency: `FrozenPlannerModule.decide` against `PlannerShadow.decide` (the same decision plus the
 line handed to the writer thread) on the same packets, alternating.
 
-    python -m benchmarks.planner_explore --reps 200 --episodes 8 --workers 2
+    python -m benchmarks.planner_explore --reps 200 --episodes 12 --rollouts 6 --workers 2
+    python -m benchmarks.planner_explore --render
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ SETTINGS = {"epsilon 0.05": dict(policy="epsilon", epsilon=0.05, floor=0.0),
             "epsilon 0.3": dict(policy="epsilon", epsilon=0.3, floor=0.0),
             "epsilon 0.5": dict(policy="epsilon", epsilon=0.5, floor=0.0),
             "floor 0.1 only": dict(policy="epsilon", epsilon=0.0, floor=0.1)}
+# planner.learned: a softmax of its estimates (percent of the best) at a temperature, with the default floor
+SOFTMAX = {f"softmax {t:g} + floor 0.05 (planner.learned)": dict(policy="softmax", temperature=t, floor=0.05)
+           for t in (0.1, 0.25, 0.5, 1.0)}
 CANDIDATES = ("greedy", "aa-stated", "aa-draw", "informed")
 
 
@@ -64,6 +70,19 @@ def _export(root: Path) -> Path:
                           exploration=ExplorationSettings(**DEFAULT)).path
 
 
+def _outcome_state(root: Path) -> dict[str, Any]:
+    """`planner.learned`'s outcome model, fit on 40 episodes of the simulated planner's logs (not the benchmark's)."""
+    from evals.data import load_records
+    from guidebench.data import import_logs
+    from guidebench.simulators.experiments import write_episodes
+    from optimizers.outcome_fitting import fit_outcome_models_once
+
+    write_episodes(root / "fit-logs", 40, 1000, old_shape_fraction=0.0)
+    import_logs(root / "fit-logs", "experiments", root / "fit-data", progress=False)
+    fit = fit_outcome_models_once(load_records(root / "fit-data", "train"), load_records(root / "fit-data", "dev"))
+    return fit.outcome.to_state()
+
+
 def _load(folder: Path) -> Any:
     import programs
     from runtime import load_frozen
@@ -71,7 +90,7 @@ def _load(folder: Path) -> Any:
     return load_frozen(folder, program=programs.get("planner.rules"))
 
 
-def _repetition(args: tuple[str, int, int, int]) -> dict[str, Any]:
+def _repetition(args: tuple[str, int, int, int, dict[str, Any]]) -> dict[str, Any]:
     """One repetition's iterations: logged probabilities, choice, outcome, truth per family, candidates' families."""
     from evals.sim_kernel import expected_improvement
     from guidebench.release.planner_loop import run_planner_episode
@@ -80,8 +99,11 @@ def _repetition(args: tuple[str, int, int, int]) -> dict[str, Any]:
     from runtime.advisor import FAMILIES
     from runtime.exploration import draw, draw_fraction
 
-    folder, rep, episodes, rollouts = args
+    from runtime.outcome import OutcomeModel
+
+    folder, rep, episodes, rollouts, outcome_state = args
     deployed = _load(Path(folder))
+    model = OutcomeModel.from_state(outcome_state)
     rows: list[dict[str, Any]] = []
 
     class Deciding:
@@ -104,10 +126,15 @@ def _repetition(args: tuple[str, int, int, int]) -> dict[str, Any]:
         scores = _family_scores(state)
         informed = max((f for f in FAMILIES if probs[FAMILIES.index(f)] > 0), key=lambda f: scores[f])
         aa = draw(decision.probabilities, draw_fraction(10_000 + rep, decision.packet_hash))
+        estimates = model.estimates(packet, view.compliant)
+        shares = [None if estimates.get(f) is None else 100.0 * estimates[f].gain_share for f in FAMILIES]
+        known = [f for f in view.compliant if estimates.get(f) is not None]
+        learned = max(known, key=lambda f: (estimates[f].gain_share, -FAMILIES.index(f))) if known \
+            else FAMILIES[FAMILIES.index(decision.greedy_family)]
         rows.append({"p": probs, "a": FAMILIES.index(decision.family),
                      "y": 100.0 * max(0, state.cycles - outcome.state_after.cycles) / state.cycles, "mu": truth,
                      "greedy": FAMILIES.index(decision.greedy_family), "aa": FAMILIES.index(aa),
-                     "informed": FAMILIES.index(informed)})
+                     "informed": FAMILIES.index(informed), "learned": FAMILIES.index(learned), "shares": shares})
 
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(episodes):
@@ -189,27 +216,31 @@ def gate_study(reps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def exploration_price(reps: list[dict[str, Any]]) -> dict[str, Any]:
-    """True improvement per iteration given up by each setting against the greedy family, on the same packets."""
+    """True improvement per iteration given up by each setting against its planner's greedy family, on the same
+    packets (`planner.rules` for epsilon and the floor, `planner.learned` for softmax)."""
     from runtime.advisor import FAMILIES
     from runtime.exploration import ExplorationSettings, probabilities
 
     out: dict[str, Any] = {}
-    for name, values in SETTINGS.items():
+    for name, values in {**SETTINGS, **SOFTMAX}.items():
         settings = ExplorationSettings(**values)
-        per_rep = []
+        greedy_key = "learned" if settings.policy == "softmax" else "greedy"
+        per_rep, greedy_values = [], []
         for rep in reps:
             prices = []
             for r in rep["rows"]:
                 open_ = [f for f, p in zip(FAMILIES, r["p"]) if p > 0]
-                probs = probabilities(settings, open_, FAMILIES[r["greedy"]])
+                shares = dict(zip(FAMILIES, r["shares"]))
+                probs = probabilities(settings, open_, FAMILIES[r[greedy_key]], shares)
                 mu = np.asarray(r["mu"])
-                prices.append(mu[r["greedy"]] - float(np.asarray([probs[f] for f in FAMILIES]) @ mu))
+                prices.append(mu[r[greedy_key]] - float(np.asarray([probs[f] for f in FAMILIES]) @ mu))
             per_rep.append(float(np.mean(prices)))
-        greedy_value = float(np.mean([np.mean([r["mu"][r["greedy"]] for r in rep["rows"]]) for rep in reps]))
+            greedy_values.append(float(np.mean([r["mu"][r[greedy_key]] for r in rep["rows"]])))
+        greedy_value = float(np.mean(greedy_values))
         mean, se = float(np.mean(per_rep)), float(np.std(per_rep, ddof=1) / math.sqrt(len(per_rep)))
+        floor = settings.floor if settings.policy == "softmax" else max(settings.floor, settings.epsilon / 3)
         out[name] = {"price": mean, "se": se, "greedy_value": greedy_value, "share_of_greedy": mean / greedy_value,
-                     "max_weight": 1.0 / max(min(p for p in probabilities(settings, list(FAMILIES), FAMILIES[0])
-                                                 .values()), 1e-12)}
+                     "max_weight": 1.0 / floor if floor > 0 else math.inf}
     return out
 
 
@@ -338,12 +369,16 @@ def render(result: dict[str, Any]) -> str:
     for name, row in price.items():
         lines.append(f"| {name} | {row['price']:.4f} (SE {row['se']:.4f}) | {row['share_of_greedy']:.1%} | "
                      f"{row['max_weight']:.0f} |")
-    greedy_value = next(iter(price.values()))["greedy_value"]
+    rules_value = next(v for k, v in price.items() if "softmax" not in k)["greedy_value"]
+    learned_rows = [v for k, v in price.items() if "softmax" in k]
+    learned_value = learned_rows[0]["greedy_value"] if learned_rows else float("nan")
     lines += [
         "",
-        f"The greedy planner takes {greedy_value:.3f} percent of the best off per iteration on these packets. "
-        "Softmax is not in the table: it needs `planner.learned`'s estimates, and so a fitted outcome model; its "
-        "price follows the same formula with the softmax distribution.",
+        f"On these packets `planner.rules`' greedy family takes {rules_value:.3f} percent of the best off per "
+        f"iteration, `planner.learned`'s {learned_value:.3f} (its outcome model fit on 40 episodes of the simulated "
+        "planner's logs, seed 1000: not the benchmark's episodes); a softmax row is priced against `planner.learned`'s "
+        "own greedy family, and the largest weight of a softmax row is 1 / its floor. The weights bound the "
+        "variance of every estimate made from these logs; the price is paid on every iteration.",
         "",
         "## `planner.rules`' per-family estimate from logged propensities",
         "",
@@ -395,7 +430,8 @@ def main() -> None:
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         folder = _export(Path(tmp))
-        jobs = [(str(folder), rep, args.episodes, args.rollouts) for rep in range(args.reps)]
+        state = _outcome_state(Path(tmp))
+        jobs = [(str(folder), rep, args.episodes, args.rollouts, state) for rep in range(args.reps)]
         with ProcessPoolExecutor(args.workers) as pool:
             reps = list(pool.map(_repetition, jobs, chunksize=4))
         minutes = (time.time() - started) / 60

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--epsilon", type=float, default=None, metavar="X", help="share spread over the open "
                         "families, in [0, 1] (default 0.2 for epsilon, 0 for softmax)")
     export.add_argument("--temperature", type=float, default=None, metavar="T",
-                        help="softmax temperature in percent points of the best, in (0, 100] (default 0.5)")
+                        help="softmax temperature in percent points of the best, in (0, 100] (default 0.1)")
     export.add_argument("--floor", type=float, default=None, metavar="P",
                         help="least probability of every open family, in [0, 1/3] (default 0.05)")
     export.add_argument("--explore-seed", type=int, default=None, metavar="S", help="seed of the draws (default 0)")
