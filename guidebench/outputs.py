@@ -83,6 +83,8 @@ WRITERS: dict[str, Writer] = {writer.command: writer for writer in (
     Writer("run-loop", "run-loop", "a run-loop log folder"),
     Writer("search", "search", "a search folder"),
     Writer("shadow report", "shadow-report", "a shadow report folder"),
+    Writer("plan-loop", "plan-loop", "a plan-loop log folder"),
+    Writer("shadow planner-report", "planner-report", "a planner gate report folder"),
 )}
 _BY_ROLE = {writer.role: writer for writer in WRITERS.values()}
 

@@ -22,7 +22,7 @@ from runtime.outcome import OUTCOME_MODEL_KEY, FamilyEstimate, OutcomeModel, Out
 from .inputs import packet_from_inputs
 from .learned import FittedModel
 from .results import directive_prediction, safe_directive
-from .rules_planner import RuleChoice, protocol_view, rule_choice, rule_directive
+from .rules_planner import RuleChoice, explored_directive, protocol_view, rule_choice, rule_directive
 
 NAME = "planner.learned"
 
@@ -42,6 +42,8 @@ class PlannerLearned(dspy.Module):
     """The allowed family of highest estimated improvement (an outcome model fit on the logs), no LM call."""
 
     program_name = NAME
+    # An export may explore: epsilon-greedy, or a softmax of the estimates (`runtime.exploration`).
+    exploration_policies: tuple[str, ...] = ("epsilon", "softmax")
 
     def __init__(self) -> None:
         super().__init__()
@@ -64,13 +66,14 @@ class PlannerLearned(dspy.Module):
         estimates = model.estimates(packet, view.compliant)
         known = {family: e for family, e in estimates.items() if e is not None}
         shown = {family: (None if e is None else round(_value(e), 3)) for family, e in estimates.items()}
+        shares = {family: (None if e is None else 100.0 * e.gain_share) for family, e in estimates.items()}
+        context = dict(estimates=shown, estimate_shares=shares, compliant=list(view.compliant))
         if not known:
             choice = rule_choice(packet)
             note = (f"no estimate for {', '.join(view.compliant)} (the model never saw them in train): the rule "
                     "planner's choice")
             directive, reasons = rule_directive(packet, choice)
-            return directive_prediction(directive, rule_reasons=[*reasons, note], estimates=shown,
-                                        decided_by="rules")
+            return directive_prediction(directive, rule_reasons=[*reasons, note], decided_by="rules", **context)
         family = max(known, key=lambda f: (_value(known[f]), -FAMILIES.index(f)))
         best = known[family]
         why = (f"learned: {family} expected to take {_value(best):.1f} "
@@ -81,7 +84,18 @@ class PlannerLearned(dspy.Module):
         directive, reasons = rule_directive(packet, choice)
         if best.cycles is not None:
             directive = directive.model_copy(update={"expected_effect_cycles": -int(round(best.cycles))})
-        return directive_prediction(directive, rule_reasons=reasons, estimates=shown, decided_by="model")
+        return directive_prediction(directive, rule_reasons=reasons, decided_by="model", **context)
+
+    def directive_for(self, family: str, **inputs: Any) -> dspy.Prediction:
+        """The directive for a family an exploring export drew, with the model's estimate as its expected effect."""
+        packet = packet_from_inputs(inputs)
+        if packet is None or family not in FAMILIES:
+            raise ValueError(f"{NAME}: no packet, or {family!r} is not a family")
+        estimate = self.model.estimates(packet, [family])[family]
+        directive, reasons = explored_directive(packet, family, f"explore: {family} drawn")
+        if estimate is not None and estimate.cycles is not None:
+            directive = directive.model_copy(update={"expected_effect_cycles": -int(round(estimate.cycles))})
+        return directive_prediction(directive, rule_reasons=reasons, decided_by="explore")
 
 
 __all__ = ["NAME", "OutcomeModelParameter", "PlannerLearned"]

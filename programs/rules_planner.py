@@ -237,8 +237,18 @@ def rule_directive(packet: AdvisorPacket, choice: Optional[RuleChoice] = None
     return directive, list(choice.reasons)
 
 
+def explored_directive(packet: AdvisorPacket, family: str, why: str) -> tuple[OptimizationDirective, list[str]]:
+    """The rule planner's directive for a family an exploring planner drew (`runtime.exploration`)."""
+    view = protocol_view(packet)
+    choice = RuleChoice(family=family, reasons=(*view.reasons, why), lowering=view.lowering, recovery=view.recovery)
+    return rule_directive(packet, choice)
+
+
 class PlannerRules(dspy.Module):
     """Reference planner without an LM: pivots to the least-tried allowed family, lowers the bound when near it."""
+
+    # An export may explore epsilon-greedily over the compliant families (`runtime.exploration`).
+    exploration_policies: tuple[str, ...] = ("epsilon",)
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         packet: Optional[AdvisorPacket] = packet_from_inputs(inputs)
@@ -246,4 +256,12 @@ class PlannerRules(dspy.Module):
             error = "planner.rules needs the full advisor packet as the `packet` input (see programs.planner_inputs)"
             return directive_prediction(safe_directive(), parse_errors=[error], rule_reasons=[])
         directive, reasons = rule_directive(packet)
+        return directive_prediction(directive, rule_reasons=reasons, compliant=protocol_view(packet).compliant)
+
+    def directive_for(self, family: str, **inputs: Any) -> dspy.Prediction:
+        """The directive for a family an exploring export drew (its rules' directive for that family)."""
+        packet = packet_from_inputs(inputs)
+        if packet is None or family not in FAMILIES:
+            raise ValueError(f"planner.rules: no packet, or {family!r} is not a family")
+        directive, reasons = explored_directive(packet, family, f"explore: {family} drawn")
         return directive_prediction(directive, rule_reasons=reasons)

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from .frozen.loader import load_frozen
     from .frozen.manifest import FrozenModuleError
     from .frozen.arguments import FrozenInputError
+    from .exploration import ExplorationSettings
+    from .planner_log import PLANNER_FILE, PlannerDecisionLine
+    from .planner_shadow import PlannerShadow
 
 # public name -> the submodule that defines it
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -58,6 +61,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "frozen.loader": ("load_frozen",),
     "frozen.manifest": ("FrozenModuleError",),
     "frozen.arguments": ("FrozenInputError",),
+    "exploration": ("ExplorationSettings",),
+    "planner_log": ("PLANNER_FILE", "PlannerDecisionLine"),
+    "planner_shadow": ("PlannerShadow",),
 }
 _WHERE: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .advisor import AdvisorPacket, ExperimentLogEntry
 from .fullauto import Action, FullAutoTurnSummary, GuardrailAudit, GuardrailConfig
 from .guardrails import logged_confidence
+from .planner_log import PlannerLogged
 from .shadow_log import ShadowOutcome
 
 LABEL_SOURCES_HELP = "human | rule:<name> | simulator"
@@ -253,6 +254,9 @@ class PlannerRecord(BaseModel):
     packet: AdvisorPacket
     outcome: Optional[ExperimentLogEntry] = None
     source: Optional[SourceRef] = None
+    # The sidecar's line for this iteration (`runtime.planner_log`): the logged propensities. Left out of the
+    # record's JSON when None, so records without one keep their text and the dataset its hashes.
+    planner_log: Optional[PlannerLogged] = Field(default=None, exclude_if=lambda value: value is None)
 
     @property
     def inputs_hash(self) -> str:

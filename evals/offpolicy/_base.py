@@ -52,15 +52,25 @@ class OffPolicyEstimate(BaseModel):
     support: float  # share of the target's choices the deployed planner made with propensity >= MIN_PROPENSITY
     supported: bool
     note: str = ""
+    logged_propensities: int = 0  # of the n records, those whose propensities the deployed planner logged
+
+    @property
+    def propensity_source(self) -> str:
+        """Where the weights came from: "logged", "model" or "logged + model"."""
+        if self.logged_propensities == 0:
+            return "model"
+        return "logged" if self.logged_propensities >= self.n else "logged + model"
 
     def text(self) -> str:
-        """One line: "412.3 [350.1, 470.8] (DR, ESS 61.2)" or "unsupported (DR, ESS 2.1 of 140)"."""
+        """One line: "412.3 [350.1, 470.8] (DR, ESS 61.2 of 140)" or "unsupported (DR, ESS 2.1 of 140)", with ", 40
+        with logged propensities" when some records had them."""
+        logged = f", {self.logged_propensities} with logged propensities" if self.logged_propensities else ""
         if self.value is None:
-            return f"{self.note or 'unsupported'} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n})"
+            return f"{self.note or 'unsupported'} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n}{logged})"
         if self.ci_low is None or self.ci_high is None:
-            return f"{self.value:.1f}, {self.note} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n})"
+            return f"{self.value:.1f}, {self.note} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n}{logged})"
         return (f"{self.value:.1f} [{self.ci_low:.1f}, {self.ci_high:.1f}] ({self.estimator.upper()}, "
-                f"ESS {self.ess:.1f} of {self.n})")
+                f"ESS {self.ess:.1f} of {self.n}{logged})")
 
 
 def importance_weights(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
@@ -132,7 +142,8 @@ class Estimator(ABC):
         ess, support = support_of(bandit, target, mask)
         supported = ess >= MIN_ESS and support >= MIN_SUPPORT
         common = dict(estimator=self.name, title=self.title, n=n, n_episodes=episodes, ess=round(ess, 3),
-                      support=round(support, 4), supported=supported)
+                      support=round(support, 4), supported=supported,
+                      logged_propensities=int((mask & bandit.logged_propensity).sum()))
         if n == 0:
             return OffPolicyEstimate(value=None, ci_low=None, ci_high=None, note="no record to estimate on", **common)
         if require_support and not supported and (target[mask] >= 0).any():

@@ -138,7 +138,9 @@ class LoggedBandit:
     """Per record: episode, best, logged family and its observed improvement, and both models' view of each family.
 
     `q` holds the outcome model's expected improvement in cycles (NaN for a family the model never saw in train
-    or a packet without a best), `propensity` the deployed planner's probability of each family.
+    or a packet without a best), `propensity` the deployed planner's probability of each family: the probabilities
+    the planner stated and logged (`PlannerRecord.planner_log`, the sidecar of docs/planner-shadow.md) where the
+    record has them (`logged_propensity`), else the fitted propensity model's.
     """
 
     record_ids: list[str]
@@ -150,6 +152,16 @@ class LoggedBandit:
     p_valid: np.ndarray  # (n, 3)
     propensity: np.ndarray  # (n, 3)
     group_names: list[str] = field(default_factory=list)
+    logged_propensity: Optional[np.ndarray] = None  # (n,) bool: the record's propensities were logged, not fitted
+
+    def __post_init__(self) -> None:
+        if self.logged_propensity is None:
+            self.logged_propensity = np.zeros(len(self.record_ids), dtype=bool)
+
+    @property
+    def logged_records(self) -> list[str]:
+        """The records whose propensities the deployed planner logged (no propensity model used for them)."""
+        return [rid for rid, logged in zip(self.record_ids, self.logged_propensity) if logged]
 
     @property
     def n(self) -> int:
@@ -172,6 +184,12 @@ class LoggedBandit:
                     q[i, k] = math.nan if estimate.cycles is None else estimate.cycles
         props = propensity.probabilities(np.vstack([policy_row(f) for f in feats])) if propensity is not None and n \
             else np.full((n, len(FAMILIES)), np.nan)
+        stated = np.zeros(n, dtype=bool)
+        for i, record in enumerate(records):
+            logged_choice = getattr(record, "planner_log", None)
+            if logged_choice is not None:  # the planner's own stated probabilities: no model of them needed
+                props[i] = [logged_choice.propensity(f) for f in FAMILIES]
+                stated[i] = True
         names = sorted({r.episode_id for r in records})
         code = {name: i for i, name in enumerate(names)}
         attempts = [attempt_of(r) for r in records]
@@ -182,7 +200,7 @@ class LoggedBandit:
                    best=np.asarray([math.nan if b is None else float(b) for b in best]),
                    logged=np.asarray([-1 if f is None else FAMILIES.index(f) for f in logged], dtype=np.int64),
                    observed=np.asarray([math.nan if o is None else o for o in observed]),
-                   q=q, p_valid=p_valid, propensity=props, group_names=names)
+                   q=q, p_valid=p_valid, propensity=props, group_names=names, logged_propensity=stated)
 
     def on_policy(self) -> "LoggedBandit":
         """The same logs seen by the deployed planner itself: each logged choice has weight 1 (its own policy)."""
@@ -191,7 +209,7 @@ class LoggedBandit:
         propensity[np.nonzero(known)[0], self.logged[known]] = 1.0
         return LoggedBandit(record_ids=self.record_ids, groups=self.groups, best=self.best, logged=self.logged,
                             observed=self.observed, q=self.q, p_valid=self.p_valid, propensity=propensity,
-                            group_names=self.group_names)
+                            group_names=self.group_names, logged_propensity=self.logged_propensity)
 
     def target(self, families: Sequence[Optional[str]]) -> np.ndarray:
         """A program's choices as indices into FAMILIES (-1: no change, e.g. a rejected directive; -2: not scored,

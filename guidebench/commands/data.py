@@ -19,6 +19,8 @@ def _import(args: argparse.Namespace) -> int:
         options["ignore_side_labels"] = True
     if args.shadow_module:
         options["shadow_module"] = args.shadow_module
+    if args.planner_repository:
+        options["planner_repository"] = args.planner_repository
     if args.max_line_bytes < 1:
         raise GuidebenchError(f"--max-line-bytes must be positive, got {args.max_line_bytes}")
     report = import_logs(args.path, args.kind, args.out, seed=args.seed, progress=args.progress,
@@ -70,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--shadow-module", metavar="DIR",
                      help="the module whose shadow-decisions.jsonl lines join their decisions; lines of another "
                           "module are quarantined (fullauto; default: the module most of the first sidecar's lines name)")
+    imp.add_argument("--planner-repository", metavar="ID",
+                     help="the repository planner-decisions.jsonl lines must name; others are quarantined "
+                          "(experiments; default: the one each sidecar's first line names)")
     imp.add_argument("--max-line-bytes", type=int, default=64 * 1024 * 1024,
                      help="longer lines are quarantined (default 64 MiB)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

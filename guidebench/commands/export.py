@@ -25,6 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="optimizer that compiled --state (default: the run's, else none / unknown)")
     export.add_argument("--tag", action="append", default=[], metavar="TAG", help="tag the package (repeatable)")
     export.add_argument("--force", action="store_true", help="replace DIR when it holds an earlier export")
+    export.add_argument("--explore", default=None, metavar="POLICY",
+                        help="a planner that explores: epsilon (planner.rules, planner.learned) or softmax "
+                             "(planner.learned); default greedy (docs/planner-shadow.md)")
+    export.add_argument("--epsilon", type=float, default=None, metavar="X", help="share spread over the open "
+                        "families, in [0, 1] (default 0.2 for epsilon, 0 for softmax)")
+    export.add_argument("--temperature", type=float, default=None, metavar="T",
+                        help="softmax temperature in percent points of the best, in (0, 100] (default 0.1)")
+    export.add_argument("--floor", type=float, default=None, metavar="P",
+                        help="least probability of every open family, in [0, 1/3] (default 0.05)")
+    export.add_argument("--explore-seed", type=int, default=None, metavar="S", help="seed of the draws (default 0)")
     add_tracking_uri(export)
     export.set_defaults(func=run_export)
 
@@ -93,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     """Export and print where the module went and its compiled_id."""
-    from guidebench.release.export import export_frozen, source_from_registry, source_from_run
+    from guidebench.release.export import export_frozen, exploration_settings, source_from_registry, source_from_run
 
     if bool(args.run_id) == bool(args.program):
         raise GuidebenchError("give either RUN_ID or --program NAME")
@@ -103,14 +113,18 @@ def run_export(args: argparse.Namespace) -> int:
         raise GuidebenchError(f"--state {args.state}: no such file")
     source = source_from_run(args.run_id, args.tracking_uri) if args.run_id else \
         source_from_registry(args.program, args.state)
+    exploration = exploration_settings(args.explore, epsilon=args.epsilon, temperature=args.temperature,
+                                       floor=args.floor, seed=args.explore_seed)
     if args.optimizer:
         source.optimizer = args.optimizer
     result = export_frozen(source, name=args.name, version=args.version, out=args.out, force=args.force,
-                           tags=args.tag, inputs=[args.state] if args.state else [])
+                           tags=args.tag, inputs=[args.state] if args.state else [], exploration=exploration)
     manifest = result.manifest
     print(f"exported {manifest.package} (entry {manifest.entry}, {manifest.demo_count} demos) to {result.path}")
     print(f"signature {manifest.signature_name} {manifest.signature_hash[:16]}..., "
           f"dsrs compiled_id {result.compiled_id}")
+    if manifest.exploration is not None:
+        print(f"explores: {manifest.exploration.text()}")
     learned = manifest.provenance
     problem = learned.problem() if learned is not None else "the state does not record the records it learned from"
     print(f"learned from {learned.describe()}" if learned is not None and problem is None else

@@ -41,6 +41,7 @@ from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import validation_error_text
 from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, strict_int
+from guidebench.data.planner_sidecar import SidecarJoin, is_sidecar
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
@@ -84,8 +85,8 @@ class InferredTargets:
 
 
 def is_side_file(file: Path) -> bool:
-    """Side files (`*.sim.jsonl`) sit next to the logs but are not episodes."""
-    return file.name.endswith(SIDE_FILE_SUFFIX)
+    """Side files (`*.sim.jsonl`, planner sidecars) sit next to the logs but are not episodes."""
+    return file.name.endswith(SIDE_FILE_SUFFIX) or is_sidecar(file)
 
 
 def episode_files(path: Path, exclude: Optional[Path] = None) -> list[Path]:
@@ -181,6 +182,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
     """Stream one episode's log into planner records."""
     report = ctx.report
     side = read_side_file(ctx, log)
+    join = SidecarJoin.open(ctx, log)
     evidence = goal_evidence(log) if side is None else None
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
@@ -195,7 +197,9 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
                 if number == line.number:
                     break
                 builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
-            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred)
+            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred, join)
+    if join is not None:
+        join.finish()
     if imported:
         report.add("episodes")
     if inferred.count:
@@ -205,7 +209,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
 
 def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
                   side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str,
-                  inferred: InferredTargets) -> int:
+                  inferred: InferredTargets, join: Optional[SidecarJoin] = None) -> int:
     """One object line: a planner record (1), or quarantined (0); the builder sees it either way."""
     report = ctx.report
     raw = _tail_line(line.text or "")
@@ -237,7 +241,7 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
         ctx.reject(log, line, f"cannot build the planner record: {why}")
         builder.add(obj, raw)
         return 0
-    ctx.emit(record)
+    ctx.emit(join.attach(record) if join is not None else record)
     builder.add(obj, raw)
     report.add("entries")
     report.add("new_shape" if entry.is_full_shape else "old_shape")

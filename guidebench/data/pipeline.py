@@ -74,7 +74,8 @@ def import_logs(
         raise GuidebenchError(f"unknown log kind {kind!r}; known kinds: {', '.join(sorted(IMPORTERS)) or 'none'}")
     if not Path(path).exists() and interrupted(Path(path)) is None:
         raise GuidebenchError(f"{Path(path)}: no such file or directory")
-    source = check_input(Path(path), "", (None, "data simulate fullauto", "data simulate experiments", "run-loop"),
+    source = check_input(Path(path), "", (None, "data simulate fullauto", "data simulate experiments", "run-loop",
+                                          "plan-loop"),
                          "a log folder or file: give the logs it was made from")
     output = claim_output(Path(out), "data import", force=force, inputs=[source])
     final = Path(out)

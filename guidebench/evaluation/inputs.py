@@ -18,7 +18,8 @@ from guidebench.errors import GuidebenchError, refuse_unfitted, refused_write
 
 DATASET_KIND_TO_PROGRAM_KIND = {"fullauto": "full_auto", "experiments": "planner"}
 # What `--data` accepts: a dataset folder, logs written by a command, or logs no command wrote (None).
-DATA_WRITERS = ("data import", "data simulate fullauto", "data simulate experiments", "run-loop", None)
+DATA_WRITERS = ("data import", "data simulate fullauto", "data simulate experiments", "run-loop", "plan-loop",
+                None)
 SPLIT_CHOICES = ("train", "dev", "test", "all")
 DEFAULT_SPLIT = "test"
 

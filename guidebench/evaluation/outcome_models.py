@@ -171,6 +171,8 @@ def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], mo
         "observed_logged": observed.model_dump(), "calibration": calibration(bandit, seed=seed).model_dump(),
         "models": {"key": models.key, "trained_on": models.trained_on, "from_cache": models.from_cache,
                    "fit": models.chosen},
+        # the records whose propensities the deployed planner logged: their weights use no propensity model
+        "logged_propensities": {"n": len(bandit.logged_records), "of": bandit.n, "records": bandit.logged_records},
     }
     if replays_log:
         summary["on_policy"] = True
@@ -199,6 +201,10 @@ def describe(summary: dict[str, Any]) -> list[str]:
                 f"{value:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}]")
         lines.append(f"off-policy {name.upper():<4} {text}  (n {estimate['n']}, {estimate['n_episodes']} episodes, "
                      f"ESS {estimate['ess']:.1f}, support {estimate['support']:.0%})")
+    logged = summary.get("logged_propensities") or {}
+    if logged.get("n"):
+        lines.append(f"logged propensities: {logged['n']} of {logged['of']} records (their weights use no "
+                     "propensity model)")
     calib = summary["calibration"]
     if calib["n"]:
         ratio = "n/a" if calib["mean_ratio"] is None else f"{calib['mean_ratio']:.2f}"

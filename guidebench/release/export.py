@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from runtime.checksums import write_checksums
+from runtime.exploration import POLICIES, ExplorationSettings, default_settings
 from runtime.frozen.loader import installed_dspy_version, load_frozen, verify_frozen
 from runtime.frozen.knn import DemoSelector
 from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
@@ -313,7 +314,8 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
                    demo_selection: Optional[DemoSelection] = None,
                    rule_gate: Optional[RuleGateSpec] = None,
                    trained_model: Optional[TrainedModelSpec] = None,
-                   outcome_model: Optional[OutcomeModelSpec] = None) -> FrozenManifest:
+                   outcome_model: Optional[OutcomeModelSpec] = None,
+                   exploration: Optional[ExplorationSettings] = None) -> FrozenManifest:
     """The frozen manifest of a source (`demo_selection`: the demos it picks per input, if it does; `rule_gate`:
     the rules that decide before its LM, if any)."""
     from guidebench.tracking.runs import git_commit
@@ -333,7 +335,7 @@ def build_manifest(source: ExportSource, *, name: str, version: str, predictors:
         mlflow_run_id=source.mlflow_run_id, git_commit=None if commit == "unknown" else commit,
         created_at=created_at, promotion_state="candidate", tags=sorted(set(tags)), evals=list(evals),
         demo_selection=demo_selection, rule_gate=rule_gate, trained_model=trained_model, provenance=source.provenance,
-        outcome_model=outcome_model,
+        outcome_model=outcome_model, exploration=exploration,
         dsrs_notes=carry_notes(demo_selection, rule_gate, {p.name: p.max_tokens for p in predictors if p.max_tokens},
                                trained_model, code_inputs, outcome_model),
     )
@@ -364,8 +366,11 @@ def _write_folder(folder: Path, manifest: FrozenManifest, state: dict[str, Any],
 
 def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, force: bool = False,
                   tags: Iterable[str] = (), evals: Iterable[str] = (), lm: Any = None,
-                  inputs: Iterable[Path] = ()) -> ExportResult:
+                  inputs: Iterable[Path] = (), exploration: Optional[ExplorationSettings] = None) -> ExportResult:
     """Write `source` as a frozen module at `out` (atomically) and verify it loads; returns the result.
+
+    `exploration`: how an exported planner explores (`runtime.exploration`; None: greedy); a setting the program
+    cannot follow is refused.
 
     `out` follows `guidebench.outputs` (an earlier export is replaced only with `force`; `inputs`,
     such as a state file, are never inside it).
@@ -378,6 +383,7 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
         raise GuidebenchError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (max 128)")
     if not valid_version(version):
         raise GuidebenchError(f"--version {version!r}: must be X.Y.Z (e.g. 0.1.0)")
+    exploration = _exploration(source, exploration)
     output = claim_output(Path(out), "export", force=force, inputs=inputs)
     out = output.path
 
@@ -408,7 +414,8 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
                               demo_selection=None if selection is None else DemoSelection(
                                   k=selection.k, vectorizer=selection.vectorizer.name, fields=selection.fields,
                                   nearest_last=selection.nearest_last, pool_size=len(selection.pool)),
-                              rule_gate=rule_gate, trained_model=trained_model, outcome_model=outcome_model)
+                              rule_gate=rule_gate, trained_model=trained_model, outcome_model=outcome_model,
+                              exploration=exploration)
     hub = build_hub(manifest, state, created_at=created_unix, trainset_id=source.trainset_id)
 
     try:
@@ -423,6 +430,45 @@ def export_frozen(source: ExportSource, *, name: str, version: str, out: Path, f
         raise GuidebenchError(f"export of {source.entry} failed its own verification: {exc.reason}") from exc
     return ExportResult(path=out, manifest=manifest, hub=hub, redactions=redactor.scrubbed_values,
                         dropped_keys=list(redactor.dropped_keys))
+
+
+def exploration_settings(policy: Optional[str], **values: Any) -> Optional[ExplorationSettings]:
+    """The settings `guidebench export --explore POLICY` asks for (unset values: the policy's defaults); a value out
+    of range is one line."""
+    if policy is None:
+        if any(v is not None for v in values.values()):
+            raise GuidebenchError("--epsilon, --temperature, --floor and --explore-seed go with --explore POLICY")
+        return None
+    if policy not in POLICIES:
+        raise GuidebenchError(f"--explore {policy!r}: choose one of {', '.join(POLICIES)}")
+    base = default_settings(policy).model_dump()
+    base.update({k: v for k, v in values.items() if v is not None})
+    try:
+        return ExplorationSettings.model_validate(base)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "exploration"
+        raise GuidebenchError(f"exploration {where}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def _exploration(source: ExportSource, settings: Optional[ExplorationSettings]) -> Optional[ExplorationSettings]:
+    """The settings checked against the program: a planner that can follow them (None or greedy: nothing to check)."""
+    if settings is None:
+        return None
+    try:  # a dict or settings built without validation are checked here too
+        settings = ExplorationSettings.model_validate(settings.model_dump() if isinstance(settings, BaseModel)
+                                                      else settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise GuidebenchError(f"exploration {'.'.join(map(str, first['loc'])) or 'settings'}: {first['msg']}") from None
+    if source.kind != "planner":
+        raise GuidebenchError(f"program {source.entry} is a {source.kind} program; only planners explore")
+    supported = tuple(getattr(source.installed, "exploration_policies", ()))
+    if settings.explores and settings.policy not in supported:
+        raise GuidebenchError(f"program {source.entry} cannot explore with policy {settings.policy!r} (it supports "
+                              f"{', '.join(supported) or 'none'}): planner.rules explores epsilon-greedily, "
+                              "planner.learned epsilon-greedily or by softmax")
+    return settings
 
 
 def _rule_gate(entry: str, gate: Any) -> Optional[RuleGateSpec]:

@@ -27,6 +27,9 @@
      program.json's `outcome_model` entry that `runtime.outcome` accepts, with the manifest's families, feature
      count and scorer types; its rules are code, so it loads with program= (NumPy scores the model: no
      scikit-learn); a module without one has no such entry.
+  10. a planner set to explore (`exploration`, format version 7) holds settings in range
+     (`runtime.exploration.ExplorationSettings`) and is a program that can follow them (`directive_for`,
+     `exploration_policies`: `planner.rules` epsilon, `planner.learned` epsilon and softmax).
 
 A module with a rule gate applies `runtime.rules.rule_decision` first: a turn whose deciding rule is
 gated gets the rule's decision without an LM call (standalone, `FrozenDecisionProgram` does it; an
@@ -118,7 +121,7 @@ def _manifest(root: Path) -> FrozenManifest:
     # What each format version added: a field set in an older manifest is refused, as are Full Auto parts elsewhere.
     for field, version, only in (("demo_selection", 2, None), ("rule_gate", 3, "full_auto"),
                                  ("trained_model", 4, "full_auto"), ("provenance", 5, None),
-                                 ("outcome_model", 6, "planner")):
+                                 ("outcome_model", 6, "planner"), ("exploration", 7, "planner")):
         if getattr(manifest, field) is None:
             continue
         if manifest.format_version < version:
@@ -453,8 +456,24 @@ def load_frozen(path: Union[str, Path], *, program: Any = None, signature: Any =
     if selector is not None:
         instance = NearestDemosProgram(instance, selector)
 
+    if manifest.exploration is not None:
+        _check_exploration(manifest, instance, root)
     if manifest.kind == "full_auto":
         # pickled as this very call (the shadow's process loads the module again from its folder)
         reload = partial(load_frozen, root, program=program, signature=signature, inputs=inputs, lm=lm)
         return FrozenGuidanceModule(manifest, instance, root, inputs=inputs, lm=lm, reload=reload)
     return FrozenPlannerModule(manifest, instance, root, inputs=inputs, lm=lm)
+
+
+def _check_exploration(manifest: FrozenManifest, program: Any, root: Path) -> None:
+    """An exploring planner must write a directive for a family it is given (`directive_for`) and know the policy
+    (softmax needs estimates: `exploration_policies`); a greedy setting needs nothing."""
+    settings = manifest.exploration
+    if settings is None or not settings.explores:
+        return
+    supported = tuple(getattr(program, "exploration_policies", ()))
+    if settings.policy not in supported or not callable(getattr(program, "directive_for", None)):
+        raise FrozenModuleError(f"{MANIFEST_FILE} sets exploration policy {settings.policy!r}, which {manifest.entry} "
+                                f"cannot follow (it supports {list(supported) or 'none'}): export it without "
+                                "exploration, or export planner.rules (epsilon) or planner.learned (epsilon, softmax)",
+                                str(root))

@@ -21,7 +21,9 @@ answers and the LM program that answers the rest); 5 adds `provenance` (`runtime
 identity of their inputs, which `guidebench eval`, `leaderboard` and `promote` check their evidence against;
 a manifest without it is reported as "provenance unknown", which promotion refuses); 6 adds `outcome_model`
 (with program.json's `outcome_model` entry: a planner's outcome model fit on the logs, `planner.learned`,
-scored by `runtime.outcome`). The runtime reads all six (each version is the next one without what the next
+scored by `runtime.outcome`); 7 adds `exploration` (`runtime.exploration.ExplorationSettings`: a planner that
+draws its family from stated probabilities, epsilon-greedy or softmax with a floor, seeded). The runtime reads all
+seven (each version is the next one without what the next
 one added: a version 3 module's predictors run their signatures' own text).
 """
 
@@ -32,12 +34,13 @@ from typing import Any, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runtime.exploration import ExplorationSettings
 from runtime.provenance import Provenance
 from runtime.rules import check_rules
 from runtime.signature_spec import SignatureSpec
 
-FORMAT_VERSION = 6
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+FORMAT_VERSION = 7
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
 PROGRAM_FILE = "program.json"
 KNN_FILE = "knn.json"
 MANIFEST_FILE = "manifest.json"
@@ -244,6 +247,8 @@ class FrozenManifest(BaseModel):
     provenance: Optional[Provenance] = None
     # Format version 6: a planner's outcome model fit on the logs (None: the program has none).
     outcome_model: Optional[OutcomeModelSpec] = None
+    # Format version 7: how a planner explores (None: greedy; `runtime.exploration`).
+    exploration: Optional[ExplorationSettings] = None
 
     @field_validator("version")
     @classmethod

@@ -48,8 +48,9 @@ from runtime.frozen.arguments import ConfigArg, PacketArg, SummaryArg, read_conf
 from runtime.frozen.manifest import FrozenManifest, FrozenModuleError
 from runtime.guardrails import apply_guardrails, parse_decision
 from runtime.inputs import input_text, packet_inputs, summary_inputs
+from runtime.exploration import GREEDY, ExplorationSettings, draw, draw_fraction, open_families, probabilities
 from runtime.pivot import validate_directive
-from runtime.records import DecisionRecord, LMUsage, LoggedDecision
+from runtime.records import DecisionRecord, LMUsage, LoggedDecision, packet_hash
 from runtime.rules import gated_decision
 from runtime.signature_spec import SignatureSpec
 from runtime.trained import TrainedDecisionModel, config_inputs
@@ -73,6 +74,28 @@ class PlannerResult(NamedTuple):
     directive: OptimizationDirective
     errors: list[str]
     used_default: bool
+
+
+class PlannerDecision(NamedTuple):
+    """A planner module's decision with its stated probabilities (`FrozenPlannerModule.decide`).
+
+    `probabilities` holds every family of FAMILIES (0 for a family the protocol blocks, 1 for the chosen family of
+    a greedy planner); `family` is the directive's family, drawn from them; `greedy_family` the one the planner
+    would take without exploring; `packet_hash` the decision's packet (`runtime.records.packet_hash`)."""
+
+    directive: OptimizationDirective
+    errors: list[str]
+    used_default: bool
+    family: str
+    probabilities: dict[str, float]
+    greedy_family: str
+    packet_hash: str
+    exploration: ExplorationSettings
+
+    @property
+    def result(self) -> PlannerResult:
+        """The directive, its errors and whether it is the safe default."""
+        return PlannerResult(self.directive, self.errors, self.used_default)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -459,15 +482,47 @@ class FrozenPlannerModule:
     def __repr__(self) -> str:
         return f"FrozenPlannerModule({self.manifest.package}, entry={self.manifest.entry}, path={self.path})"
 
+    @property
+    def exploration(self) -> ExplorationSettings:
+        """How the module explores (`runtime.exploration`; greedy unless its manifest says otherwise)."""
+        return self.manifest.exploration or GREEDY
+
     def __call__(self, packet: PacketArg) -> PlannerResult:
         """Plan the next iteration; an unusable output becomes the safe default directive.
 
         Raises `FrozenInputError` for a packet it cannot read and `FrozenModuleError` when the module calls an
-        LM and none is set (every answer would be the safe default).
+        LM and none is set (every answer would be the safe default). An exploring module's directive is the one
+        `decide` draws.
         """
+        return self.decide(packet).result
+
+    def decide(self, packet: PacketArg) -> PlannerDecision:
+        """Plan the next iteration and state every family's probability next to the directive (see `PlannerDecision`;
+        the errors of `__call__`)."""
         packet = read_packet(packet)
         require_lm(self)
+        prediction, inputs, result = self._greedy(packet)
+        settings = self.exploration
+        digest = packet_hash(packet)
+        greedy = result.directive.strategy_family
+        if not settings.explores:
+            probs = {f: float(f == greedy) for f in FAMILIES}
+            return PlannerDecision(*result, greedy, probs, greedy, digest, settings)
+        compliant = getattr(prediction, "compliant", None) if prediction is not None else None
+        values = getattr(prediction, "estimate_shares", None) if prediction is not None else None
+        probs = probabilities(settings, open_families(packet, compliant), greedy, values)
+        family = draw(probs, draw_fraction(settings.seed, digest))
+        directive, errors = result.directive, list(result.errors)
+        if family != greedy:
+            directive, note = self._directive_for(family, packet, inputs, directive)
+            errors += [note] if note else []
+        return PlannerDecision(directive, errors, result.used_default, family, probs, greedy, digest, settings)
+
+    def _greedy(self, packet: AdvisorPacket) -> tuple[Any, Optional[dict[str, Any]], PlannerResult]:
+        """(the program's prediction or None, its inputs or None, the validated result)."""
         blocked = list(packet.strategy_family_constraints.blocked_families)
+        prediction: Any = None
+        inputs: Optional[dict[str, Any]] = None
         try:
             inputs = self._inputs(packet) if self._inputs else packet_inputs(packet)
             with _lm_scope(self.lm):
@@ -481,8 +536,29 @@ class FrozenPlannerModule:
         except Exception as exc:  # any failure of the program is the safe default, never a crash
             reported, invalid = [], [_error_text(exc)]
         if invalid:
-            return PlannerResult(safe_default_directive(packet), reported + invalid, True)
-        return PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
+            return prediction, inputs, PlannerResult(safe_default_directive(packet), reported + invalid, True)
+        return prediction, inputs, PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
+
+    def _directive_for(self, family: str, packet: AdvisorPacket, inputs: Optional[dict[str, Any]],
+                       greedy: OptimizationDirective) -> tuple[OptimizationDirective, str]:
+        """The program's directive for the drawn family; when it cannot write one, the greedy directive moved to that
+        family with no modifiers and no expected effect (the drawn family always stands: its probability is logged)."""
+        program = self.program
+        while isinstance(program, NearestDemosProgram):
+            program = program.program
+        try:
+            with _lm_scope(self.lm):
+                obj = getattr(program, "directive_for")(family, **(inputs or {})).directive
+            obj = obj.model_dump(mode="json") if isinstance(obj, OptimizationDirective) else obj
+            blocked = list(packet.strategy_family_constraints.blocked_families)
+            if not validate_directive(obj, blocked) and obj.get("strategy_family") == family:
+                return OptimizationDirective.model_validate(obj), ""
+            note = "its directive was not valid"
+        except Exception as exc:  # the drawn family stands; the directive is the greedy one's, moved
+            note = _error_text(exc)
+        moved = greedy.model_copy(update={"strategy_family": family, "strategy_modifiers": [],
+                                          "expected_effect_cycles": 0})
+        return moved, f"explore {family}: the program wrote no directive for it ({note}); the greedy one, moved"
 
 
 def _answer_without_lm(program: dspy.Module, inputs: Mapping[str, Any]) -> Optional[dspy.Prediction]:

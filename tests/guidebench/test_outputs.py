@@ -349,6 +349,10 @@ TABLE = (
            ("fullauto-decisions.jsonl",)),
     Writes("shadow report", ("shadow", "report", "--module", "{module}", "--data", "{shadow_data}", "--no-record",
                              "--out", "{out}"), ("shadow_report.json", "shadow_report.png")),
+    Writes("plan-loop", ("plan-loop", "--module", "{planner}", "--episodes", "1", "--out", "{out}"),
+           ("episode-0000/",)),
+    Writes("shadow planner-report", ("shadow", "planner-report", "--module", "{planner_candidate}", "--data",
+                                     "{planner_data}", "--no-record", "--out", "{out}"), ("planner_report.json",)),
     Writes("search", ("search", "--program-family", "full_auto", "--data", "{data}", "--trials", "1", "--lm", "fake",
                       "--programs", "full_auto.predict", "--optimizers", "labeled_fewshot", "--demos", "1:1",
                       "--no-test", "--tracking-uri", "{uri}", "--no-progress", "--out", "{out}"),
@@ -378,8 +382,17 @@ def world(tmp_path_factory) -> dict:
                      "--out", str(root / "shadow-logs")]) == 0
         assert main(["data", "import", str(root / "shadow-logs"), "--kind", "fullauto", "--no-progress",
                      "--out", str(root / "shadow-data")]) == 0
+        for name, explore in (("planner", ["--explore", "epsilon"]), ("planner-candidate", [])):
+            assert main(["export", "--program", "planner.rules", "--name", name, "--version", "0.1.0",
+                         "--out", str(root / name), *explore]) == 0
+        assert main(["plan-loop", "--module", str(root / "planner"), "--shadow", str(root / "planner-candidate"),
+                     "--episodes", "1", "--out", str(root / "planner-logs")]) == 0
+        assert main(["data", "import", str(root / "planner-logs"), "--kind", "experiments", "--no-progress",
+                     "--out", str(root / "planner-data")]) == 0
     return {"logs": root / "logs", "data": make_dataset(root / "data", train=6, dev=3, test=2),
-            "module": root / "module", "uri": tracking_uri(root / "mlflow"), "shadow_data": root / "shadow-data"}
+            "module": root / "module", "uri": tracking_uri(root / "mlflow"), "shadow_data": root / "shadow-data",
+            "planner": root / "planner", "planner_candidate": root / "planner-candidate",
+            "planner_data": root / "planner-data"}
 
 
 @pytest.fixture

@@ -110,3 +110,54 @@ def test_calibration_of_a_right_model_and_of_a_scaled_one():
     logs.q = q * 2
     doubled = calibration(logs)
     assert doubled.mean_ratio == pytest.approx(2.0, abs=0.1) and doubled.coverage < 0.5
+
+
+# ----- logged propensities: the planner's own stated probabilities replace the propensity model ------------------
+
+@pytest.fixture(scope="module")
+def logged_records(tmp_path_factory):
+    from guidebench.data import import_logs
+    from planner_sidecar_support import all_records, logs_with_sidecars
+
+    root = tmp_path_factory.mktemp("logged-propensities")
+    logs, _ = logs_with_sidecars(root, episodes=3, iterations=20)
+    import_logs(logs, "experiments", root / "d", progress=False)
+    return all_records(root / "d")
+
+
+def test_logged_propensities_are_used_where_a_record_has_them_and_said_so(logged_records, outcome_fit):
+    from evals.offpolicy.bandit import LoggedBandit
+    from evals.offpolicy.summary import policy_estimates
+    from runtime.advisor import FAMILIES
+
+    stripped = [r.model_copy(update={"planner_log": None}) if i % 2 else r for i, r in enumerate(logged_records)]
+    bandit = LoggedBandit.build(stripped, outcome_fit.outcome, outcome_fit.propensity)
+    modelled = LoggedBandit.build(stripped, outcome_fit.outcome, outcome_fit.propensity).propensity
+    for i, record in enumerate(stripped):
+        if record.planner_log is not None:
+            assert list(bandit.propensity[i]) == [record.planner_log.probabilities[f] for f in FAMILIES]
+        else:
+            assert not bandit.logged_propensity[i] and np.allclose(bandit.propensity[i], modelled[i])
+    assert bandit.logged_records == [r.record_id for r in stripped if r.planner_log is not None]
+    greedy = [r.planner_log.family if r.planner_log else r.outcome.family for r in stripped]
+    estimates = policy_estimates(bandit, greedy, resamples=50)
+    assert estimates["dr"].logged_propensities == len(bandit.logged_records) > 0
+    assert estimates["dr"].propensity_source == "logged + model"
+    assert f"{len(bandit.logged_records)} with logged propensities" in estimates["ipw"].text()
+
+
+def test_with_every_propensity_logged_no_propensity_model_is_needed(logged_records, outcome_fit):
+    from evals.offpolicy.bandit import LoggedBandit
+    from evals.offpolicy.summary import policy_estimates
+
+    bandit = LoggedBandit.build(logged_records, outcome_fit.outcome, None)
+    assert bandit.logged_propensity.all() and np.isfinite(bandit.propensity).all()
+    families = [r.outcome.family for r in logged_records]  # the deployed planner's own choices
+    estimates = policy_estimates(bandit, families, resamples=50)
+    ipw = estimates["ipw"]
+    assert ipw.propensity_source == "logged" and ipw.value is not None
+    known = (bandit.logged >= 0) & np.isfinite(bandit.observed) & np.isfinite(bandit.best)
+    weights = 1 / bandit.propensity[np.nonzero(known)[0], bandit.logged[known]]
+    assert weights.max() <= 1 / 0.05 + 1e-9  # the floor bounds every weight
+    snips = float((weights * bandit.observed[known]).sum() / weights.sum())
+    assert ipw.n == known.sum() and ipw.value == pytest.approx(snips)

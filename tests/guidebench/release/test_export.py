@@ -496,3 +496,35 @@ def test_no_planted_secret_reaches_an_export_or_a_tracked_run(tmp_path: Path, mo
     # The checkpoint keeps the request and state, not the key (its LM cache holds prompts, which are redacted too).
     assert leaks([home / "checkpoints"], secret) == {}
     assert any(p.is_file() for root in artifact_roots if root.exists() for p in root.rglob("*"))
+
+
+# ----- exploration settings: refused at export with one line ------------------------------------------------------
+
+@pytest.mark.parametrize("policy, values, why", [
+    ("epsilon", dict(epsilon=1.5), "exploration epsilon: Input should be less than or equal to 1"),
+    ("softmax", dict(temperature=0.0), "exploration temperature: Input should be greater than 0"),
+    ("epsilon", dict(floor=0.9), "exploration floor:"),
+    ("sometimes", {}, "--explore 'sometimes': choose one of greedy, epsilon, softmax"),
+    (None, dict(epsilon=0.1), "go with --explore POLICY"),
+])
+def test_exploration_settings_out_of_range_are_refused_at_export(policy, values, why):
+    from guidebench.release.export import exploration_settings
+
+    with pytest.raises(GuidebenchError) as info:
+        exploration_settings(policy, **values)
+    assert why in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_program_that_cannot_follow_the_exploration_is_refused_at_export(tmp_path: Path):
+    from guidebench.release.export import exploration_settings
+
+    softmax = exploration_settings("softmax")
+    with pytest.raises(GuidebenchError, match="planner.rules cannot explore with policy 'softmax'"):
+        export_program("planner.rules", tmp_path / "A", exploration=softmax)
+    with pytest.raises(GuidebenchError, match="only planners explore"):
+        export_program("full_auto.rules", tmp_path / "B", exploration=exploration_settings("epsilon"))
+    with pytest.raises(GuidebenchError, match="cannot explore"):
+        export_program("planner.predict", tmp_path / "C", exploration=exploration_settings("epsilon"))
+    assert not (tmp_path / "A").exists()
+    assert export_program("planner.rules", tmp_path / "D", exploration=exploration_settings("greedy")).manifest \
+        .exploration.policy == "greedy"

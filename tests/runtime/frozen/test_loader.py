@@ -672,3 +672,79 @@ def test_planner_learned_standalone_or_edited_is_refused(planner_learned_dir: Pa
     shutil.copytree(planner_learned_dir, copy)
     edit_json(copy, "manifest.json", lambda m: m["outcome_model"].update(n_features=3))
     assert "has n_features" in refusal(copy, program=programs.get("planner.learned"))
+
+
+# ----- an exploring planner: stated probabilities, refused settings ---------------------------------------------
+
+def _explore_packets(dataset: Path) -> list:
+    from planner_logs_support import records_of
+
+    return [r.packet for r in records_of(dataset, "test")][:40]
+
+
+def test_an_exploring_rule_planner_states_every_probability_and_draws_from_them(profile_free_dataset: Path,
+                                                                              tmp_path: Path):
+    from runtime.exploration import ExplorationSettings, check_probabilities
+
+    settings = ExplorationSettings(policy="epsilon", epsilon=0.5, floor=0.1, seed=7)
+    folder = export_program("planner.rules", tmp_path / "X", exploration=settings).path
+    assert verify_frozen(folder).exploration == settings
+    module = load_frozen(folder, program=programs.get("planner.rules"))
+    greedy = load_frozen(export_program("planner.rules", tmp_path / "G").path, program=programs.get("planner.rules"))
+    explored = 0
+    for packet in _explore_packets(profile_free_dataset):
+        decision = module.decide(packet)
+        assert check_probabilities(decision.probabilities) is None
+        assert decision.probabilities[decision.family] > 0 and decision.directive.strategy_family == decision.family
+        for family in packet.strategy_family_constraints.blocked_families:
+            assert decision.probabilities[family] == 0.0
+        assert decision.greedy_family == greedy(packet).directive.strategy_family
+        assert greedy.decide(packet).probabilities[decision.greedy_family] == 1.0
+        assert module(packet).directive == decision.directive  # the call is the decision, seeded
+        explored += decision.family != decision.greedy_family
+    assert explored > 0
+
+
+def test_an_exploring_learned_planner_loads_and_decides_with_numpy_alone(planner_learned_dir: Path,
+                                                                        profile_free_dataset: Path, tmp_path: Path):
+    import json
+    import subprocess
+    import sys
+
+    from runtime.exploration import default_settings
+
+    state = planner_learned_dir.parent / "state.json"
+    folder = export_program("planner.learned", tmp_path / "S", state=state,
+                            exploration=default_settings("softmax")).path
+    packet = _explore_packets(profile_free_dataset)[3]
+    script = (
+        NO_SCIKIT_LEARN +
+        "import json\n"
+        "from runtime import load_frozen\n"
+        "from programs.planner_learned import PlannerLearned\n"
+        "decision = load_frozen(sys.argv[1], program=PlannerLearned).decide(open(sys.argv[2]).read())\n"
+        "heavy = [m for m in ('sklearn', 'pandas', 'mlflow', 'optuna', 'llama_cpp') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "print(json.dumps([decision.family, decision.probabilities]))\n")
+    packet_file = tmp_path / "packet.json"
+    packet_file.write_text(packet.model_dump_json(), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", script, str(folder), str(packet_file)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    family, probs = json.loads(done.stdout)
+    here = load_frozen(folder, program=programs.get("planner.learned")).decide(packet)
+    assert (family, probs) == (here.family, here.probabilities)
+    assert min(p for p in probs.values() if p > 0) >= 0.05 - 1e-12  # the default floor
+
+
+def test_exploration_settings_out_of_range_are_refused_at_load(profile_free_dataset: Path, tmp_path: Path):
+    from runtime.exploration import default_settings
+
+    folder = export_program("planner.rules", tmp_path / "X", exploration=default_settings("epsilon")).path
+    edit_json(folder, "manifest.json", lambda m: m["exploration"].update(epsilon=1.5))
+    assert refusal(folder, program=programs.get("planner.rules")).startswith(
+        "manifest.json is invalid: exploration.epsilon:")
+    edit_json(folder, "manifest.json", lambda m: m["exploration"].update(epsilon=0.2, policy="softmax"))
+    assert "cannot follow" in refusal(folder, program=programs.get("planner.rules"))
+    edit_json(folder, "manifest.json", lambda m: m.update(format_version=6))
+    assert "has no exploration (version 7 added it)" in refusal(folder, program=programs.get("planner.rules"))
