@@ -259,10 +259,16 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
         return loaded
 
 
+_closing_at_exit = False
+
+
 def _keep(key: tuple[str, int, int], loaded: _LoadedModel) -> _LoadedModel:
-    """Hold a loaded model for the process (under `_models_lock`); the first one registers `close_models` at exit."""
-    if not _models:
+    """Hold a loaded model for the process (under `_models_lock`); the first one registers `close_models` at exit,
+    once per process and never unregistered (a caller that swaps `_models` cannot leave a model unclosed)."""
+    global _closing_at_exit
+    if not _closing_at_exit:
         atexit.register(close_models)
+        _closing_at_exit = True
     _models[key] = loaded
     return loaded
 
@@ -292,7 +298,6 @@ def close_models() -> int:
     with _models_lock:
         loaded = list(_models.values())
         _models.clear()
-        atexit.unregister(close_models)
     for model in loaded:
         with model.lock:  # a call still running in another thread finishes first
             model.llama.close()

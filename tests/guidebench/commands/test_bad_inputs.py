@@ -233,6 +233,23 @@ CASES: list[tuple[str, list[str], str]] = [
                                       "--out", "{w}/notes"], "holds other files"),
     ("shadow report/out inside input", ["shadow", "report", "--module", "{w}/module", "--data", "{w}/data",
                                         "--out", "{w}/data/report"], "is inside the input"),
+    # plan-loop
+    ("plan-loop/missing", ["plan-loop", "--module", "{w}/nope", "--out", "{w}/o"], "no such file or folder"),
+    ("plan-loop/wrong kind", ["plan-loop", "--module", "{w}/data", "--out", "{w}/o"],
+     "is a dataset folder (written by `guidebench data import`), not an exported module folder"),
+    ("plan-loop/a Full Auto module", ["plan-loop", "--module", "{w}/module", "--out", "{w}/o"],
+     "is a full_auto module; plan-loop needs a planner"),
+    ("plan-loop/interrupted", ["plan-loop", "--module", "{w}/lost-module", "--out", "{w}/o"],
+     "an interrupted `guidebench export` never finished writing it"),
+    # shadow planner-report
+    ("shadow planner-report/missing", ["shadow", "planner-report", "--module", "{w}/module", "--data", "{w}/nope"],
+     "no such file or folder"),
+    ("shadow planner-report/wrong kind", ["shadow", "planner-report", "--module", "{w}/data", "--data", "{w}/data"],
+     "is a dataset folder (written by `guidebench data import`), not an exported module folder"),
+    ("shadow planner-report/foreign folder", ["shadow", "planner-report", "--module", "{w}/module", "--data",
+                                              "{w}/data", "--out", "{w}/notes"], "holds other files"),
+    ("shadow planner-report/out inside input", ["shadow", "planner-report", "--module", "{w}/module", "--data",
+                                                "{w}/data", "--out", "{w}/data/report"], "is inside the input"),
     # search
     ("search/foreign folder", ["search", "--program-family", "full_auto", "--data", "{w}/data", "--trials", "1",
                                "--lm", "fake", "--out", "{w}/notes", "--force"], "holds other files"),

@@ -33,11 +33,10 @@ def _lm_program_requests() -> list[tuple[str, Request]]:
 
 
 def test_every_lm_program_gets_a_grammar_llama_cpp_accepts():
-    from llama_cpp import Llama
-
+    from guidebench.lm.engine import load_vocab
     from guidebench.lm.grammar import output_grammar
 
-    vocab = Llama(model_path=str(ensure_model()), vocab_only=True, verbose=False)
+    vocab = load_vocab(ensure_model())  # the process's own, closed at exit (a Llama of its own would not be)
     requests = _lm_program_requests()
     assert len(requests) >= 8
     for where, request in requests:
