@@ -34,13 +34,15 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
+from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, SimulatedEpisode, write_episodes
 from runtime.advisor import ExperimentLogEntry, PerformanceProfile
 from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
 from guidebench.errors import GuidebenchError, refused_write
+from guidebench.data import archive_join
+from guidebench.data.archive_join import RecordArchive
 from guidebench.data.ingest import validation_error_text
-from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, strict_int
+from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, runner_packets, strict_int
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 
@@ -184,6 +186,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
     evidence = goal_evidence(log) if side is None else None
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
+    archive = RecordArchive(ctx, log)
     imported = 0
     inferred = InferredTargets()
     report.add("files")
@@ -195,7 +198,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
                 if number == line.number:
                     break
                 builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
-            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred)
+            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred, archive)
     if imported:
         report.add("episodes")
     if inferred.count:
@@ -205,7 +208,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
 
 def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
                   side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str,
-                  inferred: InferredTargets) -> int:
+                  inferred: InferredTargets, archive: RecordArchive) -> int:
     """One object line: a planner record (1), or quarantined (0); the builder sees it either way."""
     report = ctx.report
     raw = _tail_line(line.text or "")
@@ -225,12 +228,13 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
         goal = evidence.goal_at(line.number)
         facts, source = IterationSide(goal.goal, goal.threshold_target), goal.source
     try:
-        packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
-                                profile=facts.profile)
+        rebuilt = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
+                                 profile=facts.profile)
+        packet, plan = archive.packet_for(entry, rebuilt)
         record = PlannerRecord(
             record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
             episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
-            source=SourceRef(file=ctx.relative(log), line=line.number),
+            source=SourceRef(file=ctx.relative(log), line=line.number), plan=plan,
         )
     except ValidationError as exc:  # an entry the contract accepts but a packet cannot hold
         ctx.reject(log, line, f"cannot build the planner record: {validation_error_text(exc)}")
@@ -242,9 +246,9 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     report.add("new_shape" if entry.is_full_shape else "old_shape")
     report.add("profiles", int(packet.performance_profile is not None))
     report.tally("outcome_validity", "valid" if entry.valid else "invalid")
-    report.tally("goals", facts.goal)
-    report.tally("goal_sources", source)
-    if source == "target_inferred":
+    report.tally("goals", packet.goal)
+    report.tally("goal_sources", source if plan is None else "archive")
+    if source == "target_inferred" and plan is None:
         inferred.add(line.number)
     return 1
 
@@ -259,6 +263,7 @@ def import_experiments(ctx: ImportContext) -> None:
     for name in ("files", "files_unreadable", "episodes", "entries", "old_shape", "new_shape", "side_files",
                  "side_lines_invalid", "profiles"):
         ctx.report.add(name, 0)
+    archive_join.start(ctx)
     for log in files:
         try:
             import_episode(ctx, log)
@@ -267,6 +272,7 @@ def import_experiments(ctx: ImportContext) -> None:
                 raise
             ctx.report.add("files_unreadable")
             ctx.report.note(f"{ctx.display(log)}: cannot read: {exc.strerror or exc}")
+    archive_join.finish(ctx)
 
 
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -276,6 +282,16 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--old-shape-fraction", type=float, default=0.2,
                         help="share of episodes written in the older short log shape (default 0.2)")
     parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier simulation")
+    parser.add_argument("--no-archive", action="store_true",
+                        help="write no .advisor/ planner archives (by default every episode in the current log "
+                             "shape gets one, as the loop runner keeps it)")
+
+
+def episode_packets(episode: SimulatedEpisode) -> list[dict[str, Any]]:
+    """The runner's packet (planner fields) before each of a simulated episode's entries, from its log."""
+    lines = episode.log_text().splitlines()
+    goals = [(item["goal"], item["threshold_target"]) for item in episode.side["iterations"]]
+    return runner_packets(episode.entries, lines, goals)
 
 
 def simulate_experiments(args: argparse.Namespace) -> int:
@@ -290,9 +306,10 @@ def simulate_experiments(args: argparse.Namespace) -> int:
     # Old episodes never mix with new ones: an earlier simulation is replaced whole, and only with --force.
     output = claim_output(out, "data simulate experiments", force=args.force)
     with output.writing() as staging:
-        summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction)
+        summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction,
+                                 archive_packets=None if args.no_archive else episode_packets)
     print(f"wrote {summary.episodes} episodes ({summary.entries} log lines, {summary.old_shape_episodes} in the "
-          f"older short shape) to {out}")
+          f"older short shape, {summary.archived_plans} plans archived under .advisor/) to {out}")
     print(f"import them with: guidebench data import {out} --kind {KIND} --out DATASET_DIR")
     return 0
 
