@@ -84,6 +84,18 @@ def finish(ctx: ImportContext) -> None:
             "all in archive_agreement)")
 
 
+def agreement_summary(report: Any) -> Optional[str]:
+    """One line for the import's printout: how the rebuilt packets compare with the archived ones, per field."""
+    table = (report.model_extra or {}).get("archive_agreement") if hasattr(report, "model_extra") else None
+    if not table:
+        return None
+    packets = max(row["compared"] for row in table.values())
+    differ = [f"{name} {row['agree']}/{row['compared']}" for name, row in table.items() if row["agree"] < row["compared"]]
+    head = f"rebuilt vs archived packets: {len(table)} fields compared on {packets} archived packet(s)"
+    return head + (f"; agree on every field but {', '.join(differ)}" if differ else "; every field agrees") + \
+        " (per field in import_report.json archive_agreement)"
+
+
 def contradiction(plan: ArchivedPlan, entry: ExperimentLogEntry) -> Optional[str]:
     """Why the archived packet cannot be the one that produced the log line, or None when it agrees."""
     packet = plan.packet
@@ -210,5 +222,5 @@ def _path(obj: Mapping[str, Any], dotted: str) -> tuple[Any, bool]:
     return obj, True
 
 
-__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "archive_for", "contradiction", "finish", "profile_problem",
+__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "agreement_summary", "archive_for", "contradiction", "finish", "profile_problem",
            "start"]

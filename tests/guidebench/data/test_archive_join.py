@@ -287,3 +287,21 @@ def test_logs_without_advisor_give_the_same_dataset_as_before(tmp_path: Path) ->
     report, records, _ = run(plain, tmp_path / "ds")
     assert report["archive_folders"] == 0 and report["packets_rebuilt"] == len(records)
     assert all(r.plan is None and "plan" not in json.loads(r.model_dump_json()) for r in records)
+
+
+def test_agreement_names_the_field_where_the_rebuild_differs(tmp_path: Path, capsys: Any) -> None:
+    from guidebench.cli import main
+
+    root, _ = make_repo(tmp_path / "repo")
+    iteration = sorted(plans(root))[-1]
+    file = plans(root)[iteration]
+    packet = json.loads(file.read_text())
+    packet["experiment_log_tail"] = packet["experiment_log_tail"][-3:]  # planned with --experiment-log-tail-lines 3
+    file.write_text(json.dumps(packet, indent=2, sort_keys=True) + "\n")
+    assert main(["data", "import", str(root), "--kind", "experiments", "--out", str(tmp_path / "ds")]) == 0
+    report = json.loads((tmp_path / "ds" / "import_report.json").read_text())
+    n = report["archive_joined"]
+    assert report["archive_agreement"]["experiment_log_tail"] == {"compared": n, "agree": n - 1}
+    assert report["archive_agreement"]["best_cycles"] == {"compared": n, "agree": n}
+    printed = capsys.readouterr().out
+    assert f"agree on every field but experiment_log_tail {n - 1}/{n}" in printed
