@@ -54,9 +54,14 @@ class CyclesChoice:
         return self.model.name
 
     @property
+    def context(self) -> str:
+        """Which context the estimates rest on (the log summary, the performance profile for how many records)."""
+        return next((note for note in reversed(self.notes) if note.startswith("context:")), "")
+
+    @property
     def estimator(self) -> str:
-        """How the outputs name the estimator."""
-        return self.model.estimator
+        """How the outputs name the estimator, with the context its estimates rest on."""
+        return self.model.estimator + (f"; {self.context}" if self.context else "")
 
 
 def _key(dataset_id: str, hashes: dict[str, str], settings: Any, seed: int) -> str:
@@ -143,7 +148,8 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
                                   f"splits: {exc}") from None
         notes.append(f"no learned outcome model (train and dev splits): {exc}")
     learned = LearnedCycles(models.outcome, trained_on=models.trained_on) if models is not None else None
-    model, more = choose_cycles_model([r.packet for r in records], choice, learned)
+    archived = sum(1 for r in records if getattr(r, "plan", None) is not None)
+    model, more = choose_cycles_model([r.packet for r in records], choice, learned, archived=archived)
     notes += more
     if models is not None and split.split("[")[0] in (*FIT_SPLITS, "all"):
         notes.append(f"the outcome model was fit on {models.trained_on}, which this split includes: its estimates "

@@ -380,28 +380,37 @@ def archive_mode(seed: int, index: int) -> str:
     return random.Random(derive_seed("archive", seed, index)).choice(MODES)
 
 
-def write_archive(folder: Path, episode: SimulatedEpisode, packets: Sequence[Mapping[str, Any]], mode: str) -> int:
-    """Write the episode's `.advisor/` as the loop runner would have (`advisor_archive.write_plan`), one plan per
-    log line: `packets[i]` is the planner fields of the packet before entry i (the runner's, from its log) and the
-    episode's profile before it; returns the number of plans written. A directive the runner's own check refuses
-    (the simulated planner chose a blocked family) is never archived: the runner stops before writing it, so that
-    attempt was planned around the runner and its log line has no archive (its packet is rebuilt on import)."""
+def write_archive(folder: Path, episode_id: str, entries: Sequence[Mapping[str, Any]],
+                  packets: Sequence[Mapping[str, Any]], directives: Sequence[Mapping[str, Any]],
+                  profiles: Sequence[Mapping[str, Any]], mode: str) -> int:
+    """Write an episode's `.advisor/` as the loop runner would have (`advisor_archive.write_plan`), one plan per
+    log line: `packets[i]` is the planner fields of the packet before entry i (the runner's, from its log),
+    `directives[i]` what the planner answered, `profiles[i]` the performance profile it saw; returns the number of
+    plans written. A directive the runner's own check refuses (a blocked family) is never archived: the runner
+    stops before writing it, so that attempt was planned around the runner and its log line has no archive (its
+    packet is rebuilt on import)."""
     written = 0
-    for entry, fields, directive, side in zip(episode.entries, packets, episode.directives,
-                                              episode.side["iterations"]):
+    for entry, fields, directive, profile in zip(entries, packets, directives, profiles):
         if pivot.validate_directive_original(directive, fields["strategy_family_constraints"]["blocked_families"]):
             continue
         recorded = datetime.strptime(entry["timestamp_utc"], TIMESTAMP_FORMAT)
         planned = (recorded - timedelta(minutes=5)).strftime(TIMESTAMP_FORMAT)
-        profile = runner_profile(side["performance_profile"])
-        packet = runner_packet({**fields, "performance_profile": profile}, iteration_id=entry["iteration_id"],
-                               timestamp_utc=planned, branch=entry["branch"], base_branch=entry["base_branch"],
-                               base_sha=entry["base_sha"], worktree=f"/home/loop/{episode.episode_id}",
-                               origin_url=f"https://github.com/example/{episode.episode_id}.git", mode=mode)
+        packet = runner_packet({**fields, "performance_profile": runner_profile(profile)},
+                               iteration_id=entry["iteration_id"], timestamp_utc=planned, branch=entry["branch"],
+                               base_branch=entry["base_branch"], base_sha=entry["base_sha"],
+                               worktree=f"/home/loop/{episode_id}",
+                               origin_url=f"https://github.com/example/{episode_id}.git", mode=mode)
         write_plan(folder, mode, packet, directive, created_at_utc=planned,
                    from_ref=f"origin/plan/{entry['iteration_id']:04d}-manual" if mode == "manual" else None)
         written += 1
     return written
+
+
+def write_episode_archive(folder: Path, episode: SimulatedEpisode, packets: Sequence[Mapping[str, Any]],
+                          mode: str) -> int:
+    """`write_archive` for a simulated episode: its directives and the profiles of its side file."""
+    profiles = [side["performance_profile"] for side in episode.side["iterations"]]
+    return write_archive(folder, episode.episode_id, episode.entries, packets, episode.directives, profiles, mode)
 
 
 def runner_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
@@ -443,6 +452,6 @@ def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
         total += len(episode.entries)
         old += episode.old_shape
         if archive_packets is not None and not episode.old_shape:
-            archived += write_archive(folder, episode, archive_packets(episode), archive_mode(seed, index))
+            archived += write_episode_archive(folder, episode, archive_packets(episode), archive_mode(seed, index))
     return SimulationSummary(out_dir=str(out), episodes=episodes, entries=total, old_shape_episodes=old, files=files,
                              archived_plans=archived)

@@ -18,7 +18,7 @@ import pytest
 from evals.data import load_records
 from guidebench.data import import_logs
 from guidebench.data.experiments import episode_packets
-from guidebench.simulators.experiments import simulate_episode, write_archive
+from guidebench.simulators.experiments import simulate_episode, write_episode_archive
 from programs.planner_logged import PlannerLogged
 from programs.inputs import planner_inputs
 
@@ -32,7 +32,7 @@ def make_repo(root: Path, index: int = 0, mode: str = "manual", seed: int = 3) -
     episode = simulate_episode(seed, index, iterations=10)
     (root / "experiments").mkdir(parents=True, exist_ok=True)
     (root / "experiments" / "log.jsonl").write_text(episode.log_text(), encoding="utf-8")
-    write_archive(root, episode, episode_packets(episode), mode)
+    write_episode_archive(root, episode, episode_packets(episode), mode)
     return root, episode
 
 
