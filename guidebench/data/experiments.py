@@ -285,6 +285,8 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-archive", action="store_true",
                         help="write no .advisor/ planner archives (by default every episode in the current log "
                              "shape gets one, as the loop runner keeps it)")
+    parser.add_argument("--archive-episodes", type=int, default=None, metavar="N",
+                        help="archive only the first N episodes in the current log shape (default: all)")
 
 
 def episode_packets(episode: SimulatedEpisode) -> list[dict[str, Any]]:
@@ -298,6 +300,8 @@ def simulate_experiments(args: argparse.Namespace) -> int:
     """`guidebench data simulate experiments`: write seeded loop-runner logs from the kernel environment."""
     if args.episodes < 1:
         raise GuidebenchError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.archive_episodes is not None and args.archive_episodes < 0:
+        raise GuidebenchError(f"--archive-episodes must be 0 or more, got {args.archive_episodes}")
     if not 0.0 <= args.old_shape_fraction <= 1.0:
         raise GuidebenchError(f"--old-shape-fraction must be within [0, 1], got {args.old_shape_fraction}")
     from guidebench.outputs import claim_output
@@ -307,7 +311,8 @@ def simulate_experiments(args: argparse.Namespace) -> int:
     output = claim_output(out, "data simulate experiments", force=args.force)
     with output.writing() as staging:
         summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction,
-                                 archive_packets=None if args.no_archive else episode_packets)
+                                 archive_packets=None if args.no_archive else episode_packets,
+                                 archive_episodes=args.archive_episodes)
     print(f"wrote {summary.episodes} episodes ({summary.entries} log lines, {summary.old_shape_episodes} in the "
           f"older short shape, {summary.archived_plans} plans archived under .advisor/) to {out}")
     print(f"import them with: guidebench data import {out} --kind {KIND} --out DATASET_DIR")

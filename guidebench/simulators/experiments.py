@@ -427,20 +427,22 @@ PacketsOf = Callable[[SimulatedEpisode], list[dict[str, Any]]]
 
 
 def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
-                   old_shape_fraction: float = 0.2, archive_packets: Optional[PacketsOf] = None) -> SimulationSummary:
+                   old_shape_fraction: float = 0.2, archive_packets: Optional[PacketsOf] = None,
+                   archive_episodes: Optional[int] = None) -> SimulationSummary:
     """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.jsonl` side files.
 
     With `archive_packets` (the packets the runner builds from an episode's log: `guidebench.data` passes its
     rebuild, which sits above this layer), every episode in the current log shape also gets the runner's planner
     archive, `OUT/episode-NNNN/.advisor/`, in the mode `archive_mode` draws (older-shape episodes come from a runner
-    that kept none)."""
+    that kept none); `archive_episodes` limits that to the first so many of them (the committed sample keeps three:
+    an archive is some 30 kB a plan)."""
     if episodes < 1:
         raise ValueError("episodes must be >= 1")
     if not 0.0 <= old_shape_fraction <= 1.0:
         raise ValueError("old_shape_fraction must be within [0, 1]")
     out = Path(out_dir)
     files: list[str] = []
-    total = old = archived = 0
+    total = old = archived = archived_episodes = 0
     for index in range(episodes):
         episode = simulate_episode(seed, index, old_shape=episode_is_old_shape(seed, index, old_shape_fraction))
         folder = out / f"episode-{index:04d}"
@@ -451,7 +453,9 @@ def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
         files.append(log.relative_to(out).as_posix())
         total += len(episode.entries)
         old += episode.old_shape
-        if archive_packets is not None and not episode.old_shape:
+        if archive_packets is not None and not episode.old_shape and (archive_episodes is None
+                                                                      or archived_episodes < archive_episodes):
             archived += write_episode_archive(folder, episode, archive_packets(episode), archive_mode(seed, index))
+            archived_episodes += 1
     return SimulationSummary(out_dir=str(out), episodes=episodes, entries=total, old_shape_episodes=old, files=files,
                              archived_plans=archived)
