@@ -220,7 +220,16 @@ def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
         notes.append(f"context: the performance profile of the {profiled} records that carry one")
     else:
         notes.append(context_note(packets, archived))
+    if chosen.name != "none":
+        _name_context(chosen, notes[-1])
     return chosen, notes
+
+
+def _name_context(model: CyclesModel, context: str) -> None:
+    """Put the context on the model's estimator name, which every output carries (summary, metrics, MLflow)."""
+    base = model.__dict__.get("_base_estimator") or model.estimator
+    model._base_estimator = base  # type: ignore[attr-defined]
+    model.estimator = f"{base}; {context}"
 
 
 __all__ = ["CyclesModel", "LearnedCycles", "NoCyclesModel", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model",

@@ -60,8 +60,8 @@ class CyclesChoice:
 
     @property
     def estimator(self) -> str:
-        """How the outputs name the estimator, with the context its estimates rest on."""
-        return self.model.estimator + (f"; {self.context}" if self.context else "")
+        """How the outputs name the estimator (with the context its estimates rest on: `choose_cycles_model`)."""
+        return self.model.estimator
 
 
 def _key(dataset_id: str, hashes: dict[str, str], settings: Any, seed: int) -> str:
