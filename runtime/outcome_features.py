@@ -22,7 +22,9 @@ Two parts:
   improvements and their mean share of the best, its last attempt's gain, how long ago it was tried and
   last improved, whether it is the current family or blocked, how far its best is from the best, and what
   its measured cycles showed, merged or not (the last change, the largest drop, a drop an invalid attempt
-  measured): an attempt that failed its tests still shows whether the change made the code faster.
+  measured): an attempt that failed its tests still shows whether the change made the code faster; and, from a
+  usable profile, its room (`family_rooms`: the slack for rescheduling, how far its own bound binds above the
+  other for a bound-lowering family, as a share of the best; 0 without a profile).
 - cross features (`PacketFeatures.cross`): the share of the best each family took off since each other
   family was last tried (what a family met when last tried may no longer hold).
 
@@ -64,7 +66,7 @@ CONTEXT_NAMES: tuple[str, ...] = (
 FAMILY_NAMES: tuple[str, ...] = (
     "tries", "valid_share", "wins", "gain_rate", "last_gain", "last_valid", "since_tried", "since_win",
     "is_current", "is_blocked", "best_gap", "has_valid", "last_valid_gain", "valid_no_gain", "wins_by_others_since",
-    "recent_tries", "last_change", "max_drop", "since_measured", "unmerged_drop",
+    "recent_tries", "last_change", "max_drop", "since_measured", "unmerged_drop", "room",
 )
 ROW_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"is:{family}" for family in FAMILIES), *(f"own:{name}" for name in FAMILY_NAMES),
@@ -223,8 +225,24 @@ def _context(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Optiona
     ], dtype=np.float64)
 
 
+def family_rooms(packet: AdvisorPacket) -> dict[str, float]:
+    """What each family can take off at most, as a share of the best, by the profile (0 without a usable one):
+    cycles are the tight bound plus the schedule's slack, so rescheduling can take the slack, and lowering a bound
+    helps only while that bound binds, down to the other bound."""
+    profile = packet.performance_profile
+    if not profile_usable(profile):
+        return {family: 0.0 for family in FAMILIES}
+    resource, cp = float(profile.resource_lb_cycles), float(profile.cp_lb_cycles)
+    tight, estimate = float(profile.tight_lb_cycles), float(profile.schedule_cycles_estimate)
+    best = float(packet.best_so_far or estimate)
+    rooms = {FAMILIES[0]: max(0.0, estimate - tight), FAMILIES[1]: max(0.0, resource - cp),
+             FAMILIES[2]: max(0.0, cp - resource)}
+    return {family: _clip(room / best, 0.0, 1.0) for family, room in rooms.items()}
+
+
 def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Optional[int]) -> np.ndarray:
     scale = float(best) if best else 1.0
+    rooms = family_rooms(packet)
     constraints = packet.strategy_family_constraints
     blocked = set(constraints.blocked_families) | set(family_constraints(entries).blocked_families)
     current = constraints.current_family or current_streak(entries)[0]
@@ -258,7 +276,7 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             float(sum(1 for e in entries[-RECENT:] if family_of(e) == family)),
             changes[-1] if changes else 0.0, -min(changes + [0.0]),
             _since(entries, lambda e, f=family: family_of(e) == f and _change(e) is not None),
-            max(unmerged, default=0.0),
+            max(unmerged, default=0.0), rooms[family],
         ])
     return np.asarray(rows, dtype=np.float64)
 
@@ -309,4 +327,4 @@ POLICY_NAMES: tuple[str, ...] = (
 )
 
 __all__ = ["CONTEXT_NAMES", "FAMILY_NAMES", "FEATURES_VERSION", "POLICY_NAMES", "PROFILE_NAMES", "PacketFeatures",
-           "ROW_NAMES", "candidate_row", "packet_features", "policy_row", "profile_context", "profile_usable"]
+           "ROW_NAMES", "candidate_row", "packet_features", "policy_row", "family_rooms", "profile_context", "profile_usable"]

@@ -133,3 +133,13 @@ def test_a_packet_without_a_usable_profile_has_the_profile_features_at_zero():
         assert np.allclose(packet_features(packet).context, bare.context)
     values = dict(zip(CONTEXT_NAMES, bare.context))
     assert values["has_profile"] == 0.0 and all(values[name] == 0.0 for name in PROFILE_NAMES)
+
+
+def test_each_familys_room_is_what_the_profile_leaves_it():
+    from runtime.outcome_features import family_rooms
+
+    rooms = family_rooms(_profiled(3, bounds(3)))  # load 800 binds over cp 700, estimate 930, best 930
+    assert np.isclose(rooms[SCHEDULE], 130 / 930) and np.isclose(rooms[LOADS], 100 / 930) and rooms[DEPS] == 0.0
+    row = dict(zip(FAMILY_NAMES, packet_features(_profiled(3, bounds(3))).families[FAMILIES.index(LOADS)]))
+    assert np.isclose(row["room"], 100 / 930)
+    assert family_rooms(_profiled(1, None)) == {f: 0.0 for f in FAMILIES}
