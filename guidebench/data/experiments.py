@@ -15,6 +15,12 @@ episode id, the goal and threshold target, and the performance profile before ea
 an unusable line goes to the side quarantine (counted in `side_lines_invalid`) and the packets it
 would have informed are built without it.
 
+The loop runner's planner archive (`.advisor/` of the log's repository: `<repo>/.advisor` for
+`<repo>/experiments/log.jsonl`, or beside the log) gives the packet the planner really saw and the directive it
+answered: `guidebench.data.planner_archive` reads it, `guidebench.data.archive_join` joins each plan to its log
+line (or quarantines it with its reason), and the record keeps the archived packet instead of the rebuilt one
+(`PlannerRecord.plan`); the rebuilt packet is still computed, and compared with the archived one field by field.
+
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
 performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
