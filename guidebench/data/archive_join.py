@@ -150,14 +150,13 @@ class RecordArchive:
 
     def packet_for(self, entry: ExperimentLogEntry, rebuilt: AdvisorPacket
                    ) -> tuple[AdvisorPacket, Optional[PlanArchive]]:
-        """The packet the record keeps (archived when a plan joins, else `rebuilt`) and its archive reference."""
+        """The packet the record keeps (archived when a plan joins, else `rebuilt`) and its archive reference (the
+        importer counts `packets_archived` / `packets_rebuilt` once the record is made)."""
         joined = self._join(entry)
         if joined is None:
-            self.ctx.report.add("packets_rebuilt")
             return rebuilt, None
         packet, plan = joined
         self._agreement(rebuilt, plan.packet)
-        self.ctx.report.add("packets_archived")
         self.ctx.report.add("archive_joined")
         return packet, PlanArchive(mode=plan.mode, packet_file=self.ctx.relative(plan.packet_file),
                                    directive_file=self.ctx.relative(plan.directive_file),

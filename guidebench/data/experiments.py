@@ -251,6 +251,7 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     report.add("entries")
     report.add("new_shape" if entry.is_full_shape else "old_shape")
     report.add("profiles", int(packet.performance_profile is not None))
+    report.add("packets_rebuilt" if plan is None else "packets_archived")
     report.tally("outcome_validity", "valid" if entry.valid else "invalid")
     report.tally("goals", packet.goal)
     report.tally("goal_sources", source if plan is None else "archive")
