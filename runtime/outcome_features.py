@@ -228,14 +228,17 @@ def _context(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Optiona
 def family_rooms(packet: AdvisorPacket) -> dict[str, float]:
     """What each family can take off at most, as a share of the best, by the profile (0 without a usable one):
     cycles are the tight bound plus the schedule's slack, so rescheduling can take the slack, and lowering a bound
-    helps only while that bound binds, down to the other bound."""
+    helps only while that bound binds, down to the next one (for fewer loads: the load engine's bound above the
+    critical path and every other engine's)."""
     profile = packet.performance_profile
     if not profile_usable(profile):
         return {family: 0.0 for family in FAMILIES}
     resource, cp = float(profile.resource_lb_cycles), float(profile.cp_lb_cycles)
     tight, estimate = float(profile.tight_lb_cycles), float(profile.schedule_cycles_estimate)
     best = float(packet.best_so_far or estimate)
-    rooms = {FAMILIES[0]: max(0.0, estimate - tight), FAMILIES[1]: max(0.0, resource - cp),
+    engines = {k: float(v) for k, v in (profile.min_cycles_by_engine or {}).items()}
+    load = engines.pop("load", 0.0)  # fewer loads lower the load engine's bound only, down to the next bound
+    rooms = {FAMILIES[0]: max(0.0, estimate - tight), FAMILIES[1]: max(0.0, load - max([cp, *engines.values()])),
              FAMILIES[2]: max(0.0, cp - resource)}
     return {family: _clip(room / best, 0.0, 1.0) for family, room in rooms.items()}
 

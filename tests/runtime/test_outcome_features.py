@@ -143,3 +143,12 @@ def test_each_familys_room_is_what_the_profile_leaves_it():
     row = dict(zip(FAMILY_NAMES, packet_features(_profiled(3, bounds(3))).families[FAMILIES.index(LOADS)]))
     assert np.isclose(row["room"], 100 / 930)
     assert family_rooms(_profiled(1, None)) == {f: 0.0 for f in FAMILIES}
+
+
+def test_fewer_loads_have_no_room_when_another_engine_binds():
+    from runtime.outcome_features import family_rooms
+
+    valu_binds = {**bounds(1), "min_cycles_by_engine": {"load": 800, "valu": 850, "alu": 300},
+                  "resource_lb_cycles": 850, "tight_lb_cycles": 850}
+    rooms = family_rooms(_profiled(1, valu_binds))
+    assert rooms[LOADS] == 0.0 and rooms[DEPS] == 0.0 and np.isclose(rooms[SCHEDULE], 80 / 930)
