@@ -26,7 +26,12 @@ Scenarios (differently shaped on purpose: scale, what pays when, how the deploye
   Bound lowering pays early, rescheduling late. The planner sees the profile, the log does not carry it. The
   truth is `sim_kernel.expected_improvement` of each family's plain directive from the true state.
 
-    python -m benchmarks.planner_scenarios --scenario bounds --episodes 40 --seed 1 --out /tmp/bounds
+With `--archive` (`bounds`, `simearly`: their deployed planners decide from the profile) each episode folder
+also gets the loop runner's `.advisor/` planner archive (formats.md §2.3.2), written as the runner writes it:
+the packet the runner builds from the log before each attempt with the profile the planner saw, and the directive
+it answered (with its own forecast). The logs and the truth are the same bytes with or without it.
+
+    python -m benchmarks.planner_scenarios --scenario bounds --episodes 40 --seed 1 --out /tmp/bounds [--archive]
 """
 
 from __future__ import annotations
