@@ -284,3 +284,5 @@ def test_auto_leaves_the_simulator_for_archived_profiles_and_every_choice_says_i
     assert isinstance(model, SimulatorCycles) and notes[-1].startswith("context: the performance profile")
     model, notes = choose_cycles_model([profiled, bare], "learned", learned)
     assert notes[-1].endswith("its performance profile for 1")
+    # the estimator's name, which summary.json, metrics.json, MLflow and the board carry, ends with the context once
+    assert model.estimator.endswith("; " + notes[-1]) and model.estimator.count("context:") == 1
