@@ -125,10 +125,11 @@ def _offpolicy(folder: Path, true_mean: float) -> dict[str, Any]:
                                                                                "coverage")}}
 
 
-def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
-    """Generate, import, compile (timed), evaluate, score against the truth."""
+def run(scenario: str, episodes: int, seed: int, work: Path, archive: bool = False) -> dict[str, Any]:
+    """Generate, import, compile (timed), evaluate, score against the truth (`archive`: the logs come with the
+    loop runner's `.advisor/` planner archives)."""
     work.mkdir(parents=True, exist_ok=True)
-    made = planner_scenarios.write(scenario, episodes, seed, work)
+    made = planner_scenarios.write(scenario, episodes, seed, work, archive=archive)
     truth = {}
     for line in (work / "truth.jsonl").read_text().splitlines():
         item = json.loads(line)
@@ -148,21 +149,25 @@ def run(scenario: str, episodes: int, seed: int, work: Path) -> dict[str, Any]:
     evals["planner.learned"] = work / "compile" / "test"
     frames = {name: _rows(folder, truth) for name, folder in evals.items()}
     numbers = acceptance(frames["planner.learned"], frames["planner.rules"], frames["planner.logged"])
+    report = json.loads((dataset / "import_report.json").read_text())
     return {"scenario": scenario, "episodes": episodes, "seed": seed, "entries": made["entries"],
+            "archive": archive, "packets_archived": report.get("packets_archived", 0),
             "compile_s": round(compile_s, 1), "compile_cpu_s": round(compile_cpu_s, 1),
             "load_average_at_start": [round(x, 2) for x in load],
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()], "acceptance": numbers,
             "offpolicy": {name: _offpolicy(folder, numbers["true_improvement"][name]["mean"])
                           for name, folder in evals.items()},
             "command": f"python -m benchmarks.bench_offpolicy --scenario {scenario} --episodes {episodes} "
-                       f"--seed {seed} --work WORK"}
+                       f"--seed {seed} --work WORK" + (" --archive" if archive else "")}
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     """The numbers in plain lines."""
     a = result["acceptance"]
     best_constant = max(a["top1_constant"], key=a["top1_constant"].get)
-    lines = [f"{result['scenario']} (seed {result['seed']}, {result['episodes']} episodes, {result['entries']} lines): "
+    archived = f", {result.get('packets_archived', 0)} packets archived" if result.get("archive") else ", no archive"
+    lines = [f"{result['scenario']} (seed {result['seed']}, {result['episodes']} episodes, {result['entries']} lines"
+             f"{archived}): "
              f"test {a['n_test']} records in {a['episodes_test']} episodes; compile {result['compile_s']} s wall, "
              f"{result['compile_cpu_s']} s CPU (load {result['load_average_at_start'][0]})",
              f"1. top-1 learned {a['top1_learned']:.3f} vs best constant {best_constant} "
@@ -197,8 +202,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    parser.add_argument("--archive", action="store_true",
+                        help="the logs come with the runner's .advisor/ planner archives (bounds, simearly)")
     args = parser.parse_args(argv)
-    result = run(args.scenario, args.episodes, args.seed, args.work)
+    result = run(args.scenario, args.episodes, args.seed, args.work, archive=args.archive)
     print("\n".join(report_lines(result)))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -26,7 +26,12 @@ Scenarios (differently shaped on purpose: scale, what pays when, how the deploye
   Bound lowering pays early, rescheduling late. The planner sees the profile, the log does not carry it. The
   truth is `sim_kernel.expected_improvement` of each family's plain directive from the true state.
 
-    python -m benchmarks.planner_scenarios --scenario bounds --episodes 40 --seed 1 --out /tmp/bounds
+With `--archive` (`bounds`, `simearly`: their deployed planners decide from the profile) each episode folder
+also gets the loop runner's `.advisor/` planner archive (formats.md §2.3.2), written as the runner writes it:
+the packet the runner builds from the log before each attempt with the profile the planner saw, and the directive
+it answered (with its own forecast). The logs and the truth are the same bytes with or without it.
+
+    python -m benchmarks.planner_scenarios --scenario bounds --episodes 40 --seed 1 --out /tmp/bounds [--archive]
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from evals import sim_kernel
+from guidebench.simulators.advisor_archive import MODES
 from guidebench.simulators.experiments import (entry_line, next_threshold, result_summary, simulate_episode,
-                                               slugify)
+                                               slugify, write_archive)
 from runtime import pivot
 from runtime.advisor import FAMILIES, TIMESTAMP_UTC_FORMAT
 
@@ -275,8 +281,37 @@ def entry(iteration: int, clock: datetime, family: str, facts: dict[str, Any], b
     }
 
 
-def episode(world: World, seed: int, index: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(log entries, truth lines) of one episode."""
+def bounds_profile(state: State) -> dict[str, Any]:
+    """The runner's `performance_profile` of a `bounds` state: the load bound is the resource bound (the other
+    engines' work is a fixed share of it), the critical path the other, the schedule estimate the cycles."""
+    load, cp = round(state.values["load"]), round(state.values["cp"])
+    engines = {"load": load, "valu": round(0.55 * load), "alu": round(0.3 * load), "store": round(0.1 * load),
+               "flow": round(0.05 * load)}
+    limits = {"load": 2, "valu": 6, "alu": 12, "store": 2, "flow": 1}
+    tight = max(load, cp)
+    return {"task_counts_by_engine": {e: c * limits[e] for e, c in engines.items()}, "min_cycles_by_engine": engines,
+            "resource_lb_cycles": load, "cp_lb_cycles": cp, "tight_lb_cycles": tight,
+            "schedule_cycles_estimate": state.cycles, "schedule_slack_pct": round((state.cycles - tight) / tight, 6)}
+
+
+def directive_of(line: dict[str, Any], known: dict[str, float], rng: random.Random) -> dict[str, Any]:
+    """The directive the deployed planner answered for a logged attempt: its family, modifiers and changes, and
+    its forecast (a noisy read of what the family truly brings)."""
+    family = line["strategy_tags"][0]
+    return {"objective": line["notes"], "primary_hypothesis": line["hypothesis"], "strategy_family": family,
+            "strategy_modifiers": line["strategy_tags"][1:4], "risk": "Medium",
+            "expected_effect_cycles": -round(known[family] * rng.uniform(0.6, 1.4)),
+            "change_summary": list(line["change_summary"]),
+            "step_plan": ["Implement the change in perf_takehome.py", "Run the submission tests", "Measure cycles"],
+            "validation": {"commands": ["python tests/submission_tests.py"],
+                           "pass_criteria": ["correctness passes", "cycles below the best"]},
+            "next_packet_requests": [], "did_web_search": False}
+
+
+def episode(world: World, seed: int, index: int,
+            plans: Optional[list[dict[str, Any]]] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(log entries, truth lines) of one episode; `plans` (a list) collects what the runner's archive keeps of each
+    iteration's plan (goal, target, profile, directive: `bounds` only), from a stream of its own."""
     setup = random.Random(f"{world.name}-{seed}-{index}")
     state = world.start(setup)
     persona = {"compliance": setup.uniform(0.6, 0.95), "insight": setup.uniform(0.2, 1.0)}
@@ -291,6 +326,7 @@ def episode(world: World, seed: int, index: int) -> tuple[list[dict[str, Any]], 
         best = state.cycles
         target = next_threshold(best) if climbs else None
         known = truth(world, state, seed * 100_003 + index * 1_009 + iteration)
+        profile = bounds_profile(state) if plans is not None and world.name == "bounds" else None
         family = choose(world, state, history, best, rng, persona, known["expected_improvement"])
         facts, state = attempt(world, state, family, rng)
         clock += timedelta(minutes=rng.randint(8, 50))
@@ -300,6 +336,10 @@ def episode(world: World, seed: int, index: int) -> tuple[list[dict[str, Any]], 
             main_sha = head
         history.append(line)
         lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known})
+        if plans is not None:
+            forecast = random.Random(f"plan-{world.name}-{seed}-{index}-{iteration}")
+            plans.append({"goal": "threshold" if target else "best", "threshold_target": target, "profile": profile,
+                          "directive": directive_of(line, known["expected_improvement"], forecast)})
     return history, lines
 
 
@@ -332,10 +372,15 @@ def plain_p_valid(family: str) -> float:
             * (1 - sim_kernel.P_SCOPE_VIOLATION))
 
 
-def simearly_episode(seed: int, index: int,
-                     rollouts: int = EARLY_ROLLOUTS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(log entries, truth lines) of one simulated episode from an early state; its side file is dropped."""
+def simearly_episode(seed: int, index: int, rollouts: int = EARLY_ROLLOUTS,
+                     plans: Optional[list[dict[str, Any]]] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(log entries, truth lines) of one simulated episode from an early state; its side file is dropped (`plans`,
+    a list, collects what the runner's archive keeps: the side file's goal and profile, the planner's directive)."""
     simulated = simulate_episode(seed, index, start=early_state)
+    if plans is not None:
+        plans += [{"goal": side["goal"], "threshold_target": side["threshold_target"],
+                   "profile": side["performance_profile"], "directive": directive}
+                  for side, directive in zip(simulated.side["iterations"], simulated.directives)]
     lines = []
     for entry, side in zip(simulated.entries, simulated.side["iterations"]):
         state = sim_kernel.state_from_profile(side["performance_profile"])
@@ -352,23 +397,45 @@ def simearly_episode(seed: int, index: int,
 SCENARIOS = (*WORLDS, SIMEARLY)
 
 
-def write(scenario: str, episodes: int, seed: int, out: Path) -> dict[str, Any]:
-    """OUT/logs/episode-NNNN/log.jsonl (what is imported) and OUT/truth.jsonl (the benchmark's truth)."""
+ARCHIVED = ("bounds", SIMEARLY)  # the scenarios whose deployed planner decides from the profile
+
+
+def write_plans(folder: Path, name: str, history: list[dict[str, Any]], plans: list[dict[str, Any]], mode: str) -> int:
+    """The episode's `.advisor/` as the loop runner keeps it (`guidebench.simulators.advisor_archive`): the packet
+    the runner builds from the log before each attempt, the profile and the directive; returns the plans written."""
+    from guidebench.data.planner_packets import runner_packets
+
+    lines = [entry_line(e) for e in history]
+    packets = runner_packets(history, lines, [(p["goal"], p["threshold_target"]) for p in plans])
+    return write_archive(folder, name, history, packets, [p["directive"] for p in plans],
+                         [p["profile"] for p in plans], mode)
+
+
+def write(scenario: str, episodes: int, seed: int, out: Path, archive: bool = False) -> dict[str, Any]:
+    """OUT/logs/episode-NNNN/log.jsonl (what is imported) and OUT/truth.jsonl (the benchmark's truth); with
+    `archive` (`bounds`, `simearly`) each episode folder also gets the runner's `.advisor/` planner archive, in a
+    mode drawn per episode (manual, codex or codex_api). The logs and the truth are the same bytes either way."""
+    if archive and scenario not in ARCHIVED:
+        raise SystemExit(f"--archive: only {', '.join(ARCHIVED)} have a performance profile to archive")
     logs = out / "logs"
     truth_lines = []
-    entries = 0
+    entries = archived = 0
     for index in range(episodes):
-        history, known = simearly_episode(seed, index) if scenario == SIMEARLY else episode(WORLDS[scenario], seed,
-                                                                                             index)
+        plans: Optional[list[dict[str, Any]]] = [] if archive else None
+        history, known = (simearly_episode(seed, index, plans=plans) if scenario == SIMEARLY
+                          else episode(WORLDS[scenario], seed, index, plans=plans))
         folder = logs / f"episode-{index:04d}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "log.jsonl").write_text("".join(entry_line(e) + "\n" for e in history), encoding="utf-8")
+        if plans is not None:
+            mode = random.Random(f"mode-{scenario}-{seed}-{index}").choice(MODES)
+            archived += write_plans(folder, f"{scenario}-{seed}-{index:04d}", history, plans, mode)
         truth_lines += [{"log": f"episode-{index:04d}/log.jsonl", **line} for line in known]
         entries += len(history)
     (out / "truth.jsonl").write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in truth_lines),
                                      encoding="utf-8")
     return {"scenario": scenario, "episodes": episodes, "entries": entries, "seed": seed, "logs": str(logs),
-            "truth": str(out / "truth.jsonl")}
+            "truth": str(out / "truth.jsonl"), "archived_plans": archived}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -378,8 +445,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--archive", action="store_true", help="also write each episode's .advisor/ planner archive")
     args = parser.parse_args(argv)
-    print(json.dumps(write(args.scenario, args.episodes, args.seed, args.out)))
+    print(json.dumps(write(args.scenario, args.episodes, args.seed, args.out, archive=args.archive)))
     return 0
 
 

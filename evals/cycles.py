@@ -6,11 +6,13 @@
   packets where a user kept them): its constants are the sample kernel's, and no state is ever made up for a
   packet without one (such a record gets no estimate, and the eval says how many).
 - `LearnedCycles` ("learned"): the outcome model fit on the dataset's train and dev splits (`runtime.outcome`), the
-  direct method per record: the expected improvement of the directive's family from the packet alone. A family
+  direct method per record: the expected improvement of the directive's family from the packet alone (its log
+  summary, and its performance profile when it carries a usable one: `runtime.outcome_features`). A family
   the model never saw in train gets no estimate.
 
 `replay(..., cycles_model=...)` hands one of them to every record's score; `guidebench` chooses which
-(`--cycles-model sim|learned|auto`: auto is the simulator when every record carries a profile, else learned).
+(`--cycles-model sim|learned|auto`: auto is the simulator when every record carries a profile from a simulator's
+side file, else learned; the notes end with the context the estimates rest on).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from runtime.advisor import FAMILIES, AdvisorPacket
 from runtime.outcome import FamilyEstimate, OutcomeModel
-from runtime.outcome_features import packet_features
+from runtime.outcome_features import packet_features, profile_usable
 
 from . import sim_kernel
 
@@ -181,23 +183,38 @@ class NoCyclesModel(CyclesModel):
         return "no cycles model"
 
 
+def context_note(packets: Sequence[AdvisorPacket], archived: int = 0) -> str:
+    """Which context the estimates rest on: the log summary for every record, the performance profile for those
+    that carry a usable one (and how many of those the runner archived)."""
+    profiled = sum(1 for p in packets if profile_usable(p.performance_profile))
+    where = f", {archived} from the loop runner's archive" if archived else ""
+    return (f"context: the packet's log summary for all {len(packets)} records, its performance profile for "
+            f"{profiled}{where}")
+
+
 def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
-                        learned: Optional[CyclesModel]) -> tuple[CyclesModel, list[str]]:
+                        learned: Optional[CyclesModel], archived: int = 0) -> tuple[CyclesModel, list[str]]:
     """The model `--cycles-model` asks for on these packets, and notes that say what was chosen and why.
 
-    `auto`: the simulator when every packet carries a usable profile, else the learned model (or none, when none
-    could be fit: the notes say so, never naming a model that is not used). A model that does not apply to some
-    packets is still used; the notes count the records it leaves without an estimate (they have no objective).
+    `auto`: the simulator when every packet carries a usable profile and none comes from a loop runner's archive
+    (`archived`: how many do), else the learned model (or none, when none could be fit: the notes say so,
+    never naming a model that is not used). The simulator's constants are the sample kernel's: it is
+    exact for the simulated episodes whose side file gave the profile, not for a real runner's kernel, whose
+    archived profile the learned model reads as context instead. A model that does not apply to some packets is
+    still used; the notes count the records it leaves without an estimate, and the last note says which context
+    the estimates rest on.
     """
     sim = SimulatorCycles()
     profiled = sum(1 for p in packets if sim.applies(p))
     notes: list[str] = []
     if choice == "auto":
-        chosen = sim if packets and profiled == len(packets) else learned
+        chosen = sim if packets and profiled == len(packets) and not archived else learned
+        why = f" ({archived} of them archived by the loop runner)" if archived else ""
         what = ("no model estimates the improvement (no outcome model could be fit)" if chosen is None else
                 "the simulator estimates the improvement" if chosen is sim else
                 "the learned outcome model estimates the improvement")
-        notes.append(f"cycles model auto: {profiled} of {len(packets)} records carry a performance profile, so {what}")
+        notes.append(f"cycles model auto: {profiled} of {len(packets)} records carry a performance profile{why}, "
+                     f"so {what}")
     elif choice == "sim":
         chosen = sim
     else:
@@ -209,7 +226,21 @@ def choose_cycles_model(packets: Sequence[AdvisorPacket], choice: str,
         notes.append("no cycles model: objective, cycles_improvement, improvement_ratio and effect_calibration are "
                      "left out")
         chosen = NoCyclesModel()
+    elif chosen is sim:
+        notes.append(f"context: the performance profile of the {profiled} records that carry one")
+    else:
+        notes.append(context_note(packets, archived))
+    if chosen.name != "none":
+        _name_context(chosen, notes[-1])
     return chosen, notes
 
 
-__all__ = ["CyclesModel", "LearnedCycles", "NoCyclesModel", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model"]
+def _name_context(model: CyclesModel, context: str) -> None:
+    """Put the context on the model's estimator name, which every output carries (summary, metrics, MLflow)."""
+    base = model.__dict__.get("_base_estimator") or model.estimator
+    model._base_estimator = base  # type: ignore[attr-defined]
+    model.estimator = f"{base}; {context}"
+
+
+__all__ = ["CyclesModel", "LearnedCycles", "NoCyclesModel", "ROLLOUTS", "SimulatorCycles", "choose_cycles_model",
+           "context_note"]

@@ -28,8 +28,9 @@ A directive the loop runner would reject (unparseable, schema-invalid, blocked f
 raised) scores 0 on compliance and on improvement: the loop makes no change that iteration. Its
 effect calibration is left out. A program that replays the log (`planner.logged`, `replays_log`) was carried
 out as logged: its improvement is estimated for the logged family even when that family was blocked (its
-compliance and objective still score 0), its effect calibration is left out (the log holds no forecast), and a
-record whose log names no family (`strategy_tags[0]`) is not scored at all (`unscored`).
+compliance and objective still score 0), its effect calibration is left out (the log holds no forecast) unless
+the record carries the runner's archived directive (`logged_forecast`: the planner's own `expected_effect_cycles`),
+and a record whose log names no family (`strategy_tags[0]`) is not scored at all (`unscored`).
 
 Objective (what optimizers maximise), per record:
     objective = 0 when the directive is not schema-valid, the output failed to parse, the program raised,
@@ -178,6 +179,8 @@ def outcome_of(record: PlannerRecord, pred: Any, *, error: Optional[str] = None,
         extra["unscored"] = str(unscored)
     if replays_log and error is None:
         extra["replays_log"] = True
+        if getattr(pred, "logged_forecast", False):  # the archived directive: the planner's own forecast
+            extra["logged_forecast"] = True
     return PlannerOutcome(record_id=record.record_id, packet=record.packet, directive=directive,
                           schema_errors=tuple(schema_errors), parse_errors=tuple(parse_errors), error=error,
                           rollouts=rollouts, original_errors=tuple(original), extra=extra, cycles=cycles)
@@ -195,8 +198,9 @@ def applied_family(outcome: PlannerOutcome, need: PivotRequirement) -> Optional[
     if outcome.extra.get("unscored"):
         return None
     family = _family(outcome.directive)
-    valid = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None
     replayed = bool(outcome.extra.get("replays_log"))
+    # a replayed directive was carried out, also one only the runner's looser check accepted (an archived one)
+    valid = (not outcome.schema_errors or replayed) and not outcome.parse_errors and outcome.error is None
     return family if valid and family is not None and (family in need.allowed or replayed) else None
 
 
@@ -243,7 +247,7 @@ def score_outcome(outcome: PlannerOutcome) -> dict[str, float]:
     family = _family(outcome.directive)
     valid = not outcome.schema_errors and not outcome.parse_errors and outcome.error is None
     allowed = family is not None and family in need.allowed
-    replayed = bool(outcome.extra.get("replays_log"))
+    replayed = bool(outcome.extra.get("replays_log")) and not outcome.extra.get("logged_forecast")
     scores: dict[str, float] = {
         "schema_validity": float(valid),
         "directive_valid_strict": float(valid),
@@ -387,7 +391,7 @@ def feedback_by_metric(outcome: PlannerOutcome) -> dict[str, str]:
             notes["cycles_improvement"] = f"{family} is expected to cut the best by {gain:.1f} cycles ({context})."
         predicted = _effect(outcome.directive)
         if predicted is not None and abs(predicted - gain) > max(EFFECT_SCALE_FLOOR, gain) \
-                and not outcome.extra.get("replays_log"):
+                and (not outcome.extra.get("replays_log") or outcome.extra.get("logged_forecast")):
             notes["effect_calibration"] = (f"expected_effect_cycles {-predicted:g} is off: the {model.name} model "
                                            f"expects {-gain:.0f} (negative means fewer cycles).")
     return notes

@@ -27,7 +27,8 @@ LOGGED_FIELDS: tuple[str, ...] = ("logged_action", "logged_confidence", "logged_
 # The whole packet, and the compact rendering of it (`planner.compact`; `goal` is shared).
 PLANNER_EXTRA_FIELDS: tuple[str, ...] = ("packet", *COMPACT_PACKET_NAMES)
 # Present only when the inputs come from a PlannerRecord: the log line of the attempt that followed.
-PLANNER_LOGGED_FIELDS: tuple[str, ...] = ("logged_entry",)
+# `logged_directive`: the directive the planner answered, when the loop runner archived it (`PlannerRecord.plan`).
+PLANNER_LOGGED_FIELDS: tuple[str, ...] = ("logged_entry", "logged_directive")
 
 # Confidence a labeled demonstration carries when its label does not state one: how much the
 # label's source is trusted. Demos must carry a confidence (design.md), and a constant 1.0 would
@@ -129,7 +130,8 @@ def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:
 
 def planner_inputs(packet: Any) -> dict[str, str]:
     """Signature inputs of the planner (compact text), the full packet JSON as `packet` and the compact fields;
-    given a PlannerRecord, also its logged attempt as `logged_entry` (JSON; what `planner.logged` replays).
+    given a PlannerRecord, also its logged attempt as `logged_entry` (JSON; what `planner.logged` replays) and,
+    when the runner archived the plan, the directive the planner answered as `logged_directive` (JSON).
 
     The rendering is `runtime.inputs.packet_inputs`, which a frozen planner loaded standalone uses too.
     """
@@ -137,6 +139,8 @@ def planner_inputs(packet: Any) -> dict[str, str]:
     inputs = packet_inputs(packet)
     if record is not None and record.outcome is not None:
         inputs["logged_entry"] = record.outcome.model_dump_json()
+    if record is not None and record.plan is not None:
+        inputs["logged_directive"] = json.dumps(record.plan.directive, sort_keys=True, ensure_ascii=False)
     return inputs
 
 

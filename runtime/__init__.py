@@ -28,8 +28,8 @@ if TYPE_CHECKING:
         plateau_valid_iters_since_best, tag_best, validate_directive, validate_directive_original
     )
     from .records import (
-        DecisionRecord, LoggedDecision, OutcomeLabel, PlannerRecord, ShadowDecision, SourceRef, canonical_json,
-        content_hash, inputs_hash, packet_content_hash, packet_hash, sha256_hex
+        DecisionRecord, LoggedDecision, OutcomeLabel, PlanArchive, PlannerRecord, ShadowDecision, SourceRef,
+        canonical_json, content_hash, inputs_hash, packet_content_hash, packet_hash, sha256_hex
     )
     from .provenance import OverlapCheck, Provenance, check_overlap
     from .shadow import ShadowRunner
@@ -53,8 +53,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "pivot": ("PIVOT_RULES", "best_cycles", "current_streak", "family_constraints", "family_of",
         "invalid_streak", "meaningful_win", "near_bound", "overall_best", "packet_pivot_inputs", "pivot_required",
         "plateau_valid_iters_since_best", "tag_best", "validate_directive", "validate_directive_original"),
-    "records": ("DecisionRecord", "LoggedDecision", "OutcomeLabel", "PlannerRecord", "ShadowDecision", "SourceRef",
-        "canonical_json", "content_hash", "inputs_hash", "packet_content_hash", "packet_hash", "sha256_hex"),
+    "records": ("DecisionRecord", "LoggedDecision", "OutcomeLabel", "PlanArchive", "PlannerRecord", "ShadowDecision",
+        "SourceRef", "canonical_json", "content_hash", "inputs_hash", "packet_content_hash", "packet_hash",
+        "sha256_hex"),
     "provenance": ("OverlapCheck", "Provenance", "check_overlap"),
     "shadow": ("ShadowRunner",),
     "shadow_log": ("SHADOW_FILE", "ShadowDecisionLine", "ShadowModule"),

@@ -14,12 +14,17 @@ Two parts:
   while the tail still holds the first attempt that is the episode's start, which the packet does not
   carry otherwise), the recent improvement rate, the invalid streak, the goal's distance, the pivot
   flags the packet carries (blocked family, current streak, plateau, recovery, near bound) and, when the
-  packet has a performance profile, its slack and which bound binds.
+  packet has a usable performance profile (the runner's archive, formats.md §2.3.2, or a simulator's side file),
+  its slack, which bound binds and by how much, each bound relative to the best, the slack's share and the dominant
+  engine (`PROFILE_NAMES`); a packet without one has them all 0 and `has_profile` 0, so records with and without
+  a profile share one model.
 - family features (`FAMILY_NAMES`), one set per family: its attempts and valid attempts in the tail, its
   improvements and their mean share of the best, its last attempt's gain, how long ago it was tried and
   last improved, whether it is the current family or blocked, how far its best is from the best, and what
   its measured cycles showed, merged or not (the last change, the largest drop, a drop an invalid attempt
-  measured): an attempt that failed its tests still shows whether the change made the code faster.
+  measured): an attempt that failed its tests still shows whether the change made the code faster; and, from a
+  usable profile, its room (`family_rooms`: the slack for rescheduling, how far its own bound binds above the
+  other for a bound-lowering family, as a share of the best; 0 without a profile).
 - cross features (`PacketFeatures.cross`): the share of the best each family took off since each other
   family was last tried (what a family met when last tried may no longer hold).
 
@@ -41,20 +46,27 @@ from .inputs import tail_entries
 from .pivot import (HARD_PLATEAU, INVALID_STREAK, current_streak, family_constraints, family_of, invalid_streak,
                     near_bound, packet_pivot_inputs, slack_fraction)
 
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 NEVER = 21.0  # "attempts since" when the tail (at most 20 lines) never shows it
 RECENT = 5  # attempts the recent improvement rate looks back on
 
+# What the packet's performance profile adds (all 0 without a usable one, `has_profile` 0): each lower bound
+# relative to the best (log ratios), which bound binds and by how much (resource minus critical path, as a share of
+# the tight bound), the slack's share of the schedule, the dominant engine and its lead over the next one.
+PROFILE_NAMES: tuple[str, ...] = (
+    "resource_gap", "cp_gap", "tight_gap", "bind_margin", "slack_share", "dominant_load", "dominant_valu",
+    "dominant_other", "dominant_lead",
+)
 CONTEXT_NAMES: tuple[str, ...] = (
     "has_best", "log_iteration", "tail_length", "log_progress_tail", "tail_holds_start", "recent_gain",
     "since_improvement", "plateau", "invalid_streak", "invalid_share", "goal_threshold", "log_goal_gap",
     "any_blocked", "current_streak", "meaningful_win", "hard_plateau", "recovery", "near_bound",
-    "has_profile", "slack", "load_binds", "cp_binds",
+    "has_profile", "slack", "load_binds", "cp_binds", *PROFILE_NAMES,
 )
 FAMILY_NAMES: tuple[str, ...] = (
     "tries", "valid_share", "wins", "gain_rate", "last_gain", "last_valid", "since_tried", "since_win",
     "is_current", "is_blocked", "best_gap", "has_valid", "last_valid_gain", "valid_no_gain", "wins_by_others_since",
-    "recent_tries", "last_change", "max_drop", "since_measured", "unmerged_drop",
+    "recent_tries", "last_change", "max_drop", "since_measured", "unmerged_drop", "room",
 )
 ROW_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"is:{family}" for family in FAMILIES), *(f"own:{name}" for name in FAMILY_NAMES),
@@ -131,9 +143,48 @@ def _since(entries: Sequence[Mapping[str, Any]], test: Any) -> float:
     return NEVER
 
 
+def _positive(value: Any) -> Optional[float]:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def profile_usable(profile: Any) -> bool:
+    """Whether a performance profile can serve as context: positive bounds and estimate, engines' cycles known (a
+    missing, non-numeric or zero bound, where every ratio divides, is not)."""
+    if profile is None:
+        return False
+    engines = profile.min_cycles_by_engine or {}
+    return all(_positive(getattr(profile, key)) for key in ("resource_lb_cycles", "cp_lb_cycles", "tight_lb_cycles",
+                                                             "schedule_cycles_estimate")) \
+        and bool(engines) and all(_positive(v) is not None or v == 0 for v in engines.values())
+
+
+def _clip(value: float, low: float, high: float) -> float:
+    return float(min(max(value, low), high))
+
+
+def profile_context(packet: AdvisorPacket) -> np.ndarray:
+    """The `PROFILE_NAMES` features of a packet (zeros without a usable profile)."""
+    profile = packet.performance_profile
+    if not profile_usable(profile):
+        return np.zeros(len(PROFILE_NAMES))
+    resource, cp = float(profile.resource_lb_cycles), float(profile.cp_lb_cycles)
+    tight, estimate = float(profile.tight_lb_cycles), float(profile.schedule_cycles_estimate)
+    best = float(packet.best_so_far or estimate)
+    engines = sorted(((float(v), k) for k, v in (profile.min_cycles_by_engine or {}).items()), reverse=True)
+    dominant = engines[0][1]
+    lead = (engines[0][0] - engines[1][0]) / tight if len(engines) > 1 else 1.0
+    return np.asarray([
+        _clip(math.log(best / resource), -1.0, 3.0), _clip(math.log(best / cp), -1.0, 3.0),
+        _clip(math.log(best / tight), -1.0, 3.0), _clip((resource - cp) / tight, -1.0, 1.0),
+        _clip((estimate - tight) / estimate, -1.0, 1.0), float(dominant == "load"), float(dominant == "valu"),
+        float(dominant not in ("load", "valu")), _clip(lead, 0.0, 1.0),
+    ], dtype=np.float64)
+
+
 def _profile_features(packet: AdvisorPacket) -> tuple[float, float, float, float]:
     profile = packet.performance_profile
-    slack = slack_fraction(profile) if profile is not None else None
+    slack = slack_fraction(profile) if profile_usable(profile) else None
     if profile is None or slack is None:
         return 0.0, 0.0, 0.0, 0.0
     tight = profile.tight_lb_cycles or 0
@@ -170,12 +221,31 @@ def _context(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Optiona
         float(constraints.last_attempt_meaningful_win),
         float(plateau is not None and plateau >= HARD_PLATEAU), float(invalid_streak(entries) >= INVALID_STREAK),
         float(near_bound(entries, packet.performance_profile, target, **known)),
-        has_profile, slack, load_binds, cp_binds,
+        has_profile, slack, load_binds, cp_binds, *profile_context(packet),
     ], dtype=np.float64)
+
+
+def family_rooms(packet: AdvisorPacket) -> dict[str, float]:
+    """What each family can take off at most, as a share of the best, by the profile (0 without a usable one):
+    cycles are the tight bound plus the schedule's slack, so rescheduling can take the slack, and lowering a bound
+    helps only while that bound binds, down to the next one (for fewer loads: the load engine's bound above the
+    critical path and every other engine's)."""
+    profile = packet.performance_profile
+    if not profile_usable(profile):
+        return {family: 0.0 for family in FAMILIES}
+    resource, cp = float(profile.resource_lb_cycles), float(profile.cp_lb_cycles)
+    tight, estimate = float(profile.tight_lb_cycles), float(profile.schedule_cycles_estimate)
+    best = float(packet.best_so_far or estimate)
+    engines = {k: float(v) for k, v in (profile.min_cycles_by_engine or {}).items()}
+    load = engines.pop("load", 0.0)  # fewer loads lower the load engine's bound only, down to the next bound
+    rooms = {FAMILIES[0]: max(0.0, estimate - tight), FAMILIES[1]: max(0.0, load - max([cp, *engines.values()])),
+             FAMILIES[2]: max(0.0, cp - resource)}
+    return {family: _clip(room / best, 0.0, 1.0) for family, room in rooms.items()}
 
 
 def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Optional[int]) -> np.ndarray:
     scale = float(best) if best else 1.0
+    rooms = family_rooms(packet)
     constraints = packet.strategy_family_constraints
     blocked = set(constraints.blocked_families) | set(family_constraints(entries).blocked_families)
     current = constraints.current_family or current_streak(entries)[0]
@@ -209,7 +279,7 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             float(sum(1 for e in entries[-RECENT:] if family_of(e) == family)),
             changes[-1] if changes else 0.0, -min(changes + [0.0]),
             _since(entries, lambda e, f=family: family_of(e) == f and _change(e) is not None),
-            max(unmerged, default=0.0),
+            max(unmerged, default=0.0), rooms[family],
         ])
     return np.asarray(rows, dtype=np.float64)
 
@@ -259,5 +329,5 @@ POLICY_NAMES: tuple[str, ...] = (
     *CONTEXT_NAMES, *(f"{family}:{name}" for family in FAMILIES for name in FAMILY_NAMES),
 )
 
-__all__ = ["CONTEXT_NAMES", "FAMILY_NAMES", "FEATURES_VERSION", "POLICY_NAMES", "PacketFeatures", "ROW_NAMES",
-           "candidate_row", "packet_features", "policy_row"]
+__all__ = ["CONTEXT_NAMES", "FAMILY_NAMES", "FEATURES_VERSION", "POLICY_NAMES", "PROFILE_NAMES", "PacketFeatures",
+           "ROW_NAMES", "candidate_row", "packet_features", "policy_row", "family_rooms", "profile_context", "profile_usable"]

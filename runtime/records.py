@@ -243,8 +243,37 @@ class DecisionRecord(BaseModel):
                    turn_id=fields.pop("turn_id", summary.turn_id), **fields)
 
 
+ARCHIVE_MODES = ("manual", "codex", "codex_api")
+
+
+class PlanArchive(BaseModel):
+    """Where a planner record's packet and directive came from when the loop runner archived them (formats.md
+    §2.3.2): the mode (`manual`: `.advisor/manual_archive/iter_NNNN/`; `codex` / `codex_api`:
+    `.advisor/codex[_api]/iter_NNNN_*`), the files (relative to the imported folder) and the directive as the
+    planner answered it (parsed JSON; it passed the runner's own check, which is looser than the strict one)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    mode: str
+    packet_file: str
+    directive_file: str
+    directive: dict[str, Any]
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        if value not in ARCHIVE_MODES:
+            raise ValueError(f"archive mode must be one of {ARCHIVE_MODES}, got {value!r}")
+        return value
+
+
 class PlannerRecord(BaseModel):
-    """One planner example: the packet rebuilt from earlier entries and the entry that followed."""
+    """One planner example: the packet the planner saw and the entry that followed.
+
+    The packet is the archived one when the loop runner kept it (`plan`, formats.md §2.3.2), else rebuilt from the
+    episode's earlier entries (`plan` None: `packet_source` "rebuilt"). A record without an archive dumps the same
+    JSON as before archives were read, so logs without `.advisor/` give the same dataset id.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -257,6 +286,12 @@ class PlannerRecord(BaseModel):
     # The sidecar's line for this iteration (`runtime.planner_log`): the logged propensities. Left out of the
     # record's JSON when None, so records without one keep their text and the dataset its hashes.
     planner_log: Optional[PlannerLogged] = Field(default=None, exclude_if=lambda value: value is None)
+    plan: Optional[PlanArchive] = Field(default=None, exclude_if=lambda value: value is None)
+
+    @property
+    def packet_source(self) -> str:
+        """"archive" when the packet is the one the runner archived, "rebuilt" when rebuilt from the log."""
+        return "rebuilt" if self.plan is None else "archive"
 
     @property
     def inputs_hash(self) -> str:

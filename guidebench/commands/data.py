@@ -10,6 +10,7 @@ from guidebench.errors import GuidebenchError
 
 def _import(args: argparse.Namespace) -> int:
     from guidebench.data import import_logs
+    from guidebench.data.archive_join import agreement_summary
     from guidebench.data.pipeline import QUARANTINE_FILE, REPORT_FILE
 
     options = {}
@@ -32,6 +33,9 @@ def _import(args: argparse.Namespace) -> int:
     extras = report.extra_counts()
     if extras:
         print(", ".join(f"{key} {value}" for key, value in extras.items()))
+    agreement = agreement_summary(report)
+    if agreement:
+        print(agreement)
     if report.side_quarantined:
         print(f"side files: {report.side_quarantined} unusable line(s), see {out / 'quarantine-side.jsonl'}")
     splits = " / ".join(f"{name} {n}" for name, n in report.splits.items())

@@ -15,6 +15,12 @@ episode id, the goal and threshold target, and the performance profile before ea
 an unusable line goes to the side quarantine (counted in `side_lines_invalid`) and the packets it
 would have informed are built without it.
 
+The loop runner's planner archive (`.advisor/` of the log's repository: `<repo>/.advisor` for
+`<repo>/experiments/log.jsonl`, or beside the log) gives the packet the planner really saw and the directive it
+answered: `guidebench.data.planner_archive` reads it, `guidebench.data.archive_join` joins each plan to its log
+line (or quarantines it with its reason), and the record keeps the archived packet instead of the rebuilt one
+(`PlannerRecord.plan`); the rebuilt packet is still computed, and compared with the archived one field by field.
+
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
 performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
@@ -34,13 +40,15 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, write_episodes
+from guidebench.simulators.experiments import SIDE_FILE_FORMAT, SIDE_FILE_SUFFIX, SimulatedEpisode, write_episodes
 from runtime.advisor import ExperimentLogEntry, PerformanceProfile
 from runtime.records import PlannerRecord, SourceRef, canonical_json, sha256_hex
 
 from guidebench.errors import GuidebenchError, refused_write
+from guidebench.data import archive_join
+from guidebench.data.archive_join import RecordArchive
 from guidebench.data.ingest import validation_error_text
-from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, strict_int
+from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, runner_packets, strict_int
 from guidebench.data.planner_sidecar import SidecarJoin, is_sidecar
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
@@ -186,6 +194,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
     evidence = goal_evidence(log) if side is None else None
     episode_id = (side.episode_id if side is not None else None) or ctx.relative(log)
     builder = PacketBuilder()
+    archive = RecordArchive(ctx, log)
     imported = 0
     inferred = InferredTargets()
     report.add("files")
@@ -197,7 +206,8 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
                 if number == line.number:
                     break
                 builder.add_line(_tail_line(text.decode("utf-8", errors="replace").rstrip("\n")))
-            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred, join)
+            imported += _import_entry(ctx, log, line, obj, builder, side, evidence, episode_id, inferred, archive,
+                                      join)
     if join is not None:
         join.finish()
     if imported:
@@ -209,7 +219,7 @@ def import_episode(ctx: ImportContext, log: Path) -> None:
 
 def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any], builder: PacketBuilder,
                   side: Optional[EpisodeSide], evidence: Optional[GoalEvidence], episode_id: str,
-                  inferred: InferredTargets, join: Optional[SidecarJoin] = None) -> int:
+                  inferred: InferredTargets, archive: RecordArchive, join: Optional[SidecarJoin] = None) -> int:
     """One object line: a planner record (1), or quarantined (0); the builder sees it either way."""
     report = ctx.report
     raw = _tail_line(line.text or "")
@@ -229,12 +239,13 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
         goal = evidence.goal_at(line.number)
         facts, source = IterationSide(goal.goal, goal.threshold_target), goal.source
     try:
-        packet = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
-                                profile=facts.profile)
+        rebuilt = builder.packet(obj, goal=facts.goal, threshold_target=facts.threshold_target,
+                                 profile=facts.profile)
+        packet, plan = archive.packet_for(entry, rebuilt)
         record = PlannerRecord(
             record_id=sha256_hex(f"{episode_id}\n{line.number}\n{digest.hex()}")[:16],
             episode_id=episode_id, iteration_id=entry.iteration_id, packet=packet, outcome=entry,
-            source=SourceRef(file=ctx.relative(log), line=line.number),
+            source=SourceRef(file=ctx.relative(log), line=line.number), plan=plan,
         )
     except (ValidationError, PacketOverflow) as exc:  # an entry the contract accepts but a packet cannot hold
         why = validation_error_text(exc) if isinstance(exc, ValidationError) else str(exc)
@@ -246,10 +257,11 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     report.add("entries")
     report.add("new_shape" if entry.is_full_shape else "old_shape")
     report.add("profiles", int(packet.performance_profile is not None))
+    report.add("packets_rebuilt" if plan is None else "packets_archived")
     report.tally("outcome_validity", "valid" if entry.valid else "invalid")
-    report.tally("goals", facts.goal)
-    report.tally("goal_sources", source)
-    if source == "target_inferred":
+    report.tally("goals", packet.goal)
+    report.tally("goal_sources", source if plan is None else "archive")
+    if source == "target_inferred" and plan is None:
         inferred.add(line.number)
     return 1
 
@@ -264,6 +276,7 @@ def import_experiments(ctx: ImportContext) -> None:
     for name in ("files", "files_unreadable", "episodes", "entries", "old_shape", "new_shape", "side_files",
                  "side_lines_invalid", "profiles"):
         ctx.report.add(name, 0)
+    archive_join.start(ctx)
     for log in files:
         try:
             import_episode(ctx, log)
@@ -272,6 +285,7 @@ def import_experiments(ctx: ImportContext) -> None:
                 raise
             ctx.report.add("files_unreadable")
             ctx.report.note(f"{ctx.display(log)}: cannot read: {exc.strerror or exc}")
+    archive_join.finish(ctx)
 
 
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -281,12 +295,26 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--old-shape-fraction", type=float, default=0.2,
                         help="share of episodes written in the older short log shape (default 0.2)")
     parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier simulation")
+    parser.add_argument("--no-archive", action="store_true",
+                        help="write no .advisor/ planner archives (by default every episode in the current log "
+                             "shape gets one, as the loop runner keeps it)")
+    parser.add_argument("--archive-episodes", type=int, default=None, metavar="N",
+                        help="archive only the first N episodes in the current log shape (default: all)")
+
+
+def episode_packets(episode: SimulatedEpisode) -> list[dict[str, Any]]:
+    """The runner's packet (planner fields) before each of a simulated episode's entries, from its log."""
+    lines = episode.log_text().splitlines()
+    goals = [(item["goal"], item["threshold_target"]) for item in episode.side["iterations"]]
+    return runner_packets(episode.entries, lines, goals)
 
 
 def simulate_experiments(args: argparse.Namespace) -> int:
     """`guidebench data simulate experiments`: write seeded loop-runner logs from the kernel environment."""
     if args.episodes < 1:
         raise GuidebenchError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.archive_episodes is not None and args.archive_episodes < 0:
+        raise GuidebenchError(f"--archive-episodes must be 0 or more, got {args.archive_episodes}")
     if not 0.0 <= args.old_shape_fraction <= 1.0:
         raise GuidebenchError(f"--old-shape-fraction must be within [0, 1], got {args.old_shape_fraction}")
     from guidebench.outputs import claim_output
@@ -295,9 +323,11 @@ def simulate_experiments(args: argparse.Namespace) -> int:
     # Old episodes never mix with new ones: an earlier simulation is replaced whole, and only with --force.
     output = claim_output(out, "data simulate experiments", force=args.force)
     with output.writing() as staging:
-        summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction)
+        summary = write_episodes(staging, args.episodes, args.seed, old_shape_fraction=args.old_shape_fraction,
+                                 archive_packets=None if args.no_archive else episode_packets,
+                                 archive_episodes=args.archive_episodes)
     print(f"wrote {summary.episodes} episodes ({summary.entries} log lines, {summary.old_shape_episodes} in the "
-          f"older short shape) to {out}")
+          f"older short shape, {summary.archived_plans} plans archived under .advisor/) to {out}")
     print(f"import them with: guidebench data import {out} --kind {KIND} --out DATASET_DIR")
     return 0
 

@@ -312,3 +312,18 @@ class PacketBuilder:
         bucket = family or "unknown"
         if cycles < self._best_by_family.get(bucket, cycles + 1):
             self._best_by_family[bucket] = cycles
+
+
+def runner_packets(entries: list[dict[str, Any]], lines: list[str], goals: list[tuple[str, Optional[int]]]
+                   ) -> list[dict[str, Any]]:
+    """The planner fields of the packet before each entry (JSON values, no profile), as the runner builds them
+    from its log: `entries[i]` is the object of file line `lines[i]`, `goals[i]` its plan's (goal, target).
+    The experiments simulator writes them into its episodes' planner archives."""
+    builder = PacketBuilder()
+    packets = []
+    for entry, line, (goal, target) in zip(entries, lines, goals):
+        packet = builder.packet(entry, goal=goal, threshold_target=target).model_dump(mode="json")
+        packet.pop("performance_profile", None)
+        packets.append(packet)
+        builder.add(entry, line)
+    return packets

@@ -54,8 +54,13 @@ class CyclesChoice:
         return self.model.name
 
     @property
+    def context(self) -> str:
+        """Which context the estimates rest on (the log summary, the performance profile for how many records)."""
+        return next((note for note in reversed(self.notes) if note.startswith("context:")), "")
+
+    @property
     def estimator(self) -> str:
-        """How the outputs name the estimator."""
+        """How the outputs name the estimator (with the context its estimates rest on: `choose_cycles_model`)."""
         return self.model.estimator
 
 
@@ -145,7 +150,8 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
         notes.append(f"no learned outcome model (train and dev splits): {exc}")
     learned = (LearnedCycles(models.outcome, trained_on=models.trained_on, fit_key=models.key)
                if models is not None else None)
-    model, more = choose_cycles_model([r.packet for r in records], choice, learned)
+    archived = sum(1 for r in records if getattr(r, "plan", None) is not None)
+    model, more = choose_cycles_model([r.packet for r in records], choice, learned, archived=archived)
     notes += more
     if models is not None and split.split("[")[0] in (*FIT_SPLITS, "all"):
         notes.append(f"the outcome model was fit on {models.trained_on}, which this split includes: its estimates "

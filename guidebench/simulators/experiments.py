@@ -42,13 +42,14 @@ import random
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from runtime import pivot
 from runtime.advisor import FAMILIES, THRESHOLDS, TIMESTAMP_UTC_FORMAT, OptimizationDirective, PerformanceProfile
 
+from guidebench.simulators.advisor_archive import MODES, runner_packet, write_plan
 from evals.sim_kernel import (
     BREAK_DEPS,
     FAMILY_TECHNIQUES,
@@ -129,6 +130,7 @@ class SimulatedEpisode(BaseModel):
     old_shape: bool
     entries: list[dict[str, Any]]
     side: dict[str, Any]
+    directives: list[dict[str, Any]] = []  # the planner's directive before each entry (what the archive keeps)
 
     @property
     def best_cycles(self) -> int:
@@ -325,6 +327,7 @@ def simulate_episode(seed: int, index: int, *, old_shape: bool = False, iteratio
     start_cycles = state.cycles
     history: list[dict[str, Any]] = []
     entries: list[dict[str, Any]] = []
+    directives: list[dict[str, Any]] = []
     iterations_side: list[dict[str, Any]] = []
     for iteration_id in range(1, count + 1):
         planner_rng = random.Random(derive_seed("planner", seed, index, iteration_id))
@@ -342,6 +345,7 @@ def simulate_episode(seed: int, index: int, *, old_shape: bool = False, iteratio
         # The protocol is about the family the planner chose, so the planner's own memory keeps it.
         history.append({**entry, "strategy_tags": [directive.strategy_family, *directive.strategy_modifiers]})
         entries.append(entry)
+        directives.append(directive.model_dump(mode="json"))
         if outcome.new_best:
             main_sha = head_sha
         state = outcome.state_after
@@ -349,7 +353,8 @@ def simulate_episode(seed: int, index: int, *, old_shape: bool = False, iteratio
             "old_shape": old_shape, "persona": persona.model_dump(mode="json"), "start_cycles": start_cycles,
             "final_best_cycles": state.cycles, "climbs_thresholds": climbs_thresholds,
             "iterations": iterations_side}
-    return SimulatedEpisode(episode_id=episode_id, old_shape=old_shape, entries=entries, side=side)
+    return SimulatedEpisode(episode_id=episode_id, old_shape=old_shape, entries=entries, side=side,
+                            directives=directives)
 
 
 class SimulationSummary(BaseModel):
@@ -362,6 +367,7 @@ class SimulationSummary(BaseModel):
     entries: int
     old_shape_episodes: int
     files: list[str]
+    archived_plans: int = 0
 
 
 def episode_is_old_shape(seed: int, index: int, old_shape_fraction: float) -> bool:
@@ -369,16 +375,74 @@ def episode_is_old_shape(seed: int, index: int, old_shape_fraction: float) -> bo
     return random.Random(derive_seed("shape", seed, index)).random() < old_shape_fraction
 
 
+def archive_mode(seed: int, index: int) -> str:
+    """How episode `index`'s plans were made, hence where its archive lies: manual, codex or codex_api."""
+    return random.Random(derive_seed("archive", seed, index)).choice(MODES)
+
+
+def write_archive(folder: Path, episode_id: str, entries: Sequence[Mapping[str, Any]],
+                  packets: Sequence[Mapping[str, Any]], directives: Sequence[Mapping[str, Any]],
+                  profiles: Sequence[Mapping[str, Any]], mode: str) -> int:
+    """Write an episode's `.advisor/` as the loop runner would have (`advisor_archive.write_plan`), one plan per
+    log line: `packets[i]` is the planner fields of the packet before entry i (the runner's, from its log),
+    `directives[i]` what the planner answered, `profiles[i]` the performance profile it saw; returns the number of
+    plans written. A directive the runner's own check refuses (a blocked family) is never archived: the runner
+    stops before writing it, so that attempt was planned around the runner and its log line has no archive (its
+    packet is rebuilt on import)."""
+    written = 0
+    for entry, fields, directive, profile in zip(entries, packets, directives, profiles):
+        if pivot.validate_directive_original(directive, fields["strategy_family_constraints"]["blocked_families"]):
+            continue
+        recorded = datetime.strptime(entry["timestamp_utc"], TIMESTAMP_FORMAT)
+        planned = (recorded - timedelta(minutes=5)).strftime(TIMESTAMP_FORMAT)
+        packet = runner_packet({**fields, "performance_profile": runner_profile(profile)},
+                               iteration_id=entry["iteration_id"], timestamp_utc=planned, branch=entry["branch"],
+                               base_branch=entry["base_branch"], base_sha=entry["base_sha"],
+                               worktree=f"/home/loop/{episode_id}",
+                               origin_url=f"https://github.com/example/{episode_id}.git", mode=mode)
+        write_plan(folder, mode, packet, directive, created_at_utc=planned,
+                   from_ref=f"origin/plan/{entry['iteration_id']:04d}-manual" if mode == "manual" else None)
+        written += 1
+    return written
+
+
+def write_episode_archive(folder: Path, episode: SimulatedEpisode, packets: Sequence[Mapping[str, Any]],
+                          mode: str) -> int:
+    """`write_archive` for a simulated episode: its directives and the profiles of its side file."""
+    profiles = [side["performance_profile"] for side in episode.side["iterations"]]
+    return write_archive(folder, episode.episode_id, episode.entries, packets, episode.directives, profiles, mode)
+
+
+def runner_profile(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """A profile as the runner's `_compute_performance_profile_for_submission_case` writes it: the bounds plus its
+    own keys (the submission case, slack in cycles, the dominant engine)."""
+    engines = profile.get("min_cycles_by_engine") or {}
+    dominant = max(engines, key=lambda k: (engines[k], k)) if engines else None
+    return {**profile, "profile_case": {"forest_height": 10, "n_nodes": 2047, "batch_size": 256, "rounds": 16},
+            "schedule_slack_cycles": profile["schedule_cycles_estimate"] - profile["tight_lb_cycles"],
+            "dominant_engine": dominant}
+
+
+PacketsOf = Callable[[SimulatedEpisode], list[dict[str, Any]]]
+
+
 def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
-                   old_shape_fraction: float = 0.2) -> SimulationSummary:
-    """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.jsonl` side files."""
+                   old_shape_fraction: float = 0.2, archive_packets: Optional[PacketsOf] = None,
+                   archive_episodes: Optional[int] = None) -> SimulationSummary:
+    """Write `episodes` episodes as OUT/episode-NNNN/log.jsonl plus their `log.sim.jsonl` side files.
+
+    With `archive_packets` (the packets the runner builds from an episode's log: `guidebench.data` passes its
+    rebuild, which sits above this layer), every episode in the current log shape also gets the runner's planner
+    archive, `OUT/episode-NNNN/.advisor/`, in the mode `archive_mode` draws (older-shape episodes come from a runner
+    that kept none); `archive_episodes` limits that to the first so many of them (the committed sample keeps three:
+    an archive is some 30 kB a plan)."""
     if episodes < 1:
         raise ValueError("episodes must be >= 1")
     if not 0.0 <= old_shape_fraction <= 1.0:
         raise ValueError("old_shape_fraction must be within [0, 1]")
     out = Path(out_dir)
     files: list[str] = []
-    total = old = 0
+    total = old = archived = archived_episodes = 0
     for index in range(episodes):
         episode = simulate_episode(seed, index, old_shape=episode_is_old_shape(seed, index, old_shape_fraction))
         folder = out / f"episode-{index:04d}"
@@ -389,4 +453,9 @@ def write_episodes(out_dir: Path | str, episodes: int, seed: int, *,
         files.append(log.relative_to(out).as_posix())
         total += len(episode.entries)
         old += episode.old_shape
-    return SimulationSummary(out_dir=str(out), episodes=episodes, entries=total, old_shape_episodes=old, files=files)
+        if archive_packets is not None and not episode.old_shape and (archive_episodes is None
+                                                                      or archived_episodes < archive_episodes):
+            archived += write_episode_archive(folder, episode, archive_packets(episode), archive_mode(seed, index))
+            archived_episodes += 1
+    return SimulationSummary(out_dir=str(out), episodes=episodes, entries=total, old_shape_episodes=old, files=files,
+                             archived_plans=archived)

@@ -29,3 +29,19 @@ def test_simearly_writes_runner_lines_and_a_truth_per_logged_iteration():
         assert set(known["expected_improvement"]) == set(FAMILIES)
         assert all(v >= 0 for v in known["expected_improvement"].values())
     assert 20_000 <= entries[0]["best_before"] <= 114_000 * 1.3
+
+
+def test_archives_leave_the_logs_and_the_truth_unchanged(tmp_path):
+    from benchmarks import planner_scenarios
+
+    for scenario in ("bounds", "simearly"):
+        plain = planner_scenarios.write(scenario, 1, 5, tmp_path / scenario / "plain")
+        kept = planner_scenarios.write(scenario, 1, 5, tmp_path / scenario / "kept", archive=True)
+        assert plain["archived_plans"] == 0 and kept["archived_plans"] >= kept["entries"] - 6
+        for rel in ("logs/episode-0000/log.jsonl", "truth.jsonl"):
+            assert (tmp_path / scenario / "plain" / rel).read_bytes() == (tmp_path / scenario / "kept" / rel).read_bytes()
+        advisor = tmp_path / scenario / "kept" / "logs" / "episode-0000" / ".advisor"
+        packets = list(advisor.rglob("*packet.json"))
+        assert len(packets) == kept["archived_plans"]
+        profile = json.loads(packets[0].read_text())["performance_profile"]
+        assert profile["tight_lb_cycles"] == max(profile["resource_lb_cycles"], profile["cp_lb_cycles"])

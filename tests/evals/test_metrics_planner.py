@@ -299,3 +299,20 @@ def test_choosing_the_cycles_model():
     pred = dspy.Prediction(directive=directive(REDUCE), directive_errors=[], parse_errors=[])
     scores = mp.score_outcome(mp.outcome_of(record(profiled), pred, cycles=model))
     assert math.isnan(scores["cycles_improvement"]) and math.isnan(scores["improvement_ratio"])
+
+
+def test_auto_leaves_the_simulator_for_archived_profiles_and_every_choice_says_its_context():
+    from evals.cycles import SimulatorCycles, choose_cycles_model
+
+    profiled, bare = packet([entry(1, SCHEDULE, 1700)], ROOMY), packet([entry(1, SCHEDULE, 1700)])
+    learned = _learned()
+    model, notes = choose_cycles_model([profiled, profiled], "auto", learned, archived=2)
+    assert model is learned and "2 of them archived by the loop runner" in notes[0]
+    assert notes[-1] == ("context: the packet's log summary for all 2 records, its performance profile for 2, "
+                         "2 from the loop runner's archive")
+    model, notes = choose_cycles_model([profiled, profiled], "auto", learned)
+    assert isinstance(model, SimulatorCycles) and notes[-1].startswith("context: the performance profile")
+    model, notes = choose_cycles_model([profiled, bare], "learned", learned)
+    assert notes[-1].endswith("its performance profile for 1")
+    # the estimator's name, which summary.json, metrics.json, MLflow and the board carry, ends with the context once
+    assert model.estimator.endswith("; " + notes[-1]) and model.estimator.count("context:") == 1

@@ -87,3 +87,68 @@ def test_what_other_families_won_since_a_family_was_last_tried():
     never = packet_features(record("e", 3, history(1)[:2], entry(3, LOADS, best_before=930)).packet)
     loads = dict(zip(ROW_NAMES, candidate_row(never, LOADS)))
     assert np.isclose(loads["other1:gain_since_own"], 70 / 930)  # schedule's two wins, the whole tail
+
+
+def _profiled(scale: int, profile: dict | None):
+    from runtime.advisor import PerformanceProfile
+
+    packet = features_at_packet(scale)
+    return packet.model_copy(update={"performance_profile": None if profile is None
+                                     else PerformanceProfile.model_validate(profile)})
+
+
+def features_at_packet(scale: int):
+    return record("e", 6, history(scale), entry(6, SCHEDULE, best_before=930 * scale)).packet
+
+
+def bounds(scale: int, load: int = 800, cp: int = 700, estimate: int = 930) -> dict:
+    """A profile where the load bound binds at `load` (of 930 cycles) and the critical path is `cp`."""
+    return {"min_cycles_by_engine": {"load": load * scale, "valu": 500 * scale, "alu": 300 * scale},
+            "resource_lb_cycles": load * scale, "cp_lb_cycles": cp * scale, "tight_lb_cycles": max(load, cp) * scale,
+            "schedule_cycles_estimate": estimate * scale, "task_counts_by_engine": {"load": 2 * load * scale}}
+
+
+def test_profile_features_are_scale_free_and_say_which_bound_binds_by_how_much():
+    from runtime.outcome_features import PROFILE_NAMES
+
+    small, large = (packet_features(_profiled(s, bounds(s))) for s in (1, 57))
+    assert np.allclose(small.context, large.context)
+    values = dict(zip(CONTEXT_NAMES, small.context))
+    assert values["has_profile"] == 1.0 and values["load_binds"] == 1.0 and values["dominant_load"] == 1.0
+    assert np.isclose(values["bind_margin"], (800 - 700) / 800) and np.isclose(values["tight_gap"], np.log(930 / 800))
+    assert np.isclose(values["slack_share"], (930 - 800) / 930) and np.isclose(values["dominant_lead"], 300 / 800)
+    flipped = dict(zip(CONTEXT_NAMES, packet_features(_profiled(1, bounds(1, load=600, cp=850))).context))
+    assert flipped["cp_binds"] == 1.0 and flipped["bind_margin"] < 0 and flipped["dominant_load"] == 1.0
+    assert set(PROFILE_NAMES) <= set(CONTEXT_NAMES) and set(PROFILE_NAMES) <= set(ROW_NAMES)
+
+
+def test_a_packet_without_a_usable_profile_has_the_profile_features_at_zero():
+    from runtime.outcome_features import PROFILE_NAMES, profile_usable
+
+    bare = packet_features(_profiled(1, None))
+    for broken in ({**bounds(1), "tight_lb_cycles": 0}, {k: v for k, v in bounds(1).items() if k != "cp_lb_cycles"},
+                   {**bounds(1), "min_cycles_by_engine": {}}):
+        packet = _profiled(1, broken)
+        assert not profile_usable(packet.performance_profile)
+        assert np.allclose(packet_features(packet).context, bare.context)
+    values = dict(zip(CONTEXT_NAMES, bare.context))
+    assert values["has_profile"] == 0.0 and all(values[name] == 0.0 for name in PROFILE_NAMES)
+
+
+def test_each_familys_room_is_what_the_profile_leaves_it():
+    from runtime.outcome_features import family_rooms
+
+    rooms = family_rooms(_profiled(3, bounds(3)))  # load 800 binds over cp 700, estimate 930, best 930
+    assert np.isclose(rooms[SCHEDULE], 130 / 930) and np.isclose(rooms[LOADS], 100 / 930) and rooms[DEPS] == 0.0
+    row = dict(zip(FAMILY_NAMES, packet_features(_profiled(3, bounds(3))).families[FAMILIES.index(LOADS)]))
+    assert np.isclose(row["room"], 100 / 930)
+    assert family_rooms(_profiled(1, None)) == {f: 0.0 for f in FAMILIES}
+
+
+def test_fewer_loads_have_no_room_when_another_engine_binds():
+    from runtime.outcome_features import family_rooms
+
+    valu_binds = {**bounds(1), "min_cycles_by_engine": {"load": 800, "valu": 850, "alu": 300},
+                  "resource_lb_cycles": 850, "tight_lb_cycles": 850}
+    rooms = family_rooms(_profiled(1, valu_binds))
+    assert rooms[LOADS] == 0.0 and rooms[DEPS] == 0.0 and np.isclose(rooms[SCHEDULE], 80 / 930)

@@ -412,3 +412,19 @@ def test_a_full_disk_stops_the_import_instead_of_counting_a_log_unreadable(tmp_p
         import_logs(tmp_path / "logs", "experiments", tmp_path / "ds")
     assert str(caught.value).startswith(f"cannot write {tmp_path / 'ds'}: the disk is full (No space left on device)")
     assert not (tmp_path / "ds").exists()
+
+
+def test_simulate_writes_archives_unless_told_not_to(tmp_path, capsys):
+    from guidebench.cli import main
+
+    assert main(["data", "simulate", "experiments", "--episodes", "3", "--seed", "0", "--out", str(tmp_path / "a"),
+                 "--archive-episodes", "1"]) == 0
+    assert "plans archived under .advisor/" in capsys.readouterr().out
+    assert [p.parent.name for p in (tmp_path / "a").glob("*/.advisor")] == ["episode-0001"]
+    assert main(["data", "simulate", "experiments", "--episodes", "3", "--seed", "0", "--out", str(tmp_path / "b"),
+                 "--no-archive"]) == 0
+    assert not list((tmp_path / "b").glob("*/.advisor"))
+    for name in ("episode-0000", "episode-0001", "episode-0002"):
+        assert (tmp_path / "a" / name / "log.jsonl").read_bytes() == (tmp_path / "b" / name / "log.jsonl").read_bytes()
+    assert main(["data", "simulate", "experiments", "--episodes", "1", "--out", str(tmp_path / "c"),
+                 "--archive-episodes", "-1"]) == 2

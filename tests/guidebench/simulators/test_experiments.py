@@ -187,9 +187,12 @@ def test_write_episodes_layout_and_summary(tmp_path):
 
 def test_committed_sample_is_what_the_documented_command_writes(tmp_path):
     sample = Path(__file__).resolve().parents[3] / "datasets" / "sample" / "experiments"
-    summary = write_episodes(tmp_path, 24, seed=0)  # datasets/sample/README.md: --episodes 24 --seed 0
+    from guidebench.data.experiments import episode_packets
+
+    # datasets/sample/README.md: --episodes 24 --seed 0 --archive-episodes 3
+    summary = write_episodes(tmp_path, 24, seed=0, archive_packets=episode_packets, archive_episodes=3)
     committed = sorted(p.relative_to(sample).as_posix() for p in sample.rglob("*") if p.is_file())
     assert committed == sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     for rel in committed:
         assert (sample / rel).read_bytes() == (tmp_path / rel).read_bytes(), f"regenerate the sample: {rel} differs"
-    assert (summary.entries, summary.old_shape_episodes) == (879, 8)
+    assert (summary.entries, summary.old_shape_episodes, summary.archived_plans) == (879, 8, 112)
