@@ -41,6 +41,9 @@ class FitRecipeSettings(RecipeSettings):
     folds: int = Field(5, ge=0, le=20, description=(
         "Choose the settings by grouped cross-validation over train + dev in this many folds, 2 to 20 (whole "
         "threads held out; every labeled turn scored once); 0: on dev alone."))
+    selection_max: int = Field(4_000, ge=0, description=(
+        "Labeled turns the cross-validation chooses the settings on: above it, whole threads (in the order of the "
+        "hash of their ids) up to this many; the chosen settings are still fit on all. 0: every turn."))
 
     @field_validator("C")
     @classmethod
@@ -66,7 +69,7 @@ class FitRecipeSettings(RecipeSettings):
         """The settings as the fitting code takes them."""
         return FitSettings(C=tuple(self.C), class_weight=tuple(self.class_weight), ngram_max=self.ngram_max,
                            max_features=self.max_features, max_iter=self.max_iter, refit_on_dev=self.refit_on_dev,
-                           folds=self.folds)
+                           folds=self.folds, selection_max=self.selection_max)
 
 
 class FitRecipe(Recipe):

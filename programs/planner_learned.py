@@ -12,7 +12,7 @@ No LM call. The model is program state (`outcome_model`, JSON): an export loads 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import dspy
 
@@ -51,6 +51,10 @@ class PlannerLearned(dspy.Module):
     def model(self) -> OutcomeModel:
         """The fitted model (NotFittedError before the fit)."""
         return getattr(self, OUTCOME_MODEL_KEY).fitted_model(NAME)
+
+    def predict_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[dspy.Prediction]:
+        """`forward` of many records (replay's path: a model needs no DSPy call, nor a trace, per record)."""
+        return [self.forward(**record) for record in inputs]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """The directive of the allowed family with the highest estimated improvement (the safe default without a
