@@ -216,3 +216,19 @@ def test_every_comparison_names_its_test_and_interval_method_in_words():
     assert small.describe().endswith(("BCa bootstrap (1,000 resamples)", "percentile bootstrap (1,000 resamples)"))
     big = paired_mean_difference(np.ones(40), np.zeros(40) + np.random.default_rng(0).normal(0, 0.1, 40))
     assert big.describe() == "Monte Carlo permutation test (9,999 assignments); 95% CI: BCa bootstrap (1,000 resamples)"
+
+
+def test_above_bca_max_n_the_interval_is_the_percentile_one_and_close_to_bca(monkeypatch):
+    import numpy as np
+
+    from evals import stats
+
+    values = np.random.default_rng(1).binomial(1, 0.9, 2500).astype(float).tolist()
+    percentile = stats.bootstrap(stats.mean_of(values), len(values))
+    assert percentile.method == "percentile" and len(values) > stats.BCA_MAX_N
+    monkeypatch.setattr(stats, "BCA_MAX_N", len(values))
+    bca = stats.bootstrap(stats.mean_of(values), len(values))
+    assert bca.method == "bca"
+    width = bca.ci_high - bca.ci_low
+    # the jackknife's correction at 2,500 records: a few percent of the width (module docstring)
+    assert abs(bca.ci_low - percentile.ci_low) < 0.1 * width and abs(bca.ci_high - percentile.ci_high) < 0.1 * width
