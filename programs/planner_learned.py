@@ -12,13 +12,14 @@ No LM call. The model is program state (`outcome_model`, JSON): an export loads 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import dspy
 
 from runtime.advisor import FAMILIES
 from runtime.outcome import OUTCOME_MODEL_KEY, FamilyEstimate, OutcomeModel, OutcomeModelError
 
+from .batch import AnswersInBatches
 from .inputs import packet_from_inputs
 from .learned import FittedModel
 from .results import directive_prediction, safe_directive
@@ -38,7 +39,7 @@ def _value(estimate: FamilyEstimate) -> float:
     return estimate.cycles if estimate.cycles is not None else estimate.gain_share
 
 
-class PlannerLearned(dspy.Module):
+class PlannerLearned(AnswersInBatches, dspy.Module):
     """The allowed family of highest estimated improvement (an outcome model fit on the logs), no LM call."""
 
     program_name = NAME
@@ -51,10 +52,6 @@ class PlannerLearned(dspy.Module):
     def model(self) -> OutcomeModel:
         """The fitted model (NotFittedError before the fit)."""
         return getattr(self, OUTCOME_MODEL_KEY).fitted_model(NAME)
-
-    def predict_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[dspy.Prediction]:
-        """`forward` of many records (replay's path: a model needs no DSPy call, nor a trace, per record)."""
-        return [self.forward(**record) for record in inputs]
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         """The directive of the allowed family with the highest estimated improvement (the safe default without a

@@ -18,13 +18,14 @@ import dspy
 
 from runtime.advisor import ExperimentLogEntry
 
+from .batch import AnswersInBatches
 from .inputs import directive_from_entry, packet_from_inputs
 from .results import directive_prediction, safe_directive
 
 NAME = "planner.logged"
 
 
-class PlannerLogged(dspy.Module):
+class PlannerLogged(AnswersInBatches, dspy.Module):
     """Answers with the directive the log recorded for the record's packet (no LM)."""
 
     replays_log = True

@@ -18,6 +18,7 @@ from runtime.pivot import (
     pivot_required,
 )
 
+from .batch import AnswersInBatches
 from .inputs import objective_text, packet_from_inputs, tail_entries
 from .results import directive_prediction, safe_directive
 
@@ -237,7 +238,7 @@ def rule_directive(packet: AdvisorPacket, choice: Optional[RuleChoice] = None
     return directive, list(choice.reasons)
 
 
-class PlannerRules(dspy.Module):
+class PlannerRules(AnswersInBatches, dspy.Module):
     """Reference planner without an LM: pivots to the least-tried allowed family, lowers the bound when near it."""
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
