@@ -202,18 +202,23 @@ def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, group
     splits = [(sample[fit], sample[part]) for fit, part in _folds([groups[i] for i in sample], settings.folds)]
     w = np.ones(len(y)) if weight is None else weight
     grid, predictions = [], {}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(specs) * len(splits), desc=f"fit: {kind} candidates", unit="fit", disable=None, leave=False)
     for spec in specs:
         if not splits:
             grid.append({"target": kind, "model": spec, "held_out_loss": None})
             continue
         held = np.full(len(y), np.nan)
         for fit, part in splits:
+            bar.update(1)
             if kind == "valid" and len(set(y[fit])) < 2:
                 held[part] = float(y[fit].mean())
                 continue
             held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
         grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y[sample], held[sample], w[sample])})
         predictions[spec] = held
+    bar.close()
     scored = [row for row in grid if row["held_out_loss"] is not None]
     best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
     chosen = _Candidate(best, kind, settings, seed).fit(X, y, w)
