@@ -482,6 +482,38 @@ def iter_records(directory: str | os.PathLike, split: str = "test") -> Iterator[
         yield record  # type: ignore[misc]
 
 
+class _Mapped:
+    """What `map_split` runs in each process: a row validated back into its record, then the caller's function."""
+
+    def __init__(self, model: type[BaseModel], fn: Callable[[Any], Mapping[str, Any]]) -> None:
+        self.model, self.fn = model, fn
+
+    def __call__(self, row: dict[str, Any]) -> Mapping[str, Any]:
+        return self.fn(self.model.model_validate(columns.decode(self.model, row)))
+
+
+def map_split(directory: str | os.PathLike, split: str, fn: Callable[[Any], Mapping[str, Any]], *,
+              num_proc: int = 1) -> Any:
+    """`fn(record)` of every record of one split as a `datasets.Dataset` of its outputs (one row per record, stored
+    order), by `datasets.Dataset.map` over `num_proc` processes.
+
+    The split's Arrow file is memory-mapped, and each process reads, validates and maps its own shard: per-record
+    work (features, scores) on more cores than one, with nothing written next to the dataset (the result stays in
+    memory). What takes over past one core (docs/scaling.md). `fn` is pickled to the processes: a module-level
+    function. The split's record count is checked against dataset.json first.
+    """
+    directory = Path(directory)
+    info = dataset_info(directory)
+    model, hint = KINDS[info["kind"]], _reimport(directory, info["kind"])
+    n, _ = _declared(directory, info, split, hint)
+    part = _open_split(directory, split, hint)
+    if len(part) != n:
+        raise DatasetFormatError(f"{directory}: split {split!r} holds {len(part)} records but {DATASET_FILE} "
+                                 f"declares {n}: the split changed after it was frozen; re-import the logs: {hint}")
+    return part.map(_Mapped(model, fn), num_proc=num_proc if num_proc > 1 else None, keep_in_memory=True,
+                    remove_columns=part.column_names, desc=f"map {split}")
+
+
 def load_records(directory: str | os.PathLike, split: str = "test") -> list[Record]:
     """The validated records of a split ("train", "dev", "test" or "all"), in stored order."""
     return list(iter_records(directory, split))

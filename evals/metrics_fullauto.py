@@ -293,6 +293,12 @@ def _config_of(example: Any) -> GuardrailConfig:
     return config if isinstance(config, GuardrailConfig) else GuardrailConfig()
 
 
+def example_config(example: Any) -> GuardrailConfig:
+    """The guardrail config `metric` scores an example under (its `guardrail_config` / `config` / `record`, else the
+    defaults)."""
+    return _config_of(example)
+
+
 def _context_of(example: Any) -> GuardrailContext:
     record = _get(example, "record")
     if getattr(record, "summary", None) is not None:

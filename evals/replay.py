@@ -196,7 +196,8 @@ def _logged_enforcement(record: DecisionRecord) -> Optional[tuple[GuidanceDecisi
     return enforced, audit
 
 
-def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) -> dict[str, Any]:
+def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool,
+                     answered: Optional["_Answer"] = None) -> dict[str, Any]:
     import programs
 
     started = time.perf_counter()
@@ -205,14 +206,17 @@ def _replay_decision(program: Any, record: DecisionRecord, replays_log: bool) ->
     model = _safe_decision()
     pred: Any = None
     try:
-        inputs = _stage("inputs", lambda: programs.decision_inputs(record))
-        with track_calls() as ledger:
-            pred = _stage("program", lambda: program(**inputs))
+        if answered is None:
+            inputs = _stage("inputs", lambda: programs.decision_inputs(record))
+            with track_calls() as ledger:
+                pred = _stage("program", lambda: program(**inputs))
+        else:
+            pred = answered.prediction
         model = _stage("parse", lambda: metrics_fullauto.model_decision(pred))
     except ReplayStageError as exc:
         error = _diagnostics(exc.stage, exc.original)
         model = _safe_decision()
-    latency = time.perf_counter() - started
+    latency = time.perf_counter() - started + (answered.latency if answered is not None else 0.0)
     context = GuardrailContext.from_summary(record.summary)
     enforced, audit = apply_guardrails(model, context, record.config)
     replay_enforced = enforced.action
@@ -268,7 +272,7 @@ def _decided_by(pred: Any) -> Optional[str]:
 
 
 def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: Optional[CyclesModel],
-                    replays_log: bool) -> dict[str, Any]:
+                    replays_log: bool, answered: Optional["_Answer"] = None) -> dict[str, Any]:
     import programs
 
     started = time.perf_counter()
@@ -276,12 +280,15 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
     ledger = None
     pred: Any = None
     try:
-        inputs = _stage("inputs", lambda: programs.planner_inputs(record))
-        with track_calls() as ledger:
-            pred = _stage("program", lambda: program(**inputs))
+        if answered is None:
+            inputs = _stage("inputs", lambda: programs.planner_inputs(record))
+            with track_calls() as ledger:
+                pred = _stage("program", lambda: program(**inputs))
+        else:
+            pred = answered.prediction
     except ReplayStageError as exc:
         error = _diagnostics(exc.stage, exc.original)
-    latency = time.perf_counter() - started
+    latency = time.perf_counter() - started + (answered.latency if answered is not None else 0.0)
     outcome = metrics_planner.outcome_of(
         record, pred, error=f"{error['class']}: {error['message']}" if error else None, rollouts=rollouts,
         cycles=cycles, replays_log=replays_log)
@@ -327,6 +334,50 @@ def _replay_planner(program: Any, record: PlannerRecord, rollouts: int, cycles: 
         "latency_s": latency,
         "error": error,
     }
+
+
+@dataclass
+class _Answer:
+    """A program's prediction for one record, made in a batch, and that record's share of the batch's time."""
+
+    prediction: Any
+    latency: float
+
+
+BATCH = 512  # records a batch-answering program answers per call (the progress bar moves between batches)
+
+
+def _batch_answers(instance: Any, kind: str, records: Sequence[Any]) -> Optional[list[Optional[_Answer]]]:
+    """Every record's prediction from a program that answers many at once (`predict_batch`: a trained model, which
+    calls no LM), so replay makes no DSPy call, and writes no trace, per record; None for any other program.
+
+    A record whose inputs cannot be built, or a batch that raises, is left to the one-record path (None in its
+    place), which scores it as that record's failure with its diagnostics, as for any program.
+    """
+    predict = getattr(instance, "predict_batch", None)
+    if not callable(predict):
+        return None
+    import programs
+
+    inputs_of = programs.decision_inputs if kind == "full_auto" else programs.planner_inputs
+    answers: list[Optional[_Answer]] = [None] * len(records)
+    for start in range(0, len(records), BATCH):
+        began = time.perf_counter()
+        chunk: list[tuple[int, dict[str, Any]]] = []
+        for index in range(start, min(start + BATCH, len(records))):
+            try:
+                chunk.append((index, inputs_of(records[index])))
+            except Exception:  # noqa: BLE001 - the one-record path reports it with its stage
+                continue
+        try:
+            predictions = predict([inputs for _, inputs in chunk])
+        except Exception:  # noqa: BLE001 - e.g. an unfitted model: each record fails on its own path
+            predictions = [None] * len(chunk)
+        share = (time.perf_counter() - began) / max(1, len(chunk))
+        for (index, _), prediction in zip(chunk, predictions):
+            if prediction is not None:
+                answers[index] = _Answer(prediction, share)
+    return answers
 
 
 # ----- aggregates -------------------------------------------------------------------------------
@@ -403,17 +454,19 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
     kind = _kind_of(records, declared)
     replays_log = bool(getattr(instance, "replays_log", False))
     if kind == "full_auto":
-        run_one = lambda record: _replay_decision(instance, record, replays_log)  # noqa: E731
+        run_one = lambda record, answer: _replay_decision(instance, record, replays_log, answer)  # noqa: E731
     else:
-        run_one = lambda record: _replay_planner(instance, record, rollouts, cycles_model, replays_log)  # noqa: E731
+        run_one = lambda record, answer: _replay_planner(instance, record, rollouts, cycles_model,  # noqa: E731
+                                                         replays_log, answer)
 
     rows: list[Optional[dict[str, Any]]] = [None] * len(records)
     started = time.perf_counter()
     bar = _progress_bar(len(records), f"replay {name or program_name}", progress)
     lock = threading.Lock()
+    answers = _batch_answers(instance, kind, records) or [None] * len(records)
 
     def task(index: int) -> None:
-        rows[index] = run_one(records[index])
+        rows[index] = run_one(records[index], answers[index])
         with lock:
             bar.update(1)
 

@@ -7,7 +7,12 @@ function at `W = 1`. This one form covers plain means of per-record scores and r
 
 - Intervals: `scipy.stats.bootstrap` over the record indices (a resample is a row of draw counts),
   BCa where it is defined, the percentile interval otherwise (a degenerate or tiny sample), seeded;
-  every `MetricValue` names its method and resample count.
+  every `MetricValue` names its method and resample count. Above `BCA_MAX_N` records the interval is the
+  percentile one: BCa's acceleration comes from a jackknife, n statistics of n weights each, so its cost
+  grows with the square of the records (a 50,000-record split would take minutes per metric), while what it
+  corrects shrinks as 1/n (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, ch. 14.3: both
+  intervals are first-order correct, BCa second-order); at a few thousand records the two agree to well
+  under the interval's own Monte Carlo error.
 - Paired tests: a paired permutation test of the records' assignments. Under the null the two
   programs are exchangeable on each record, so every record's pair of outcomes may be swapped: the
   statistic of both programs is evaluated on the 2n records of the pair with weights
@@ -49,6 +54,7 @@ CONFIDENCE = 0.95
 EXACT_MAX_N = 16  # 2^16 = 65,536 assignments: cheap to enumerate
 MIN_GROUPS = 10  # fewer whole groups (episodes) give "too few episodes": no interval, no p-value, no verdict
 TOO_FEW_GROUPS = "too_few_groups"
+BCA_MAX_N = 2_000  # above it, percentile intervals: BCa's jackknife costs n^2 (module docstring)
 PERMUTATIONS = 9999
 # Rows of W built at once: bounds memory to about this many floats whatever the record count.
 _CHUNK_CELLS = 4_000_000
@@ -64,8 +70,12 @@ class Statistic:
 
     def __init__(self, fn: Callable[[np.ndarray], np.ndarray], n: int,
                  factory: Optional[Callable[..., "Statistic"]] = None, columns: tuple = (),
-                 options: Optional[dict] = None, active: Optional[np.ndarray] = None):
+                 options: Optional[dict] = None, active: Optional[np.ndarray] = None,
+                 linear: Optional[tuple[np.ndarray, np.ndarray]] = None):
         self._fn = fn
+        # (x, m) when the statistic is (W @ x) / (W @ m) (a mean, a ratio): a permutation test then needs two
+        # products per assignment instead of the statistic of 2n weights twice (`permutation_p`)
+        self.linear = linear
         self.n = int(n)
         self.factory, self.columns, self.options = factory, columns, dict(options or {})
         self.active = None if active is None else np.asarray(active, dtype=bool)
@@ -226,7 +236,7 @@ def mean_of(values: Sequence[float], mask: Optional[Sequence[bool]] = None) -> S
     def statistic(w: np.ndarray) -> np.ndarray:
         return (w @ x) / (w @ m)
 
-    return Statistic(statistic, int(m.sum()), mean_of, columns, active=m > 0)
+    return Statistic(statistic, int(m.sum()), mean_of, columns, active=m > 0, linear=(x, m))
 
 
 def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statistic:
@@ -238,7 +248,8 @@ def ratio_of(numerator: Sequence[float], denominator: Sequence[float]) -> Statis
         return (w @ num) / (w @ den)
 
     # a record with nothing in either sum weighs nothing, whatever its weight
-    return Statistic(statistic, int(np.count_nonzero(den)), ratio_of, (num, den), active=(num != 0) | (den != 0))
+    return Statistic(statistic, int(np.count_nonzero(den)), ratio_of, (num, den), active=(num != 0) | (den != 0),
+                     linear=(num, den))
 
 
 def macro_f1_of(y_true: Sequence[str], y_pred: Sequence[str], mask: Optional[Sequence[bool]] = None) -> Statistic:
@@ -336,7 +347,7 @@ def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_
         values = fn(_weights_of(indices, n))
         return values.reshape(np.shape(indices)[:-1])
 
-    for method in ("BCa", "percentile"):
+    for method in ("BCa", "percentile") if n <= BCA_MAX_N else ("percentile",):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # DegenerateDataWarning: BCa is undefined; fall back below
             result = scipy_stats.bootstrap((np.arange(n),), statistic, n_resamples=n_resamples, vectorized=True,
@@ -394,19 +405,21 @@ def bootstrap_mean(values: Sequence[float], *, mask: Optional[Sequence[bool]] = 
 
 # ----- paired permutation tests --------------------------------------------------------------------
 
-def _assignments(n: int, active: np.ndarray, seed: int, permutations: int, unit: Optional[np.ndarray] = None):
+def _assignments(n: int, active: np.ndarray, seed: int, permutations: int, unit: Optional[np.ndarray] = None,
+                 spread_bits: bool = True):
     """Chunks of swap assignments s (rows of 0/1 over n records) that swap only the `active` record indices:
     all 2^m of them when m <= EXACT_MAX_N, else `permutations` seeded random ones. m is the number of active
     records, or with `unit` (the group index of each active record) the number of groups: a group's records
-    are swapped together."""
+    are swapped together (`spread_bits` False: the same chunks as rows of 0/1 over the active records only)."""
     m = len(active) if unit is None else (int(unit.max()) + 1 if len(unit) else 0)
     rows = max(1, _CHUNK_CELLS // max(2 * n, 1))
 
     def spread(bits: np.ndarray) -> np.ndarray:
-        if unit is None and m == n:  # every record is swapped: the bits are the assignment
-            return bits
+        over_active = bits if unit is None else bits[:, unit]
+        if not spread_bits or (unit is None and m == n):  # the bits are the assignment
+            return over_active
         swap = np.zeros((bits.shape[0], n))
-        swap[:, active] = bits if unit is None else bits[:, unit]
+        swap[:, active] = over_active
         return swap
 
     if m <= EXACT_MAX_N:
@@ -442,9 +455,11 @@ def permutation_p(joined: Statistic, n: int, observed: float, *, seed: int = DEF
         return 1.0, method, count  # every assignment is at least as far from 0: no need to enumerate them
     hits = total = 0
     tolerance = 1e-12 * max(1.0, abs(observed))
-    for swap in _assignments(n, indices, seed, permutations, of_active):
-        keep = 1.0 - swap
-        diff = joined(np.hstack([keep, swap])) - joined(np.hstack([swap, keep]))
+    swapped = _linear_swaps(joined, n, indices)
+    for swap in _assignments(n, indices, seed, permutations, of_active, spread_bits=swapped is None):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            diff = swapped(swap) if swapped is not None else \
+                joined(np.hstack([1.0 - swap, swap])) - joined(np.hstack([swap, 1.0 - swap]))
         finite = np.isfinite(diff)
         hits += int(np.count_nonzero(np.abs(diff[finite]) >= abs(observed) - tolerance))
         total += int(finite.sum())
@@ -463,6 +478,29 @@ def on_common_records(a: Statistic, b: Statistic) -> tuple[Statistic, Statistic]
         return a, b
     both = np.asarray(a.columns[1], dtype=bool) & np.asarray(b.columns[1], dtype=bool)
     return mean_of(a.columns[0], both), mean_of(b.columns[0], both)
+
+
+def _linear_swaps(joined: Statistic, n: int, active: np.ndarray) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """For a (W @ x) / (W @ m) statistic: stat(a) - stat(b) of swap rows over the active records, by products.
+
+    With a's columns first, weights [1 - s, s] give sum(x_a) + s @ (x_b - x_a) over sum(m_a) + s @ (m_b - m_a), and
+    [s, 1 - s] the mirror: the same numbers as the statistic of the 2n weights (to rounding), at two products of
+    the active records per assignment. None for any other statistic.
+    """
+    if joined.linear is None:
+        return None
+    x, m = (np.asarray(column, dtype=float) for column in joined.linear)
+    if x.shape != (2 * n,) or m.shape != (2 * n,):
+        return None
+    xa, xb, ma, mb = x[:n], x[n:], m[:n], m[n:]
+    dx, dm = (xb - xa)[active], (mb - ma)[active]
+    sums = (xa.sum(), xb.sum(), ma.sum(), mb.sum())
+
+    def diff(bits: np.ndarray) -> np.ndarray:
+        t, u = bits @ dx, bits @ dm
+        return (sums[0] + t) / (sums[2] + u) - (sums[1] - t) / (sums[3] - u)
+
+    return diff
 
 
 def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str, Statistic], n_records: int, *,

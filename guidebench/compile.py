@@ -126,6 +126,14 @@ def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
     return [item for index, item in enumerate(items) if index in keep]
 
 
+@dataclass(frozen=True)
+class RecordKey:
+    """What a provenance reads of a record (`runtime.provenance.record_key`): its id and inputs hash."""
+
+    record_id: str
+    inputs_hash: str
+
+
 @dataclass
 class CompileData:
     """The three splits of a dataset as records, and the labeled examples optimizers train on."""
@@ -262,6 +270,9 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
                 unlabeled[name] += 1
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
+    # Nothing replays the train split: its records are kept as the identities a provenance reads, not whole (the
+    # examples carry what the optimizers need; a year of records would otherwise be held twice).
+    splits["train"].records = [RecordKey(r.record_id, r.inputs_hash) for r in splits["train"].records]
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
                        trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
 

@@ -33,7 +33,8 @@ from .outcome_fitting import OutcomeFitError, OutcomeFitSettings, fit_outcome_mo
 _NOT_FOR_PLANNER = {"C": "the decision model's regularization", "class_weight": "the decision model's class weights",
                     "ngram_max": "the decision model's text features", "max_features": "the decision model's text "
                     "features", "max_iter": "the decision model's solver", "num_threads": "parallel LM calls; the "
-                    "fit makes none"}
+                    "fit makes none", "selection_max": "the decision model's selection sample; the outcome fit "
+                    "samples its own attempts"}
 
 
 class FitRecipeSettings(RecipeSettings):
@@ -54,6 +55,9 @@ class FitRecipeSettings(RecipeSettings):
         "Choose the settings by grouped cross-validation over train + dev in this many folds, 2 to 20 (whole "
         "threads held out; every labeled turn scored once); 0: on dev alone. planner.learned: its episodes' "
         "folds, 3 unless set here (0 refused)."))
+    selection_max: int = Field(4_000, ge=0, description=(
+        "Labeled turns the cross-validation chooses the settings on: above it, whole threads (in the order of the "
+        "hash of their ids) up to this many; the chosen settings are still fit on all. 0: every turn."))
 
     @field_validator("C")
     @classmethod
@@ -79,7 +83,7 @@ class FitRecipeSettings(RecipeSettings):
         """The settings as the fitting code takes them."""
         return FitSettings(C=tuple(self.C), class_weight=tuple(self.class_weight), ngram_max=self.ngram_max,
                            max_features=self.max_features, max_iter=self.max_iter, refit_on_dev=self.refit_on_dev,
-                           folds=self.folds)
+                           folds=self.folds, selection_max=self.selection_max)
 
 
 class FitRecipe(Recipe):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -28,12 +30,15 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import minimize_scalar
 
-from evals.metrics_fullauto import COST
+from evals.metrics_fullauto import COST, example_config
 from programs.learned import trained_parameters
 from programs.results import decision_prediction
 from runtime.fullauto import ACTIONS
-from runtime.frozen.knn import TfidfVectorizer
-from runtime.trained import FEATURES_VERSION, NUMBER_NAMES, TrainedDecisionModel, decision_of, turn_features
+from runtime.frozen.knn import TOKEN_PATTERN, TfidfVectorizer, analyze
+from runtime.trained import (FEATURES_VERSION, NUMBER_NAMES, TrainedDecisionModel, decision_of, least_cost_actions,
+                             min_confidence_of, turn_features)
+
+from .blas import one_blas_thread
 
 Metric = Callable[..., Any]
 
@@ -53,6 +58,9 @@ class FitSettings:
     max_iter: int = 3_000
     refit_on_dev: bool = True
     folds: int = 5  # grouped cross-validation over train + dev (2 or more folds); 0: select on dev alone
+    # Turns the cross-validation chooses on: above it, whole threads in a fixed order (the hash of their ids) up to
+    # this many; the winner is still fit on everything. 0: every turn.
+    selection_max: int = 4_000
 
 
 @dataclass
@@ -70,27 +78,78 @@ class FitOutcome:
 Features = list[tuple[str, list[float]]]  # `turn_features` of each example: (text, numbers)
 
 
-class _Features:
-    """The fit part's feature space: its TF-IDF vocabulary and the numbers' mean and spread."""
+class _Corpus:
+    """Every pool text's n-gram counts, read once with the runtime's own `analyze`, as one sparse matrix.
+
+    Each part of the selection (a fold's fit part, the final fit) needs its own TF-IDF vocabulary: reading every
+    text again per part cost a pass over the text per fold. Here a part's vocabulary, idf and rows are column sums
+    and selections of this matrix, linear in its non-zeros.
+    """
 
     def __init__(self, features: Features, settings: FitSettings) -> None:
+        self.settings = settings
+        grams = (1, settings.ngram_max)
+        vocabulary: dict[str, int] = {}
+        indptr, indices, counts = array("q", [0]), array("q"), array("d")
+        for text, _ in features:
+            for gram, count in Counter(analyze(text, TOKEN_PATTERN, True, grams)).items():
+                indices.append(vocabulary.setdefault(gram, len(vocabulary)))
+                counts.append(count)
+            indptr.append(len(indices))
+        self.terms = list(vocabulary)
+        self.counts = sparse.csr_matrix((np.frombuffer(counts, dtype=np.float64), np.frombuffer(indices, dtype=np.int64),
+                                         np.frombuffer(indptr, dtype=np.int64)), shape=(len(features), len(self.terms)))
+        order = sorted(range(len(self.terms)), key=self.terms.__getitem__)
+        self.rank = np.empty(len(self.terms), dtype=np.int64)  # each term's place in alphabetical order
+        self.rank[order] = np.arange(len(self.terms))
+        self.numbers = np.asarray([numbers for _, numbers in features], dtype=np.float64)
+        if self.numbers.ndim != 2:
+            self.numbers = self.numbers.reshape(len(features), len(NUMBER_NAMES))
+
+
+class _Features:
+    """The fit part's feature space: its TF-IDF vocabulary and the numbers' mean and spread.
+
+    The vocabulary and idf are exactly `runtime.frozen.knn.TfidfVectorizer.fit` on the part's texts (the most
+    frequent n-grams, ties alphabetical, in alphabetical order; smoothed idf), so the state the runtime scores is
+    the one the part's rows were built with.
+    """
+
+    def __init__(self, corpus: _Corpus, rows: Sequence[int], settings: FitSettings) -> None:
+        self.corpus = corpus
+        part = corpus.counts[np.asarray(rows, dtype=np.int64)]
+        total = np.asarray(part.sum(axis=0)).ravel()
+        documents = np.bincount(part.indices, minlength=len(corpus.terms))
+        present = np.flatnonzero(total)
+        if settings.max_features is not None and len(present) > settings.max_features:
+            present = present[np.lexsort((corpus.rank[present], -total[present]))[:settings.max_features]]
+        self.columns = present[np.argsort(corpus.rank[present])]
+        n = len(rows) + 1
+        idf = [math.log(n / (float(df) + 1.0)) + 1.0 for df in documents[self.columns].tolist()]
         self.vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max))
-        self.vectorizer.fit([text for text, _ in features])
-        numbers = np.asarray([numbers for _, numbers in features], dtype=np.float64)
+        self.vectorizer.vocabulary = {corpus.terms[j]: i for i, j in enumerate(self.columns.tolist())}
+        self.vectorizer.idf = idf
+        self.idf = np.asarray(idf, dtype=np.float64)
+        numbers = corpus.numbers[np.asarray(rows, dtype=np.int64)]
         self.mean = numbers.mean(axis=0)
         spread = numbers.std(axis=0)
         self.scale = np.where(spread > 1e-12, spread, 1.0)
 
-    def matrix(self, features: Features) -> sparse.csr_matrix:
-        """Rows of TF-IDF text features followed by the standardised numbers."""
-        rows, cols, values = [], [], []
-        for i, (text, _) in enumerate(features):
-            for j, v in self.vectorizer.transform_one(text).items():
-                rows.append(i)
-                cols.append(j)
-                values.append(v)
-        text = sparse.csr_matrix((values, (rows, cols)), shape=(len(features), len(self.vectorizer.idf)))
-        numbers = (np.asarray([n for _, n in features], dtype=np.float64) - self.mean) / self.scale
+    def matrix(self, rows: Sequence[int]) -> sparse.csr_matrix:
+        """Rows of TF-IDF text features (sublinear tf times idf, L2-normalised) followed by the standardised numbers."""
+        index = np.asarray(rows, dtype=np.int64)
+        text = self.corpus.counts[index][:, self.columns].tocsr()
+        text.sort_indices()
+        if text.nnz:
+            values, inverse = np.unique(text.data, return_inverse=True)  # small integer counts: log them once each
+            tf = np.asarray([math.log(v) + 1.0 for v in values.tolist()])[inverse.ravel()]
+            text.data = tf * self.idf[text.indices]
+            norms = np.sqrt(np.add.reduceat(np.square(text.data), text.indptr[:-1])
+                            if len(index) else np.zeros(0))
+            lengths = np.diff(text.indptr)
+            norms = np.where(lengths > 0, norms, 1.0)
+            text.data = text.data / np.repeat(norms, lengths)
+        numbers = (self.corpus.numbers[index] - self.mean) / self.scale
         return sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr")
 
 
@@ -115,8 +174,9 @@ def _log_loss(scores: np.ndarray, classes: list[str], labels: Sequence[str], tem
     known = [(i, classes.index(label)) for i, label in enumerate(labels) if label in classes]
     if not known:
         return math.inf
+    rows, columns = (np.asarray(index, dtype=np.int64) for index in zip(*known))
     probabilities = _softmax(scores / temperature)
-    return float(-np.mean([math.log(max(probabilities[i, k], 1e-12)) for i, k in known]))
+    return float(-np.mean(np.log(np.maximum(probabilities[rows, columns], 1e-12))))
 
 
 def _temperature(scores: np.ndarray, classes: list[str], labels: Sequence[str]) -> float:
@@ -165,10 +225,13 @@ def _selection(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
     refit_all = settings.refit_on_dev and bool(valset)
     final, refit = (everything, "train+dev") if refit_all else (train, "train")
     if settings.folds >= 2:
-        folds = _thread_folds(pool, settings.folds)
+        rows = _thread_sample(pool, settings.selection_max)
+        folds = _thread_folds(pool, settings.folds, rows)
         if folds is not None:
             over = "train+dev" if valset else "train"
-            return _Selection(pool, folds, final, f"{len(folds)}-fold cross-validation over {over} threads", refit)
+            sample = f" (a sample of {len(rows)} of {len(pool)} turns, whole threads)" if len(rows) < len(pool) else ""
+            return _Selection(pool, folds, final, f"{len(folds)}-fold cross-validation over {over} threads{sample}",
+                              refit)
     if valset:
         return _Selection(pool, [(train, everything[n_train:])], final, "dev", refit)
     kept, held = selection_split(trainset)  # small logs may import without a dev split
@@ -177,18 +240,46 @@ def _selection(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
                       list(range(len(pool))), "train threads held out", "train")
 
 
-def _thread_folds(pool: Sequence[dspy.Example], folds: int) -> Optional[list[tuple[list[int], list[int]]]]:
-    """Grouped folds (no thread in two parts) whose fit parts all hold two or more label classes; None if too few."""
+def _thread_of(ex: dspy.Example, index: int) -> str:
+    return str(ex.get("thread_id") or f"#{index}")
+
+
+def _thread_sample(pool: Sequence[dspy.Example], cap: int) -> list[int]:
+    """Indices of the turns the settings are chosen on: all of them up to `cap` (0: no cap), else whole threads in
+    the order of the SHA-256 of their ids until `cap` turns (the same logs choose the same threads).
+
+    Why a sample: the grid's points differ by a few thousandths of objective, which a few thousand held-out turns
+    already resolve; fitting every point on every fold of 100,000 turns would cost 40 fits of the whole pool.
+    """
+    if not cap or len(pool) <= cap:
+        return list(range(len(pool)))
+    threads: dict[str, list[int]] = {}
+    for index, ex in enumerate(pool):
+        threads.setdefault(_thread_of(ex, index), []).append(index)
+    chosen: list[int] = []
+    for key in sorted(threads, key=lambda key: hashlib.sha256(key.encode("utf-8")).hexdigest()):
+        if len(chosen) >= cap:
+            break
+        chosen += threads[key]
+    return sorted(chosen)
+
+
+def _thread_folds(pool: Sequence[dspy.Example], folds: int,
+                  rows: Optional[Sequence[int]] = None) -> Optional[list[tuple[list[int], list[int]]]]:
+    """Grouped folds of the pool's `rows` (all by default; no thread in two parts) whose fit parts all hold two or
+    more label classes, as indices into the pool; None if too few."""
     from sklearn.model_selection import GroupKFold
 
-    groups = [str(ex.get("thread_id") or f"#{index}") for index, ex in enumerate(pool)]
+    rows = list(range(len(pool))) if rows is None else list(rows)
+    groups = [_thread_of(pool[index], index) for index in rows]
     n_groups = len(set(groups))
     if n_groups < 2:
         return None
-    labels = _labels(pool)
-    splits = [(fit.tolist(), held.tolist()) for fit, held in
+    labels = _labels([pool[index] for index in rows])
+    splits = [([rows[i] for i in fit.tolist()], [rows[i] for i in held.tolist()]) for fit, held in
               GroupKFold(n_splits=min(folds, n_groups)).split(groups, groups=groups)]
-    if any(len({labels[i] for i in fit}) < 2 for fit, _ in splits):
+    position = {index: i for i, index in enumerate(rows)}
+    if any(len({labels[position[i]] for i in fit}) < 2 for fit, _ in splits):
         return None
     return splits
 
@@ -202,6 +293,13 @@ class _Candidate:
     score: float
     loss: float
     probabilities: np.ndarray  # calibrated, one row per held-out example (in the selection's order)
+    fold: tuple[Any, "_Features"]  # the classifier fit on the first fold's fit part, and that part's feature space
+
+    def first_fold(self) -> TrainedDecisionModel:
+        """This point's model as fit on the first fold's fit part, at its temperature (its `fit` says so)."""
+        classifier, space = self.fold
+        return TrainedDecisionModel(_state(classifier, space, self.temperature,
+                                           {**self.row(), "fit_on": "the first fold's fit part"}))
 
     def row(self) -> dict[str, Any]:
         return {**self.point, "temperature": self.temperature, "selection_objective": round(self.score, 6),
@@ -216,6 +314,13 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     `on_candidate(model, held-out score)` sees every grid point's model, fit as the winner is (the compile's
     candidate history).
     """
+    with one_blas_thread():
+        return _fit_model(trainset, valset, metric, settings, seed=seed, on_candidate=on_candidate)
+
+
+def _fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], metric: Metric,
+               settings: FitSettings, *, seed: int,
+               on_candidate: Optional[Callable[[TrainedDecisionModel, float], None]]) -> FitOutcome:
     if not trainset:
         raise FitError("the train split has no labeled example to fit on")
     selection = _selection(trainset, valset, settings)
@@ -223,17 +328,19 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     if len(set(train_labels)) < 2:
         raise FitError(f"every labeled train example is {train_labels[0]!r}: a decision model needs two or "
                        "more label classes (label more of the logs, or use a rule policy)")
-    features = _features_of(selection.pool)
-    grid = _grid(selection, features, metric, settings, seed)
+    corpus = _Corpus(_features_of(selection.pool), settings)
+    grid = _grid(selection, corpus, metric, settings, seed)
     best = max(grid, key=lambda c: (c.score, -c.loss))  # the first of equals: the grid's order
     n_held = sum(len(held) for _, held in selection.splits)
     chosen = {**best.row(), "ngram_max": settings.ngram_max, "max_features": settings.max_features,
               "n_train": len(trainset), "n_dev": len(valset), "n_scored": n_held, "selected_on": selection.selected_on,
               "refit": selection.refit}
-    final = _Fitted([selection.pool[i] for i in selection.final], [features[i] for i in selection.final], settings)
+    final = _Fitted([selection.pool[i] for i in selection.final], corpus, selection.final, settings)
     for candidate in grid:
         if on_candidate is not None and candidate is not best:
-            on_candidate(final.model(candidate, candidate.row(), settings, seed), candidate.score)
+            # The points not chosen keep the model of their first fold: refitting each on everything would cost a
+            # whole-pool fit per point for a history entry nobody scores.
+            on_candidate(candidate.first_fold(), candidate.score)
     model = final.model(best, chosen, settings, seed)
     if on_candidate is not None:
         on_candidate(model, best.score)
@@ -245,7 +352,7 @@ def fit_model(trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example], 
     return FitOutcome(model=model, chosen=chosen, grid=[candidate.row() for candidate in grid], held_out=held_out)
 
 
-def _grid(selection: _Selection, features: Features, metric: Metric, settings: FitSettings,
+def _grid(selection: _Selection, corpus: _Corpus, metric: Metric, settings: FitSettings,
           seed: int) -> list[_Candidate]:
     """Every grid point fit on each split's fit part and scored on its held-out part; one temperature over them."""
     labels = _labels(selection.pool)
@@ -254,40 +361,79 @@ def _grid(selection: _Selection, features: Features, metric: Metric, settings: F
     held_labels = [labels[i] for i in held]
     parts = []
     for fit, part in selection.splits:
-        space = _Features([features[i] for i in fit], settings)
-        parts.append((space.matrix([features[i] for i in fit]), [labels[i] for i in fit],
-                      space.matrix([features[i] for i in part])))
+        space = _Features(corpus, fit, settings)
+        parts.append((space, space.matrix(fit), [labels[i] for i in fit], space.matrix(part)))
+    objective = _Objective([selection.pool[i] for i in held], metric)
     grid = []
+    bar = _progress(len(settings.C) * len(settings.class_weight) * len(parts), "fit: cross-validation")
     for C in settings.C:
         for weight in settings.class_weight:
             point = {"C": C, "class_weight": weight}
-            scores = np.vstack([_held_out_scores(_classifier(C, weight, settings, seed).fit(X_fit, y_fit), X_held,
-                                                 classes) for X_fit, y_fit, X_held in parts])
+            fitted = [_fitted(_classifier(C, weight, settings, seed), X_fit, y_fit, bar)
+                      for _, X_fit, y_fit, _ in parts]
+            scores = np.vstack([_held_out_scores(classifier, X_held, classes)
+                                for classifier, (_, _, _, X_held) in zip(fitted, parts)])
             temperature = _temperature(scores, classes, held_labels)
             probabilities = _softmax(scores / temperature)
-            grid.append(_Candidate(point, temperature,
-                                   _objective(probabilities, classes, [selection.pool[i] for i in held], metric),
-                                   _log_loss(scores, classes, held_labels, temperature), probabilities))
+            grid.append(_Candidate(point, temperature, objective.mean(probabilities, classes),
+                                   _log_loss(scores, classes, held_labels, temperature), probabilities,
+                                   (fitted[0], parts[0][0])))
+    bar.close()
     return grid
 
 
-def _objective(probabilities: np.ndarray, classes: list[str], examples: Sequence[dspy.Example],
-               metric: Metric) -> float:
-    """The metric's mean over the examples of the decisions these class probabilities answer (model alone)."""
-    values = []
-    for row, ex in zip(probabilities, examples):
-        inputs = ex.inputs().toDict()
-        decision = decision_of(dict(zip(classes, row.tolist())), inputs, COST)
-        values.append(float(metric(ex, decision_prediction(decision))))
-    return sum(values) / len(values)
+def _progress(total: int, desc: str) -> Any:
+    """A progress bar with its ETA on a terminal (tqdm; none when stderr is not one, as in logs and tests)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="fit", disable=None, leave=False)
+
+
+def _fitted(classifier: Any, X: sparse.csr_matrix, y: Sequence[str], bar: Any) -> Any:
+    classifier.fit(X, y)
+    bar.update(1)
+    return classifier
+
+
+class _Objective:
+    """The metric's mean over held-out examples of the decisions class probabilities answer (model alone).
+
+    The answers of a whole grid point come at once (`runtime.trained.least_cost_actions`). The compile's metric
+    (`evals.metrics_fullauto.metric`, or `metric_for` with the records' own configs) reads a decision's action and,
+    through the guardrails, whether its f32 confidence is under a `min_confidence`: the turn's (what the decision
+    weighed) or the one the metric scores the example under. So each example's metric is computed once per action
+    and side of those thresholds, on the first decision that has them, and looked up for the grid's other points.
+    """
+
+    def __init__(self, examples: Sequence[dspy.Example], metric: Metric) -> None:
+        self.examples, self.metric = list(examples), metric
+        self.inputs = [ex.inputs().toDict() for ex in self.examples]
+        self.min_confidence = np.asarray([min_confidence_of(inputs) for inputs in self.inputs], dtype=np.float64)
+        self.floors = [sorted({np.float32(floor), np.float32(example_config(ex).min_confidence)})
+                       for floor, ex in zip(self.min_confidence.tolist(), self.examples)]
+        self.memo: dict[tuple[int, str, tuple[bool, ...]], float] = {}
+
+    def mean(self, probabilities: np.ndarray, classes: list[str]) -> float:
+        """The metric's mean over the examples (rows of `probabilities`, columns in `classes` order)."""
+        answers, confidence = least_cost_actions(probabilities, classes, COST, self.min_confidence)
+        values = []
+        for i, (answer, p) in enumerate(zip(answers, confidence.tolist())):
+            shown = np.float32(round(p, 6))  # the decision's confidence, as the guardrails compare it
+            key = (i, answer, tuple(bool(shown < floor) for floor in self.floors[i]))
+            if key not in self.memo:
+                decision = decision_of(dict(zip(classes, probabilities[i].tolist())), self.inputs[i], COST)
+                self.memo[key] = float(self.metric(self.examples[i], decision_prediction(decision)))
+            values.append(self.memo[key])
+        return sum(values) / len(values)
 
 
 class _Fitted:
     """The examples the chosen settings are fit on, vectorized once for every grid point fit on them."""
 
-    def __init__(self, examples: Sequence[dspy.Example], features: Features, settings: FitSettings) -> None:
-        self.space = _Features(features, settings)
-        self.X, self.labels = self.space.matrix(features), _labels(examples)
+    def __init__(self, examples: Sequence[dspy.Example], corpus: _Corpus, rows: Sequence[int],
+                 settings: FitSettings) -> None:
+        self.space = _Features(corpus, rows, settings)
+        self.X, self.labels = self.space.matrix(rows), _labels(examples)
 
     def model(self, candidate: _Candidate, fit: dict[str, Any], settings: FitSettings,
               seed: int) -> TrainedDecisionModel:

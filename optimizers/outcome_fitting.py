@@ -35,6 +35,8 @@ from runtime.outcome import MODEL_KIND, OutcomeModel, linear_expansion
 from runtime.outcome_features import FEATURES_VERSION, ROW_NAMES
 from runtime.records import PlannerRecord
 
+from .blas import one_blas_thread
+
 MIN_ATTEMPTS = 30  # usable logged attempts (a family in strategy_tags[0], a best before) a model needs
 MIN_EPISODES = 2
 MIN_SCALED = 20  # attempts of a family its calibration needs
@@ -58,13 +60,16 @@ class OutcomeFitSettings:
     folds: int = 3
     weighting: str = "propensity"  # "propensity": rows weighted by 1 / P(logged family), clipped; "none"
     max_weight: float = 3.0  # low: attempts of weight 10 made the fit chase their noisy gains (simearly, CV)
+    # Attempts the cross-validation compares the candidates on: above it, whole episodes in a fixed order (the hash
+    # of their ids) up to this many; the chosen candidate is still fit on every attempt. 0: every attempt.
+    selection_max: int = 2_000
 
     def key(self) -> dict[str, Any]:
         """The settings as JSON data (part of a cached model's key)."""
         return {"gain_models": list(self.gain_models), "valid_models": list(self.valid_models),
                 "propensity_C": list(self.propensity_C), "n_estimators": self.n_estimators,
                 "learning_rate": self.learning_rate, "min_samples_leaf": self.min_samples_leaf, "folds": self.folds,
-                "weighting": self.weighting, "max_weight": self.max_weight}
+                "weighting": self.weighting, "max_weight": self.max_weight, "selection_max": self.selection_max}
 
 
 @dataclass
@@ -169,26 +174,53 @@ def _loss(kind: str, y: np.ndarray, predicted: np.ndarray, weight: np.ndarray) -
     return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=weight))
 
 
+def _episode_sample(groups: Sequence[str], cap: int) -> np.ndarray:
+    """Indices of the rows the candidates are compared on: all up to `cap` (0: no cap), else whole episodes in the
+    order of the SHA-256 of their ids until `cap` rows (the same logs choose the same episodes).
+
+    Why a sample: a few thousand held-out attempts tell the candidates apart; fitting 200 trees per candidate and
+    fold on every attempt of a year of logs would cost minutes, and the chosen one is refit on all anyway.
+    """
+    if not cap or len(groups) <= cap:
+        return np.arange(len(groups))
+    rows: dict[str, list[int]] = {}
+    for index, group in enumerate(groups):
+        rows.setdefault(group, []).append(index)
+    chosen: list[int] = []
+    for key in sorted(rows, key=lambda key: hashlib.sha256(key.encode("utf-8")).hexdigest()):
+        if len(chosen) >= cap:
+            break
+        chosen += rows[key]
+    return np.asarray(sorted(chosen), dtype=np.int64)
+
+
 def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
             settings: OutcomeFitSettings, seed: int,
             weight: Optional[np.ndarray] = None) -> tuple[_Candidate, list[dict[str, Any]]]:
     """The candidate of least held-out (weighted) loss over grouped folds (the first when there are no folds),
-    refit on all."""
-    splits = _folds(groups, settings.folds)
+    refit on all. The folds split a sample of whole episodes when there are more than `selection_max` rows; the
+    chosen candidate's held-out predictions (`held`) are NaN outside it."""
+    sample = _episode_sample(groups, settings.selection_max)
+    splits = [(sample[fit], sample[part]) for fit, part in _folds([groups[i] for i in sample], settings.folds)]
     w = np.ones(len(y)) if weight is None else weight
     grid, predictions = [], {}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(specs) * len(splits), desc=f"fit: {kind} candidates", unit="fit", disable=None, leave=False)
     for spec in specs:
         if not splits:
             grid.append({"target": kind, "model": spec, "held_out_loss": None})
             continue
-        held = np.zeros(len(y))
+        held = np.full(len(y), np.nan)
         for fit, part in splits:
+            bar.update(1)
             if kind == "valid" and len(set(y[fit])) < 2:
                 held[part] = float(y[fit].mean())
                 continue
             held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
-        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y, held, w)})
+        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y[sample], held[sample], w[sample])})
         predictions[spec] = held
+    bar.close()
     scored = [row for row in grid if row["held_out_loss"] is not None]
     best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
     chosen = _Candidate(best, kind, settings, seed).fit(X, y, w)
@@ -208,8 +240,9 @@ def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray, hel
     if held is None:
         return scale
     family, w, y = data.family[known], weight[known], data.gain_share[known]
-    for k in sorted(set(family.tolist())):
-        mine = family == k
+    seen = np.isfinite(held)  # the attempts the selection held out (all of them without a sample)
+    for k in sorted(set(family[seen].tolist())):
+        mine = (family == k) & seen
         predicted = float((w[mine] * held[mine]).sum())
         if mine.sum() >= MIN_SCALED and predicted > 0:
             scale[FAMILIES[k]] = float(np.clip((w[mine] * y[mine]).sum() / predicted, 1 / MAX_SCALE, MAX_SCALE))
@@ -318,6 +351,12 @@ def fit_outcome_models_once(train: Sequence[Logged], dev: Sequence[Logged] = (),
 def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
                        settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
     """Fit P(valid), the improvement share and the propensity on train (+ dev); OutcomeFitError on unusable logs."""
+    with one_blas_thread():
+        return _fit_outcome_models(train, dev, settings, seed)
+
+
+def _fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged], settings: OutcomeFitSettings,
+                        seed: int) -> OutcomeFit:
     data = usable_data(train, dev)
     X, groups = data.rows, data.groups
     known = np.isfinite(data.gain_share)

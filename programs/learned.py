@@ -19,7 +19,7 @@ and commands refuse it up front with the line to run.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import dspy
 from dspy.predict.parameter import Parameter
@@ -104,10 +104,18 @@ class FullAutoLearned(dspy.Module):
         self.trained_model = TrainedModel()
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
+        return self.predict_batch([inputs])[0]
+
+    def predict_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[dspy.Prediction]:
+        """`forward` of many turns in one pass (replay's path: a model needs no DSPy call, nor a trace, per turn);
+        each turn's features and probabilities are computed once."""
         model = self.trained_model.fitted_model("full_auto.learned")
-        probabilities = model.probabilities(inputs)  # once: the decision is read from them
-        decision = decision_of(probabilities, inputs, model.cost)
-        return decision_prediction(decision, decided_by=MODEL_PATH, probabilities=probabilities)
+        predictions = []
+        for turn in inputs:
+            probabilities = model.probabilities(turn)
+            decision = decision_of(probabilities, turn, model.cost)
+            predictions.append(decision_prediction(decision, decided_by=MODEL_PATH, probabilities=probabilities))
+        return predictions
 
 
 class CascadeSettings(Parameter):

@@ -15,12 +15,13 @@ import dspy
 
 from runtime.guardrails import parse_decision
 
+from .batch import AnswersInBatches
 from .results import decision_prediction
 
 NAME = "logged"
 
 
-class LoggedDecisionProgram(dspy.Module):
+class LoggedDecisionProgram(AnswersInBatches, dspy.Module):
     """Answers with the decision the log recorded for the record's inputs (no LM)."""
 
     replays_log = True

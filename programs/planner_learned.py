@@ -19,6 +19,7 @@ import dspy
 from runtime.advisor import FAMILIES
 from runtime.outcome import OUTCOME_MODEL_KEY, FamilyEstimate, OutcomeModel, OutcomeModelError
 
+from .batch import AnswersInBatches
 from .inputs import packet_from_inputs
 from .learned import FittedModel
 from .results import directive_prediction, safe_directive
@@ -38,7 +39,7 @@ def _value(estimate: FamilyEstimate) -> float:
     return estimate.cycles if estimate.cycles is not None else estimate.gain_share
 
 
-class PlannerLearned(dspy.Module):
+class PlannerLearned(AnswersInBatches, dspy.Module):
     """The allowed family of highest estimated improvement (an outcome model fit on the logs), no LM call."""
 
     program_name = NAME

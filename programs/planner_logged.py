@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from runtime.advisor import ExperimentLogEntry, OptimizationDirective
 from runtime.pivot import validate_directive
 
+from .batch import AnswersInBatches
 from .inputs import directive_from_entry, packet_from_inputs
 from .results import directive_prediction, safe_directive
 
@@ -64,7 +65,7 @@ def archived_directive(text: str) -> Optional[tuple[OptimizationDirective, list[
         return None
 
 
-class PlannerLogged(dspy.Module):
+class PlannerLogged(AnswersInBatches, dspy.Module):
     """Answers with the directive the log (or the runner's archive) recorded for the record's packet (no LM)."""
 
     replays_log = True

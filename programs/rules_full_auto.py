@@ -10,12 +10,13 @@ from runtime.fullauto import GuidanceDecision
 # The rule policy is the runtime's (a frozen full_auto.hybrid applies it without this layer); re-exported here.
 from runtime.rules import NO_PROGRESS_PAUSE, mentions_failure, rule_decision
 
+from .batch import AnswersInBatches
 from .results import decision_prediction
 
 __all__ = ["NO_PROGRESS_PAUSE", "AlwaysContinue", "FullAutoRules", "mentions_failure", "rule_decision"]
 
 
-class FullAutoRules(dspy.Module):
+class FullAutoRules(AnswersInBatches, dspy.Module):
     """Reference policy without an LM: stop on failure, pause on pending input, continue while progressing, stop when done."""
 
     def forward(self, **inputs: Any) -> dspy.Prediction:

@@ -18,6 +18,7 @@ from runtime.pivot import (
     pivot_required,
 )
 
+from .batch import AnswersInBatches
 from .inputs import objective_text, packet_from_inputs, tail_entries
 from .results import directive_prediction, safe_directive
 
@@ -244,7 +245,7 @@ def explored_directive(packet: AdvisorPacket, family: str, why: str) -> tuple[Op
     return rule_directive(packet, choice)
 
 
-class PlannerRules(dspy.Module):
+class PlannerRules(AnswersInBatches, dspy.Module):
     """Reference planner without an LM: pivots to the least-tried allowed family, lowers the bound when near it."""
 
     # An export may explore epsilon-greedily over the compliant families (`runtime.exploration`).

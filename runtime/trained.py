@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -223,6 +223,35 @@ def least_cost_action(probabilities: Mapping[str, float], cost: Mapping[str, Map
     return action, dispatch["pause" if action == "review" else action], best[0]
 
 
+def least_cost_actions(probabilities: np.ndarray, classes: Sequence[str], cost: Mapping[str, Mapping[str, float]],
+                       min_confidence: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """`least_cost_action` of many turns at once: (answers, their probabilities), one per row of `probabilities`
+    (columns in `classes` order), each turn with its own `min_confidence`.
+
+    The same sums in the same order and the same ties as the one-turn function, so each answer is the one it gives.
+    """
+    n = probabilities.shape[0]
+    column = {name: probabilities[:, classes.index(name)] if name in classes else np.zeros(n) for name in ACTIONS}
+    dispatch = {"continue": column["continue"], "pause": column["pause"] + column["review"], "stop": column["stop"]}
+    best_cost = np.full(n, np.inf)
+    best = np.zeros(n, dtype=np.int64)
+    order = ("pause", "stop", "continue")
+    for index, action in enumerate(order):
+        sure = dispatch[action] >= min_confidence
+        expected = np.zeros(n)
+        for right, p in dispatch.items():  # the one-turn sum's order: continue, pause, stop
+            expected = expected + p * np.where(sure, cost[right][action], cost[right]["pause"])
+        better = expected < best_cost - 1e-12 if index else np.ones(n, dtype=bool)
+        best_cost = np.where(better, expected, best_cost)
+        best = np.where(better, index, best)
+    answers = [order[i] for i in best.tolist()]
+    review = column["review"] > column["pause"]
+    answers = [("review" if answer == "pause" and review[i] else answer) for i, answer in enumerate(answers)]
+    confidence = np.asarray([dispatch["pause" if a == "review" else a][i] for i, a in enumerate(answers)],
+                            dtype=np.float64)
+    return answers, confidence
+
+
 def _matrix(state: Mapping[str, Any], key: str, rows: int, cols: Optional[int] = None) -> np.ndarray:
     try:
         value = np.asarray(state[key], dtype=np.float64)
@@ -337,10 +366,15 @@ class TrainedDecisionModel:
         return decision_of(self.probabilities(inputs), inputs, self.cost)
 
 
+def min_confidence_of(inputs: Mapping[str, Any]) -> float:
+    """The turn's `min_confidence` as the decision reads it (the guardrail config's default when absent)."""
+    return _number(inputs, "min_confidence", GuardrailConfig().min_confidence)
+
+
 def decision_of(probabilities: Mapping[str, float], inputs: Mapping[str, Any],
                 cost: Mapping[str, Mapping[str, float]]) -> GuidanceDecision:
     """The decision a model with these class probabilities answers for this turn (`least_cost_action`)."""
-    min_confidence = _number(inputs, "min_confidence", GuardrailConfig().min_confidence)
+    min_confidence = min_confidence_of(inputs)
     action, confidence, expected = least_cost_action(probabilities, cost, min_confidence)
     shown = ", ".join(f"{name} {probabilities[name]:.2f}" for name in sorted(probabilities, key=ACTIONS.index))
     return GuidanceDecision(action=action, confidence=round(confidence, 6),
@@ -360,4 +394,4 @@ def next_input(inputs: Mapping[str, Any]) -> str:
 
 __all__ = ["CASCADE_KEY", "CONFIG_INPUT_NAMES", "FEATURES_VERSION", "NUMBER_NAMES", "TRAINED_MODEL_KEY",
            "TrainedDecisionModel", "TrainedModelError", "config_inputs", "decision_of", "dispatch_probabilities",
-           "least_cost_action", "next_input", "turn_features", "turn_numbers", "turn_text"]
+           "least_cost_action", "least_cost_actions", "min_confidence_of", "next_input", "turn_features", "turn_numbers", "turn_text"]

@@ -184,3 +184,34 @@ def test_lm_share_counts_the_decisions_a_cascade_sends_to_its_lm(fake_lm):
         shares.append(result.metrics["lm_share"].value)
     assert shares[0] == 0.0 and shares[-1] == 1.0 and 0.0 <= shares[1] <= 1.0
     assert replay("rule", records, progress=False).metrics["lm_share"].value == 0.0
+
+
+def test_a_trained_program_replays_in_batches_with_the_rows_of_one_call_per_record(monkeypatch):
+    from optimizer_support import decision_examples, decision_records
+    from optimizers.fitting import FitSettings, fit_model
+    from programs.learned import FullAutoLearned
+
+    model = fit_model(decision_examples(16), decision_examples(8, offset=100), metrics_fullauto.metric,
+                      FitSettings(C=(1.0,), class_weight=("none",))).model
+    program = FullAutoLearned()
+    program.trained_model.set_model(model)
+    records = decision_records(12, offset=300)
+    one_by_one = replay(lambda **inputs: program(**inputs), records, progress=False)  # a plain callable: one call each
+
+    def no_call(self, **inputs):
+        raise AssertionError("the batch path made a call per record")
+
+    monkeypatch.setattr(FullAutoLearned, "forward", no_call)
+    batched = replay(program, records, progress=False)
+    drop = lambda row: {k: v for k, v in row.items() if k != "latency_s"}  # noqa: E731
+    assert [drop(row) for row in batched.rows] == [drop(row) for row in one_by_one.rows]
+    assert batched.errors == 0 and all(row["latency_s"] > 0 for row in batched.rows)
+
+
+def test_a_batch_that_raises_leaves_each_record_to_fail_on_its_own_with_its_stage():
+    from optimizer_support import decision_records
+    from programs.learned import FullAutoLearned
+
+    result = replay(FullAutoLearned(), decision_records(3), progress=False)  # not fitted: the batch raises too
+    assert result.errors == 3 and {row["error"]["stage"] for row in result.rows} == {"program"}
+    assert {row["error"]["class"] for row in result.rows} == {"NotFittedError"}

@@ -286,3 +286,19 @@ def test_means_are_compared_on_the_records_both_programs_score():
     together = paired_many({"m": mean_of(a)}, {"m": mean_of(b)}, 6, common=True)["m"]
     assert apart.diff == pytest.approx(0.75 - 0.6)  # each program's mean over its own records
     assert together.n == 3 and together.diff == pytest.approx((2 - 1) / 3)  # records 0, 1 and 4 only
+
+
+def test_above_bca_max_n_the_interval_is_the_percentile_one_and_close_to_bca(monkeypatch):
+    import numpy as np
+
+    from evals import stats
+
+    values = np.random.default_rng(1).binomial(1, 0.9, 2500).astype(float).tolist()
+    percentile = stats.bootstrap(stats.mean_of(values), len(values))
+    assert percentile.method == "percentile" and len(values) > stats.BCA_MAX_N
+    monkeypatch.setattr(stats, "BCA_MAX_N", len(values))
+    bca = stats.bootstrap(stats.mean_of(values), len(values))
+    assert bca.method == "bca"
+    width = bca.ci_high - bca.ci_low
+    # the jackknife's correction at 2,500 records: a few percent of the width (module docstring)
+    assert abs(bca.ci_low - percentile.ci_low) < 0.1 * width and abs(bca.ci_high - percentile.ci_high) < 0.1 * width

@@ -213,3 +213,57 @@ def test_the_default_recipe_file_works_for_planner_learned():
     recipe = optimizers.load(path=optimizers.recipe_file("fit"))  # every setting named, at its default
     assert recipe.used_settings(programs.get("planner.learned")) == {
         "max_train_examples": 0, "max_val_examples": 0, "folds": 5, "refit_on_dev": True}
+
+
+def test_each_parts_vocabulary_and_rows_are_the_runtime_vectorizers_on_that_part():
+    import numpy as np
+
+    from optimizers.fitting import FitSettings, _Corpus, _Features, _features_of
+    from runtime.frozen.knn import TfidfVectorizer
+
+    features = _features_of(TRAIN + DEV)
+    rows = list(range(0, len(features), 2))
+    for max_features in (20_000, 40):  # all n-grams, and a cut with ties broken alphabetically
+        settings = FitSettings(max_features=max_features)
+        space = _Features(_Corpus(features, settings), rows, settings)
+        reference = TfidfVectorizer(max_features=max_features, ngram_range=(1, 2)).fit([features[i][0] for i in rows])
+        assert space.vectorizer.to_state() == reference.to_state()
+        matrix = space.matrix(range(len(features))).toarray()[:, :len(reference.idf)]
+        for i, (text, _) in enumerate(features):
+            expected = np.zeros(len(reference.idf))
+            for j, weight in reference.transform_one(text).items():
+                expected[j] = weight
+            assert np.allclose(matrix[i], expected, rtol=0, atol=1e-12)
+
+
+def test_the_grid_objective_is_the_metric_of_each_decision_computed_once_per_answer():
+    import numpy as np
+
+    from optimizers.fitting import COST, _Objective, decision_of, decision_prediction
+
+    classes = ["continue", "pause", "review", "stop"]
+    rng = np.random.default_rng(0)
+    from optimizer_support import decision_records
+
+    # the compile's metric (the example's config), and the one that reads each record's own config
+    for metric in (metrics_fullauto.metric, metrics_fullauto.metric_for(decision_records(16))):
+        objective = _Objective(TRAIN, metric)
+        for concentration in (0.3, 1.0, 3.0):
+            probabilities = rng.dirichlet(np.full(4, concentration), size=len(TRAIN))
+            one_by_one = sum(float(metric(ex, decision_prediction(decision_of(dict(zip(classes, row.tolist())),
+                                                                              ex.inputs().toDict(), COST))))
+                             for row, ex in zip(probabilities, TRAIN)) / len(TRAIN)
+            assert objective.mean(probabilities, classes) == one_by_one
+
+
+def test_above_selection_max_the_settings_are_chosen_on_whole_threads_and_fit_on_all():
+    from optimizers.fitting import _thread_sample
+
+    pool = TRAIN + DEV
+    rows = _thread_sample(pool, 10)
+    threads = {pool[i].thread_id for i in rows}
+    assert len(rows) >= 10 and rows == sorted(i for i, ex in enumerate(pool) if ex.thread_id in threads)
+    assert _thread_sample(pool, 0) == _thread_sample(pool, len(pool)) == list(range(len(pool)))
+    chosen = _fit(selection_max=10).summary()["details"]["fit"]
+    assert f"(a sample of {chosen['n_scored']} of {len(pool)} turns, whole threads)" in chosen["selected_on"]
+    assert chosen["n_scored"] < len(pool) and chosen["refit"] == "train+dev"

@@ -13,7 +13,7 @@ import pytest
 from runtime.fullauto import GuardrailConfig
 from runtime.inputs import summary_inputs
 from runtime.trained import (NUMBER_NAMES, TrainedDecisionModel, TrainedModelError, config_inputs,
-                             least_cost_action, next_input, turn_features, turn_numbers, turn_text)
+                             least_cost_action, least_cost_actions, next_input, turn_features, turn_numbers, turn_text)
 from program_support import summary
 
 COST = {"continue": {"continue": 0.0, "pause": 2.0, "stop": 3.0},
@@ -73,6 +73,20 @@ def test_an_answer_under_min_confidence_costs_what_the_guardrails_pause_costs():
 def test_review_is_answered_when_more_likely_than_a_plain_pause():
     action, confidence, _ = least_cost_action({"continue": 0.1, "pause": 0.3, "review": 0.5, "stop": 0.1}, COST, 0.55)
     assert action == "review" and confidence == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("classes", [["continue", "pause", "review", "stop"], ["continue", "pause", "stop"],
+                                     ["pause", "stop"], ["continue", "review"]])
+def test_many_turns_at_once_get_exactly_the_answers_of_one_turn_at_a_time(classes):
+    rng = np.random.default_rng(len(classes))
+    probabilities = rng.dirichlet(np.full(len(classes), 0.7), size=400)
+    probabilities[:40] = np.round(probabilities[:40], 1)  # ties and exact thresholds too
+    probabilities[:40] /= probabilities[:40].sum(axis=1, keepdims=True)
+    floors = rng.choice([0.0, 0.3, 0.55, 0.8, 1.0], size=400)
+    answers, confidence = least_cost_actions(probabilities, classes, COST, floors)
+    for row, floor, answer, p in zip(probabilities, floors, answers, confidence.tolist()):
+        one = least_cost_action(dict(zip(classes, row.tolist())), COST, float(floor))
+        assert (answer, p) == one[:2]
 
 
 def test_a_continue_sends_the_current_step():

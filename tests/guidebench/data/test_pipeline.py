@@ -262,3 +262,24 @@ def test_a_corrupted_arrow_file_is_one_line_naming_the_file(tmp_path: Path) -> N
     (folder / "test" / SHARD).write_bytes(b"not arrow at all")
     with pytest.raises(DatasetFormatError, match=rf"^{folder / 'test' / SHARD}: split 'test' cannot be loaded"):
         load_records(folder, "test")
+
+
+def _features_row(record: DecisionRecord) -> dict:
+    # module level: `map_split` pickles it to its processes
+    from programs import decision_inputs
+    from runtime.trained import turn_features
+
+    text, numbers = turn_features(decision_inputs(record))
+    return {"record_id": record.record_id, "text": text, "numbers": numbers}
+
+
+def test_a_split_maps_over_two_processes_to_what_one_loop_gives_and_writes_nothing_beside_it(tmp_path: Path) -> None:
+    from evals.data import map_split
+
+    splits = split_by_group(records(runs=12), "run_id", seed=3)
+    save_dataset(tmp_path, "fullauto", splits, {"seed": 3})
+    before = sorted(p.name for p in (tmp_path / "train").iterdir())
+    mapped = map_split(tmp_path, "train", _features_row, num_proc=2)  # datasets' own multiprocessing
+    assert mapped.to_list() == [_features_row(record) for record in splits["train"]]
+    assert sorted(p.name for p in (tmp_path / "train").iterdir()) == before  # no cache file beside the dataset
+    assert map_split(tmp_path, "train", _features_row).to_list() == mapped.to_list()
