@@ -128,10 +128,10 @@ def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
 
 @dataclass(frozen=True)
 class RecordKey:
-    """What a provenance reads of a record (`runtime.provenance.record_key`): its id and inputs hash."""
+    """What a provenance reads of a record (`runtime.provenance.record_key`): its id and content hash."""
 
     record_id: str
-    inputs_hash: str
+    content_hash: str
 
 
 @dataclass
@@ -272,7 +272,7 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     # Nothing replays the train split: its records are kept as the identities a provenance reads, not whole (the
     # examples carry what the optimizers need; a year of records would otherwise be held twice).
-    splits["train"].records = [RecordKey(r.record_id, r.inputs_hash) for r in splits["train"].records]
+    splits["train"].records = [RecordKey(r.record_id, r.content_hash) for r in splits["train"].records]
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
                        trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
 
