@@ -235,14 +235,18 @@ def test_a_module_whose_provenance_is_unknown_is_refused(fitted, tmp_path: Path)
 
 
 def _renamed_logs(source: Path, target: Path) -> int:
-    """A copy of a log folder with every UUID (in file names and lines) mapped one-to-one to a new one; how many."""
+    """A copy of a log folder with every UUID (in file names and lines) mapped one-to-one to a new one; how many.
+    The new ids are seeded: the import splits by thread id, so random ones would draw another test split each run."""
+    import random
     import re
     import uuid
 
     from runtime.records import ID_PATTERN
 
+    rng = random.Random(0)
     fresh: dict[str, str] = {}
-    rename = lambda text: ID_PATTERN.sub(lambda m: fresh.setdefault(m.group(0), str(uuid.uuid4())), text)  # noqa: E731
+    new_id = lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))  # noqa: E731
+    rename = lambda text: ID_PATTERN.sub(lambda m: fresh.setdefault(m.group(0), new_id()), text)  # noqa: E731
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         out = target / rename(path.relative_to(source).as_posix())
         out.parent.mkdir(parents=True, exist_ok=True)
