@@ -23,15 +23,12 @@ from evals.offpolicy.sequential import PlannerStep, dr_terms, planner_verdict, p
 from evals.sequential import ConfidenceSequence, SequentialVerdict
 from runtime.advisor import FAMILIES
 from runtime.checksums import module_checksum
-from runtime.frozen.loader import verify_frozen
-from runtime.frozen.manifest import FrozenManifest, FrozenModuleError
 from runtime.shadow_log import ShadowModule
 
 from guidebench.errors import GuidebenchError
 from guidebench.release.gates import GateCheck, SequentialGates, load_gates
-from guidebench.release.promotion import PromotionLedger, PromotionRecord, SequentialEvidence, folder_digest, \
-    module_ref, new_record
-from guidebench.release.shadow import _transition
+from guidebench.release.promotion import PromotionLedger, PromotionRecord, SequentialEvidence
+from guidebench.release.shadow import record_transition, start_shadow, verified_module
 
 REPORT_FILE = "planner_report.json"
 METHOD = ("doubly robust asymptotic confidence sequence (Waudby-Smith, Wu, Ramdas, Karampatziakis & Mineiro 2022), "
@@ -39,34 +36,9 @@ METHOD = ("doubly robust asymptotic confidence sequence (Waudby-Smith, Wu, Ramda
 LOOKS = (20, 50, 100, 200, 400, 800, 1600, 3200)
 
 
-def _verified(module_dir: Path) -> FrozenManifest:
-    try:
-        manifest = verify_frozen(module_dir)
-    except FrozenModuleError as exc:
-        raise GuidebenchError(f"{module_dir}: refused by the runtime loader: {exc.reason}") from None
-    if manifest.kind != "planner":
-        raise GuidebenchError(f"{module_dir}: is a {manifest.kind} module; the planner gate judges planners "
-                              "(Full Auto modules: guidebench shadow report)")
-    return manifest
-
-
 def start_planner_shadow(module_dir: Path, *, ledger: Optional[PromotionLedger] = None) -> Optional[PromotionRecord]:
     """Record candidate -> shadow for a planner module folder; None when it is shadowing already."""
-    module_dir = Path(module_dir).absolute()
-    manifest = _verified(module_dir)
-    ledger = ledger or PromotionLedger()
-    digest = folder_digest(module_dir)
-    state = ledger.state_of(digest)
-    if state == "shadow":
-        return None
-    if state == "promoted":
-        raise GuidebenchError(f"{manifest.package} ({module_dir}) is promoted: it plans, it cannot shadow")
-    record = new_record(action="shadow", module=module_ref(manifest, module_dir, digest), from_state=state,
-                        to_state="shadow", outcome="shadow",
-                        reasons=[f"shadowing started: {manifest.package} chooses beside the deployed planner and its "
-                                 "choices go to planner-decisions.jsonl; never applied"])
-    ledger.append(record)
-    return record
+    return start_shadow(module_dir, ledger=ledger, kind="planner")
 
 
 def planner_steps(records: list[Any], module: ShadowModule) -> tuple[list[PlannerStep], Counter]:
@@ -207,7 +179,7 @@ def planner_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] =
     from evals.data import DatasetFormatError, dataset_info, load_records
 
     module_dir = Path(module_dir).absolute()
-    manifest = _verified(module_dir)
+    manifest = verified_module(module_dir, "planner")
     gates = load_gates(gates_file)
     try:
         info = dataset_info(data)
@@ -220,7 +192,7 @@ def planner_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] =
                             checksum=module_checksum(module_dir))
     report = judge_planner(identity, records, info["dataset_id"], gates.sequential)
     if record and report.verdict.verdict != "keep shadowing":
-        report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
+        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
     return report
 
 

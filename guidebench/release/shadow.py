@@ -35,31 +35,42 @@ PLOT_FILE = "shadow_report.png"
 TABLE_ROWS = 8
 
 
-def _verified(module_dir: Path) -> FrozenManifest:
+# What shadowing is for each kind of module: (the refusal of another kind, what the ledger says it does, the verb)
+_SHADOWING = {
+    "full_auto": ("shadow decisions are Full Auto's", "decides beside the deployed program and writes "
+                  "shadow-decisions.jsonl; never enforced", "it decides"),
+    "planner": ("the planner gate judges planners (Full Auto modules: guidebench shadow report)", "chooses beside the "
+                "deployed planner and its choices go to planner-decisions.jsonl; never applied", "it plans"),
+}
+
+
+def verified_module(module_dir: Path, kind: str = "full_auto") -> FrozenManifest:
+    """The manifest of an exported module of this kind the runtime loader accepts (else one GuidebenchError line)."""
     try:
         manifest = verify_frozen(module_dir)
     except FrozenModuleError as exc:
         raise GuidebenchError(f"{module_dir}: refused by the runtime loader: {exc.reason}") from None
-    if manifest.kind != "full_auto":
-        raise GuidebenchError(f"{module_dir}: is a {manifest.kind} module; shadow decisions are Full Auto's")
+    if manifest.kind != kind:
+        raise GuidebenchError(f"{module_dir}: is a {manifest.kind} module; {_SHADOWING[kind][0]}")
     return manifest
 
 
-def start_shadow(module_dir: Path, *, ledger: Optional[PromotionLedger] = None) -> Optional[PromotionRecord]:
-    """Record candidate -> shadow for a module folder; None when it is shadowing already."""
+def start_shadow(module_dir: Path, *, ledger: Optional[PromotionLedger] = None,
+                 kind: str = "full_auto") -> Optional[PromotionRecord]:
+    """Record candidate -> shadow for a module folder of this kind; None when it is shadowing already."""
     module_dir = Path(module_dir).absolute()
-    manifest = _verified(module_dir)
+    manifest = verified_module(module_dir, kind)
     ledger = ledger or PromotionLedger()
     digest = folder_digest(module_dir)
     state = ledger.state_of(digest)
     if state == "shadow":
         return None
+    _, does, verb = _SHADOWING[kind]
     if state == "promoted":
-        raise GuidebenchError(f"{manifest.package} ({module_dir}) is promoted: it decides, it cannot shadow")
+        raise GuidebenchError(f"{manifest.package} ({module_dir}) is promoted: {verb}, it cannot shadow")
     record = new_record(action="shadow", module=module_ref(manifest, module_dir, digest), from_state=state,
                         to_state="shadow", outcome="shadow",
-                        reasons=[f"shadowing started: {manifest.package} decides beside the deployed program and "
-                                 "writes shadow-decisions.jsonl; never enforced"])
+                        reasons=[f"shadowing started: {manifest.package} {does}"])
     ledger.append(record)
     return record
 
@@ -182,7 +193,7 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
     from evals.data import DatasetFormatError, dataset_info, load_records
 
     module_dir = Path(module_dir).absolute()
-    manifest = _verified(module_dir)
+    manifest = verified_module(module_dir)
     gates = load_gates(gates_file)
     try:
         info = dataset_info(data)
@@ -194,12 +205,12 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
     report = judge(module_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
                    learned=known(manifest.provenance))
     if record and report.verdict.verdict != "keep shadowing":
-        report.record = _transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
+        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
     return report
 
 
-def _transition(report: ShadowReport, manifest: FrozenManifest, module_dir: Path, ledger: PromotionLedger,
-                tracking_uri: Optional[str], gates: Any) -> Optional[PromotionRecord]:
+def record_transition(report: ShadowReport, manifest: FrozenManifest, module_dir: Path, ledger: PromotionLedger,
+                      tracking_uri: Optional[str], gates: Any) -> Optional[PromotionRecord]:
     """shadow -> promoted (the registry's champion) or shadow -> rolled_back, when the ledger has it in shadow."""
     from guidebench.release.model_registry import ModuleRegistry
 
