@@ -192,7 +192,8 @@ def planner_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] =
                             checksum=module_checksum(module_dir))
     report = judge_planner(identity, records, info["dataset_id"], gates.sequential)
     if record and report.verdict.verdict != "keep shadowing":
-        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
+        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri,
+                                          gates)
     return report
 
 

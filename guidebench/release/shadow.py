@@ -205,7 +205,8 @@ def shadow_report(module_dir: Path, *, data: Path, gates_file: Optional[Path] = 
     report = judge(module_identity(manifest, module_dir), records, info["dataset_id"], gates.sequential,
                    learned=known(manifest.provenance))
     if record and report.verdict.verdict != "keep shadowing":
-        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri, gates)
+        report.record = record_transition(report, manifest, module_dir, ledger or PromotionLedger(), tracking_uri,
+                                          gates)
     return report
 
 
