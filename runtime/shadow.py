@@ -31,7 +31,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from runtime.fullauto import DecisionLogLine
 from runtime.shadow_child import (CandidateSource, error_text, line_keys, line_of, line_text, module_identity,
@@ -41,7 +41,7 @@ from runtime.shadow_log import SHADOW_FILE, ShadowModule
 _STOP = object()
 _GRACE_S = 1.0  # past the deadline, before a silent child is killed: the pipe and the scheduler take time too
 _START_TIMEOUT_S = 120.0  # a fresh interpreter imports the runtime and loads the module (DSPy: seconds)
-_LIVE: "weakref.WeakSet[ShadowRunner]" = weakref.WeakSet()
+_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()  # open runners (and planner shadows): closed at exit
 _REGISTERED = False
 
 
@@ -59,11 +59,14 @@ class _StartError(Exception):
 class _Child:
     """One shadow process and the parent's end of its pipe."""
 
-    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float, nice: int) -> None:
+    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float, nice: int,
+                 target: Callable[..., None] = serve) -> None:
+        """`target(conn, source, deadline_s)`: the child's loop (`runtime.shadow_child.serve`, or the planner's
+        `runtime.planner_child.serve`); it sends ("ready", module identity JSON) or ("failed", why) first."""
         context = multiprocessing.get_context("spawn")
         self._lock, self._killed = threading.Lock(), False
         self.conn, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=serve, args=(theirs, source, deadline_s), name="shadow-candidate",
+        self.process = context.Process(target=target, args=(theirs, source, deadline_s), name="shadow-candidate",
                                        daemon=True)
         try:
             self.process.start()
