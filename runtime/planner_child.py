@@ -1,8 +1,8 @@
 """The planner shadow's own process: it loads the candidate planner and answers each packet with its sidecar entry.
 
-`runtime.planner_shadow.PlannerShadow` starts `serve` through `runtime.shadow`'s child machinery (the 'spawn'
-start method, lowered priority, killed and replaced when it hangs or dies), so a CPU-bound candidate holds its own
-interpreter lock, never the deployed loop's. The pipe's messages, in order:
+`runtime.planner_shadow.PlannerShadow` starts `serve` through the shadows' child machinery (`runtime._shadow_process`:
+the 'spawn' start method, lowered priority, killed and replaced when it hangs or dies), so a CPU-bound candidate
+holds its own interpreter lock, never the deployed loop's. The pipe's messages, in order:
 - child -> parent, once: `("ready", module identity as JSON)` or `("failed", one line)`;
 - parent -> child: `("job", packet)`, or None to stop;
 - child -> parent, per job: `("line", status, the `PlannerCandidate` as JSON)`.

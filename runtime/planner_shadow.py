@@ -6,16 +6,17 @@
     shadow.close()
 
 `decide` runs the deployed planner (a loaded `FrozenPlannerModule`) on the caller's thread, exactly as calling
-`deployed.decide(packet)` would, and hands the line to a worker thread; `submit(packet, decision, iteration_id)` does
-the same for a decision the caller already made. The worker sends the packet to the candidate, if any, which runs in
-a process of its own (`runtime.planner_child`, started by `runtime.shadow`'s child machinery: the 'spawn' method, at
-`nice` 19; threads of one process share its interpreter lock, so a CPU-bound candidate on a thread slowed every
-deployed decision), and appends one `runtime.planner_log.PlannerDecisionLine` to `planner-decisions.jsonl` in
-`log_dir`. The deployed directive is never touched, and the caller never waits for, nor sees an exception of, the
-candidate or the writer: a candidate that raises is written `error`, one that gives only its safe default
-`invalid`, one that misses the deadline (or is not run because `max_pending` lines wait) `timeout`. A child that has
-not answered `deadline_s` (plus a second of grace) after a call is killed and a fresh one started; one that dies is
-replaced too (that turn is written `error`). `close()` (also at interpreter exit) stops the child.
+`deployed.decide(packet)` would, and hands the line to a worker thread; `submit(packet, decision, iteration_id)`
+does the same for a decision the caller already made. The worker sends the packet to the candidate, if any, which
+runs in a process of its own (`runtime.planner_child`, started by the shadows' child machinery in
+`runtime._shadow_process`: the 'spawn' method, at `nice` 19; threads of one process share its interpreter lock, so a
+CPU-bound candidate on a thread slowed every deployed decision), and appends one
+`runtime.planner_log.PlannerDecisionLine` to `planner-decisions.jsonl` in `log_dir`. The deployed directive is never
+touched, and the caller never waits for, nor sees an exception of, the candidate or the writer: a candidate that
+raises is written `error`, one that gives only its safe default `invalid`, one that misses the deadline (or is not
+run because `max_pending` lines wait) `timeout`. A child that has not answered `deadline_s` (plus a second of grace)
+after a call is killed and a fresh one started; one that dies is replaced too (that turn is written `error`).
+`close()` (also at interpreter exit) stops the child.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from runtime._shadow_process import GRACE_S, START_TIMEOUT_S, Child, StartError, gone, live, source_of
 from runtime.checksums import module_checksum
 from runtime.planner_child import serve
 from runtime.planner_log import PLANNER_FILE, SCHEMA_VERSION, PlannerCandidate, PlannerDecisionLine
-from runtime.shadow import _GRACE_S, _LIVE, _START_TIMEOUT_S, _Child, _close_at_exit, _source, _StartError
 from runtime.shadow_child import CandidateSource
 from runtime.shadow_log import ShadowModule
 
@@ -84,7 +85,7 @@ class PlannerShadow:
 
     def __init__(self, deployed: Any, log_dir: str | Path, *, candidate: Any = None, repository: str = "",
                  deadline_s: float = 5.0, max_pending: int = 256, program: Any = None,
-                 candidate_program: Any = None, lm: Any = None, start_timeout_s: float = _START_TIMEOUT_S,
+                 candidate_program: Any = None, lm: Any = None, start_timeout_s: float = START_TIMEOUT_S,
                  nice: int = 19):
         if deadline_s <= 0 or max_pending < 1 or start_timeout_s <= 0:
             raise ValueError("deadline_s and start_timeout_s must be positive, max_pending at least 1")
@@ -100,26 +101,25 @@ class PlannerShadow:
         self.write_errors: list[str] = []
         self._abandon = False  # set when close() timed out: the lines still queued are written without a child
         self._broken = ""  # why no child could be started again (every further line says so)
-        self._child: Optional[_Child] = None
+        self._child: Optional[Child] = None
         self.candidate_identity: Optional[ShadowModule] = None
         if candidate is not None:
-            self._source = self._start(candidate, lm, candidate_program)
+            self.source_of = self._start(candidate, lm, candidate_program)
         self._queue: queue.Queue = queue.Queue()
         self._worker: Optional[threading.Thread] = threading.Thread(target=self._work, name="planner-shadow",
                                                                     daemon=True)
         self._worker.start()
-        _LIVE.add(self)
-        _close_at_exit()
+        live(self)
 
     def _start(self, candidate: Any, lm: Any, program: Any) -> CandidateSource:
         from runtime.frozen.manifest import FrozenModuleError
 
-        source, manifest, where = _source(candidate, lm=lm, program=program, inputs=None, setup=None)
+        source, manifest, where = source_of(candidate, lm=lm, program=program, inputs=None, setup=None)
         if manifest.kind != "planner":
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; the planner shadow runs planners")
         try:
-            self._child = _Child(source, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
-        except _StartError as exc:
+            self._child = Child(source, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
+        except StartError as exc:
             raise FrozenModuleError(str(exc), where) from None
         self.candidate_identity = self._child.module
         return source
@@ -157,7 +157,7 @@ class PlannerShadow:
                 child = self._child
                 if child is not None:
                     child.kill()  # ends a call still waited for; the worker writes it and stops
-        _LIVE.discard(self)
+        gone(self)
 
     def __enter__(self) -> "PlannerShadow":
         return self
@@ -205,7 +205,7 @@ class PlannerShadow:
             self._replace(child)
             return self._not_run("error", "the shadow's process had exited before this turn")
         sent = time.perf_counter()
-        answer = child.receive(self.deadline_s + _GRACE_S)
+        answer = child.receive(self.deadline_s + GRACE_S)
         if answer and answer[0] == "line":
             return PlannerCandidate.model_validate_json(answer[2])
         seconds = time.perf_counter() - sent
@@ -217,16 +217,16 @@ class PlannerShadow:
             return self._not_run("error", f"the shadow's process exited (code {code}) while deciding", seconds)
         return self._not_run("timeout", f"no answer within {self.deadline_s:g} s", self.deadline_s)
 
-    def _replace(self, child: _Child) -> None:
+    def _replace(self, child: Child) -> None:
         """Kill a hung or dead child and start a fresh one (unless closing)."""
         child.kill()
         self._child = None
         if self._abandon:  # close() gave up waiting: no fresh process
             return
         try:
-            self._child = _Child(self._source, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
+            self._child = Child(self.source_of, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
             self.restarts += 1
-        except _StartError as exc:
+        except StartError as exc:
             self._broken = str(exc)
 
     def _append(self, line: PlannerDecisionLine) -> None:
