@@ -96,8 +96,8 @@ def _refuse() -> None:
 
 class FaultyPlanner:
     """A real frozen planner (the folder's, loaded in the process that runs it) whose `decide` has a fault:
-    "raises", "hangs_once" (its first call only, in any process, until `release`), "defaults" (only its safe
-    default), "spins" (busy for `spin_s`, then the module's decision) or "none" (the module's decision).
+    "raises", "hangs_once" (its first call only, in any process, until `release`), "exits_once" (the process
+    dies on its first call), "defaults" (only its safe default), "spins" (busy for `spin_s`, then the module's decision) or "none" (the module's decision).
     `pids` records the process of each call."""
 
     def __init__(self, folder: Path, fault: str, spin_s: float = 0.0):
@@ -124,6 +124,8 @@ class FaultyPlanner:
             raise ValueError("boom")
         if self.fault == "hangs_once" and call == 1:
             self.release.wait()
+        if self.fault == "exits_once" and call == 1:
+            os._exit(3)
         if self.fault == "spins":
             until = time.perf_counter() + self.spin_s
             while time.perf_counter() < until:

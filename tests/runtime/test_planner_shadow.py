@@ -80,6 +80,17 @@ def test_the_candidate_runs_in_its_own_process_and_a_hung_one_is_timed_out_and_r
     assert not alive(first) and not alive(second) and shadow.pid is None, "killed, replaced, stopped on close"
 
 
+def test_a_candidate_process_that_dies_is_recorded_as_an_error_and_replaced(packets, tmp_path: Path):
+    deployed = exploring_rules(tmp_path)
+    with PlannerShadow(deployed, tmp_path / "w", candidate=FaultyPlanner(deployed.path, "exits_once")) as shadow:
+        first = shadow.pid
+        for i, p in enumerate(packets[:2], start=1):
+            shadow.decide(p, i)
+    found = _lines(tmp_path / "w")
+    assert [l.candidate.status for l in found] == ["error", "ok"] and shadow.restarts == 1
+    assert "exited (code 3)" in found[0].candidate.error and not alive(first)
+
+
 def test_turns_beyond_max_pending_are_written_as_not_run(packets, tmp_path: Path):
     deployed = exploring_rules(tmp_path)
     candidate = FaultyPlanner(deployed.path, "spins", spin_s=0.3)
