@@ -6,13 +6,17 @@
     shadow.close()
 
 `decide` runs the deployed planner (a loaded `FrozenPlannerModule`) on the caller's thread, exactly as calling
-`deployed.decide(packet)` would, and hands the line to a worker thread; `submit(packet, decision, iteration_id)` does
-the same for a decision the caller already made. The worker runs the candidate, if any, on the same packet (each
-call on a thread of its own, waited for at most `deadline_s`), and appends one `runtime.planner_log.PlannerDecisionLine`
-to `planner-decisions.jsonl` in `log_dir`. The deployed directive is never touched, and the caller never waits for,
-nor sees an exception of, the candidate or the writer: a candidate that raises is written `error`, one that gives
-only its safe default `invalid`, one that misses the deadline (or is not run because earlier calls still hang, or
-because `max_pending` lines wait) `timeout`.
+`deployed.decide(packet)` would, and hands the line to a worker thread; `submit(packet, decision, iteration_id)`
+does the same for a decision the caller already made. The worker sends the packet to the candidate, if any, which
+runs in a process of its own (`runtime.planner_child`, started by the shadows' child machinery in
+`runtime._shadow_process`: the 'spawn' method, at `nice` 19; threads of one process share its interpreter lock, so a
+CPU-bound candidate on a thread slowed every deployed decision), and appends one
+`runtime.planner_log.PlannerDecisionLine` to `planner-decisions.jsonl` in `log_dir`. The deployed directive is never
+touched, and the caller never waits for, nor sees an exception of, the candidate or the writer: a candidate that
+raises is written `error`, one that gives only its safe default `invalid`, one that misses the deadline (or is not
+run because `max_pending` lines wait) `timeout`. A child that has not answered `deadline_s` (plus a second of grace)
+after a call is killed and a fresh one started; one that dies is replaced too (that turn is written `error`).
+`close()` (also at interpreter exit) stops the child.
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ import json
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from runtime._shadow_process import GRACE_S, START_TIMEOUT_S, Child, StartError, gone, live, source_of
 from runtime.checksums import module_checksum
+from runtime.planner_child import serve
 from runtime.planner_log import PLANNER_FILE, SCHEMA_VERSION, PlannerCandidate, PlannerDecisionLine
+from runtime.shadow_child import CandidateSource
 from runtime.shadow_log import ShadowModule
 
 _ERROR_CHARS = 300
@@ -55,16 +62,7 @@ class _Job:
     decision: Any
     iteration_id: int
     latency_s: Optional[float]
-    run: bool  # False: the candidate is written as a timeout without being called (the shadow was behind)
-
-
-@dataclass
-class _Call:
-    done: threading.Event = field(default_factory=threading.Event)
-    result: Any = None
-    error: Optional[BaseException] = None
-    seconds: float = 0.0
-    timed_out: bool = False
+    run: bool  # False: the candidate is written as a timeout without being called (max_pending lines waited)
 
 
 def _load(module: Any, **kwargs: Any) -> Any:
@@ -78,31 +76,59 @@ def _load(module: Any, **kwargs: Any) -> Any:
 class PlannerShadow:
     """Log every deployed planner decision with its probabilities, and a shadowing candidate's choice beside it.
 
-    `deployed`, `candidate`: loaded planner modules (`load_frozen`) or their folders (loaded with `program=` /
-    `candidate_program=`). Loading refuses what the runtime refuses (`FrozenModuleError`) at construction;
-    afterwards nothing the candidate or the writer does reaches the caller.
+    `deployed`: a loaded planner module (`load_frozen`) or its folder (loaded with `program=`). `candidate`: a
+    planner module folder (loaded in the shadow's process with `candidate_program=` and `lm=`) or a loaded module
+    (sent there by pickling). Loading refuses what the runtime refuses (`FrozenModuleError`) at construction, which
+    returns once the shadow's process has loaded the candidate; afterwards nothing the candidate or the writer does
+    reaches the caller. `nice`: added to the shadow process's niceness (0: the loop's priority).
     """
 
     def __init__(self, deployed: Any, log_dir: str | Path, *, candidate: Any = None, repository: str = "",
-                 deadline_s: float = 5.0, max_pending: int = 256, max_overdue: int = 2, program: Any = None,
-                 candidate_program: Any = None, lm: Any = None):
-        if deadline_s <= 0 or max_pending < 1 or max_overdue < 1:
-            raise ValueError("deadline_s must be positive, max_pending and max_overdue at least 1")
+                 deadline_s: float = 5.0, max_pending: int = 256, program: Any = None,
+                 candidate_program: Any = None, lm: Any = None, start_timeout_s: float = START_TIMEOUT_S,
+                 nice: int = 19):
+        if deadline_s <= 0 or max_pending < 1 or start_timeout_s <= 0:
+            raise ValueError("deadline_s and start_timeout_s must be positive, max_pending at least 1")
         self.deployed = _load(deployed, program=program, lm=lm)
-        self.candidate = _load(candidate, program=candidate_program, lm=lm) if candidate is not None else None
         self.identity = planner_identity(self.deployed)
-        self.candidate_identity = planner_identity(self.candidate) if self.candidate is not None else None
+        self.candidate = candidate  # as given (a folder or a module): a next shadow starts its own process with it
         self.repository = repository
-        self.deadline_s, self.max_pending, self.max_overdue = deadline_s, max_pending, max_overdue
+        self.deadline_s, self.max_pending = float(deadline_s), max_pending
+        self.start_timeout_s, self.nice = float(start_timeout_s), int(nice)
         self.path = Path(log_dir) / PLANNER_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.written = 0
+        self.written, self.restarts = 0, 0
         self.write_errors: list[str] = []
+        self._abandon = False  # set when close() timed out: the lines still queued are written without a child
+        self._broken = ""  # why no child could be started again (every further line says so)
+        self._child: Optional[Child] = None
+        self.candidate_identity: Optional[ShadowModule] = None
+        if candidate is not None:
+            self.source_of = self._start(candidate, lm, candidate_program)
         self._queue: queue.Queue = queue.Queue()
-        self._overdue = 0
-        self._lock = threading.Lock()
-        self._worker = threading.Thread(target=self._work, name="planner-shadow", daemon=True)
+        self._worker: Optional[threading.Thread] = threading.Thread(target=self._work, name="planner-shadow",
+                                                                    daemon=True)
         self._worker.start()
+        live(self)
+
+    def _start(self, candidate: Any, lm: Any, program: Any) -> CandidateSource:
+        from runtime.frozen.manifest import FrozenModuleError
+
+        source, manifest, where = source_of(candidate, lm=lm, program=program, inputs=None, setup=None)
+        if manifest.kind != "planner":
+            raise ValueError(f"{manifest.package} is a {manifest.kind} module; the planner shadow runs planners")
+        try:
+            self._child = Child(source, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
+        except StartError as exc:
+            raise FrozenModuleError(str(exc), where) from None
+        self.candidate_identity = self._child.module
+        return source
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The candidate's process id (None without a candidate, once closed, or when none could be restarted)."""
+        child = self._child
+        return child.process.pid if child is not None else None
 
     def decide(self, packet: Any, iteration_id: int) -> Any:
         """The deployed module's decision (`FrozenPlannerModule.decide`, its errors included), logged on the side."""
@@ -120,9 +146,18 @@ class PlannerShadow:
             self.write_errors.append(_error_text(exc))
 
     def close(self, timeout: Optional[float] = None) -> None:
-        """Write every queued line, then stop the worker (a candidate call still hanging is abandoned)."""
-        self._queue.put(_STOP)
-        self._worker.join(timeout)
+        """Write every queued line, then stop the worker and the candidate's process (once; closing again waits for
+        nothing). With `timeout`, a worker still busy then is left to finish and the child is killed."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._queue.put(_STOP)
+            worker.join(timeout)
+            if worker.is_alive():
+                self._abandon = True
+                child = self._child
+                if child is not None:
+                    child.kill()  # ends a call still waited for; the worker writes it and stops
+        gone(self)
 
     def __enter__(self) -> "PlannerShadow":
         return self
@@ -134,6 +169,9 @@ class PlannerShadow:
         while True:
             job = self._queue.get()
             if job is _STOP:
+                child, self._child = self._child, None
+                if child is not None:
+                    child.stop()
                 return
             try:
                 self._append(self._line(job))
@@ -149,50 +187,47 @@ class PlannerShadow:
             exploration=decision.exploration, probabilities=dict(decision.probabilities), family=decision.family,
             greedy_family=decision.greedy_family, latency_s=job.latency_s, candidate=candidate)
 
+    def _not_run(self, status: str, why: str, latency: float = 0.0) -> PlannerCandidate:
+        return PlannerCandidate(module=self.candidate_identity, status=status, error=why, latency_s=latency,
+                                deadline_s=self.deadline_s)
+
     def _candidate(self, job: _Job) -> PlannerCandidate:
-        identity = self.candidate_identity
-        with self._lock:
-            behind = self._overdue >= self.max_overdue
-        if not job.run or behind:
-            why = "not run: earlier calls still exceed the deadline" if behind else "not run: the shadow was behind"
-            return PlannerCandidate(module=identity, status="timeout", error=why, latency_s=self.deadline_s,
-                                    deadline_s=self.deadline_s)
-        call = self._call(job.packet)
-        if call.timed_out:
-            return PlannerCandidate(module=identity, status="timeout", latency_s=self.deadline_s,
-                                    deadline_s=self.deadline_s, error=f"no answer within {self.deadline_s:g} s")
-        if call.error is not None:
-            return PlannerCandidate(module=identity, status="error", error=_error_text(call.error),
-                                    latency_s=call.seconds, deadline_s=self.deadline_s)
-        result = call.result
-        status = "invalid" if result.used_default else "ok"
-        return PlannerCandidate(module=identity, status=status, family=result.family,
-                                probabilities=dict(result.probabilities), exploration=result.exploration,
-                                error="; ".join(result.errors)[:_ERROR_CHARS] if status == "invalid" else "",
-                                latency_s=call.seconds, deadline_s=self.deadline_s)
+        child = self._child
+        if not job.run:
+            return self._not_run("timeout", f"not run: {self.max_pending} decisions were already waiting",
+                                 self.deadline_s)
+        if child is None:
+            return self._not_run("error", f"not run: the shadow's process could not be started again: "
+                                          f"{self._broken or 'closed'}")
+        try:
+            child.conn.send(("job", job.packet))
+        except (OSError, ValueError):  # the child is gone: replaced, and this turn says so
+            self._replace(child)
+            return self._not_run("error", "the shadow's process had exited before this turn")
+        sent = time.perf_counter()
+        answer = child.receive(self.deadline_s + GRACE_S)
+        if answer and answer[0] == "line":
+            return PlannerCandidate.model_validate_json(answer[2])
+        seconds = time.perf_counter() - sent
+        if answer is not None:  # its end of the pipe closed: it died (the exit code says how)
+            child.process.join(5.0)
+        died, code = not child.process.is_alive(), child.process.exitcode
+        self._replace(child)
+        if died:
+            return self._not_run("error", f"the shadow's process exited (code {code}) while deciding", seconds)
+        return self._not_run("timeout", f"no answer within {self.deadline_s:g} s", self.deadline_s)
 
-    def _call(self, packet: Any) -> _Call:
-        call = _Call()
-
-        def run() -> None:
-            started = time.perf_counter()
-            try:
-                call.result = self.candidate.decide(packet)
-            except BaseException as exc:  # noqa: BLE001 - the candidate's fault is recorded, never raised
-                call.error = exc
-            call.seconds = time.perf_counter() - started
-            with self._lock:  # done and overdue change together: a late answer frees its overdue slot once
-                call.done.set()
-                if call.timed_out:
-                    self._overdue -= 1
-
-        threading.Thread(target=run, name="planner-candidate", daemon=True).start()
-        if not call.done.wait(self.deadline_s):
-            with self._lock:
-                if not call.done.is_set():
-                    call.timed_out = True
-                    self._overdue += 1
-        return call
+    def _replace(self, child: Child) -> None:
+        """Kill a hung or dead child and start a fresh one (unless closing)."""
+        child.kill()
+        self._child = None
+        if self._abandon:  # close() gave up waiting: no fresh process
+            return
+        try:
+            self._child = Child(self.source_of, self.deadline_s, self.start_timeout_s, self.nice, target=serve)
+            self.restarts += 1
+        except StartError as exc:
+            self._broken = str(exc)
 
     def _append(self, line: PlannerDecisionLine) -> None:
         text = json.dumps(line.model_dump(mode="json", exclude_none=True), sort_keys=True) + "\n"

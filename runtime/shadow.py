@@ -21,28 +21,19 @@ for, nor sees an exception of, the candidate. `close()` (also at interpreter exi
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
-import os
 import queue
-import sys
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from runtime._shadow_process import GRACE_S, START_TIMEOUT_S, Child, StartError, gone, live, source_of
 from runtime.fullauto import DecisionLogLine
-from runtime.shadow_child import (CandidateSource, error_text, line_keys, line_of, line_text, module_identity,
-                                  serve)
+from runtime.shadow_child import line_keys, line_of, line_text, module_identity, serve
 from runtime.shadow_log import SHADOW_FILE, ShadowModule
 
 _STOP = object()
-_GRACE_S = 1.0  # past the deadline, before a silent child is killed: the pipe and the scheduler take time too
-_START_TIMEOUT_S = 120.0  # a fresh interpreter imports the runtime and loads the module (DSPy: seconds)
-_LIVE: "weakref.WeakSet[ShadowRunner]" = weakref.WeakSet()
-_REGISTERED = False
 
 
 @dataclass
@@ -50,79 +41,6 @@ class _Job:
     line: Any
     config: Any
     run: bool  # False: written as a timeout without calling the candidate (the shadow was behind)
-
-
-class _StartError(Exception):
-    """The shadow's process did not start, or did not load the candidate; one line."""
-
-
-class _Child:
-    """One shadow process and the parent's end of its pipe."""
-
-    def __init__(self, source: CandidateSource, deadline_s: float, start_timeout_s: float, nice: int) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._lock, self._killed = threading.Lock(), False
-        self.conn, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=serve, args=(theirs, source, deadline_s), name="shadow-candidate",
-                                       daemon=True)
-        try:
-            self.process.start()
-        except Exception as exc:  # the candidate, its LM or setup cannot be pickled for the child
-            self.conn.close()
-            raise _StartError(f"cannot be sent to the shadow's process ({error_text(exc)}): pass the module's folder "
-                              "(with program=, inputs=, lm= or setup= that pickle)") from None
-        finally:
-            theirs.close()
-        _lower_priority(self.process.pid, nice)  # at once: its imports and loading run at that priority too
-        reply = self.receive(start_timeout_s)
-        if not reply or reply[0] != "ready":
-            self.stop()
-            if reply and reply[0] == "failed":
-                raise _StartError(reply[1])
-            raise _StartError(f"the shadow's process exited (code {self.process.exitcode}) before it loaded the "
-                              "candidate (its error is above)" if reply else
-                              f"the shadow's process did not load the candidate within {start_timeout_s:g} s")
-        self.module = ShadowModule.model_validate_json(reply[1])
-
-    def receive(self, timeout: float) -> Optional[tuple]:
-        """The child's next message; ("gone",) when its end closed (it died or was killed), None when none came in
-        time."""
-        try:
-            if self.conn.poll(timeout):
-                return self.conn.recv()
-        except (EOFError, OSError):
-            return ("gone",)
-        return None
-
-    def stop(self, wait_s: float = 5.0) -> None:
-        """Ask the child to stop, kill it if it does not, and release its pipe."""
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        self.process.join(wait_s)
-        self.kill()
-
-    def kill(self) -> None:
-        """Kill the child (if still running) and close the pipe; once, from either thread."""
-        with self._lock:
-            if self._killed:
-                return
-            self._killed = True
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(5.0)
-        self.conn.close()
-
-
-def _lower_priority(pid: Optional[int], nice: int) -> None:
-    """Add `nice` to the child's niceness (a busy machine then runs the deployed process first)."""
-    if not nice or pid is None:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-    except (OSError, AttributeError):  # not permitted, or no such call here: it runs at the loop's priority
-        pass
 
 
 def _payload(value: Any) -> Any:
@@ -147,10 +65,10 @@ class ShadowRunner:
 
     def __init__(self, candidate: Any, log_dir: str | Path, *, deadline_s: float = 5.0, max_pending: int = 256,
                  lm: Any = None, program: Any = None, inputs: Any = None, setup: Any = None,
-                 start_timeout_s: float = _START_TIMEOUT_S, nice: int = 19):
+                 start_timeout_s: float = START_TIMEOUT_S, nice: int = 19):
         if deadline_s <= 0 or max_pending < 1 or start_timeout_s <= 0:
             raise ValueError("deadline_s and start_timeout_s must be positive, max_pending at least 1")
-        self.source, manifest, where = _source(candidate, lm=lm, program=program, inputs=inputs, setup=setup)
+        self.source, manifest, where = source_of(candidate, lm=lm, program=program, inputs=inputs, setup=setup)
         if manifest.kind != "full_auto":
             raise ValueError(f"{manifest.package} is a {manifest.kind} module; shadow decisions are Full Auto's")
         self.path = Path(log_dir) / SHADOW_FILE
@@ -166,16 +84,15 @@ class ShadowRunner:
         self._broken = ""  # why no child could be started again (every further turn says so)
         self._handle: Any = None  # the sidecar, opened on its first line
         try:
-            self._child: Optional[_Child] = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
-        except _StartError as exc:
+            self._child: Optional[Child] = Child(self.source, self.deadline_s, self.start_timeout_s, self.nice, serve)
+        except StartError as exc:
             from runtime.frozen.manifest import FrozenModuleError
 
             raise FrozenModuleError(str(exc), where) from None
         self.module: ShadowModule = self._child.module
         self._worker = threading.Thread(target=self._work, name="shadow-runner", daemon=True)
         self._worker.start()
-        _LIVE.add(self)
-        _close_at_exit()
+        live(self)
 
     @property
     def pid(self) -> Optional[int]:
@@ -220,7 +137,7 @@ class ShadowRunner:
                     child.kill()  # ends a call still waited for
             self._jobs.put(_STOP)  # after the lines still queued
             worker.join()
-        _LIVE.discard(self)
+        gone(self)
         return written
 
     def __enter__(self) -> "ShadowRunner":
@@ -271,8 +188,8 @@ class ShadowRunner:
             return
         self._reply(job, child, time.perf_counter())
 
-    def _reply(self, job: _Job, child: _Child, sent: float) -> None:
-        limit = self.deadline_s + _GRACE_S
+    def _reply(self, job: _Job, child: Child, sent: float) -> None:
+        limit = self.deadline_s + GRACE_S
         first = child.receive(limit)
         if first and first[0] == "unreadable":
             self.counts["unreadable"] += 1
@@ -287,7 +204,7 @@ class ShadowRunner:
         else:
             self._lost_child(child, job, None, sent, gone=first is not None)
 
-    def _lost_child(self, child: _Child, job: _Job, keys: Optional[str], sent: float, gone: bool) -> None:
+    def _lost_child(self, child: Child, job: _Job, keys: Optional[str], sent: float, gone: bool) -> None:
         """The child hung (killed now) or died (`gone`: its end of the pipe closed): the turn's line from here, and
         a fresh child."""
         seconds = time.perf_counter() - sent
@@ -307,15 +224,15 @@ class ShadowRunner:
         else:
             self._write(status, line_text(line_of(keys, status, error=why, latency_s=latency)))
 
-    def _replace(self, child: _Child) -> None:
+    def _replace(self, child: Child) -> None:
         child.kill()
         self._child = None
         if self._abandon:
             return
         try:
-            self._child = _Child(self.source, self.deadline_s, self.start_timeout_s, self.nice)
+            self._child = Child(self.source, self.deadline_s, self.start_timeout_s, self.nice, serve)
             self.counts["restarts"] += 1
-        except _StartError as exc:
+        except StartError as exc:
             self._broken = str(exc)
 
     def _write_here(self, job: _Job, status: str, why: str, latency: float = 0.0) -> None:
@@ -340,47 +257,6 @@ class ShadowRunner:
         except OSError:  # a full disk, a folder gone: counted, and the next line tries again
             self.counts["lost"] += 1
             self._handle = None
-
-
-def _source(candidate: Any, **load: Any) -> tuple[CandidateSource, Any, str]:
-    """What the child loads, the candidate's manifest and where it is (for refusals)."""
-    folder: Optional[Path] = None
-    if isinstance(candidate, (str, Path)):
-        from runtime.frozen.loader import verify_frozen
-
-        folder = Path(candidate).resolve()
-        manifest = verify_frozen(folder)  # refused here at once; the child loads it in full
-    else:
-        manifest = candidate.manifest
-    if manifest.uses_lm and load["lm"] is None and load["setup"] is None and getattr(candidate, "lm", None) is None:
-        load["lm"] = _configured_lm()
-    if folder is not None:
-        return CandidateSource(folder=str(folder), **load), manifest, str(folder)
-    return CandidateSource(candidate=candidate, **load), manifest, str(getattr(candidate, "path", ""))
-
-
-def _configured_lm() -> Any:
-    """The LM configured in this thread, if DSPy is in use here (sent to the child, which has none)."""
-    dspy = sys.modules.get("dspy")
-    return None if dspy is None else dspy.settings.lm
-
-
-def _close_at_exit() -> None:
-    """Close the open runners at interpreter exit: registered after multiprocessing's own exit handler (which
-    terminates daemonic children), so it runs first (atexit runs the last registered first)."""
-    global _REGISTERED
-    if not _REGISTERED:
-        _REGISTERED = True
-        atexit.register(_close_all)
-
-
-def _close_all() -> None:
-    """At interpreter exit: every runner still open writes what is queued (bounded) and stops its process."""
-    for runner in list(_LIVE):
-        try:
-            runner.close(runner.deadline_s + _GRACE_S)
-        except Exception:  # noqa: BLE001 - exiting anyway
-            pass
 
 
 __all__ = ["ShadowRunner", "module_identity"]

@@ -92,3 +92,53 @@ class Unpicklable:
 
 def _refuse() -> None:
     raise RuntimeError("this candidate cannot be rebuilt in another process")
+
+
+class FaultyPlanner:
+    """A real frozen planner (the folder's, loaded in the process that runs it) whose `decide` has a fault:
+    "raises", "hangs_once" (its first call only, in any process, until `release`), "exits_once" (the process
+    dies on its first call), "defaults" (only its safe default), "spins" (busy for `spin_s`, then the module's decision) or "none" (the module's decision).
+    `pids` records the process of each call."""
+
+    def __init__(self, folder: Path, fault: str, spin_s: float = 0.0):
+        context = multiprocessing.get_context("spawn")
+        self.folder, self.fault, self.spin_s = Path(folder), fault, spin_s
+        self.module = load_planner(self.folder)
+        self.manifest, self.path = self.module.manifest, self.module.path
+        self.release = context.Event()
+        self.calls, self.pid = context.Value("i", 0), context.Value("i", 0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "module"}  # the child loads its own
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.module = load_planner(self.folder)
+
+    def decide(self, packet: Any) -> Any:
+        with self.calls.get_lock():
+            self.calls.value += 1
+            call = self.calls.value
+        self.pid.value = os.getpid()
+        if self.fault == "raises":
+            raise ValueError("boom")
+        if self.fault == "hangs_once" and call == 1:
+            self.release.wait()
+        if self.fault == "exits_once" and call == 1:
+            os._exit(3)
+        if self.fault == "spins":
+            until = time.perf_counter() + self.spin_s
+            while time.perf_counter() < until:
+                pass
+        decision = self.module.decide(packet)
+        if self.fault == "defaults":
+            return decision._replace(used_default=True, errors=["unusable answer"])
+        return decision
+
+
+def load_planner(folder: Path) -> Any:
+    """An exported `planner.rules` module, loaded as the application loads it."""
+    import programs
+    from runtime import load_frozen
+
+    return load_frozen(folder, program=programs.get("planner.rules"))

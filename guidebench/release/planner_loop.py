@@ -124,7 +124,7 @@ def run_planner_loop(deployed: Any, out: Path, *, episodes: int, seed: int = 0, 
                            program=program, candidate_program=candidate_program) as shadow:
             count, explored, improved = run_planner_episode(shadow, seed, index, folder, iterations=iterations,
                                                             observe=observe)
-            deployed, candidate = shadow.deployed, shadow.candidate  # loaded once, reused by the next episodes
+            deployed = shadow.deployed  # loaded once, reused by the next episodes (each starts its candidate process)
         summary.sidecar_errors += shadow.write_errors
         summary.episodes += 1
         summary.iterations += count

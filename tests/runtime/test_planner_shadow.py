@@ -1,10 +1,13 @@
 """runtime.planner_shadow: the deployed decision is returned unchanged and at once; the sidecar line states its
-probabilities; a candidate that raises, hangs or gives only its default is recorded as such."""
+probabilities; the candidate runs in a process of its own, and one that raises, hangs or gives only its default is
+recorded as such (a hung one is killed and replaced); its process is stopped on close and at exit."""
 
 from __future__ import annotations
 
 import json
-import threading
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,22 +16,13 @@ from planner_sidecar_support import exploring_rules, logs_with_sidecars
 from runtime.exploration import ExplorationSettings, check_probabilities
 from runtime.planner_log import PLANNER_FILE, PlannerDecisionLine
 from runtime.planner_shadow import PlannerShadow
+from shadow_support import FaultyPlanner, alive
 
 
 @pytest.fixture(scope="module")
 def packets(tmp_path_factory) -> list:
     _, records = logs_with_sidecars(tmp_path_factory.mktemp("planner-shadow"), episodes=1, iterations=12)
     return [r.packet for r in records]
-
-
-class _Wrapped:
-    """A real loaded module whose `decide` misbehaves."""
-
-    def __init__(self, module, decide):
-        self.manifest, self.path, self._decide = module.manifest, module.path, decide
-
-    def decide(self, packet):
-        return self._decide(packet)
 
 
 def _lines(folder: Path) -> list[PlannerDecisionLine]:
@@ -52,29 +46,75 @@ def test_the_deployed_decision_is_unchanged_and_its_line_states_every_probabilit
         assert line.candidate.family == decision.greedy_family  # the greedy rules choose what the explorer would
 
 
-def test_a_candidate_that_raises_hangs_or_defaults_is_recorded_as_such(packets, tmp_path: Path):
+@pytest.mark.parametrize("fault,status", [("raises", "error"), ("defaults", "invalid")])
+def test_a_candidate_that_raises_or_defaults_is_recorded_as_such(packets, tmp_path: Path, fault, status):
     deployed = exploring_rules(tmp_path)
-    release = threading.Event()
-
-    def hang(packet):
-        release.wait(30)
-        raise RuntimeError("late")
-
-    def default(packet):
-        return deployed.decide(packet)._replace(used_default=True, errors=["unusable answer"])
-
-    cases = {"error": lambda p: (_ for _ in ()).throw(ValueError("boom")), "timeout": hang, "invalid": default}
-    for status, behaviour in cases.items():
-        folder = tmp_path / status
-        shadow = PlannerShadow(deployed, folder, candidate=_Wrapped(deployed, behaviour), deadline_s=0.2,
-                               max_overdue=1)
+    candidate = FaultyPlanner(deployed.path, fault)
+    with PlannerShadow(deployed, tmp_path / "w", candidate=candidate, deadline_s=30) as shadow:
         decisions = [shadow.decide(p, i) for i, p in enumerate(packets[:3], start=1)]
-        if status == "timeout":
-            assert not release.is_set()  # every decision came back while the candidate still hung
+        assert shadow.pid not in (None, os.getpid())
+    assert [d.directive for d in decisions] == [deployed.decide(p).directive for p in packets[:3]]
+    found = _lines(tmp_path / "w")
+    assert [l.candidate.status for l in found] == [status] * 3 and all(l.candidate.error for l in found)
+    assert ("ValueError: boom" if fault == "raises" else "unusable answer") in found[0].candidate.error
+
+
+def test_the_candidate_runs_in_its_own_process_and_a_hung_one_is_timed_out_and_replaced(packets, tmp_path: Path):
+    deployed = exploring_rules(tmp_path)
+    candidate = FaultyPlanner(deployed.path, "hangs_once")  # only the first call, whichever process makes it
+    shadow = PlannerShadow(deployed, tmp_path / "w", candidate=candidate, deadline_s=0.2)
+    first = shadow.pid
+    try:
+        assert first is not None and first != os.getpid() and alive(first)
+        assert os.getpriority(os.PRIO_PROCESS, first) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 19)
+        decisions = [shadow.decide(p, i) for i, p in enumerate(packets[:3], start=1)]
+        assert candidate.calls.value <= 1  # every decision came back while the candidate still hung
+    finally:
         shadow.close()
-        assert [d.directive for d in decisions] == [deployed.decide(p).directive for p in packets[:3]]
-        found = _lines(folder)
-        assert {l.candidate.status for l in found} == {status} and all(l.candidate.error for l in found)
-    release.set()
-    assert "ValueError: boom" in _lines(tmp_path / "error")[0].candidate.error
-    assert any("not run" in l.candidate.error for l in _lines(tmp_path / "timeout"))
+    second = candidate.pid.value
+    assert [d.directive for d in decisions] == [deployed.decide(p).directive for p in packets[:3]]
+    found = _lines(tmp_path / "w")
+    assert [l.candidate.status for l in found] == ["timeout", "ok", "ok"]
+    assert found[0].candidate.error == "no answer within 0.2 s" and found[0].candidate.latency_s == 0.2
+    assert shadow.restarts == 1 and second not in (first, os.getpid()), "the later calls ran in a fresh process"
+    assert not alive(first) and not alive(second) and shadow.pid is None, "killed, replaced, stopped on close"
+
+
+def test_a_candidate_process_that_dies_is_recorded_as_an_error_and_replaced(packets, tmp_path: Path):
+    deployed = exploring_rules(tmp_path)
+    with PlannerShadow(deployed, tmp_path / "w", candidate=FaultyPlanner(deployed.path, "exits_once")) as shadow:
+        first = shadow.pid
+        for i, p in enumerate(packets[:2], start=1):
+            shadow.decide(p, i)
+    found = _lines(tmp_path / "w")
+    assert [l.candidate.status for l in found] == ["error", "ok"] and shadow.restarts == 1
+    assert "exited (code 3)" in found[0].candidate.error and not alive(first)
+
+
+def test_turns_beyond_max_pending_are_written_as_not_run(packets, tmp_path: Path):
+    deployed = exploring_rules(tmp_path)
+    candidate = FaultyPlanner(deployed.path, "spins", spin_s=0.3)
+    with PlannerShadow(deployed, tmp_path / "w", candidate=candidate, max_pending=1, deadline_s=30) as shadow:
+        for i, p in enumerate(packets[:4], start=1):
+            shadow.decide(p, i)
+    found = _lines(tmp_path / "w")
+    assert [l.iteration_id for l in found] == [1, 2, 3, 4] and found[0].candidate.status == "ok"
+    skipped = [l.candidate for l in found if l.candidate.status == "timeout"]
+    assert skipped and all(c.error == "not run: 1 decisions were already waiting" for c in skipped)
+
+
+def test_a_planner_shadow_left_open_stops_its_process_at_exit(tmp_path: Path):
+    deployed = exploring_rules(tmp_path)
+    script = f"""
+import sys
+sys.path[:0] = {sys.path!r}
+import programs
+from shadow_support import load_planner
+from runtime.planner_shadow import PlannerShadow
+shadow = PlannerShadow(load_planner({str(deployed.path)!r}), {str(tmp_path / "w")!r}, candidate={str(deployed.path)!r},
+                       candidate_program=programs.get("planner.rules"))
+print(shadow.pid, flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not alive(int(done.stdout.split()[0])), "the candidate's process ends with the interpreter"
