@@ -160,8 +160,17 @@ def _diagnostics(stage: str, exc: BaseException) -> dict[str, Any]:
         "message": str(exc)[:MESSAGE_CHARS],
         "stage": stage,
         "lm": _lm_id(),
-        "stack": stack[-STACK_CHARS:],
+        "stack": _shortened(stack),
     }
+
+
+def _shortened(stack: str) -> str:
+    """At most STACK_CHARS of a formatted traceback: its first line, then the frames nearest the fault (a deep
+    stack, or long paths of a checkout, would otherwise cut the line that says it is a traceback)."""
+    if len(stack) <= STACK_CHARS:
+        return stack
+    head = stack.split("\n", 1)[0] + "\n  ...\n"
+    return head + stack[-(STACK_CHARS - len(head)):]
 
 
 def _stage(name: str, fn: Callable[[], Any]) -> Any:

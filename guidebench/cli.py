@@ -8,7 +8,9 @@ the modules load, ends the command as one later does: rc 130 and one line, no tr
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence
 
@@ -52,10 +54,26 @@ def _check_lm_spec(spec: Optional[str]) -> None:
                               "LiteLLM model string such as openai/gpt-4o-mini, or leave --lm out for the default")
 
 
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    # A command started with SIGINT ignored (a shell without job control starts background commands so) takes it
+    # as every command does (`guidebench.errors.remembered_interrupts`), also while that module loads.
+    ignored = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the console script."""
     try:
-        return _main(argv)
+        with _interruptible():
+            return _main(argv)
     except KeyboardInterrupt:  # also one raised while the modules below load
         print(INTERRUPTED, file=sys.stderr)
         return 130

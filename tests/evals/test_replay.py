@@ -215,3 +215,13 @@ def test_a_batch_that_raises_leaves_each_record_to_fail_on_its_own_with_its_stag
     result = replay(FullAutoLearned(), decision_records(3), progress=False)  # not fitted: the batch raises too
     assert result.errors == 3 and {row["error"]["stage"] for row in result.rows} == {"program"}
     assert {row["error"]["class"] for row in result.rows} == {"NotFittedError"}
+
+
+def test_a_long_stack_keeps_its_first_line_and_the_frames_nearest_the_fault():
+    # A deep stack, or a checkout in a long path, must not cut the line that says it is a traceback.
+    from evals.replay import STACK_CHARS, _shortened
+
+    stack = "Traceback (most recent call last):\n" + '  File "/a/long/checkout/path.py", line 1\n' * 400 + "E: boom\n"
+    short = _shortened(stack)
+    assert len(short) == STACK_CHARS and short.startswith("Traceback (most recent call last):\n  ...\n")
+    assert short.endswith("E: boom\n") and _shortened("Traceback\nE: x\n") == "Traceback\nE: x\n"

@@ -194,11 +194,17 @@ def test_ctrl_c_in_the_first_moments_of_a_search_ends_it_with_130_and_one_line(t
     assert err.strip().splitlines()[-1] == "guidebench: interrupted" and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("started_with", ["default", "ignored"])
 @pytest.mark.parametrize("loading", ["guidebench.errors", "guidebench.commands", "guidebench.tracking.runs"])
-def test_ctrl_c_while_the_modules_load_is_one_line_and_130(loading):
+def test_ctrl_c_while_the_modules_load_is_one_line_and_130(loading, started_with):
     # The console script imports guidebench.cli and calls main(); a Ctrl-C while main() imports the workbench
-    # (here: when `loading` is imported) ends the command like a later one: rc 130, one line, no traceback.
+    # (here: when `loading` is imported) ends the command like a later one: rc 130, one line, no traceback; also
+    # in a command started with SIGINT ignored (as a background command of a shell without job control).
     import os
+    import signal
+
+    def start() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if started_with == "ignored" else signal.SIG_DFL)
 
     child = ("import signal, sys\n"
              "class Interrupting:\n"
@@ -211,7 +217,7 @@ def test_ctrl_c_while_the_modules_load_is_one_line_and_130(loading):
              "sys.meta_path.insert(0, Interrupting())\n"
              "sys.exit(main(['programs']))\n")
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"}, preexec_fn=start)
     assert (done.returncode, done.stderr, done.stdout) == (130, "guidebench: interrupted\n", ""), done.stderr
 
 
