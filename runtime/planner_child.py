@@ -11,11 +11,10 @@ holds its own interpreter lock, never the deployed loop's. The pipe's messages, 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from runtime.planner_log import PlannerCandidate
-from runtime.shadow_child import CandidateSource, _exit_with_parent, error_text, module_identity
+from runtime.shadow_child import CandidateSource, error_text, serve_jobs
 from runtime.shadow_log import ShadowModule
 
 _ERROR_CHARS = 300
@@ -50,24 +49,12 @@ def judge(candidate: Any, module: ShadowModule, packet: Any, deadline_s: float) 
 
 
 def serve(conn: Any, source: CandidateSource, deadline_s: float) -> None:
-    """The child's main loop: load the candidate, then answer each packet until told to stop or the pipe closes."""
-    _exit_with_parent()
-    try:
-        candidate = source.load()
-        module = module_identity(candidate.manifest, Path(candidate.path))
-    except BaseException as exc:  # noqa: BLE001 - the parent raises it at construction
-        conn.send(("failed", getattr(exc, "reason", None) or error_text(exc)))
-        return
-    conn.send(("ready", module.model_dump_json()))
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):  # the parent closed its end
-            return
-        if job is None:
-            return
-        answer = judge(candidate, module, job[1], deadline_s)
-        conn.send(("line", answer.status, answer.model_dump_json()))
+    """The planner child's main loop (`runtime.shadow_child.serve_jobs`), each job a packet."""
+    def answer(candidate: Any, module: ShadowModule, job: Any) -> None:
+        reply = judge(candidate, module, job[1], deadline_s)
+        conn.send(("line", reply.status, reply.model_dump_json()))
+
+    serve_jobs(conn, source, answer)
 
 
 __all__ = ["judge", "serve"]

@@ -197,7 +197,13 @@ def _answer(conn: Any, candidate: Any, module: ShadowModule, deadline_s: float, 
 
 
 def serve(conn: Any, source: CandidateSource, deadline_s: float) -> None:
-    """The child's main loop: load the candidate, then answer each job until told to stop or the pipe closes."""
+    """The Full Auto child's main loop (`serve_jobs`), each job a logged decision line."""
+    serve_jobs(conn, source, lambda candidate, module, job: _answer(conn, candidate, module, deadline_s, job))
+
+
+def serve_jobs(conn: Any, source: CandidateSource, answer: Callable[[Any, ShadowModule, Any], None]) -> None:
+    """A shadow child's main loop: load the candidate, then `answer(candidate, module, job)` each job until told to
+    stop or the pipe closes (a planner's child answers its packets with it too)."""
     _exit_with_parent()
     try:
         candidate = source.load()
@@ -213,7 +219,8 @@ def serve(conn: Any, source: CandidateSource, deadline_s: float) -> None:
             return
         if job is None:
             return
-        _answer(conn, candidate, module, deadline_s, job)
+        answer(candidate, module, job)
 
 
-__all__ = ["CandidateSource", "judge", "line_keys", "line_of", "line_text", "module_identity", "serve"]
+__all__ = ["CandidateSource", "judge", "line_keys", "line_of", "line_text", "module_identity", "serve",
+           "serve_jobs"]
