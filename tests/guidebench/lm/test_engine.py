@@ -1,13 +1,10 @@
-"""guidebench.lm.engine: the model file is assembled and verified; the local engine decodes under the output
-grammar when the format is missed, refuses an over-long prompt, serialises calls, and its state round-trips without loading the model."""
+"""guidebench.lm.engine: the local engine decodes under the output grammar when the format is missed, refuses an over-long prompt, serialises calls, and its state round-trips without loading the model."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Literal
 
 import dspy
@@ -23,63 +20,10 @@ from guidebench.lm.engine import (
     LOCAL_MODEL_ID,
     LocalGGUFEngine,
     ModelFileError,
-    ensure_model,
 )
 from guidebench.lm.factory import make_lm
 from lm_support import adapter_request
 from programs.seeds import DECISION_SEEDS
-
-
-# ----------------------------------------------------------------------------- model file
-
-
-def _fake_package(tmp_path: Path, chunks: list[bytes], expected: str | None = None) -> SimpleNamespace:
-    paths = []
-    for index, data in enumerate(chunks):
-        path = tmp_path / "pkg" / f"model.gguf.part{index:02d}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        paths.append(path)
-    digest = expected or hashlib.sha256(b"".join(chunks)).hexdigest()
-    return SimpleNamespace(MODEL_NAME="model.gguf", EXPECTED_SHA256=digest, chunk_paths=lambda: paths)
-
-
-def test_ensure_model_assembles_verifies_and_reuses(tmp_path, monkeypatch):
-    package = _fake_package(tmp_path, [b"GGUF" + b"a" * 1000, b"b" * 500, b"c" * 7])
-    monkeypatch.setattr(local_lm, "_package", lambda: package)
-    home = tmp_path / "home"
-    path = ensure_model(home)
-    assert path == home / "models" / "model.gguf"
-    assert path.read_bytes() == b"GGUF" + b"a" * 1000 + b"b" * 500 + b"c" * 7
-    assert (home / "models" / "model.gguf.sha256").read_text().startswith(package.EXPECTED_SHA256)
-    # A second call trusts the stamp (same size and mtime) and does not rebuild the file.
-    mtime = path.stat().st_mtime_ns
-    assert ensure_model(home) == path and path.stat().st_mtime_ns == mtime
-    assert not list((home / "models").glob("*.partial-*"))
-
-
-def test_ensure_model_rebuilds_a_corrupted_file(tmp_path, monkeypatch):
-    package = _fake_package(tmp_path, [b"x" * 64, b"y" * 64])
-    monkeypatch.setattr(local_lm, "_package", lambda: package)
-    path = ensure_model(tmp_path / "home")
-    path.write_bytes(b"corrupted")
-    assert ensure_model(tmp_path / "home").read_bytes() == b"x" * 64 + b"y" * 64
-
-
-def test_ensure_model_refuses_chunks_with_the_wrong_hash(tmp_path, monkeypatch):
-    package = _fake_package(tmp_path, [b"x" * 64], expected="0" * 64)
-    monkeypatch.setattr(local_lm, "_package", lambda: package)
-    with pytest.raises(ModelFileError, match="SHA-256"):
-        ensure_model(tmp_path / "home")
-    assert not (tmp_path / "home" / "models" / "model.gguf").exists()
-
-
-def test_ensure_model_names_missing_chunks(tmp_path, monkeypatch):
-    missing = tmp_path / "gone.part00"
-    package = SimpleNamespace(MODEL_NAME="m.gguf", EXPECTED_SHA256="0" * 64, chunk_paths=lambda: [missing])
-    monkeypatch.setattr(local_lm, "_package", lambda: package)
-    with pytest.raises(ModelFileError, match="gone.part00"):
-        ensure_model(tmp_path / "home")
 
 
 class _StubLlama:
