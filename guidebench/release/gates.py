@@ -38,7 +38,7 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from evals.stats import describe_interval, describe_test, min_records_for
+from evals.stats import TOO_FEW_GROUPS, describe_interval, describe_test, min_records_for, too_few_text
 from runtime.frozen.manifest import MetricInterval
 
 from guidebench.errors import GuidebenchError
@@ -130,11 +130,13 @@ class PairedDiff(BaseModel):
     n_permutations: Optional[int] = None
     ci_method: Optional[str] = None
     n_resamples: Optional[int] = None
+    n_groups: Optional[int] = None  # episodes swapped and resampled as units (None: the records were)
 
     def describe(self) -> str:
         """The test and interval method in words ("test not recorded" for evidence that did not say)."""
-        test = describe_test(self.method, self.n_permutations) if self.method else "test not recorded"
-        interval = describe_interval(self.ci_method, self.n_resamples) if self.ci_method else "not recorded"
+        test = describe_test(self.method, self.n_permutations, self.n_groups) if self.method else "test not recorded"
+        interval = (describe_interval(self.ci_method, self.n_resamples, self.n_groups) if self.ci_method
+                    else "not recorded")
         return f"{test}; 95% CI: {interval}"
 
 
@@ -203,6 +205,11 @@ def _objective_check(gates: GatesConfig, candidate: Mapping[str, MetricInterval]
     name = gates.objective
     cand, champ = _value(candidate, name), _value(champion, name)
     diff = paired.get(name)
+    if diff is not None and diff.method == TOO_FEW_GROUPS:
+        # The paired test exists but had too few whole episodes to give a p-value: say so, not "no comparison".
+        return GateCheck(gate="objective", passed=False, candidate=cand, champion=champ,
+                         reason=f"{name}: not enough evidence to promote, {too_few_text(diff.n_groups)} in the paired "
+                                f"test (difference {_fmt(diff.diff)} on {diff.n} records)")
     if cand is None or champ is None or diff is None or diff.diff is None or diff.p_value is None:
         return GateCheck(gate="objective", passed=False, candidate=cand, champion=champ,
                          reason=f"{name}: no paired comparison (candidate {_fmt(cand)}, champion {_fmt(champ)})")

@@ -119,6 +119,16 @@ def test_absolute_floors_and_missing_metrics_fail_with_reasons():
     assert reasons["cost"].startswith("tokens_per_decision: missing")
 
 
+def test_a_paired_test_over_too_few_episodes_fails_the_objective_gate_saying_so():
+    few = PairedDiff(diff=0.2, ci_low=None, ci_high=None, p_value=None, n=120, method="too_few_groups", n_groups=4)
+    checks = evaluate_gates(GatesConfig(), _metrics(**dict(BASE, objective=0.9)), _metrics(**BASE),
+                            {"objective": few}, 120)
+    objective = next(c for c in checks if c.gate == "objective")
+    assert not objective.passed
+    assert objective.reason == ("objective: not enough evidence to promote, too few episodes (4 < 10) in the paired "
+                                "test (difference 0.2 on 120 records)")
+
+
 def test_a_gates_file_asking_for_fewer_records_than_the_test_can_resolve_is_refused(tmp_path: Path):
     gates = tmp_path / "gates.toml"
     gates.write_text("min_records = 3\nmax_p_value = 0.05\n")
