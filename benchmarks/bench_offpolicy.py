@@ -215,6 +215,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 def _estimate_text(name: str, estimate: dict[str, Any]) -> str:
     if estimate["value"] is None:
         return f"{name.upper()} unsupported (ESS {estimate['ess']:.1f})"
+    if estimate["ci_low"] is None or estimate["ci_high"] is None:  # too few episodes for an interval
+        return f"{name.upper()} {estimate['value']:.1f} (no interval)"
     where = "inside" if estimate["truth_inside"] else "outside"
     return (f"{name.upper()} {estimate['value']:.1f} [{estimate['ci_low']:.1f}, {estimate['ci_high']:.1f}] "
             f"(truth {where})")
