@@ -5,9 +5,11 @@ Full Auto (`full_auto.learned`, `full_auto.cascade`): a linear decision model (`
 setting is used or refused, never recorded and ignored (`FitRecipe.used_settings`): for `planner.learned`, `folds`
 (the episodes' cross-validation folds; the outcome fit's own 3 when the recipe does not set it, 0 refused: there is
 no selection on dev alone), `refit_on_dev` (false: the models see train only, dev stays unseen) and the sample
-caps are used; the decision model's settings (`C`, `class_weight`, `ngram_max`, `max_features`, `max_iter`) and
-`num_threads` (no LM call) are refused with one line naming the setting unless left at their defaults, and
-compile.json records only the settings used.
+caps are used, and `choose_among` (the families planner.learned chooses among: `allowed`, the runner's, by
+default, or `compliant`, the pivot protocol's; `programs.planner_learned`); the decision model's settings (`C`,
+`class_weight`, `ngram_max`, `max_features`, `max_iter`) and `num_threads` (no LM call) are refused with one line
+naming the setting unless left at their defaults (and `choose_among` for a decision model), and compile.json
+records only the settings used.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import dspy
 from pydantic import Field, field_validator
 
 from evals.offpolicy.bandit import attempt_of_example
-from programs.planner_learned import OutcomeModelParameter
+from programs.planner_learned import CHOICE_SETS, DEFAULT_CHOICE, OutcomeModelParameter
 from runtime.outcome import OUTCOME_MODEL_KEY
 from runtime.trained import TRAINED_MODEL_KEY, TrainedDecisionModel
 
@@ -58,6 +60,9 @@ class FitRecipeSettings(RecipeSettings):
     selection_max: int = Field(4_000, ge=0, description=(
         "Labeled turns the cross-validation chooses the settings on: above it, whole threads (in the order of the "
         "hash of their ids) up to this many; the chosen settings are still fit on all. 0: every turn."))
+    choose_among: Literal[CHOICE_SETS] = Field(DEFAULT_CHOICE, description=(  # type: ignore[valid-type]
+        "planner.learned only: the families it chooses among. 'allowed': those the loop runner allows (all but a "
+        "blocked one), for the most cycles; 'compliant': those the pivot protocol allows (compliance 1.0)."))
 
     @field_validator("C")
     @classmethod
@@ -124,7 +129,10 @@ class FitRecipe(Recipe):
         """Every setting for a decision model; for planner.learned those its outcome fit uses (RecipeError naming
         one it would leave unused)."""
         if not outcome_parameters(program):
-            return super().used_settings(program)
+            if self.settings.choose_among != DEFAULT_CHOICE:  # type: ignore[attr-defined]
+                raise RecipeError("fit: setting choose_among applies to planner.learned only: remove it from the "
+                                  "recipe")
+            return {k: v for k, v in super().used_settings(program).items() if k != "choose_among"}
         return planner_settings(self.settings)  # type: ignore[arg-type]
 
     def _reached(self, compiled: dspy.Module, trainset: list[dspy.Example],
@@ -148,7 +156,7 @@ def planner_settings(settings: FitRecipeSettings) -> dict[str, Any]:
                           "outcome models are chosen by cross-validation over whole episodes; set folds to 2 to 20")
     folds = settings.folds if "folds" in settings.model_fields_set else OutcomeFitSettings().folds
     return {"max_train_examples": settings.max_train_examples, "max_val_examples": settings.max_val_examples,
-            "folds": folds, "refit_on_dev": settings.refit_on_dev}
+            "folds": folds, "refit_on_dev": settings.refit_on_dev, "choose_among": settings.choose_among}
 
 
 def outcome_parameters(program: dspy.Module) -> list[OutcomeModelParameter]:
@@ -174,10 +182,12 @@ def _fit_planner(program: dspy.Module, trainset: list[dspy.Example], valset: lis
         raise RecipeError(f"fit: {exc}") from None
     for parameter in outcome_parameters(program):
         parameter.set_model(fitted.outcome)
+        parameter.set_choice(used["choose_among"])
     score = -min((row["held_out_loss"] for row in fitted.grid if row["target"] == "gain"
                   and row["held_out_loss"] is not None), default=0.0)
     ctx.tracker.add(Candidate(index=-1, score=score, n_examples=len(trainset) + len(dev), n_demos=0,
-                              instructions_hash="", state={OUTCOME_MODEL_KEY: {"model": fitted.outcome.to_state()}},
+                              instructions_hash="", state={OUTCOME_MODEL_KEY: {"model": fitted.outcome.to_state(),
+                                                                "choose_among": used["choose_among"]}},
                               note=f"gain {fitted.chosen['gain_model']}, valid {fitted.chosen['valid_model']} "
                                    "(score: minus the held-out squared error of the gain share)"))
     ctx.state["details"] = {"fit": fitted.chosen, "fit_grid": fitted.grid}

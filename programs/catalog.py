@@ -54,8 +54,9 @@ register("planner.rules", "programs.rules_planner:PlannerRules", kind="planner",
          description="Reference planner, no LM: follows the pivot policy (least-tried allowed family, lower "
                      "the bound when near it).")
 register("planner.learned", "programs.planner_learned:PlannerLearned", kind="planner", uses_lm=False, trained=True,
-         description="An outcome model fit on the logs (the fit recipe) picks the allowed family of highest expected "
-                     "improvement (pivot compliance 1.0 by construction); the rest as planner.rules, no LM call.")
+         description="An outcome model fit on the logs (the fit recipe) picks the family of highest expected "
+                     "improvement the loop runner allows (choose_among = compliant: the pivot protocol's); the rest "
+                     "as planner.rules, no LM call.")
 register("planner.logged", "programs.planner_logged:PlannerLogged", kind="planner", uses_lm=False,
          description="The deployed planner's directives as logged (family from strategy_tags[0]); the planner "
                      "board's default champion.")

@@ -185,7 +185,8 @@ def test_planner_learned_uses_the_recipes_folds_and_refit_on_dev_and_records_onl
     fit = getattr(result.program, OUTCOME_MODEL_KEY).model.fit_info
     assert fit["settings"]["folds"] == 2 and fit["folds"] == 2  # two folds of episodes, not the fit's own 3
     assert fit["n_train"] == len(train) and fit["n_dev"] == 0  # dev never reached the fit
-    assert result.settings == {"max_train_examples": 0, "max_val_examples": 0, "folds": 2, "refit_on_dev": False}
+    assert result.settings == {"max_train_examples": 0, "max_val_examples": 0, "folds": 2, "refit_on_dev": False,
+                               "choose_among": "allowed"}
     assert set(result.learned_from) == {ex.record_id for ex in train}
     # a recipe that does not name folds: the outcome fit's own 3, and compile.json says 3
     default = optimizers.get("fit")().compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
@@ -212,7 +213,21 @@ def test_a_setting_planner_learned_has_no_use_for_is_refused_in_one_line_naming_
 def test_the_default_recipe_file_works_for_planner_learned():
     recipe = optimizers.load(path=optimizers.recipe_file("fit"))  # every setting named, at its default
     assert recipe.used_settings(programs.get("planner.learned")) == {
-        "max_train_examples": 0, "max_val_examples": 0, "folds": 5, "refit_on_dev": True}
+        "max_train_examples": 0, "max_val_examples": 0, "folds": 5, "refit_on_dev": True, "choose_among": "allowed"}
+
+
+def test_choose_among_reaches_planner_learned_and_a_decision_model_refuses_it(profile_free_dataset):
+    from evals import metrics_planner
+    from runtime.outcome import OUTCOME_MODEL_KEY
+
+    train, dev = _planner_examples(profile_free_dataset, "train"), _planner_examples(profile_free_dataset, "dev")
+    recipe = optimizers.get("fit")({"choose_among": "compliant"})
+    result = recipe.compile(programs.get("planner.learned"), train, dev, metrics_planner.metric)
+    assert getattr(result.program, OUTCOME_MODEL_KEY).choose_among == "compliant"
+    assert result.settings["choose_among"] == "compliant"
+    with pytest.raises(RecipeError, match="^fit: setting choose_among applies to planner.learned only"):
+        recipe.used_settings(programs.get("full_auto.learned"))
+    assert "choose_among" not in optimizers.get("fit")().used_settings(programs.get("full_auto.learned"))
 
 
 def test_each_parts_vocabulary_and_rows_are_the_runtime_vectorizers_on_that_part():
