@@ -65,6 +65,12 @@ def archive_for(ctx: ImportContext, log: Path) -> Optional[AdvisorArchive]:
 
 
 def finish(ctx: ImportContext) -> None:
+    """Quarantine every plan no log line joined (an iteration planned and never recorded); note the agreement."""
+    finish_plans(ctx)
+    note_agreement(ctx)
+
+
+def finish_plans(ctx: ImportContext) -> None:
     """Quarantine every plan no log line joined (an iteration planned and never recorded)."""
     for archive in ctx.options.get(_ARCHIVES, {}).values():
         if archive.finished:
@@ -75,6 +81,10 @@ def finish(ctx: ImportContext) -> None:
             if iteration_id not in archive.joined:
                 reader.problem("archive_without_log_line", plan.packet_file,
                                f"iteration {iteration_id} was planned ({plan.mode}) but its log has no line for it")
+
+
+def note_agreement(ctx: ImportContext) -> None:
+    """One note naming the fields where rebuilt packets agree least with the archived ones."""
     report = ctx.report
     agreement = (report.model_extra or {}).get("archive_agreement")
     if agreement:
@@ -238,5 +248,5 @@ def _path(obj: Mapping[str, Any], dotted: str) -> tuple[Any, bool]:
     return obj, True
 
 
-__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "agreement_summary", "archive_for", "contradiction", "finish", "profile_problem",
-           "start"]
+__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "agreement_summary", "archive_for", "contradiction", "finish",
+           "finish_plans", "note_agreement", "profile_problem", "start"]
