@@ -141,19 +141,33 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def value_holds_secret(value: Any) -> bool:
-    """False when no string in a JSON value holds anything `PatternRedactor.value` would replace.
+# Strings found clean (nothing to replace), remembered: consecutive planner packets repeat most of their strings
+# (the log tail shifts by one line, the summary by one attempt). Cleared when full, so memory stays bounded.
+_CLEAN: set[str] = set()
+_CLEAN_MAX = 200_000
 
-    One test over the value's strings joined by NUL, which no pattern or hint contains: a match inside one string
-    is a match in the joined text (the patterns' boundaries and look-arounds see NUL as they see a string's end),
-    so False is exact; True only says to walk the value. An archived planner packet has hundreds of strings, and
-    its repository URL alone would send each of them through the pre-check.
-    """
-    joined = "\x00".join(_strings(value))
-    if not might_hold_secret(joined):
+
+def _holds_secret(text: str) -> bool:
+    """True when `PatternRedactor.text` would change the text: some kind matches it as it is (the first kind that
+    changes a text matches the original, since the kinds before it left it unchanged)."""
+    if not might_hold_secret(text):
         return False
-    lowered = joined.lower()
-    return any(kind.may_apply(joined, lowered) and kind.pattern.search(joined) is not None for kind in _KINDS)
+    lowered = text.lower()
+    return any(kind.may_apply(text, lowered) and kind.pattern.search(text) is not None for kind in _KINDS)
+
+
+def value_holds_secret(value: Any) -> bool:
+    """False when no string in a JSON value holds anything `PatternRedactor.value` would replace (exact; strings
+    already found clean are looked up, not scanned again)."""
+    for text in _strings(value):
+        if text in _CLEAN:
+            continue
+        if _holds_secret(text):
+            return True
+        if len(_CLEAN) >= _CLEAN_MAX:
+            _CLEAN.clear()
+        _CLEAN.add(text)
+    return False
 
 
 class PatternRedactor:

@@ -27,7 +27,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from guidebench import __version__
 from guidebench.data.ingest import ImportReport, Quarantine
@@ -58,20 +58,25 @@ class Unit:
     reads: tuple[Path, ...]
 
 
-def _stat_lines(path: Path) -> Iterable[str]:
-    """`path size mtime_ns` of a file, or of every file under a folder (sorted); `path -` when absent."""
-    if path.is_dir():
-        for root, folders, names in os.walk(path):
-            folders.sort()
-            for name in sorted(names):
-                yield from _stat_lines(Path(root) / name)
-        return
+def _stat_lines(path: str, out: list[str]) -> None:
+    """`path size mtime_ns` of a file, or of every file under a folder (sorted, links not followed); `path -`
+    when it cannot be read."""
     try:
-        info = path.stat()
+        if os.path.isdir(path) and not os.path.islink(path):
+            with os.scandir(path) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _stat_lines(entry.path, out)
+                else:
+                    info = entry.stat(follow_symlinks=False)
+                    out.append(f"{entry.path} {info.st_size} {info.st_mtime_ns}")
+            return
+        info = os.stat(path)
     except OSError:
-        yield f"{path} -"
+        out.append(f"{path} -")
         return
-    yield f"{path} {info.st_size} {info.st_mtime_ns}"
+    out.append(f"{path} {info.st_size} {info.st_mtime_ns}")
 
 
 def fingerprint(ctx: ImportContext, unit: Unit, kind: str) -> str:
@@ -83,9 +88,10 @@ def fingerprint(ctx: ImportContext, unit: Unit, kind: str) -> str:
             *(f"file {file.absolute()}" for file in unit.files)]
     for line in head:
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
+    lines: list[str] = []
     for read in unit.reads:
-        for line in _stat_lines(Path(read).absolute()):
-            digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
+        _stat_lines(str(Path(read).absolute()), lines)
+    digest.update("\n".join(lines).encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:20]
 
 

@@ -1,0 +1,36 @@
+"""benchmarks/bench_volume.py: its report from the figures of finished sizes (no step is run here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.bench_volume import STEPS, exponent, write_reports
+
+
+def _row(k: int) -> dict:
+    steps = {step.name: {"seconds": 2.0 * k, "cpu_seconds": 1.5 * k, "peak_mb": 100.0 + k,
+                         "load_before": [1.0, 1.0, 1.0], "load_after": [2.0, 1.0, 1.0]} for step in STEPS}
+    return {"k": k, "fullauto_decisions": 1000 * k, "experiment_lines": 800 * k, "steps": steps}
+
+
+def test_growth_exponents_are_fitted_on_log_log() -> None:
+    assert exponent([(1000, 2.0), (10000, 20.0)]) == 1.0
+    assert exponent([(1000, 2.0), (10000, 200.0)]) == 2.0
+    assert exponent([(1000, 2.0)]) is None
+
+
+def test_the_report_replaces_its_own_section_and_keeps_the_rest_of_the_page(tmp_path: Path) -> None:
+    page = tmp_path / "scale.md"
+    page.write_text("<!-- bench:volume -->\nold tables\n<!-- /bench:volume -->\n\n## Written by hand\n\nkept\n",
+                    encoding="utf-8")
+    rows = [_row(1), _row(10)]
+    write_reports(rows, "python -m benchmarks.bench_volume --sizes 1,10", tmp_path)
+    text = page.read_text(encoding="utf-8")
+    assert "old tables" not in text and text.endswith("## Written by hand\n\nkept\n")
+    line = next(row for row in text.splitlines() if row.startswith("| fullauto import |"))
+    # 10x: 20 s wall, 15 s CPU, 110 MB on 10,000 decisions; linear time, flat memory
+    assert line == "| fullauto import | 2.0 / 1.5 (101.0) | 20.0 / 15.0 (110.0) | 2.00 | 1.50 | 11.00 | 1.0 | 1.0 | 0.04 |"
+    assert "| 10x | 10,000 | 8,000 | 1.0-2.0 |" in text
+    assert json.loads((tmp_path / "scale.json").read_text())["sizes"] == rows
+    assert (tmp_path / "scale.png").stat().st_size > 0
