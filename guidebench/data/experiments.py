@@ -21,6 +21,10 @@ answered: `guidebench.data.planner_archive` reads it, `guidebench.data.archive_j
 line (or quarantines it with its reason), and the record keeps the archived packet instead of the rebuilt one
 (`PlannerRecord.plan`); the rebuilt packet is still computed, and compared with the archived one field by field.
 
+The logs are read in shards (`guidebench.data.shards`): one log a shard, or the logs of one repository (they share
+its `.advisor/` archive) with every log between them, so an interrupted import resumes from its finished shards and
+`num_proc` processes can read them; merged in file order, they give what one pass over the files gives.
+
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
 performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
