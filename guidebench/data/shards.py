@@ -148,13 +148,8 @@ def _append_quarantine(quarantine: Quarantine, path: Path) -> None:
 
 
 def adopt_records(spool: GroupedSpool, folder: Path) -> None:
-    """Append a shard's records to the import's spool (one copy, group by group in the shard's order)."""
-    index = json.loads((folder / FILES["index"]).read_text(encoding="utf-8"))
-    with open(folder / FILES["records"], "rb") as handle:
-        for group, offsets in index.items():
-            for offset in offsets:
-                handle.seek(offset)
-                spool.append(group, handle.readline()[:-1].decode("utf-8"))
+    """Append a shard's records to the import's spool, group by group in the shard's order (read in place)."""
+    spool.adopt(folder / FILES["records"], json.loads((folder / FILES["index"]).read_text(encoding="utf-8")))
 
 
 @dataclass

@@ -120,3 +120,22 @@ def test_a_changed_log_is_read_again(logs: Path, tmp_path: Path, monkeypatch) ->
                                                                            run(self, unit, folder)))
     report = import_logs(copy, "experiments", out)
     assert ran == [0, *range(2, EPISODES)] and report.blank_lines == 1
+
+
+def test_a_spool_reads_adopted_files_in_place_after_its_own_lines(tmp_path: Path) -> None:
+    from guidebench.data.spool import GroupedSpool
+    from guidebench.data.shards import KeptSpool
+
+    with KeptSpool(tmp_path / "shard.jsonl") as shard:
+        for group, text in (("b", "b1"), ("c", "c1"), ("b", "b2 ünï")):
+            shard.append(group, text)
+        shard.save_index(tmp_path / "index.json")
+    with GroupedSpool(tmp_path / "main.jsonl") as spool:
+        spool.append("a", "a1")
+        spool.append("b", "b0")
+        spool.adopt(tmp_path / "shard.jsonl", json.loads((tmp_path / "index.json").read_text()))
+        assert list(spool.read_group("b")) == ["b0", "b1", "b2 ünï"]
+        spool.append("c", "c2")  # appending after a read goes to the end of its own file
+        assert [list(spool.read_group(g)) for g in spool.groups()] == [["a1"], ["b0", "b1", "b2 ünï"], ["c1", "c2"]]
+        assert len(spool) == 6 and spool.size("c") == 2
+    assert (tmp_path / "shard.jsonl").is_file() and not (tmp_path / "main.jsonl").exists()
