@@ -26,6 +26,9 @@ def _import(args: argparse.Namespace) -> int:
         raise GuidebenchError(f"--max-line-bytes must be positive, got {args.max_line_bytes}")
     if args.num_proc < 1:
         raise GuidebenchError(f"--num-proc must be at least 1, got {args.num_proc}")
+    if args.num_proc > 1 and args.kind == "fullauto":
+        raise GuidebenchError("--num-proc: a Full Auto workspace is read in one pass (its duplicates are found across "
+                              "the whole file); leave --num-proc out, or use it with --kind experiments")
     report = import_logs(args.path, args.kind, args.out, seed=args.seed, progress=args.progress,
                          max_line_bytes=args.max_line_bytes, force=args.force, num_proc=args.num_proc, **options)
     out = Path(args.out)
