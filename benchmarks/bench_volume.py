@@ -11,8 +11,9 @@ process under `/usr/bin/time -v` (wall time and peak resident memory), `--lm fak
   (its off-policy estimates from the outcome models the compile cached).
 
 For each step: seconds, peak MB, seconds per 1,000 records, and the growth exponent b of `seconds ~ n^b` fitted by
-least squares on log-log over the sizes (b = 1: linear). The load average is read before and after each size:
-the machine is shared, and a step that loses a core mid-way takes longer.
+least squares on log-log over the sizes (b = 1: linear), the same for CPU seconds and peak memory, and the peak MB
+per 1,000 more records between the smallest and the largest size. The load average is read before and after each
+step: the machine is shared, and a step that loses a core mid-way takes longer.
 
 Each step's CPU seconds (user + system) are reported beside its wall time: on a shared machine the wall time
 depends on the other jobs, the CPU time much less.
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from benchmarks.report import write_section
+from benchmarks.report import section, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports"
@@ -229,6 +230,14 @@ def _loads(row: dict[str, Any]) -> str:
     return f"{min(values)}-{max(values)}" if values else "n/a"
 
 
+def _memory_slope(first: dict[str, Any], last: dict[str, Any], step: str) -> str:
+    """Peak MB per 1,000 more records between the smallest and the largest size (the fixed part left out)."""
+    more = records_of(last, step) - records_of(first, step)
+    if more <= 0:
+        return "n/a"
+    return f"{1000 * (last['steps'][step]['peak_mb'] - first['steps'][step]['peak_mb']) / more:.2f}"
+
+
 def render(rows: list[dict[str, Any]], command: str) -> str:
     steps = [step.name for step in STEPS]
     lines = ["# Scale: cost against the volume of logs", "",
@@ -239,7 +248,7 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
         lines.append(f"| {row['k']}x | {row['fullauto_decisions']:,} | {row['experiment_lines']:,} | {_loads(row)} |")
     lines += ["", "Wall seconds, CPU seconds (user + system) and peak resident MB of each step:", "",
               "| step | " + " | ".join(f"{row['k']}x wall s / CPU s (peak MB)" for row in rows)
-              + " | wall s per 1,000 records (largest) | CPU s per 1,000 | MB per 1,000 | b (wall) | b (CPU) | "
+              + " | wall s per 1,000 records (largest) | CPU s per 1,000 | MB per 1,000 more | b (wall) | b (CPU) | "
                 "b (peak MB) |",
               "|---|" + "---:|" * (len(rows) + 6)]
     for step in steps:
@@ -247,7 +256,8 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
                  f"({row['steps'][step]['peak_mb']})" for row in rows]
         last = rows[-1]
         n = records_of(last, step) / 1000
-        figures = [f"{last['steps'][step][key] / n:.2f}" for key in ("seconds", "cpu_seconds", "peak_mb")]
+        figures = [f"{last['steps'][step][key] / n:.2f}" for key in ("seconds", "cpu_seconds")]
+        figures.append(_memory_slope(rows[0], last, step))
         growth = [exponent([(records_of(row, step), row["steps"][step][key]) for row in rows])
                   for key in ("seconds", "cpu_seconds", "peak_mb")]
         lines.append(f"| {step} | " + " | ".join(cells) + " | " + " | ".join(figures) + " | "
@@ -285,7 +295,11 @@ def write_reports(rows: list[dict[str, Any]], command: str, folder: Path) -> Non
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scale.json").write_text(json.dumps({"command": command, "sizes": rows}, indent=2) + "\n",
                                        encoding="utf-8")
-    write_section(render(rows, command), folder / "scale.md", MARKER)
+    page = folder / "scale.md"
+    if page.is_file():
+        write_section(render(rows, command), page, MARKER)
+    else:
+        page.write_text(section(render(rows, command), MARKER) + "\n", encoding="utf-8")
     plot(rows, folder / "scale.png")
 
 
