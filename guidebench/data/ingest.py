@@ -247,6 +247,14 @@ class Quarantine:
         self._handle.write(jsonl_line(entry))
         self.count += 1
 
+    def extend(self, path: Path) -> None:
+        """Append the lines of another quarantine file (redacted and counted in the report where they were written,
+        as a shard's are)."""
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                self._handle.write(line)
+                self.count += 1
+
     def close(self) -> None:
         """Flush and close the file."""
         if not self._handle.closed:

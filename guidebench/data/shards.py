@@ -139,12 +139,8 @@ def merge_report(into: ImportReport, part: ImportReport) -> None:
 
 def _append_quarantine(quarantine: Quarantine, path: Path) -> None:
     """Append a shard's quarantine lines (already redacted and counted where they were written)."""
-    if not path.is_file():
-        return
-    with path.open("r", encoding="utf-8") as handle:
-        for line in handle:
-            quarantine._handle.write(line)
-            quarantine.count += 1
+    if path.is_file():
+        quarantine.extend(path)
 
 
 def adopt_records(spool: GroupedSpool, folder: Path) -> None:
