@@ -142,9 +142,11 @@ def _strings(value: Any) -> list[str]:
 
 
 # Strings found clean (nothing to replace), remembered: consecutive planner packets repeat most of their strings
-# (the log tail shifts by one line, the summary by one attempt). Cleared when full, so memory stays bounded.
+# (the log tail shifts by one line, the summary by one attempt). Cleared when they hold 8M characters, so memory
+# stays bounded (some 10-30 MB) however many or long the strings.
 _CLEAN: set[str] = set()
-_CLEAN_MAX = 200_000
+_CLEAN_MAX_CHARS = 8_000_000
+_clean_chars = 0
 
 
 def _holds_secret(text: str) -> bool:
@@ -164,10 +166,17 @@ def value_holds_secret(value: Any) -> bool:
             continue
         if _holds_secret(text):
             return True
-        if len(_CLEAN) >= _CLEAN_MAX:
-            _CLEAN.clear()
-        _CLEAN.add(text)
+        _remember_clean(text)
     return False
+
+
+def _remember_clean(text: str) -> None:
+    global _clean_chars
+    if _clean_chars + len(text) > _CLEAN_MAX_CHARS:
+        _CLEAN.clear()
+        _clean_chars = 0
+    _CLEAN.add(text)
+    _clean_chars += len(text)
 
 
 class PatternRedactor:
