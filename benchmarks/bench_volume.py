@@ -24,6 +24,9 @@ its datasets and outputs, and `state.json` with every finished step's figures. R
 interruption and finished sizes and steps are taken from it as they are (an interrupted step is run again; an
 interrupted import resumes from its finished shards); `--redo` runs everything again.
 
+A step whose processes together hold more than `--max-rss-mb` (default 3072: the issue's 3 GB) is stopped and
+reported as such, and the steps that read its output are skipped: the shared machine never meets its OOM killer.
+
 Run: `.venv/bin/python -m benchmarks.bench_volume [--sizes 1,10,100] [--work DIR] [--report-dir DIR]`; writes
 scale.json, the `bench:volume` section of scale.md (the rest of the page is kept) and scale.png under
 `--report-dir` (default reports/).
@@ -63,20 +66,96 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _timed(args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run a command under /usr/bin/time -v: wall and CPU seconds, peak MB, the load average around it, its stdout."""
+def _processes() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, resident pages)} of every process, from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry)] = (int(fields[1]), int(fields[21]))
+    return found
+
+
+def _tree(root: int, processes: dict[int, tuple[int, int]]) -> set[int]:
+    """A process and all its descendants (/usr/bin/time, the CLI, `datasets`' workers)."""
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, (ppid, _) in processes.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return tree
+
+
+def _tree_rss_mb(root: int) -> float:
+    """Resident MB of a process and all its descendants."""
+    processes = _processes()
+    pages = sum(processes[pid][1] for pid in _tree(root, processes) if pid in processes)
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL a step's processes (the ones this benchmark started) and wait until they are gone."""
+    import signal
+
+    pids = _tree(root, _processes())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids - {root}):
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _timed(args: list[str], env: dict[str, str], budget_mb: Optional[float] = None) -> dict[str, Any]:
+    """Run a command under /usr/bin/time -v: wall and CPU seconds, peak MB, the load average around it, its stdout.
+
+    With `budget_mb`, the step's processes together are watched every half second and killed when they hold more
+    (its figures then say `over_budget`): a step that would not fit must not push the shared machine into the OOM
+    killer."""
     load_before = _load()
     started = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-v", *args], env=env, capture_output=True, text=True, cwd=REPO)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(["/usr/bin/time", "-v", *args], env=env, stdout=out, stderr=err, text=True,
+                                   cwd=REPO)
+        watched = 0.0
+        while process.poll() is None:
+            time.sleep(0.5)
+            if budget_mb is not None:
+                watched = max(watched, _tree_rss_mb(process.pid))
+                if watched > budget_mb:
+                    _kill_tree(process.pid)
+                    process.wait()
+                    return {"over_budget": True, "seconds": round(time.perf_counter() - started, 2),
+                            "peak_mb": round(watched, 1), "budget_mb": budget_mb, "load_before": load_before,
+                            "load_after": _load(), "stdout": ""}
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[2:5])} failed ({done.returncode}): {done.stderr[-2000:]}")
-    found = {key: re.search(pattern, done.stderr) for key, pattern in _TIME_FIELDS.items()}
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[2:5])} failed ({process.returncode}): {stderr[-2000:]}")
+    found = {key: re.search(pattern, stderr) for key, pattern in _TIME_FIELDS.items()}
     cpu = sum(float(found[key].group(1)) for key in ("user", "system") if found[key])
     peak = found["peak_kb"]
     return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
-            "peak_mb": round(int(peak.group(1)) / 1024, 1) if peak else None,
-            "load_before": load_before, "load_after": _load(), "stdout": done.stdout}
+            "peak_mb": round(int(peak.group(1)) / 1024, 1) if peak else None, "processes_peak_mb": round(watched, 1),
+            "load_before": load_before, "load_after": _load(), "stdout": stdout}
 
 
 def _count_lines(folder: Path, pattern: str) -> int:
@@ -95,6 +174,7 @@ class Step:
     loop: str
     out: str  # the folder it writes under the size's folder ("" for none)
     argv: Callable[["Size"], list[str]]
+    needs: tuple[str, ...] = ()  # steps whose output it reads (besides the import of its loop)
 
 
 @dataclass
@@ -130,24 +210,26 @@ STEPS: tuple[Step, ...] = (
         "data", "import", s.path("fa-logs"), "--kind", "fullauto", "--out", s.path("fa-data"), "--no-progress")),
     Step("full_auto.learned compile", "fullauto", "fa-compile", lambda s: _gb(
         "compile", "--program", "full_auto.learned", "--optimizer", "fit", "--data", s.path("fa-data"), "--lm", "fake",
-        "--out", s.path("fa-compile"), "--no-progress")),
+        "--out", s.path("fa-compile"), "--no-progress"), ("fullauto import",)),
     Step("export", "fullauto", "fa-export", lambda s: _gb(
-        "export", s.run_id(), "--name", "fa-learned", "--version", "1.0.0", "--out", s.path("fa-export"))),
+        "export", s.run_id(), "--name", "fa-learned", "--version", "1.0.0", "--out", s.path("fa-export")),
+        ("full_auto.learned compile",)),
     Step("eval test (export)", "fullauto", "fa-eval", lambda s: _gb(
         "eval", "--program", s.path("fa-export"), "--data", s.path("fa-data"), "--split", "test", "--lm", "fake",
-        "--out", s.path("fa-eval"), "--no-progress")),
-    Step("post-mortem", "fullauto", "", lambda s: _gb("postmortem", s.path("fa-eval"), "--recompute")),
+        "--out", s.path("fa-eval"), "--no-progress"), ("export",)),
+    Step("post-mortem", "fullauto", "", lambda s: _gb("postmortem", s.path("fa-eval"), "--recompute"),
+         ("eval test (export)",)),
     Step("leaderboard", "fullauto", "fa-board", lambda s: _gb(
         "leaderboard", "--data", s.path("fa-data"), "--split", "test", "--programs", "logged,full_auto.rules",
-        "--no-track", "--out", s.path("fa-board"))),
+        "--no-track", "--out", s.path("fa-board")), ("fullauto import",)),
     Step("experiments import", "experiments", "ex-data", lambda s: _gb(
         "data", "import", s.path("ex-logs"), "--kind", "experiments", "--out", s.path("ex-data"), "--no-progress")),
     Step("planner.learned compile", "experiments", "ex-compile", lambda s: _gb(
         "compile", "--program", "planner.learned", "--optimizer", "fit", "--data", s.path("ex-data"), "--lm", "fake",
-        "--out", s.path("ex-compile"), "--no-progress")),
+        "--out", s.path("ex-compile"), "--no-progress"), ("experiments import",)),
     Step("off-policy (eval planner.rules)", "experiments", "ex-eval", lambda s: _gb(
         "eval", "--program", "planner.rules", "--data", s.path("ex-data"), "--split", "test", "--lm", "fake", "--out",
-        s.path("ex-eval"), "--no-progress")),
+        s.path("ex-eval"), "--no-progress"), ("experiments import",)),
 )
 FULLAUTO_STEPS = tuple(step.name for step in STEPS if step.loop == "fullauto")
 
@@ -183,13 +265,18 @@ def _expected(step: Step, size: Size, earlier: list[dict[str, Any]]) -> str:
     """What the last finished size's seconds per record predict for this step (linear growth)."""
     for row in reversed(earlier):
         figures = row["steps"].get(step.name)
-        if figures:
+        if _usable(figures):
             seconds = figures["seconds"] * records_of(size.state, step.name) / records_of(row, step.name)
             return f", about {seconds:.0f} s if it grows linearly from {row['k']}x"
     return ""
 
 
-def run_size(k: int, work: Path, earlier: list[dict[str, Any]], redo: bool = False) -> dict[str, Any]:
+def _usable(figures: Optional[dict[str, Any]]) -> bool:
+    return figures is not None and "cpu_seconds" in figures
+
+
+def run_size(k: int, work: Path, earlier: list[dict[str, Any]], redo: bool = False,
+             budget_mb: Optional[float] = None) -> dict[str, Any]:
     """Every step at k times the sample; steps finished by an earlier run of the same work folder are kept."""
     root = work / f"size-{k}"
     root.mkdir(parents=True, exist_ok=True)
@@ -200,12 +287,24 @@ def run_size(k: int, work: Path, earlier: list[dict[str, Any]], redo: bool = Fal
     for number, step in enumerate(STEPS, start=1):
         if step.name in size.state["steps"]:
             continue
+        missing = [need for need in step.needs if not _usable(size.state["steps"].get(need))]
+        if missing:
+            size.state["steps"][step.name] = {"skipped": f"needs {missing[0]}"}
+            size.save()
+            _say(f"{k}x: {step.name} skipped: {missing[0]} did not finish within the memory budget")
+            continue
         if step.out:
             shutil.rmtree(size.path(step.out), ignore_errors=True)  # what an interrupted run of this step wrote
         records = records_of(size.state, step.name)
         _say(f"{k}x: step {number}/{len(STEPS)} {step.name} on {records:,} records{_expected(step, size, earlier)}")
-        figures = _timed(step.argv(size), size.env)
+        figures = _timed(step.argv(size), size.env, budget_mb)
         stdout = figures.pop("stdout")
+        if figures.get("over_budget"):
+            size.state["steps"][step.name] = figures
+            size.save()
+            _say(f"{k}x: {step.name} stopped after {figures['seconds']:.0f} s: its processes held "
+                 f"{figures['peak_mb']:.0f} MB, over the {budget_mb:.0f} MB budget")
+            continue
         if step.name == "full_auto.learned compile":
             figures["run_id"] = re.search(r"MLflow run ([0-9a-f]{32})", stdout).group(1)
         size.state["steps"][step.name] = figures
@@ -226,8 +325,19 @@ def exponent(points: list[tuple[int, float]]) -> Optional[float]:
 
 
 def _loads(row: dict[str, Any]) -> str:
-    values = [value for step in row["steps"].values() for value in (step["load_before"][0], step["load_after"][0])]
+    values = [value for step in row["steps"].values() if "load_before" in step
+              for value in (step["load_before"][0], step["load_after"][0])]
     return f"{min(values)}-{max(values)}" if values else "n/a"
+
+
+def _cell(figures: Optional[dict[str, Any]]) -> str:
+    if figures is None:
+        return "not run"
+    if figures.get("over_budget"):
+        return f"stopped at {figures['peak_mb']:.0f} MB after {figures['seconds']:.0f} s (budget {figures['budget_mb']:.0f})"
+    if "skipped" in figures:
+        return f"skipped ({figures['skipped']})"
+    return f"{figures['seconds']} / {figures['cpu_seconds']} ({figures['peak_mb']})"
 
 
 def _memory_slope(first: dict[str, Any], last: dict[str, Any], step: str) -> str:
@@ -252,13 +362,16 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
                 "b (peak MB) |",
               "|---|" + "---:|" * (len(rows) + 6)]
     for step in steps:
-        cells = [f"{row['steps'][step]['seconds']} / {row['steps'][step]['cpu_seconds']} "
-                 f"({row['steps'][step]['peak_mb']})" for row in rows]
-        last = rows[-1]
-        n = records_of(last, step) / 1000
-        figures = [f"{last['steps'][step][key] / n:.2f}" for key in ("seconds", "cpu_seconds")]
-        figures.append(_memory_slope(rows[0], last, step))
-        growth = [exponent([(records_of(row, step), row["steps"][step][key]) for row in rows])
+        cells = [_cell(row["steps"].get(step)) for row in rows]
+        usable = [row for row in rows if _usable(row["steps"].get(step))]
+        if usable:
+            last = usable[-1]
+            n = records_of(last, step) / 1000
+            figures = [f"{last['steps'][step][key] / n:.2f}" for key in ("seconds", "cpu_seconds")]
+            figures.append(_memory_slope(usable[0], last, step))
+        else:
+            figures = ["n/a"] * 3
+        growth = [exponent([(records_of(row, step), row["steps"][step][key]) for row in usable])
                   for key in ("seconds", "cpu_seconds", "peak_mb")]
         lines.append(f"| {step} | " + " | ".join(cells) + " | " + " | ".join(figures) + " | "
                      + " | ".join("n/a" if b is None else str(b) for b in growth) + " |")
@@ -278,9 +391,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     fig, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(12, 5))
     for step in (step.name for step in STEPS):
-        n = [records_of(row, step) for row in rows]
-        time_axis.loglog(n, [row["steps"][step]["seconds"] for row in rows], marker="o", label=step)
-        memory_axis.semilogx(n, [row["steps"][step]["peak_mb"] for row in rows], marker="o", label=step)
+        usable = [row for row in rows if _usable(row["steps"].get(step))]
+        n = [records_of(row, step) for row in usable]
+        time_axis.loglog(n, [row["steps"][step]["seconds"] for row in usable], marker="o", label=step)
+        memory_axis.semilogx(n, [row["steps"][step]["peak_mb"] for row in usable], marker="o", label=step)
     time_axis.set(xlabel="records (decisions or experiment lines)", ylabel="wall seconds",
                   title="time against volume (log-log: slope 1 is linear)")
     memory_axis.set(xlabel="records", ylabel="peak resident MB", title="peak memory against volume")
@@ -309,13 +423,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--work", help="folder for logs, datasets, homes and state.json; run again with the same "
                                        "folder to resume (default: a new temporary folder)")
     parser.add_argument("--redo", action="store_true", help="run every step again, also the finished ones")
+    parser.add_argument("--max-rss-mb", type=float, default=3072,
+                        help="stop a step whose processes hold more resident memory (default 3072, the issue's 3 GB; "
+                             "0: no limit); the steps that need its output are skipped")
     parser.add_argument("--report-dir", default=str(REPORTS), help="where scale.md/json/png go (default reports/)")
     args = parser.parse_args(argv)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="guidebench-volume-"))
     _say(f"work folder {work} (run again with --work {work} to resume)")
     rows: list[dict[str, Any]] = []
     for k in sorted(int(value) for value in args.sizes.split(",")):
-        rows.append(run_size(k, work, rows, redo=args.redo))
+        rows.append(run_size(k, work, rows, redo=args.redo, budget_mb=args.max_rss_mb or None))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m benchmarks.bench_volume --sizes " + args.sizes
     write_reports(rows, command, Path(args.report_dir))

@@ -37,3 +37,40 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest_of_the_page(tmp_
     fresh = tmp_path / "fresh"
     write_reports(rows, "python -m benchmarks.bench_volume --sizes 1,10", fresh)  # a new page is only the section
     assert (fresh / "scale.md").read_text(encoding="utf-8").startswith("<!-- bench:volume -->\n# Scale:")
+
+
+def test_a_step_over_the_memory_budget_and_the_steps_after_it_are_said_so(tmp_path: Path) -> None:
+    rows = [_row(1), _row(10)]
+    rows[1]["steps"]["full_auto.learned compile"] = {"over_budget": True, "seconds": 95.0, "peak_mb": 3100.0,
+                                                     "budget_mb": 3072, "load_before": [1.0], "load_after": [1.0]}
+    rows[1]["steps"]["export"] = {"skipped": "needs full_auto.learned compile"}
+    write_reports(rows, "python -m benchmarks.bench_volume --sizes 1,10", tmp_path)
+    text = (tmp_path / "scale.md").read_text(encoding="utf-8")
+    compile_line = next(row for row in text.splitlines() if row.startswith("| full_auto.learned compile |"))
+    assert "stopped at 3100 MB after 95 s (budget 3072)" in compile_line and compile_line.endswith("| n/a | n/a | n/a |")
+    assert "skipped (needs full_auto.learned compile)" in text
+
+
+def test_a_process_tree_is_measured_from_proc() -> None:
+    import os
+
+    from benchmarks.bench_volume import _tree_rss_mb
+
+    assert 1 < _tree_rss_mb(os.getpid()) < 100_000
+
+
+def test_a_step_over_its_budget_is_stopped_with_its_processes(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from benchmarks.bench_volume import _alive, _timed
+
+    marker = tmp_path / "child.pid"
+    holds = (f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); "
+             "block = bytearray(200 * 2**20); time.sleep(60)")
+    figures = _timed([sys.executable, "-c", holds], dict(os.environ), budget_mb=120)
+    assert figures["over_budget"] and figures["peak_mb"] > 120 and figures["seconds"] < 50
+    child = int(marker.read_text())
+    assert not _alive(child)
+    done = _timed([sys.executable, "-c", "print('fine')"], dict(os.environ), budget_mb=500)
+    assert done["stdout"] == "fine\n" and done["cpu_seconds"] >= 0 and done["peak_mb"] > 1
