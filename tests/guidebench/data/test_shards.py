@@ -12,7 +12,7 @@ import pytest
 from guidebench.data import import_logs, shards
 from guidebench.data.experiments import episode_units
 from guidebench.data.shards import DONE_FILE, shards_folder
-from tests.kill_support import guidebench_env, kill_at
+from kill_support import guidebench_env, kill_at
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "datasets" / "sample" / "experiments"
