@@ -74,3 +74,21 @@ def test_a_step_over_its_budget_is_stopped_with_its_processes(tmp_path: Path) ->
     assert not _alive(child)
     done = _timed([sys.executable, "-c", "print('fine')"], dict(os.environ), budget_mb=500)
     assert done["stdout"] == "fine\n" and done["cpu_seconds"] >= 0 and done["peak_mb"] > 1
+
+
+def test_a_second_run_on_the_same_work_folder_keeps_the_finished_steps(tmp_path: Path, monkeypatch) -> None:
+    import benchmarks.bench_volume as bench
+
+    root = tmp_path / "size-1"
+    root.mkdir()
+    for logs in ("fa-logs", "ex-logs"):
+        (root / f"{logs}.done").write_text("complete\n")
+    finished = _row(1)
+    finished["steps"].pop("leaderboard")  # interrupted there: only that step runs again
+    (root / "state.json").write_text(json.dumps(finished))
+    ran = []
+    monkeypatch.setattr(bench, "_timed", lambda argv, env, budget=None: ran.append(argv[3]) or {
+        "seconds": 1.0, "cpu_seconds": 1.0, "peak_mb": 1.0, "load_before": [0.0], "load_after": [0.0], "stdout": ""})
+    state = bench.run_size(1, tmp_path, [])
+    assert ran == ["leaderboard"] and set(state["steps"]) == {step.name for step in STEPS}
+    assert json.loads((root / "state.json").read_text())["steps"]["leaderboard"]["seconds"] == 1.0
