@@ -121,40 +121,104 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _encode(column: Column, value: Any, path: str) -> Any:
-    if value is None:
-        return None
-    kind = column.kind
-    if kind == "json":
-        return _json_text(value)
-    if kind == "value":
-        dtype = column.dtype
-        if dtype == "string":
-            ok = isinstance(value, str)
-        elif dtype == "bool":
-            ok = isinstance(value, bool)
-        elif dtype == "int64":
-            ok = isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]
-        else:  # float64: a JSON integer in a float field is still that number
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        if not ok:
-            raise ColumnTypeError(path, f"expected {dtype}, got {type(value).__name__} {value!r:.60}")
-        return value
-    if kind == "list":
+class _Misfit(Exception):
+    """A value that does not fit its column, on its way up to `encode`, which names the whole path."""
+
+    def __init__(self, message: str, parts: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.message, self.parts = message, parts or []
+
+
+_Encoder = typing.Callable[[Any], Any]
+
+
+def _value_encoder(dtype: str) -> _Encoder:
+    def misfit(value: Any) -> _Misfit:
+        return _Misfit(f"expected {dtype}, got {type(value).__name__} {value!r:.60}")
+
+    if dtype == "float64":  # a JSON integer in a float field is still that number
+        def encode_float(value: Any) -> Any:
+            if value is None:
+                return None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+            raise misfit(value)
+        return encode_float
+    if dtype == "int64":
+        def encode_int(value: Any) -> Any:
+            if value is None or (isinstance(value, int) and not isinstance(value, bool)
+                                 and _INT64[0] <= value <= _INT64[1]):
+                return value
+            raise misfit(value)
+        return encode_int
+    python_type = str if dtype == "string" else bool
+
+    def encode_plain(value: Any) -> Any:
+        if value is None or isinstance(value, python_type):
+            return value
+        raise misfit(value)
+    return encode_plain
+
+
+def _list_encoder(item: _Encoder) -> _Encoder:
+    def encode_list(value: Any) -> Any:
+        if value is None:
+            return None
         if not isinstance(value, list):
-            raise ColumnTypeError(path, f"expected a list, got {type(value).__name__}")
-        return [_encode(column.item, item, f"{path}.{index}") for index, item in enumerate(value)]  # type: ignore[arg-type]
-    if not isinstance(value, dict):
-        raise ColumnTypeError(path, f"expected an object, got {type(value).__name__}")
-    names = {name for name, _ in column.fields}
-    row = {name: _encode(child, value.get(name), f"{path}.{name}" if path else name) for name, child in column.fields}
-    extra = {key: item for key, item in value.items() if key not in names}
-    if extra and not column.extras:
-        raise ColumnTypeError(f"{path}.{next(iter(extra))}" if path else next(iter(extra)), "not a declared field")
-    if column.extras:
-        row[EXTRA] = _json_text(extra) if extra else None
-    return row
+            raise _Misfit(f"expected a list, got {type(value).__name__}")
+        try:
+            return [item(element) for element in value]
+        except _Misfit:
+            for index, element in enumerate(value):  # which item: encode them again up to the first misfit
+                try:
+                    item(element)
+                except _Misfit as exc:
+                    exc.parts.insert(0, str(index))
+                    raise
+            raise
+    return encode_list
+
+
+def _struct_encoder(column: Column) -> _Encoder:
+    fields = [(name, _encoder(child)) for name, child in column.fields]
+    names = frozenset(name for name, _ in fields)
+    extras = column.extras
+
+    def encode_struct(value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise _Misfit(f"expected an object, got {type(value).__name__}")
+        row = {}
+        for name, encode_field in fields:
+            try:
+                row[name] = encode_field(value.get(name))
+            except _Misfit as exc:
+                exc.parts.insert(0, name)
+                raise
+        extra = None if names.issuperset(value) else {key: item for key, item in value.items() if key not in names}
+        if extra and not extras:
+            raise _Misfit("not a declared field", [next(iter(extra))])
+        if extras:
+            row[EXTRA] = _json_text(extra) if extra else None
+        return row
+    return encode_struct
+
+
+def _encoder(column: Column) -> _Encoder:
+    """The function that turns a value into its column's form (one closure per column, built once per model)."""
+    if column.kind == "json":
+        return lambda value: None if value is None else _json_text(value)
+    if column.kind == "value":
+        return _value_encoder(column.dtype)
+    if column.kind == "list":
+        return _list_encoder(_encoder(column.item))  # type: ignore[arg-type]
+    return _struct_encoder(column)
+
+
+@lru_cache(maxsize=None)
+def _model_encoder(model: type[BaseModel]) -> _Encoder:
+    return _encoder(columns_of(model))
 
 
 def _decode(column: Column, value: Any) -> Any:
@@ -175,7 +239,12 @@ def _decode(column: Column, value: Any) -> Any:
 
 def encode(model: type[BaseModel], data: dict[str, Any], group_id: str) -> dict[str, Any]:
     """The split row of a record given as its JSON-mode dict (`json.loads(record.model_dump_json())`)."""
-    row = _encode(columns_of(model), data, "")
+    try:
+        row = _model_encoder(model)(data)
+    except _Misfit as exc:
+        raise ColumnTypeError(".".join(exc.parts), exc.message) from None
+    if row is None:
+        raise ColumnTypeError("", "expected an object, got NoneType")
     return {"record_id": row.pop("record_id"), "group_id": group_id, **row}
 
 

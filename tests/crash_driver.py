@@ -8,7 +8,8 @@ STAGE it writes its pid to MARKER and sleeps, and the test sends `kill -9`. Stag
 - `export:staged`: the export folder is fully written in its staging place, not yet renamed into place;
 - `export:swap`: the previous export was renamed away, the new one not yet renamed into place;
 - `output:ROLE`: the output folder of the command whose staging role is ROLE (`import`, `leaderboard`,
-  ... see `guidebench.outputs.WRITERS`) is written in its staging place but not yet marked finished.
+  ... see `guidebench.outputs.WRITERS`) is written in its staging place but not yet marked finished;
+- `import:N`: a sharded import (`guidebench.data.shards`) has finished N shards and is about to start the next.
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ def install(stage: str, marker: Path) -> None:
             return commit(output, staging)
 
         outputs._commit = unfinished
+    elif stage.startswith("import:"):
+        from guidebench.data import shards
+
+        after = int(stage.split(":", 1)[1])
+        run = shards.UnitJob.run
+        finished: list[int] = []
+
+        def counted(self, unit, folder):  # type: ignore[no-untyped-def]
+            if len(finished) >= after:
+                _pause(marker)
+            run(self, unit, folder)
+            finished.append(unit.index)
+
+        shards.UnitJob.run = counted
     else:
         raise SystemExit(f"unknown stage {stage!r}")
 

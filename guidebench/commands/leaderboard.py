@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
@@ -55,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the bootstrap intervals and the paired test's Monte Carlo assignments (default 0)")
     parser.add_argument("--resamples", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
-    parser.add_argument("--progress", action="store_true", help="show a progress bar per variant")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="a progress bar (with its ETA) per variant scored (default: when stderr is a terminal)")
     parser.add_argument("--out", required=True, type=Path, metavar="OUT",
                         help="output folder (new or empty; see --force)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier leaderboard")
@@ -120,7 +122,8 @@ def _run(args: argparse.Namespace, cache: Path) -> int:
 
         configure_lm(lm, cache=not args.no_cache)
     board, scored = run_leaderboard(variants, args.data, args.split or "test", threads=args.threads,
-                                    champion=args.champion, cost_axis=args.cost_axis, progress=args.progress,
+                                    champion=args.champion, cost_axis=args.cost_axis,
+                                    progress=sys.stderr.isatty() if args.progress is None else args.progress,
                                     n_resamples=args.resamples, seed=args.seed, lm=lm, results=args.results,
                                     reuse_logged=not args.rescore, eval_limit=args.eval_limit,
                                     command=command_line(["leaderboard", *_argv_of(args)]),

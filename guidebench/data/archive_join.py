@@ -65,6 +65,12 @@ def archive_for(ctx: ImportContext, log: Path) -> Optional[AdvisorArchive]:
 
 
 def finish(ctx: ImportContext) -> None:
+    """Quarantine every plan no log line joined (an iteration planned and never recorded); note the agreement."""
+    finish_plans(ctx)
+    note_agreement(ctx)
+
+
+def finish_plans(ctx: ImportContext) -> None:
     """Quarantine every plan no log line joined (an iteration planned and never recorded)."""
     for archive in ctx.options.get(_ARCHIVES, {}).values():
         if archive.finished:
@@ -75,6 +81,10 @@ def finish(ctx: ImportContext) -> None:
             if iteration_id not in archive.joined:
                 reader.problem("archive_without_log_line", plan.packet_file,
                                f"iteration {iteration_id} was planned ({plan.mode}) but its log has no line for it")
+
+
+def note_agreement(ctx: ImportContext) -> None:
+    """One note naming the fields where rebuilt packets agree least with the archived ones."""
     report = ctx.report
     agreement = (report.model_extra or {}).get("archive_agreement")
     if agreement:
@@ -167,10 +177,12 @@ class RecordArchive:
         self.seen.add(entry.iteration_id)
         if self.archive is None or not first:
             return None
-        plan = self.archive.plans.get(entry.iteration_id)
+        # taken out of the archive (joined or quarantined: never offered to another line), so the archives of a
+        # long import hold only their plans no line joined yet, not every packet read so far
+        plan = self.archive.plans.pop(entry.iteration_id, None)
         if plan is None or entry.iteration_id in self.archive.joined:
             return None
-        self.archive.joined.add(entry.iteration_id)  # joined or quarantined: never offered to another line
+        self.archive.joined.add(entry.iteration_id)
         reader = ArchiveReader(self.ctx, self.archive.folder)
         reason = contradiction(plan, entry)
         if reason is not None:
@@ -210,7 +222,22 @@ class RecordArchive:
             ours, _ = _path(mine, name)
             row = table.setdefault(name, {"compared": 0, "agree": 0})
             row["compared"] += 1
-            row["agree"] += int(canonical_json(ours) == canonical_json(theirs))
+            row["agree"] += int(_same_json(ours, theirs) or canonical_json(ours) == canonical_json(theirs))
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """True only when both values have the same canonical JSON (same types, string keys, floats by repr); False
+    means "compare their canonical JSON", which is what most fields of an agreeing packet spare."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return (len(a) == len(b) and all(isinstance(key, str) and key in b and _same_json(value, b[key])
+                                          for key, value in a.items()))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    return a is None or isinstance(a, (str, int)) and a == b
 
 
 def _path(obj: Mapping[str, Any], dotted: str) -> tuple[Any, bool]:
@@ -221,5 +248,5 @@ def _path(obj: Mapping[str, Any], dotted: str) -> tuple[Any, bool]:
     return obj, True
 
 
-__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "agreement_summary", "archive_for", "contradiction", "finish", "profile_problem",
-           "start"]
+__all__ = ["AGREEMENT_FIELDS", "RecordArchive", "agreement_summary", "archive_for", "contradiction", "finish",
+           "finish_plans", "note_agreement", "profile_problem", "start"]

@@ -21,6 +21,10 @@ answered: `guidebench.data.planner_archive` reads it, `guidebench.data.archive_j
 line (or quarantines it with its reason), and the record keeps the archived packet instead of the rebuilt one
 (`PlannerRecord.plan`); the rebuilt packet is still computed, and compared with the archived one field by field.
 
+The logs are read in shards (`guidebench.data.shards`): one log a shard, or the logs of one repository (they share
+its `.advisor/` archive) with every log between them, so an interrupted import resumes from its finished shards and
+`num_proc` processes can read them; merged in file order, they give what one pass over the files gives.
+
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
 performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
@@ -49,9 +53,11 @@ from guidebench.data import archive_join
 from guidebench.data.archive_join import RecordArchive
 from guidebench.data.ingest import validation_error_text
 from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, runner_packets, strict_int
-from guidebench.data.planner_sidecar import SidecarJoin, is_sidecar
+from guidebench.data.planner_archive import advisor_folder_of
+from guidebench.data.planner_sidecar import SidecarJoin, is_sidecar, sidecar_of
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
+from guidebench.data.shards import Unit, run_shards
 
 KIND = "experiments"
 
@@ -266,18 +272,17 @@ def _import_entry(ctx: ImportContext, log: Path, line: Any, obj: dict[str, Any],
     return 1
 
 
-def import_experiments(ctx: ImportContext) -> None:
-    """The `experiments` importer: every episode log under `ctx.path`."""
-    if not ctx.path.is_file() and not ctx.path.is_dir():
-        raise GuidebenchError(f"{ctx.path}: not a regular file or folder (give a log.jsonl or a folder of them)")
-    files = episode_files(ctx.path, exclude=ctx.out)
-    if not files:
-        raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")
+def _start(ctx: ImportContext) -> None:
+    """The counts every experiments report shows, in their order (0 until something happens)."""
     for name in ("files", "files_unreadable", "episodes", "entries", "old_shape", "new_shape", "side_files",
                  "side_lines_invalid", "profiles"):
         ctx.report.add(name, 0)
     archive_join.start(ctx)
-    for log in files:
+
+
+def _import_unit(ctx: ImportContext, unit: Unit) -> None:
+    """The episodes of one shard, in file order."""
+    for log in unit.files:
         try:
             import_episode(ctx, log)
         except OSError as exc:  # lines read before the failure are counted; the rest of the file is lost
@@ -285,7 +290,45 @@ def import_experiments(ctx: ImportContext) -> None:
                 raise
             ctx.report.add("files_unreadable")
             ctx.report.note(f"{ctx.display(log)}: cannot read: {exc.strerror or exc}")
-    archive_join.finish(ctx)
+
+
+def _reads(log: Path) -> list[Path]:
+    """Every file importing `log` reads: the log, its side file and sidecar, its repository's archive."""
+    advisor = advisor_folder_of(log)
+    return [log, side_file_of(log), sidecar_of(log), *([advisor] if advisor is not None else [])]
+
+
+def episode_units(files: list[Path]) -> list[Unit]:
+    """The logs in shards: each log alone, but logs that share an `.advisor/` archive (one repository's logs) in
+    one shard, with every log between them, so that the shards in order read the files in their order."""
+    keys = [advisor_folder_of(log) or log for log in files]
+    last = {key: position for position, key in enumerate(keys)}
+    units: list[Unit] = []
+    start = 0
+    while start < len(files):
+        end = last[keys[start]]
+        position = start
+        while position <= end:
+            end = max(end, last[keys[position]])
+            position += 1
+        group = files[start:end + 1]
+        units.append(Unit(index=len(units), files=tuple(group),
+                          reads=tuple(dict.fromkeys(read for log in group for read in _reads(log)))))
+        start = end + 1
+    return units
+
+
+def import_experiments(ctx: ImportContext) -> None:
+    """The `experiments` importer: every episode log under `ctx.path`, in shards (`guidebench.data.shards`)."""
+    if not ctx.path.is_file() and not ctx.path.is_dir():
+        raise GuidebenchError(f"{ctx.path}: not a regular file or folder (give a log.jsonl or a folder of them)")
+    files = episode_files(ctx.path, exclude=ctx.out)
+    if not files:
+        raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")
+    _start(ctx)
+    run_shards(ctx, KIND, episode_units(files), start=_start, work=_import_unit, finish=archive_join.finish_plans,
+               num_proc=ctx.num_proc)
+    archive_join.note_agreement(ctx)
 
 
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:

@@ -154,8 +154,15 @@ def parse_json_object(text: str) -> tuple[Optional[dict[str, Any]], Optional[str
     return value, None
 
 
+# ASCII text: digits to "0", everything else to " ", then one substring search (the regex tries every position).
+_DIGITS_TO_ZERO = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
+_ZEROS = b"0" * 19
+
+
 def might_overflow(text: str) -> bool:
     """True when the raw text may hold an integer beyond int64 (a run of 19 digits or more)."""
+    if text.isascii():  # \d is [0-9] there
+        return _ZEROS in text.encode("ascii").translate(_DIGITS_TO_ZERO)
     return _LONG_DIGITS.search(text) is not None
 
 
@@ -239,6 +246,14 @@ class Quarantine:
         entry = {"source": source, "line": line, "error": error, "raw": raw}
         self._handle.write(jsonl_line(entry))
         self.count += 1
+
+    def extend(self, path: Path) -> None:
+        """Append the lines of another quarantine file (redacted and counted in the report where they were written,
+        as a shard's are)."""
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                self._handle.write(line)
+                self.count += 1
 
     def close(self) -> None:
         """Flush and close the file."""

@@ -17,6 +17,7 @@ from guidebench.data.card import write_card
 from guidebench.data.ingest import DEFAULT_MAX_LINE_BYTES, ImportReport, Quarantine
 from guidebench.data.redaction import PatternRedactor
 from guidebench.data.registry import IMPORTERS, ImportContext, parse_row_line
+from guidebench.data.shards import remove_shards
 from guidebench.data.spool import GroupedSpool
 
 REPORT_FILE = "import_report.json"
@@ -40,6 +41,12 @@ def _rows(spool: GroupedSpool, groups: list[str], labels: Counter) -> Iterator[D
             yield DatasetRow(record_id, group_id, label, record)
 
 
+def _counted(rows: Iterator[DatasetRow], bar: Any) -> Iterator[DatasetRow]:
+    for row in rows:
+        yield row
+        bar.update(1)
+
+
 def write_report(out: Path, report: ImportReport) -> Path:
     """Write `import_report.json` atomically."""
     path = out / REPORT_FILE
@@ -59,6 +66,7 @@ def import_logs(
     progress: Optional[bool] = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     force: bool = False,
+    num_proc: int = 1,
     **options: Any,
 ) -> ImportReport:
     """Import logs of `kind` from `path` into the dataset folder `out`; returns the report.
@@ -67,6 +75,10 @@ def import_logs(
     is written aside and renamed into place. Raises GuidebenchError for a missing path, an unknown
     kind or a refused `out`, and NothingImportedError (after writing the report and quarantine)
     when no line could be imported.
+
+    An importer that works in shards (experiments) keeps them beside `out` until the dataset is in place: an
+    interrupted import run again reads only the files no finished shard holds (`guidebench.data.shards`), and
+    `num_proc` runs the shards in that many processes. Either way the dataset and report are the same.
     """
     from guidebench.outputs import check_input, claim_output, interrupted
 
@@ -81,12 +93,14 @@ def import_logs(
     final = Path(out)
     with output.writing() as target:
         try:
-            report = _import_into(target, final, source, kind, seed, fractions, progress, max_line_bytes, options)
+            report = _import_into(target, final, source, kind, seed, fractions, progress, max_line_bytes, num_proc,
+                                  options)
         except OSError as exc:
             line = write_refused_line(exc, final)  # the logs were read; the dataset could not be written
             if line is None:
                 raise
             raise GuidebenchError(line) from exc
+    remove_shards(final)
     if report.imported == 0:
         raise NothingImportedError(
             f"{source}: nothing could be imported ({report.read} line(s) read, {report.quarantined} "
@@ -96,7 +110,7 @@ def import_logs(
 
 def _import_into(target: Path, final: Path, source: Path, kind: str, seed: int,
                  fractions: Optional[Mapping[str, float]], progress: Optional[bool], max_line_bytes: int,
-                 options: dict[str, Any]) -> ImportReport:
+                 num_proc: int, options: dict[str, Any]) -> ImportReport:
     """Import into the staging folder `target` (renamed to `final` afterwards); the report names `final`."""
     report = ImportReport(kind=kind, path=str(source), out=str(final))
     redactor = PatternRedactor()
@@ -108,7 +122,7 @@ def _import_into(target: Path, final: Path, source: Path, kind: str, seed: int,
             ctx = ImportContext(path=source, out=final, seed=seed, report=report, redactor=redactor,
                                 quarantine=quarantine, side_quarantine=side_quarantine, records=records,
                                 workdir=workdir, options=dict(options), progress=progress,
-                                max_line_bytes=max_line_bytes)
+                                max_line_bytes=max_line_bytes, num_proc=num_proc)
             try:
                 IMPORTERS[kind](ctx)
             except OSError as exc:  # the OS would not let us read a log: name it, in one line
@@ -135,7 +149,9 @@ def _import_into(target: Path, final: Path, source: Path, kind: str, seed: int,
                     "import": {key: report.model_dump()[key] for key in ("read", "imported", "quarantined",
                                                                          "duplicates", "blank_lines", "redactions")}
                     | report.extra_counts()}
-            report.dataset_id = write_dataset(target, kind, rows, meta)
+            with ctx.bar(report.imported, "write dataset", unit="rec") as bar:
+                report.dataset_id = write_dataset(target, kind, {name: _counted(split, bar)
+                                                                 for name, split in rows.items()}, meta)
             report.splits = {name: sum(labels[name].values()) for name in SPLITS}
             report.distributions["labels"] = dict(sorted(sum(labels.values(), Counter()).items()))
             for name in SPLITS:

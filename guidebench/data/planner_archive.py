@@ -103,7 +103,8 @@ def folder_problem(folder: Path) -> Optional[str]:
 
 def parse_relaxed(text: str) -> tuple[Any, Optional[str]]:
     """(JSON value, error) as the runner's `_parse_json_relaxed` reads a planner's answer (fences allowed)."""
-    stripped = _FENCE.sub("", text).strip()
+    # the fence pattern scans every run of whitespace of an indented file: only run it where a fence can be
+    stripped = (_FENCE.sub("", text) if "```" in text else text).strip()
     if not stripped:
         return None, "empty JSON content"
     try:

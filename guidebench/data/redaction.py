@@ -36,8 +36,9 @@ _SECRET_KEYS = (
     r"|[a-z0-9]+_(?:api_key|apikey|secret|secret_key|password|access_token|auth_token)"
 )
 _SECRET_KEY_NAME = re.compile(rf"(?i:{_SECRET_KEYS})")
-# Words one of which every key name above contains (lower case).
-_KEY_HINTS = ("pass", "secret", "api", "access", "auth", "refresh", "private")
+# Words one of which every key name above contains (lower case). "passw"/"passp", not "pass": the kernel loop's
+# "PASS correctness; cycles=..." would send every line of its logs through the key pattern for nothing.
+_KEY_HINTS = ("passw", "passp", "secret", "api", "access", "auth", "refresh", "private")
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ _KINDS: tuple[_Kind, ...] = (
 )
 # The pre-check tests these substrings (every kind's hint contains one of them) and two regexes
 # with a literal prefix, which `re` searches fast: GitHub token prefixes and AWS key ids.
-_LINE_HINTS: tuple[str, ...] = ("pass", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
+_LINE_HINTS: tuple[str, ...] = ("passw", "passp", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
                                 "://", "sk-", "aiza", "xox", "hf_", "eyj")
 _GITHUB_HINT = re.compile(r"gh[pousr]_|github_pat_")
 _AWS_HINT = _KINDS[6].case_hint
@@ -123,6 +124,59 @@ def might_hold_secret(text: str) -> bool:
         if hint in lowered:
             return True
     return _GITHUB_HINT.search(lowered) is not None or (_AWS_HINT is not None and _AWS_HINT.search(text) is not None)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value (not its keys), by an iterative walk."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+# Strings found clean (nothing to replace), remembered: consecutive planner packets repeat most of their strings
+# (the log tail shifts by one line, the summary by one attempt). Cleared when they hold 8M characters, so memory
+# stays bounded (some 10-30 MB) however many or long the strings.
+_CLEAN: set[str] = set()
+_CLEAN_MAX_CHARS = 8_000_000
+_clean_chars = 0
+
+
+def _holds_secret(text: str) -> bool:
+    """True when `PatternRedactor.text` would change the text: some kind matches it as it is (the first kind that
+    changes a text matches the original, since the kinds before it left it unchanged)."""
+    if not might_hold_secret(text):
+        return False
+    lowered = text.lower()
+    return any(kind.may_apply(text, lowered) and kind.pattern.search(text) is not None for kind in _KINDS)
+
+
+def value_holds_secret(value: Any) -> bool:
+    """False when no string in a JSON value holds anything `PatternRedactor.value` would replace (exact; strings
+    already found clean are looked up, not scanned again)."""
+    for text in _strings(value):
+        if text in _CLEAN:
+            continue
+        if _holds_secret(text):
+            return True
+        _remember_clean(text)
+    return False
+
+
+def _remember_clean(text: str) -> None:
+    global _clean_chars
+    if _clean_chars + len(text) > _CLEAN_MAX_CHARS:
+        _CLEAN.clear()
+        _clean_chars = 0
+    _CLEAN.add(text)
+    _clean_chars += len(text)
 
 
 class PatternRedactor:
@@ -157,12 +211,17 @@ class PatternRedactor:
 
     def value(self, value: Any) -> Any:
         """A JSON value (dict, list, str, ...) with every string in it redacted; keys are kept."""
+        if isinstance(value, (dict, list)) and not value_holds_secret(value):
+            return value  # nothing to replace: the walk below would rebuild the same value
+        return self._value(value)
+
+    def _value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self.value(item) for key, item in value.items()}
+            return {key: self._value(item) for key, item in value.items()}
         if isinstance(value, list):
-            return [self.value(item) for item in value]
+            return [self._value(item) for item in value]
         return value
 
 

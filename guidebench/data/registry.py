@@ -83,6 +83,7 @@ class ImportContext:
     options: dict[str, Any] = field(default_factory=dict)
     progress: Optional[bool] = None
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    num_proc: int = 1  # processes for an importer that works in shards (`guidebench.data.shards`)
     # (file, line) whose parsed object was redacted and counted: quarantining it must not count again
     _counted: Optional[tuple[Path, int]] = None
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from array import array
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator, Mapping, Optional, Sequence
+
+# An offset is kept with the number of its file (0: the spool's own, then the adopted ones) in its high bits.
+_OFFSET_BITS = 40  # 1 TiB a file
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 
 
 class GroupedSpool:
@@ -22,6 +26,8 @@ class GroupedSpool:
         self._end = 0
         self._dirty = False
         self._at_end = True
+        self._adopted: list[Path] = []  # files whose lines were adopted in place (number 1, 2, ...)
+        self._reading: Optional[tuple[int, IO[bytes]]] = None
 
     def append(self, group: str, text: str) -> None:
         """Append one line (must not contain a newline) to a group."""
@@ -45,18 +51,39 @@ class GroupedSpool:
     def __len__(self) -> int:
         return sum(len(offsets) for offsets in self._offsets.values())
 
+    def adopt(self, path: Path, index: Mapping[str, Sequence[int]]) -> None:
+        """Append the lines of another spool's file to their groups without copying them: `index` holds each
+        group's line offsets in that file (which must stay in place until this spool is read)."""
+        self._adopted.append(Path(path))
+        base = len(self._adopted) << _OFFSET_BITS
+        for group, offsets in index.items():
+            self._offsets.setdefault(group, array("q")).extend(base + offset for offset in offsets)
+
+    def _file(self, number: int) -> IO[bytes]:
+        if number == 0:
+            self._at_end = False
+            return self._handle
+        if self._reading is None or self._reading[0] != number:
+            if self._reading is not None:
+                self._reading[1].close()
+            self._reading = (number, open(self._adopted[number - 1], "rb"))
+        return self._reading[1]
+
     def read_group(self, group: str) -> Iterator[str]:
         """The lines of one group, in the order they were appended."""
         if self._dirty:
             self._handle.flush()
             self._dirty = False
-        for offset in self._offsets.get(group, ()):
-            self._handle.seek(offset)
-            self._at_end = False
-            yield self._handle.readline()[:-1].decode("utf-8")
+        for encoded in self._offsets.get(group, ()):
+            handle = self._file(encoded >> _OFFSET_BITS)
+            handle.seek(encoded & _OFFSET_MASK)
+            yield handle.readline()[:-1].decode("utf-8")
 
     def close(self) -> None:
-        """Close and delete the spool file."""
+        """Close and delete the spool file (adopted files are their owner's)."""
+        if self._reading is not None:
+            self._reading[1].close()
+            self._reading = None
         if not self._handle.closed:
             self._handle.close()
         self.path.unlink(missing_ok=True)

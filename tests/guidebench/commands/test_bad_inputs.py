@@ -124,6 +124,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("import/out is the input", [*_IMPORT, "{w}/logs", "--out", "{w}/logs", "--force"], "is the input"),
     ("import/unknown kind", ["data", "import", "{w}/logs", "--kind", "nonsense", "--out", "{w}/o"],
      "unknown log kind 'nonsense'"),
+    ("import/num-proc zero", [*_IMPORT, "{w}/logs", "--out", "{w}/o", "--num-proc", "0"],
+     "--num-proc must be at least 1, got 0"),
+    ("import/num-proc fullauto", [*_IMPORT, "{w}/logs", "--out", "{w}/o", "--num-proc", "2"],
+     "a Full Auto workspace is read in one pass"),
     # data simulate
     ("simulate/foreign folder", ["data", "simulate", "fullauto", "--runs", "1", "--out", "{w}/notes"],
      "holds other files"),

@@ -109,6 +109,41 @@ def test_pre_check_covers_every_hint_of_every_kind() -> None:
             assert might_hold_secret(f"{hint}{'x' * 8}"), (kind.name, hint)
 
 
+def test_the_kernel_loops_pass_wording_is_not_a_password_key() -> None:
+    # "pass" alone is no key name: the loop runner's result_summary must not go through the key pattern
+    assert not might_hold_secret("PASS correctness; cycles=1412 (above target 1363)")
+    assert might_hold_secret("PASSWD=x1234567") and might_hold_secret("passphrase: abcdefgh")
+
+
+SECRETS_AT_EDGES = [FAKE_SK, f"{FAKE_SK} tail", f"head {FAKE_GH}", "password=hunter2", "Bearer abcdefgh12345678",
+                    "https://bob:pw@host/x", "AKIAIOSFODNN7EXAMPLE", PEM, "-----BEGIN PRIVATE KEY-----\nMIIE",
+                    '{"api_key": "zz"}', "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fw"]
+
+
+@pytest.mark.parametrize("secret", SECRETS_AT_EDGES)
+def test_a_value_with_a_secret_anywhere_is_walked_and_redacted(secret: str) -> None:
+    from guidebench.data.redaction import value_holds_secret
+
+    # next to the repository URLs and "PASS" wording every archived packet holds, at a string's start or end
+    value = {"repo": {"origin_url": "https://github.com/example/sim.git"}, "tail": ["PASS correctness; cycles=9",
+             {"deep": [1, 2.5, None, True, secret]}], "k": "v"}
+    assert value_holds_secret(value)
+    redactor = Redactor()
+    out = redactor.value(value)
+    assert redactor.total >= 1 and out["tail"][1]["deep"][4] != secret
+
+
+def test_a_clean_value_is_returned_as_it_is_with_nothing_counted() -> None:
+    from guidebench.data.redaction import value_holds_secret
+
+    value = {"repo": {"origin_url": "https://github.com/example/sim.git", "github_web_url": "https://github.com/x"},
+             "summary": "PASS correctness; cycles=1412", "password": "", "n": [1, {"api": "k"}],
+             "ends": ["ab", "cd"]}  # keys are not redacted; "ab"+"cd" joined could not form a hint across strings
+    assert not value_holds_secret(value)
+    redactor = Redactor()
+    assert redactor.value(value) == value and redactor.total == 0
+
+
 def test_export_layer_adds_known_secrets_and_secret_keys_to_the_shared_patterns() -> None:
     from guidebench.data.redaction import Redactor as ExportRedactor, is_secret_key, redactor_for
 
