@@ -5,7 +5,7 @@ slices where it wins and loses against a champion on the same records.
 What it computes (docs/postmortem.md explains how to read it)
 - Slices (`evals.slices`): every declared slice's values, each with n and the decision metrics of its kind
   (`SLICE_METRICS`) with 95% percentile bootstrap intervals from resamples shared by every slice
-  (`evals.slice_tests.shared_intervals`; the overall objective keeps the eval's BCa interval). Values held
+  (`evals.slice_tests.mean_intervals`; the overall objective keeps the eval's BCa interval). Values held
   by fewer than `min_n` records are pooled into one `other (pooled)` value per slice, which lists what it
   pools; nothing is hidden.
 - Outliers: each slice value, each pair of values of two slices (the second level of SliceLine's lattice,
@@ -36,7 +36,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
+from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership
 from .slices import INVALID, MISSING, SLICES, row_values
 from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many, mean_of,
                     paired_mean_difference)
@@ -212,15 +212,17 @@ def _float(value: Any) -> float:
 
 def pooled_values(column: Sequence[str], min_n: int) -> list[tuple[str, np.ndarray, list[str]]]:
     """(value, mask, values pooled) per value of one slice; values under `min_n` records pooled into POOLED."""
-    values = np.asarray(column, dtype=object)
-    counts: dict[str, int] = {}
-    for value in column:
-        counts[value] = counts.get(value, 0) + 1
+    # Each value's mask compares integer codes: comparing the strings once per value grew with values x records
+    # (a group per thread).
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(value, len(index)) for value in column), dtype=np.int64, count=len(column))
+    tally = np.bincount(codes, minlength=len(index))
+    counts = {value: int(tally[code]) for value, code in index.items()}
     kept = sorted((v for v, c in counts.items() if c >= min_n), key=lambda v: (-counts[v], v))
     small = sorted(v for v, c in counts.items() if c < min_n)
-    groups = [(value, values == value, []) for value in kept]
+    groups = [(value, codes == index[value], []) for value in kept]
     if small:
-        groups.append((POOLED, np.isin(values, small), small))
+        groups.append((POOLED, np.isin(codes, [index[value] for value in small]), small))
     return groups
 
 
@@ -257,7 +259,7 @@ class _Tester:
         tested = [(stat, mask[self.scored]) for family in families for stat, mask in family if not stat.untested]
         if not tested:
             return
-        members = np.stack([inside for _, inside in tested], axis=1)
+        members = membership([inside for _, inside in tested], self.x.size).T  # sparse: records x tests
         p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations)
         for (stat, inside), p_value in zip(tested, p):
             stat.diff_vs_rest = float(self.x[inside].mean() - self.x[~inside].mean())
@@ -312,13 +314,13 @@ def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: d
                   n_resamples: int, seed: int) -> None:
     """Every slice's metrics with intervals, from one set of bootstrap resamples (one-way slices: every metric of
     the kind; pairs and groups: the objective)."""
-    statistics = {}
+    entries = {}
     for family in families:
         for stat, mask in family:
             names = columns if stat.family == "slice" else (SCORE_METRIC,)
             for name in names:
-                statistics[(id(stat), name)] = mean_of(columns[name], mask)
-    values = shared_intervals(statistics, n, n_resamples=n_resamples, seed=seed)
+                entries[(id(stat), name)] = (name, mask)
+    values = mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed)
     for family in families:
         for stat, _ in family:
             stat.metrics = {name: values[(id(stat), name)] for name in columns if (id(stat), name) in values}
