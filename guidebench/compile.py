@@ -254,27 +254,48 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
             raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
-    splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
-    found = splits["train"].kind
+    splits = {name: load_eval_data(data_dir, name) for name in ("dev", "test")}
+    found = splits["dev"].kind
     if found != kind:
         raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
     to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
-    examples: dict[str, list[Any]] = {}
-    unlabeled: dict[str, int] = {}
-    for name in ("train", "dev"):
-        examples[name], unlabeled[name] = [], 0
-        for record in splits[name].records:
-            try:
-                examples[name].append(to_example(record))
-            except ValueError:  # no outcome label: cannot teach or select with it
-                unlabeled[name] += 1
+    examples: dict[str, list[Any]] = {"dev": []}
+    unlabeled: dict[str, int] = {"dev": 0}
+    for record in splits["dev"].records:
+        try:
+            examples["dev"].append(to_example(record))
+        except ValueError:  # no outcome label: cannot teach or select with it
+            unlabeled["dev"] += 1
+    train, examples["train"], unlabeled["train"] = _streamed_train(data_dir, splits["dev"], to_example)
+    splits = {"train": train, **splits}
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
-    # Nothing replays the train split: its records are kept as the identities a provenance reads, not whole (the
-    # examples carry what the optimizers need; a year of records would otherwise be held twice).
-    splits["train"].records = [RecordKey(r.record_id, r.content_hash) for r in splits["train"].records]
-    return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
+    return CompileData(kind=kind, dataset_id=splits["dev"].dataset_id, dataset_dir=data_dir, splits=splits,
                        trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
+
+
+def _streamed_train(data_dir: Path, dev: EvalData, to_example: Any) -> tuple[EvalData, list[Any], int]:
+    """(the train split, its examples, its unlabeled count), its records read one at a time: nothing replays the
+    train split, so each record is kept only as the identity a provenance reads, and its example is what the
+    optimizers need (a year of records whole, next to their examples, was most of a compile's memory)."""
+    from evals.data import DatasetFormatError, dataset_info, iter_records
+
+    keys: list[RecordKey] = []
+    examples: list[Any] = []
+    unlabeled = 0
+    try:
+        digest = dataset_info(data_dir)["splits"]["train"]["hash"]
+        for record in iter_records(data_dir, "train"):  # checks the count first and the hash at the end
+            keys.append(RecordKey(record.record_id, record.content_hash))
+            try:
+                examples.append(to_example(record))
+            except ValueError:  # no outcome label: cannot teach or select with it
+                unlabeled += 1
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    split = EvalData(kind=dev.kind, records=keys, dataset_id=dev.dataset_id, split="train", split_hash=digest,
+                     source=dev.source, dataset_dir=dev.dataset_dir)
+    return split, examples, unlabeled
 
 
 # ----- dry run ------------------------------------------------------------------------------------
