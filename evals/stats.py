@@ -56,8 +56,10 @@ MIN_GROUPS = 10  # fewer whole groups (episodes) give "too few episodes": no int
 TOO_FEW_GROUPS = "too_few_groups"
 BCA_MAX_N = 2_000  # above it, percentile intervals: BCa's jackknife costs n^2 (module docstring)
 PERMUTATIONS = 9999
-# Rows of W built at once: bounds memory to about this many floats whatever the record count.
-_CHUNK_CELLS = 4_000_000
+# Rows of W built at once: bounds memory to about this many floats whatever the record count (a draw's indices, its
+# counts and its weights are each one such block). The draws do not depend on it: NumPy's generator gives the same
+# numbers in one block or in several.
+_CHUNK_CELLS = 1_000_000
 
 
 class Statistic:

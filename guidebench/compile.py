@@ -480,6 +480,8 @@ def _scored(request: CompileRequest, program: Any, records: list[Any], name: str
 def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
                           out: Optional[Path], progress: bool, cycles: Any = None) -> CompileOutcome:
+    """Compile (or take the checkpoint's program), evaluate on dev and test, compare with the baseline; `data`'s
+    examples are emptied once the compile has used them."""
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {"program": out / "program.json", "compile": out / "compile.json"}
@@ -508,6 +510,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         except RecipeError as exc:  # data the recipe cannot work with (a single label class, ...): the user's to fix
             raise GuidebenchError(f"--data {request.data}: {exc}") from None
         program, candidates = result.program, result.candidates
+        # Nothing after the compile reads the examples (the provenance is the records' ids): their memory serves
+        # the evaluations instead of adding to them (a year of examples is hundreds of MB).
+        data.trainset, data.valset = [], []
         compile_summary = result.summary()
         provenance = data.provenance(result.learned_from)
         if checkpoint is not None:
