@@ -362,6 +362,44 @@ def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_
     return value, value, "degenerate"
 
 
+def percentile_intervals(functions: Mapping[str, Callable[[np.ndarray], np.ndarray]], n: int, *,
+                         n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                         confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """(low, high) of each statistic of the same `n` records (more than `BCA_MAX_N`: percentile intervals), from
+    one set of draws: the numbers `interval` gives each one, at the cost of one.
+
+    `interval` asks `scipy.stats.bootstrap` for each statistic with a generator seeded alike, so every statistic is
+    computed on the same resampled indices; here they are drawn once (`Generator.integers`, as scipy draws them,
+    in the same blocks), and each statistic's bootstrap distribution goes through `scipy.stats.quantile` as scipy's
+    percentile interval does. A non-finite bound is NaN here (`interval` then says "degenerate")."""
+    rng = np.random.default_rng(seed)
+    batch = max(1, _CHUNK_CELLS // max(n, 1))
+    theta: dict[str, list[np.ndarray]] = {name: [] for name in functions}
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        weights = _weights_of(rng.integers(0, n, size=(size, n), dtype="int64"), n)
+        for name, fn in functions.items():
+            theta[name].append(np.asarray(fn(weights), dtype=float).reshape(size))
+    tail = (1 - confidence) / 2
+    bounds: dict[str, tuple[float, float]] = {}
+    for name, draws in theta.items():
+        sample = np.concatenate(draws)
+        alpha = np.asarray(tail, dtype=sample.dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            low, high = scipy_stats.quantile(sample, np.stack((alpha, 1 - alpha), axis=-1), axis=-1)
+        bounds[name] = (float(low), float(high))
+    return bounds
+
+
+def _from_bounds(bounds: tuple[float, float], value: float) -> tuple[float, float, str]:
+    """`interval`'s answer from percentile bounds (`percentile_intervals`)."""
+    low, high = bounds
+    if math.isfinite(low) and math.isfinite(high):
+        return min(low, value), max(high, value), "percentile"
+    return value, value, "degenerate"
+
+
 def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    confidence: float = CONFIDENCE, groups: Optional[Sequence[Any]] = None) -> dict[str, MetricValue]:
@@ -373,6 +411,10 @@ def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
         return {name: MetricValue.empty() for name in statistics}
     ones = np.ones((1, n_records))
     result: dict[str, MetricValue] = {}
+    shared = percentile_intervals(
+        {name: stat for name, stat in statistics.items() if stat.n and _finite(stat(ones)[0]) is not None},
+        n_records, n_resamples=n_resamples, seed=seed, confidence=confidence) \
+        if groups is None and n_records > BCA_MAX_N else {}
     for name, stat in statistics.items():
         value = _finite(stat(ones)[0])
         if stat.n == 0:
@@ -385,8 +427,9 @@ def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
             result[name] = MetricValue(value=value, ci_low=None, ci_high=None, n=stat.n, method=TOO_FEW_GROUPS,
                                        n_groups=n_units)
         else:
-            low, high, method = interval(stat, n_records, value, n_resamples=n_resamples, seed=seed,
-                                         confidence=confidence, unit=unit, n_units=n_units or 0)
+            low, high, method = _from_bounds(shared[name], value) if name in shared else \
+                interval(stat, n_records, value, n_resamples=n_resamples, seed=seed, confidence=confidence,
+                         unit=unit, n_units=n_units or 0)
             result[name] = MetricValue(value=value, ci_low=low, ci_high=high, n=stat.n, method=method,
                                        n_resamples=n_resamples, n_groups=n_units)
     return result
@@ -519,6 +562,9 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
     names = [name for name in statistics_a if name in statistics_b]
     result: dict[str, PairedComparison] = {}
     ones = np.ones((1, n_records))
+    # Records resampled one by one above BCA_MAX_N: every difference's percentile interval from one set of draws,
+    # after the tests (`percentile_intervals`; the same numbers as `interval` of each).
+    deferred: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {}
     for name in names:
         a, b = statistics_a[name], statistics_b[name]
         if common:
@@ -536,12 +582,21 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
             continue
         p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations,
                                                active=used, unit=unit)
-        low, high, ci_method = interval(lambda w, a=a, b=b: a(w) - b(w), n_records, diff, n_resamples=n_resamples,
-                                        seed=seed, confidence=confidence, unit=unit, n_units=n_units or 0)
-        result[name] = PairedComparison(diff=diff, ci_low=low, ci_high=high, p_value=p_value, n=n, method=method,
-                                        n_permutations=count, ci_method=ci_method, n_resamples=n_resamples,
-                                        n_groups=n_units)
-    return result
+        difference = lambda w, a=a, b=b: a(w) - b(w)  # noqa: E731
+        fields = dict(diff=diff, p_value=p_value, n=n, method=method, n_permutations=count, n_resamples=n_resamples,
+                      n_groups=n_units)
+        if unit is None and n_records > BCA_MAX_N:
+            deferred[name] = (difference, fields)
+            continue
+        low, high, ci_method = interval(difference, n_records, diff, n_resamples=n_resamples, seed=seed,
+                                        confidence=confidence, unit=unit, n_units=n_units or 0)
+        result[name] = PairedComparison(ci_low=low, ci_high=high, ci_method=ci_method, **fields)
+    bounds = percentile_intervals({name: fn for name, (fn, _) in deferred.items()}, n_records,
+                                  n_resamples=n_resamples, seed=seed, confidence=confidence) if deferred else {}
+    for name, (_, fields) in deferred.items():
+        low, high, ci_method = _from_bounds(bounds[name], fields["diff"])
+        result[name] = PairedComparison(ci_low=low, ci_high=high, ci_method=ci_method, **fields)
+    return {name: result[name] for name in names}
 
 
 def _used(statistic: Statistic, n_records: int) -> np.ndarray:
