@@ -36,6 +36,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from .blas import one_blas_thread
 from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership
 from .slices import INVALID, MISSING, SLICES, row_values
 from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many, mean_of,
@@ -367,11 +368,12 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
     groups = _stats("group", [("group", value, mask, pooled) for value, mask, pooled in
                               pooled_values([str(row.get("group_id") or MISSING) for row in rows], min_n)], tester)
     families = [slices, pair_stats, groups]
-    tester.run(families)
-    _fill_metrics(families, columns, len(rows), n_resamples, seed)
-    # the program's own objective as metrics.json states it (BCa where defined)
-    overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows), n_resamples=n_resamples,
-                             seed=seed)[SCORE_METRIC]
+    with one_blas_thread():  # thousands of small products (evals.blas)
+        tester.run(families)
+        _fill_metrics(families, columns, len(rows), n_resamples, seed)
+        # the program's own objective as metrics.json states it (BCa where defined)
+        overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows),
+                                 n_resamples=n_resamples, seed=seed)[SCORE_METRIC]
     found = [stat for stat, _ in slices]
     return PostMortem(kind=kind, program=program, n_records=len(rows), overall=overall, min_n=min_n, fdr=fdr,
                       permutations=permutations, seed=seed, n_resamples=n_resamples,
@@ -423,7 +425,8 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
             elif why := same.why(name, value, mask):
                 diff.untested = why
             else:
-                diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
+                with one_blas_thread():
+                    diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
             diffs.append(diff)
     q = benjamini_hochberg([d.comparison.p_value if d.comparison else None for d in diffs])
     for diff, q_value in zip(diffs, q):
