@@ -525,6 +525,59 @@ def on_common_records(a: Statistic, b: Statistic) -> tuple[Statistic, Statistic]
     return mean_of(a.columns[0], both), mean_of(b.columns[0], both)
 
 
+def permutation_ps(tests: Mapping[str, tuple[Statistic, float, Optional[np.ndarray]]], n: int, *,
+                   seed: int = DEFAULT_SEED,
+                   permutations: int = PERMUTATIONS) -> dict[str, tuple[Optional[float], str, int]]:
+    """`permutation_p` of several tests `name: (joined statistic, observed, active)` of the same n record pairs
+    (records swapped one by one): the same p-values, with the Monte Carlo tests of means and ratios that swap the
+    same records computed together, on one set of seeded assignments (each test drew the same ones alone)."""
+    batches: dict[bytes, list[str]] = {}
+    parts: dict[str, tuple[np.ndarray, np.ndarray, tuple[float, float, float, float]]] = {}
+    result: dict[str, tuple[Optional[float], str, int]] = {}
+    for name, (joined, observed, active) in tests.items():
+        indices = np.arange(n) if active is None else np.nonzero(np.asarray(active, dtype=bool))[0]
+        linear = _linear_parts(joined, n, indices)
+        if linear is None or len(indices) <= EXACT_MAX_N or observed == 0:
+            result[name] = permutation_p(joined, n, observed, seed=seed, permutations=permutations, active=active)
+            continue
+        parts[name] = linear
+        batches.setdefault(indices.tobytes(), []).append(name)
+    for names in batches.values():
+        indices = np.nonzero(np.asarray(tests[names[0]][2], dtype=bool))[0] if tests[names[0]][2] is not None \
+            else np.arange(n)
+        dx = np.column_stack([parts[name][0] for name in names])
+        dm = np.column_stack([parts[name][1] for name in names])
+        sums = np.asarray([parts[name][2] for name in names]).T  # four rows: sum x_a, x_b, m_a, m_b
+        observed = np.abs(np.asarray([tests[name][1] for name in names], dtype=float))
+        threshold = observed - 1e-12 * np.maximum(1.0, observed)
+        hits, total = np.zeros(len(names), dtype=np.int64), np.zeros(len(names), dtype=np.int64)
+        for bits in _assignments(n, indices, seed, permutations, None, spread_bits=False):
+            t, u = bits @ dx, bits @ dm
+            with np.errstate(invalid="ignore", divide="ignore"):
+                diff = (sums[0] + t) / (sums[2] + u) - (sums[1] - t) / (sums[3] - u)
+            finite = np.isfinite(diff)
+            hits += np.count_nonzero(finite & (np.abs(np.where(finite, diff, 0.0)) >= threshold), axis=0)
+            total += np.count_nonzero(finite, axis=0)
+        for name, found, drawn in zip(names, hits.tolist(), total.tolist()):
+            p_value = None if drawn == 0 else min(1.0, (found + 1) / (drawn + 1))
+            result[name] = (p_value, "permutation_monte_carlo", permutations) if drawn else \
+                (None, "permutation_monte_carlo", 0)
+    return {name: result[name] for name in tests}
+
+
+def _linear_parts(joined: Statistic, n: int,
+                  active: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray, tuple[float, float, float, float]]]:
+    """(x_b - x_a, m_b - m_a over the active records, (sum x_a, sum x_b, sum m_a, sum m_b)) of a (W @ x) / (W @ m)
+    statistic on 2n records (a's first); None for any other statistic."""
+    if joined.linear is None:
+        return None
+    x, m = (np.asarray(column, dtype=float) for column in joined.linear)
+    if x.shape != (2 * n,) or m.shape != (2 * n,):
+        return None
+    xa, xb, ma, mb = x[:n], x[n:], m[:n], m[n:]
+    return (xb - xa)[active], (mb - ma)[active], (xa.sum(), xb.sum(), ma.sum(), mb.sum())
+
+
 def _linear_swaps(joined: Statistic, n: int, active: np.ndarray) -> Optional[Callable[[np.ndarray], np.ndarray]]:
     """For a (W @ x) / (W @ m) statistic: stat(a) - stat(b) of swap rows over the active records, by products.
 
@@ -565,6 +618,7 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
     # Records resampled one by one above BCA_MAX_N: every difference's percentile interval from one set of draws,
     # after the tests (`percentile_intervals`; the same numbers as `interval` of each).
     deferred: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {}
+    tested: dict[str, tuple[Statistic, Statistic, float, int, np.ndarray, Optional[int], Optional[np.ndarray]]] = {}
     for name in names:
         a, b = statistics_a[name], statistics_b[name]
         if common:
@@ -580,8 +634,14 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
             result[name] = PairedComparison(diff=diff, ci_low=None, ci_high=None, p_value=None, n=n,
                                             method=TOO_FEW_GROUPS, n_groups=n_units)
             continue
-        p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations,
-                                               active=used, unit=unit)
+        tested[name] = (a, b, diff, n, used, n_units, unit)
+    # records swapped one by one: the tests of means that swap the same records share their assignments
+    p_values = permutation_ps({name: (a.paired_on(b), diff, used) for name, (a, b, diff, _, used, _, unit)
+                               in tested.items() if unit is None}, n_records, seed=seed, permutations=permutations)
+    for name, (a, b, diff, n, used, n_units, unit) in tested.items():
+        p_value, method, count = p_values[name] if name in p_values else \
+            permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations, active=used,
+                          unit=unit)
         difference = lambda w, a=a, b=b: a(w) - b(w)  # noqa: E731
         fields = dict(diff=diff, p_value=p_value, n=n, method=method, n_permutations=count, n_resamples=n_resamples,
                       n_groups=n_units)
