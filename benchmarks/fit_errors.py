@@ -91,7 +91,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "optimizers.md")
     args = parser.parse_args(argv)
     data = load_compile_data(args.data, "full_auto")
-    records = {r.record_id: r for split in ("train", "dev") for r in data.splits[split].records}
+    records = {r.record_id: r for split in ("train", "dev") for r in data.records_of(split)}
     pm, against, chosen = analyse(data.trainset, data.valset, records)
     text = render(pm, against, chosen, "python -m benchmarks.fit_errors --data .guidebench/data/opt-fullauto")
     write_section(text, args.report, "fit-errors")

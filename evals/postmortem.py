@@ -5,7 +5,7 @@ slices where it wins and loses against a champion on the same records.
 What it computes (docs/postmortem.md explains how to read it)
 - Slices (`evals.slices`): every declared slice's values, each with n and the decision metrics of its kind
   (`SLICE_METRICS`) with 95% percentile bootstrap intervals from resamples shared by every slice
-  (`evals.slice_tests.shared_intervals`; the overall objective keeps the eval's BCa interval). Values held
+  (`evals.slice_tests.mean_intervals`; the overall objective keeps the eval's BCa interval). Values held
   by fewer than `min_n` records are pooled into one `other (pooled)` value per slice, which lists what it
   pools; nothing is hidden.
 - Outliers: each slice value, each pair of values of two slices (the second level of SliceLine's lattice,
@@ -36,7 +36,8 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
+from .blas import one_blas_thread
+from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership
 from .slices import INVALID, MISSING, SLICES, row_values
 from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many, mean_of,
                     paired_mean_difference)
@@ -212,15 +213,17 @@ def _float(value: Any) -> float:
 
 def pooled_values(column: Sequence[str], min_n: int) -> list[tuple[str, np.ndarray, list[str]]]:
     """(value, mask, values pooled) per value of one slice; values under `min_n` records pooled into POOLED."""
-    values = np.asarray(column, dtype=object)
-    counts: dict[str, int] = {}
-    for value in column:
-        counts[value] = counts.get(value, 0) + 1
+    # Each value's mask compares integer codes: comparing the strings once per value grew with values x records
+    # (a group per thread).
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(value, len(index)) for value in column), dtype=np.int64, count=len(column))
+    tally = np.bincount(codes, minlength=len(index))
+    counts = {value: int(tally[code]) for value, code in index.items()}
     kept = sorted((v for v, c in counts.items() if c >= min_n), key=lambda v: (-counts[v], v))
     small = sorted(v for v, c in counts.items() if c < min_n)
-    groups = [(value, values == value, []) for value in kept]
+    groups = [(value, codes == index[value], []) for value in kept]
     if small:
-        groups.append((POOLED, np.isin(values, small), small))
+        groups.append((POOLED, np.isin(codes, [index[value] for value in small]), small))
     return groups
 
 
@@ -257,7 +260,7 @@ class _Tester:
         tested = [(stat, mask[self.scored]) for family in families for stat, mask in family if not stat.untested]
         if not tested:
             return
-        members = np.stack([inside for _, inside in tested], axis=1)
+        members = membership([inside for _, inside in tested], self.x.size).T  # sparse: records x tests
         p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations)
         for (stat, inside), p_value in zip(tested, p):
             stat.diff_vs_rest = float(self.x[inside].mean() - self.x[~inside].mean())
@@ -312,13 +315,13 @@ def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: d
                   n_resamples: int, seed: int) -> None:
     """Every slice's metrics with intervals, from one set of bootstrap resamples (one-way slices: every metric of
     the kind; pairs and groups: the objective)."""
-    statistics = {}
+    entries = {}
     for family in families:
         for stat, mask in family:
             names = columns if stat.family == "slice" else (SCORE_METRIC,)
             for name in names:
-                statistics[(id(stat), name)] = mean_of(columns[name], mask)
-    values = shared_intervals(statistics, n, n_resamples=n_resamples, seed=seed)
+                entries[(id(stat), name)] = (name, mask)
+    values = mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed)
     for family in families:
         for stat, _ in family:
             stat.metrics = {name: values[(id(stat), name)] for name in columns if (id(stat), name) in values}
@@ -365,11 +368,12 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
     groups = _stats("group", [("group", value, mask, pooled) for value, mask, pooled in
                               pooled_values([str(row.get("group_id") or MISSING) for row in rows], min_n)], tester)
     families = [slices, pair_stats, groups]
-    tester.run(families)
-    _fill_metrics(families, columns, len(rows), n_resamples, seed)
-    # the program's own objective as metrics.json states it (BCa where defined)
-    overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows), n_resamples=n_resamples,
-                             seed=seed)[SCORE_METRIC]
+    with one_blas_thread():  # thousands of small products (evals.blas)
+        tester.run(families)
+        _fill_metrics(families, columns, len(rows), n_resamples, seed)
+        # the program's own objective as metrics.json states it (BCa where defined)
+        overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows),
+                                 n_resamples=n_resamples, seed=seed)[SCORE_METRIC]
     found = [stat for stat, _ in slices]
     return PostMortem(kind=kind, program=program, n_records=len(rows), overall=overall, min_n=min_n, fdr=fdr,
                       permutations=permutations, seed=seed, n_resamples=n_resamples,
@@ -421,7 +425,8 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
             elif why := same.why(name, value, mask):
                 diff.untested = why
             else:
-                diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
+                with one_blas_thread():
+                    diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
             diffs.append(diff)
     q = benjamini_hochberg([d.comparison.p_value if d.comparison else None for d in diffs])
     for diff, q_value in zip(diffs, q):

@@ -52,6 +52,7 @@ from runtime import (
 
 
 from . import metrics_fullauto, metrics_planner
+from .blas import one_blas_thread
 from .cycles import CyclesModel
 from .data import group_of
 from .offpolicy.bandit import observed_improvement
@@ -472,7 +473,8 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
     started = time.perf_counter()
     bar = _progress_bar(len(records), f"replay {name or program_name}", progress)
     lock = threading.Lock()
-    answers = _batch_answers(instance, kind, records) or [None] * len(records)
+    with one_blas_thread():  # a trained model's scores: small products (evals.blas)
+        answers = _batch_answers(instance, kind, records) or [None] * len(records)
 
     def task(index: int) -> None:
         rows[index] = run_one(records[index], answers[index])
@@ -495,8 +497,9 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
         bar.close()
     wall = time.perf_counter() - started
     done = [row for row in rows if row is not None]
-    metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed,
-                             groups=resampling_groups(kind, done))
+    with one_blas_thread():
+        metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed,
+                                 groups=resampling_groups(kind, done))
     summary = _summary(kind, done, wall, threads)
     summary.update(program=name or program_name, kind=kind, n_resamples=n_resamples, seed=seed,
                    replays_log=replays_log)
@@ -550,10 +553,11 @@ def compare(a: ReplayResult, b: ReplayResult, *, n_resamples: int = 1000, seed: 
                          f"({len(ids_a)} vs {len(by_id_b)} records, {len(set(ids_a) ^ set(by_id_b))} differ)")
     rows_b = [by_id_b[record_id] for record_id in ids_a]
     # a planner's episodes are the unit of both the test and the interval; its means compare the records both score
-    diffs: dict[str, PairedComparison] = paired_many(statistics(a.kind, a.rows), statistics(b.kind, rows_b),
-                                                     len(ids_a), n_resamples=n_resamples, seed=seed,
-                                                     groups=resampling_groups(a.kind, a.rows),
-                                                     common=a.kind == "planner")
+    with one_blas_thread():
+        diffs: dict[str, PairedComparison] = paired_many(statistics(a.kind, a.rows), statistics(b.kind, rows_b),
+                                                         len(ids_a), n_resamples=n_resamples, seed=seed,
+                                                         groups=resampling_groups(a.kind, a.rows),
+                                                         common=a.kind == "planner")
     binary = "action_accuracy" if a.kind == "full_auto" else "schema_validity"
     pairs = [(ra["scores"].get(binary), rb["scores"].get(binary)) for ra, rb in zip(a.rows, rows_b)]
     pairs = [(x, y) for x, y in pairs if x is not None and y is not None and not math.isnan(x) and not math.isnan(y)]

@@ -56,8 +56,10 @@ MIN_GROUPS = 10  # fewer whole groups (episodes) give "too few episodes": no int
 TOO_FEW_GROUPS = "too_few_groups"
 BCA_MAX_N = 2_000  # above it, percentile intervals: BCa's jackknife costs n^2 (module docstring)
 PERMUTATIONS = 9999
-# Rows of W built at once: bounds memory to about this many floats whatever the record count.
-_CHUNK_CELLS = 4_000_000
+# Rows of W built at once: bounds memory to about this many floats whatever the record count (a draw's indices, its
+# counts and its weights are each one such block). The draws do not depend on it: NumPy's generator gives the same
+# numbers in one block or in several.
+_CHUNK_CELLS = 1_000_000
 
 
 class Statistic:
@@ -360,6 +362,44 @@ def interval(fn: Callable[[np.ndarray], np.ndarray], n: int, value: float, *, n_
     return value, value, "degenerate"
 
 
+def percentile_intervals(functions: Mapping[str, Callable[[np.ndarray], np.ndarray]], n: int, *,
+                         n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                         confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """(low, high) of each statistic of the same `n` records (more than `BCA_MAX_N`: percentile intervals), from
+    one set of draws: the numbers `interval` gives each one, at the cost of one.
+
+    `interval` asks `scipy.stats.bootstrap` for each statistic with a generator seeded alike, so every statistic is
+    computed on the same resampled indices; here they are drawn once (`Generator.integers`, as scipy draws them,
+    in the same blocks), and each statistic's bootstrap distribution goes through `scipy.stats.quantile` as scipy's
+    percentile interval does. A non-finite bound is NaN here (`interval` then says "degenerate")."""
+    rng = np.random.default_rng(seed)
+    batch = max(1, _CHUNK_CELLS // max(n, 1))
+    theta: dict[str, list[np.ndarray]] = {name: [] for name in functions}
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        weights = _weights_of(rng.integers(0, n, size=(size, n), dtype="int64"), n)
+        for name, fn in functions.items():
+            theta[name].append(np.asarray(fn(weights), dtype=float).reshape(size))
+    tail = (1 - confidence) / 2
+    bounds: dict[str, tuple[float, float]] = {}
+    for name, draws in theta.items():
+        sample = np.concatenate(draws)
+        alpha = np.asarray(tail, dtype=sample.dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            low, high = scipy_stats.quantile(sample, np.stack((alpha, 1 - alpha), axis=-1), axis=-1)
+        bounds[name] = (float(low), float(high))
+    return bounds
+
+
+def _from_bounds(bounds: tuple[float, float], value: float) -> tuple[float, float, str]:
+    """`interval`'s answer from percentile bounds (`percentile_intervals`)."""
+    low, high = bounds
+    if math.isfinite(low) and math.isfinite(high):
+        return min(low, value), max(high, value), "percentile"
+    return value, value, "degenerate"
+
+
 def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    confidence: float = CONFIDENCE, groups: Optional[Sequence[Any]] = None) -> dict[str, MetricValue]:
@@ -371,6 +411,10 @@ def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
         return {name: MetricValue.empty() for name in statistics}
     ones = np.ones((1, n_records))
     result: dict[str, MetricValue] = {}
+    shared = percentile_intervals(
+        {name: stat for name, stat in statistics.items() if stat.n and _finite(stat(ones)[0]) is not None},
+        n_records, n_resamples=n_resamples, seed=seed, confidence=confidence) \
+        if groups is None and n_records > BCA_MAX_N else {}
     for name, stat in statistics.items():
         value = _finite(stat(ones)[0])
         if stat.n == 0:
@@ -383,8 +427,9 @@ def bootstrap_many(statistics: Mapping[str, Statistic], n_records: int, *,
             result[name] = MetricValue(value=value, ci_low=None, ci_high=None, n=stat.n, method=TOO_FEW_GROUPS,
                                        n_groups=n_units)
         else:
-            low, high, method = interval(stat, n_records, value, n_resamples=n_resamples, seed=seed,
-                                         confidence=confidence, unit=unit, n_units=n_units or 0)
+            low, high, method = _from_bounds(shared[name], value) if name in shared else \
+                interval(stat, n_records, value, n_resamples=n_resamples, seed=seed, confidence=confidence,
+                         unit=unit, n_units=n_units or 0)
             result[name] = MetricValue(value=value, ci_low=low, ci_high=high, n=stat.n, method=method,
                                        n_resamples=n_resamples, n_groups=n_units)
     return result
@@ -480,6 +525,59 @@ def on_common_records(a: Statistic, b: Statistic) -> tuple[Statistic, Statistic]
     return mean_of(a.columns[0], both), mean_of(b.columns[0], both)
 
 
+def permutation_ps(tests: Mapping[str, tuple[Statistic, float, Optional[np.ndarray]]], n: int, *,
+                   seed: int = DEFAULT_SEED,
+                   permutations: int = PERMUTATIONS) -> dict[str, tuple[Optional[float], str, int]]:
+    """`permutation_p` of several tests `name: (joined statistic, observed, active)` of the same n record pairs
+    (records swapped one by one): the same p-values, with the Monte Carlo tests of means and ratios that swap the
+    same records computed together, on one set of seeded assignments (each test drew the same ones alone)."""
+    batches: dict[bytes, list[str]] = {}
+    parts: dict[str, tuple[np.ndarray, np.ndarray, tuple[float, float, float, float]]] = {}
+    result: dict[str, tuple[Optional[float], str, int]] = {}
+    for name, (joined, observed, active) in tests.items():
+        indices = np.arange(n) if active is None else np.nonzero(np.asarray(active, dtype=bool))[0]
+        linear = _linear_parts(joined, n, indices)
+        if linear is None or len(indices) <= EXACT_MAX_N or observed == 0:
+            result[name] = permutation_p(joined, n, observed, seed=seed, permutations=permutations, active=active)
+            continue
+        parts[name] = linear
+        batches.setdefault(indices.tobytes(), []).append(name)
+    for names in batches.values():
+        indices = np.nonzero(np.asarray(tests[names[0]][2], dtype=bool))[0] if tests[names[0]][2] is not None \
+            else np.arange(n)
+        dx = np.column_stack([parts[name][0] for name in names])
+        dm = np.column_stack([parts[name][1] for name in names])
+        sums = np.asarray([parts[name][2] for name in names]).T  # four rows: sum x_a, x_b, m_a, m_b
+        observed = np.abs(np.asarray([tests[name][1] for name in names], dtype=float))
+        threshold = observed - 1e-12 * np.maximum(1.0, observed)
+        hits, total = np.zeros(len(names), dtype=np.int64), np.zeros(len(names), dtype=np.int64)
+        for bits in _assignments(n, indices, seed, permutations, None, spread_bits=False):
+            t, u = bits @ dx, bits @ dm
+            with np.errstate(invalid="ignore", divide="ignore"):
+                diff = (sums[0] + t) / (sums[2] + u) - (sums[1] - t) / (sums[3] - u)
+            finite = np.isfinite(diff)
+            hits += np.count_nonzero(finite & (np.abs(np.where(finite, diff, 0.0)) >= threshold), axis=0)
+            total += np.count_nonzero(finite, axis=0)
+        for name, found, drawn in zip(names, hits.tolist(), total.tolist()):
+            p_value = None if drawn == 0 else min(1.0, (found + 1) / (drawn + 1))
+            result[name] = (p_value, "permutation_monte_carlo", permutations) if drawn else \
+                (None, "permutation_monte_carlo", 0)
+    return {name: result[name] for name in tests}
+
+
+def _linear_parts(joined: Statistic, n: int,
+                  active: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray, tuple[float, float, float, float]]]:
+    """(x_b - x_a, m_b - m_a over the active records, (sum x_a, sum x_b, sum m_a, sum m_b)) of a (W @ x) / (W @ m)
+    statistic on 2n records (a's first); None for any other statistic."""
+    if joined.linear is None:
+        return None
+    x, m = (np.asarray(column, dtype=float) for column in joined.linear)
+    if x.shape != (2 * n,) or m.shape != (2 * n,):
+        return None
+    xa, xb, ma, mb = x[:n], x[n:], m[:n], m[n:]
+    return (xb - xa)[active], (mb - ma)[active], (xa.sum(), xb.sum(), ma.sum(), mb.sum())
+
+
 def _linear_swaps(joined: Statistic, n: int, active: np.ndarray) -> Optional[Callable[[np.ndarray], np.ndarray]]:
     """For a (W @ x) / (W @ m) statistic: stat(a) - stat(b) of swap rows over the active records, by products.
 
@@ -517,6 +615,10 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
     names = [name for name in statistics_a if name in statistics_b]
     result: dict[str, PairedComparison] = {}
     ones = np.ones((1, n_records))
+    # Records resampled one by one above BCA_MAX_N: every difference's percentile interval from one set of draws,
+    # after the tests (`percentile_intervals`; the same numbers as `interval` of each).
+    deferred: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {}
+    tested: dict[str, tuple[Statistic, Statistic, float, int, np.ndarray, Optional[int], Optional[np.ndarray]]] = {}
     for name in names:
         a, b = statistics_a[name], statistics_b[name]
         if common:
@@ -532,14 +634,29 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
             result[name] = PairedComparison(diff=diff, ci_low=None, ci_high=None, p_value=None, n=n,
                                             method=TOO_FEW_GROUPS, n_groups=n_units)
             continue
-        p_value, method, count = permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations,
-                                               active=used, unit=unit)
-        low, high, ci_method = interval(lambda w, a=a, b=b: a(w) - b(w), n_records, diff, n_resamples=n_resamples,
-                                        seed=seed, confidence=confidence, unit=unit, n_units=n_units or 0)
-        result[name] = PairedComparison(diff=diff, ci_low=low, ci_high=high, p_value=p_value, n=n, method=method,
-                                        n_permutations=count, ci_method=ci_method, n_resamples=n_resamples,
-                                        n_groups=n_units)
-    return result
+        tested[name] = (a, b, diff, n, used, n_units, unit)
+    # records swapped one by one: the tests of means that swap the same records share their assignments
+    p_values = permutation_ps({name: (a.paired_on(b), diff, used) for name, (a, b, diff, _, used, _, unit)
+                               in tested.items() if unit is None}, n_records, seed=seed, permutations=permutations)
+    for name, (a, b, diff, n, used, n_units, unit) in tested.items():
+        p_value, method, count = p_values[name] if name in p_values else \
+            permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations, active=used,
+                          unit=unit)
+        difference = lambda w, a=a, b=b: a(w) - b(w)  # noqa: E731
+        fields = dict(diff=diff, p_value=p_value, n=n, method=method, n_permutations=count, n_resamples=n_resamples,
+                      n_groups=n_units)
+        if unit is None and n_records > BCA_MAX_N:
+            deferred[name] = (difference, fields)
+            continue
+        low, high, ci_method = interval(difference, n_records, diff, n_resamples=n_resamples, seed=seed,
+                                        confidence=confidence, unit=unit, n_units=n_units or 0)
+        result[name] = PairedComparison(ci_low=low, ci_high=high, ci_method=ci_method, **fields)
+    bounds = percentile_intervals({name: fn for name, (fn, _) in deferred.items()}, n_records,
+                                  n_resamples=n_resamples, seed=seed, confidence=confidence) if deferred else {}
+    for name, (_, fields) in deferred.items():
+        low, high, ci_method = _from_bounds(bounds[name], fields["diff"])
+        result[name] = PairedComparison(ci_low=low, ci_high=high, ci_method=ci_method, **fields)
+    return {name: result[name] for name in names}
 
 
 def _used(statistic: Statistic, n_records: int) -> np.ndarray:

@@ -19,12 +19,13 @@ records are among them (a compile's dev scores usually are: it selected on dev).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare
@@ -37,7 +38,7 @@ from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap, known,
 
 from guidebench.lm.cost import cost_line, lm_speed, token_counter
 from guidebench.errors import GuidebenchError
-from guidebench.evaluation.inputs import EvalData, load_eval_data, no_dataset_json
+from guidebench.evaluation.inputs import DATASET_KIND_TO_PROGRAM_KIND, EvalData, load_eval_data, no_dataset_json
 from guidebench.evaluation.run import (learned_from_summary, metrics_for, planner_cycles, scored_replay,
                                        summary_table, write_outputs)
 
@@ -146,6 +147,14 @@ class CompileData:
     valset: list[Any]
     unlabeled: dict[str, int]
 
+    def records_of(self, split: str) -> list[Any]:
+        """A split's records, read again from the dataset when the split holds only their identities (`RecordKey`:
+        train always, Full Auto's dev and test too)."""
+        held = self.splits[split].records
+        if not held or not isinstance(held[0], RecordKey):
+            return held
+        return load_eval_data(self.dataset_dir, split).records
+
     def split_hashes(self) -> dict[str, str]:
         """Hash of each split."""
         return {name: data.split_hash for name, data in self.splits.items()}
@@ -243,7 +252,8 @@ def _registered(name: str, option: str) -> Any:
 
 
 def load_compile_data(data_dir: Path, kind: str) -> CompileData:
-    """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
+    """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
+    and test) hold their records' identities only; `CompileData.records_of` reads a split's records."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -254,27 +264,82 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
             raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
-    splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
-    found = splits["train"].kind
+    from evals.data import DatasetFormatError, dataset_info
+
+    try:
+        found = DATASET_KIND_TO_PROGRAM_KIND[dataset_info(data_dir)["kind"]]
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
     if found != kind:
         raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
     to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
+    # Full Auto's dev and test records are read again when evaluated (`CompileData.records_of`): until then only
+    # their identities are kept, so the fit never holds them (a planner's cycles model reads test at the start).
+    defer = kind == "full_auto"
+    splits: dict[str, EvalData] = {}
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
-    for name in ("train", "dev"):
-        examples[name], unlabeled[name] = [], 0
-        for record in splits[name].records:
-            try:
-                examples[name].append(to_example(record))
-            except ValueError:  # no outcome label: cannot teach or select with it
-                unlabeled[name] += 1
+    for name in ("train", "dev", "test"):
+        if name == "train" or defer:
+            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind)
+        else:
+            splits[name] = load_eval_data(data_dir, name)
+            examples[name], unlabeled[name] = _examples(splits[name].records, to_example)
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
-    # Nothing replays the train split: its records are kept as the identities a provenance reads, not whole (the
-    # examples carry what the optimizers need; a year of records would otherwise be held twice).
-    splits["train"].records = [RecordKey(r.record_id, r.content_hash) for r in splits["train"].records]
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
-                       trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
+                       trainset=examples["train"], valset=examples["dev"],
+                       unlabeled={name: unlabeled[name] for name in ("train", "dev")})
+
+
+def _examples(records: Iterable[Any], to_example: Any) -> tuple[list[Any], int]:
+    """(the labeled records as examples, the count of unlabeled ones)."""
+    examples, unlabeled = [], 0
+    for record in records:
+        try:
+            examples.append(to_example(record))
+        except ValueError:  # no outcome label: cannot teach or select with it
+            unlabeled += 1
+    return examples, unlabeled
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """No cyclic garbage collection while a split is read: each full collection walks every example read so far
+    (a tenth of the read's time at 26,000 records). A record dropped is freed at once by its reference count; any
+    cycle left behind is collected by the first collection after the read."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _streamed(data_dir: Path, split: str, to_example: Any, kind: str) -> tuple[EvalData, list[Any], int]:
+    """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
+    time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
+    next to their examples, was most of a compile's memory)."""
+    from evals.data import DatasetFormatError, dataset_info, iter_records
+
+    keys: list[RecordKey] = []
+
+    def identified(records: Iterable[Any]) -> Iterable[Any]:
+        for record in records:
+            keys.append(RecordKey(record.record_id, record.content_hash))
+            yield record
+
+    try:
+        info = dataset_info(data_dir)
+        # iter_records checks the record count first and the hash at the end
+        with _no_cycle_collection():
+            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), to_example)
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,
+                    split_hash=info["splits"][split]["hash"], source="dataset", dataset_dir=data_dir)
+    return data, examples, unlabeled
 
 
 # ----- dry run ------------------------------------------------------------------------------------
@@ -459,6 +524,8 @@ def _scored(request: CompileRequest, program: Any, records: list[Any], name: str
 def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, data: CompileData,
                           metric: Any, feedback: Any, role_lms: dict[str, Any], checkpoint: Optional[Checkpoint],
                           out: Optional[Path], progress: bool, cycles: Any = None) -> CompileOutcome:
+    """Compile (or take the checkpoint's program), evaluate on dev and test, compare with the baseline; `data`'s
+    examples are emptied once the compile has used them."""
     out = out or Path(tempfile.mkdtemp(prefix="guidebench-compile-"))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {"program": out / "program.json", "compile": out / "compile.json"}
@@ -487,6 +554,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         except RecipeError as exc:  # data the recipe cannot work with (a single label class, ...): the user's to fix
             raise GuidebenchError(f"--data {request.data}: {exc}") from None
         program, candidates = result.program, result.candidates
+        # Nothing after the compile reads the examples (the provenance is the records' ids): their memory serves
+        # the evaluations instead of adding to them (a year of examples is hundreds of MB).
+        data.trainset, data.valset = [], []
         compile_summary = result.summary()
         provenance = data.provenance(result.learned_from)
         if checkpoint is not None:
@@ -505,7 +575,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
-            records = request.eval_records(split_data.records, split)
+            records = request.eval_records(data.records_of(split), split)
             learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
             result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
@@ -522,8 +592,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = _scored(request, request.build(baseline_name), request.eval_records(data.splits["test"].records),
-                       baseline_name, progress, cycles)
+    baseline = _scored(request, request.build(baseline_name), records, baseline_name, progress, cycles)  # test's
+    del records
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"})
     paired = compare(evals["test"][0], baseline, seed=request.seed)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -365,19 +367,20 @@ def _grid(selection: _Selection, corpus: _Corpus, metric: Metric, settings: FitS
         parts.append((space, space.matrix(fit), [labels[i] for i in fit], space.matrix(part)))
     objective = _Objective([selection.pool[i] for i in held], metric)
     grid = []
-    bar = _progress(len(settings.C) * len(settings.class_weight) * len(parts), "fit: cross-validation")
-    for C in settings.C:
-        for weight in settings.class_weight:
-            point = {"C": C, "class_weight": weight}
-            fitted = [_fitted(_classifier(C, weight, settings, seed), X_fit, y_fit, bar)
-                      for _, X_fit, y_fit, _ in parts]
-            scores = np.vstack([_held_out_scores(classifier, X_held, classes)
-                                for classifier, (_, _, _, X_held) in zip(fitted, parts)])
-            temperature = _temperature(scores, classes, held_labels)
-            probabilities = _softmax(scores / temperature)
-            grid.append(_Candidate(point, temperature, objective.mean(probabilities, classes),
-                                   _log_loss(scores, classes, held_labels, temperature), probabilities,
-                                   (fitted[0], parts[0][0])))
+    points = [(C, weight) for C in settings.C for weight in settings.class_weight]
+    bar = _progress(len(points) * len(parts), "fit: cross-validation")
+    every = iter(_fit_all([(C, weight, settings, seed, index) for C, weight in points for index in range(len(parts))],
+                          parts, bar))
+    for C, weight in points:
+        point = {"C": C, "class_weight": weight}
+        fitted = [next(every) for _ in parts]
+        scores = np.vstack([_held_out_scores(classifier, X_held, classes)
+                            for classifier, (_, _, _, X_held) in zip(fitted, parts)])
+        temperature = _temperature(scores, classes, held_labels)
+        probabilities = _softmax(scores / temperature)
+        grid.append(_Candidate(point, temperature, objective.mean(probabilities, classes),
+                               _log_loss(scores, classes, held_labels, temperature), probabilities,
+                               (fitted[0], parts[0][0])))
     bar.close()
     return grid
 
@@ -389,8 +392,42 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="fit", disable=None, leave=False)
 
 
-def _fitted(classifier: Any, X: sparse.csr_matrix, y: Sequence[str], bar: Any) -> Any:
-    classifier.fit(X, y)
+# Processes the grid's fits run in at once: its points and folds are independent fits of one BLAS thread each.
+FIT_WORKERS = 2
+# The fold parts a forked worker fits on: set before the workers start, so they inherit them instead of a pickle.
+_PARTS: list[tuple[Any, sparse.csr_matrix, list[str], sparse.csr_matrix]] = []
+
+
+def _fit_part(job: tuple[float, str, FitSettings, int, int]) -> Any:
+    """One grid fit: (C, class weight, settings, seed, fold index) -> the classifier fit on that fold's fit part."""
+    C, weight, settings, seed, index = job
+    _, X_fit, y_fit, _ = _PARTS[index]
+    with one_blas_thread():
+        return _classifier(C, weight, settings, seed).fit(X_fit, y_fit)
+
+
+def _fit_all(jobs: list[tuple[float, str, FitSettings, int, int]], parts: list[Any], bar: Any) -> list[Any]:
+    """Every job's classifier, in the jobs' order: on up to `FIT_WORKERS` forked processes where the machine has the
+    cores (the same fits, so the same coefficients), else one after the other."""
+    global _PARTS
+    workers = min(FIT_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, len(jobs))
+    _PARTS = parts
+    try:
+        if workers >= 2 and "fork" in multiprocessing.get_all_start_methods():
+            from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                    return [_counted(classifier, bar) for classifier in pool.map(_fit_part, jobs)]
+            except BrokenProcessPool:  # a worker killed (out of memory): fit here instead
+                bar.reset()
+        return [_counted(_fit_part(job), bar) for job in jobs]
+    finally:
+        _PARTS = []
+
+
+def _counted(classifier: Any, bar: Any) -> Any:
     bar.update(1)
     return classifier
 

@@ -252,12 +252,12 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
 
     best = result.best_params
     program = optimizers.load_compiled(programs.get(best["program"]), result.best_state())
-    split = data.splits["test"]
+    split, records = data.splits["test"], data.records_of("test")
     provenance = provenance or search_provenance(result, data)
-    learned = check_overlap(provenance, split.records, dataset_id=data.dataset_id, split="test")
+    learned = check_overlap(provenance, records, dataset_id=data.dataset_id, split="test")
     name = f"search best (trial {result.best_trial})"
     with dspy.context(lm=lm.copy(temperature=float(best.get("temperature", 0.0)))):
-        evaluation = scored_replay(program, split.records, cycles, name=name, seed=seed, progress=progress)
+        evaluation = scored_replay(program, records, cycles, name=name, seed=seed, progress=progress)
     _, omitted = write_outputs(evaluation, out, {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "split": "test",
                                     "split_hash": split.split_hash, "program": best["program"],
                                     "program_source": f"search {result.study_name}, trial {result.best_trial}",

@@ -8,8 +8,9 @@ import math
 import numpy as np
 from scipy import stats as scipy_stats
 
-from evals.slice_tests import below_rest_p, benjamini_hochberg, cost_fence, shared_intervals
-from evals.stats import mean_of
+from evals.postmortem import pooled_values
+from evals.slice_tests import below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership, shared_intervals
+from evals.stats import macro_f1_of, mean_of
 
 
 def test_below_rest_p_agrees_with_scipys_permutation_test():
@@ -61,3 +62,58 @@ def test_shared_intervals_hold_each_slices_mean_and_say_when_there_is_nothing():
     assert out["slice"].method == "percentile" and out["slice"].n == 20 and out["slice"].n_resamples == 400
     assert (out["constant"].ci_low, out["constant"].ci_high, out["constant"].method) == (1.0, 1.0, "degenerate")
     assert out["empty"].value is None and out["empty"].n == 0
+
+
+def _slices(n: int, seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    scores = rng.choice([0.0, 0.5, 1.0, np.nan], size=n, p=[0.2, 0.3, 0.4, 0.1])
+    codes = rng.integers(0, 7, size=n)
+    return scores, [codes == k for k in range(7)] + [codes < 3, np.zeros(n, bool), np.ones(n, bool)]
+
+
+def test_below_rest_p_gives_the_same_p_values_for_a_sparse_membership_as_for_a_dense_one():
+    scores, masks = _slices(300, 4)
+    scores = np.nan_to_num(scores)
+    dense = below_rest_p(scores, np.stack(masks, axis=1), seed=5, permutations=999)
+    sparse_members = membership(masks, len(scores))
+    assert sparse_members.shape == (len(masks), 300) and sparse_members.nnz == sum(int(m.sum()) for m in masks)
+    same = below_rest_p(scores, sparse_members.T, seed=5, permutations=999)
+    assert np.array_equal(np.isnan(dense), np.isnan(same))
+    assert np.array_equal(dense[~np.isnan(dense)], same[~np.isnan(same)])
+
+
+def test_mean_intervals_are_the_shared_intervals_of_the_masked_means():
+    scores, masks = _slices(500, 6)
+    other = np.where(np.isnan(scores), np.nan, 1.0 - np.nan_to_num(scores) ** 2)
+    columns = {"score": scores, "other": other}
+    entries = {(i, name): (name, mask) for i, mask in enumerate(masks) for name in columns}
+    expected = shared_intervals({key: mean_of(columns[name], mask) for key, (name, mask) in entries.items()}, 500,
+                                n_resamples=300, seed=2)
+    got = mean_intervals(columns, entries, 500, n_resamples=300, seed=2)
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key].value == value.value and got[key].n == value.n and got[key].method == value.method
+        if value.ci_low is not None:  # one sparse product for all against one dense product each: rounding only
+            assert math.isclose(got[key].ci_low, value.ci_low, rel_tol=1e-12, abs_tol=1e-12)
+            assert math.isclose(got[key].ci_high, value.ci_high, rel_tol=1e-12, abs_tol=1e-12)
+    assert got[(8, "score")].n == 0 and got[(8, "score")].value is None  # the empty mask
+
+
+def test_shared_intervals_batch_the_means_and_still_take_any_other_statistic():
+    scores, masks = _slices(200, 8)
+    labels = np.where(np.nan_to_num(scores) > 0.4, "continue", "stop")
+    statistics = {"mean": mean_of(scores, masks[0]), "f1": macro_f1_of(labels, labels[::-1])}
+    out = shared_intervals(statistics, 200, n_resamples=200, seed=1)
+    alone = shared_intervals({"f1": statistics["f1"]}, 200, n_resamples=200, seed=1)
+    assert out["f1"] == alone["f1"] and out["f1"].method == "percentile"
+    assert out["mean"].value == float(mean_of(scores, masks[0])(np.ones((1, 200)))[0])
+
+
+def test_pooled_values_keep_the_larger_values_in_count_order_and_pool_the_small_ones():
+    column = ["b"] * 9 + ["a"] * 9 + ["c"] * 12 + ["x", "y", "y"]
+    found = pooled_values(column, min_n=8)
+    assert [value for value, _, _ in found] == ["c", "a", "b", "other (pooled)"]
+    values = np.asarray(column, dtype=object)
+    for value, mask, pooled in found[:3]:
+        assert np.array_equal(mask, values == value) and pooled == []
+    assert found[3][2] == ["x", "y"] and np.array_equal(found[3][1], np.isin(values, ["x", "y"]))

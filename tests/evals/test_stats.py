@@ -302,3 +302,48 @@ def test_above_bca_max_n_the_interval_is_the_percentile_one_and_close_to_bca(mon
     width = bca.ci_high - bca.ci_low
     # the jackknife's correction at 2,500 records: a few percent of the width (module docstring)
     assert abs(bca.ci_low - percentile.ci_low) < 0.1 * width and abs(bca.ci_high - percentile.ci_high) < 0.1 * width
+
+
+def test_percentile_intervals_of_many_statistics_are_each_ones_interval():
+    from evals.stats import BCA_MAX_N, interval, percentile_intervals
+
+    n = BCA_MAX_N + 301  # percentile intervals: one set of draws may serve every statistic
+    rng = np.random.default_rng(5)
+    scores = rng.choice([0.0, 0.5, 1.0, np.nan], size=n)
+    confidence = rng.random(n)
+    labels = rng.choice(["continue", "stop", "pause"], size=n)
+    answers = np.where(rng.random(n) < 0.7, labels, "stop")
+    statistics = {"mean": mean_of(scores), "ratio": ratio_of(confidence, (confidence > 0.4).astype(float)),
+                  "macro_f1": macro_f1_of(labels, answers), "ece": ece_of(confidence, labels == answers),
+                  "constant": mean_of(np.ones(n))}
+    shared = percentile_intervals(statistics, n, n_resamples=500, seed=7)
+    ones = np.ones((1, n))
+    for name, statistic in statistics.items():
+        value = float(statistic(ones)[0])
+        low, high, method = interval(statistic, n, value, n_resamples=500, seed=7)
+        assert method == "percentile"
+        assert (min(shared[name][0], value), max(shared[name][1], value)) == (low, high)
+    many = bootstrap_many(statistics, n, n_resamples=500, seed=7)
+    assert all(many[name].ci_low <= many[name].value <= many[name].ci_high for name in statistics)
+
+
+def test_permutation_ps_of_many_tests_are_each_ones_permutation_p():
+    from evals.stats import permutation_p, permutation_ps
+
+    n = 300
+    rng = np.random.default_rng(11)
+    a, b = rng.choice([0.0, 0.5, 1.0], size=n), rng.choice([0.0, 0.5, 1.0, 1.0], size=n)
+    labels = rng.choice(["continue", "stop"], size=n)
+    some = np.arange(n) < 200
+    pairs = {"mean": (mean_of(a), mean_of(b)), "masked": (mean_of(a, some), mean_of(b, some)),
+             "ratio": (ratio_of(a, np.ones(n)), ratio_of(b, np.ones(n))), "same": (mean_of(a), mean_of(a)),
+             "f1": (macro_f1_of(labels, np.where(a > 0.4, "continue", "stop")),
+                    macro_f1_of(labels, np.where(b > 0.4, "continue", "stop"))),
+             "few": (mean_of(a, np.arange(n) < 10), mean_of(b, np.arange(n) < 10))}  # exact: 2^10 assignments
+    ones = np.ones((1, n))
+    tests = {name: (x.paired_on(y), float(x(ones)[0] - y(ones)[0]), x.active | y.active)
+             for name, (x, y) in pairs.items()}
+    together = permutation_ps(tests, n, seed=3, permutations=999)
+    for name, (joined, observed, active) in tests.items():
+        assert together[name] == permutation_p(joined, n, observed, seed=3, permutations=999, active=active), name
+    assert together["same"][0] == 1.0 and together["few"][1] == "permutation_exact"
