@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import multiprocessing
 import os
 from array import array
 from collections import Counter
@@ -392,39 +391,30 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="fit", disable=None, leave=False)
 
 
-# Processes the grid's fits run in at once: its points and folds are independent fits of one BLAS thread each.
+# Threads the grid's fits run in at once: its points and folds are independent fits of one BLAS thread each.
+# Threads, not forked processes: a fork's pages count again in every child's resident size, so a process tree
+# measured by its summed RSS looked twice its real size; the fits release the GIL in their loss and gradient.
 FIT_WORKERS = 2
-# The fold parts a forked worker fits on: set before the workers start, so they inherit them instead of a pickle.
-_PARTS: list[tuple[Any, sparse.csr_matrix, list[str], sparse.csr_matrix]] = []
-
-
-def _fit_part(job: tuple[float, str, FitSettings, int, int]) -> Any:
-    """One grid fit: (C, class weight, settings, seed, fold index) -> the classifier fit on that fold's fit part."""
-    C, weight, settings, seed, index = job
-    _, X_fit, y_fit, _ = _PARTS[index]
-    with one_blas_thread():
-        return _classifier(C, weight, settings, seed).fit(X_fit, y_fit)
 
 
 def _fit_all(jobs: list[tuple[float, str, FitSettings, int, int]], parts: list[Any], bar: Any) -> list[Any]:
-    """Every job's classifier, in the jobs' order: on up to `FIT_WORKERS` forked processes where the machine has the
-    cores (the same fits, so the same coefficients), else one after the other."""
-    global _PARTS
-    workers = min(FIT_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, len(jobs))
-    _PARTS = parts
-    try:
-        if workers >= 2 and "fork" in multiprocessing.get_all_start_methods():
-            from concurrent.futures import ProcessPoolExecutor
-            from concurrent.futures.process import BrokenProcessPool
+    """Every job's classifier, in the jobs' order: on up to `FIT_WORKERS` threads where the machine has the cores
+    (the same fits, so the same coefficients), else one after the other. A job is (C, class weight, settings, seed,
+    index of the fold part it fits on). BLAS keeps one thread throughout, set once here: threadpoolctl's limits
+    are process-wide, so threads entering and leaving it would undo each other's."""
+    def fit(job: tuple[float, str, FitSettings, int, int]) -> Any:
+        C, weight, settings, seed, index = job
+        _, X_fit, y_fit, _ = parts[index]
+        return _classifier(C, weight, settings, seed).fit(X_fit, y_fit)
 
-            try:
-                with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                    return [_counted(classifier, bar) for classifier in pool.map(_fit_part, jobs)]
-            except BrokenProcessPool:  # a worker killed (out of memory): fit here instead
-                bar.reset()
-        return [_counted(_fit_part(job), bar) for job in jobs]
-    finally:
-        _PARTS = []
+    workers = min(FIT_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, len(jobs))
+    with one_blas_thread():
+        if workers < 2:
+            return [_counted(fit(job), bar) for job in jobs]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            return [_counted(classifier, bar) for classifier in pool.map(fit, jobs)]
 
 
 def _counted(classifier: Any, bar: Any) -> Any:

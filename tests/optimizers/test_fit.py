@@ -64,23 +64,27 @@ def test_the_fit_is_deterministic():
     assert one == two
 
 
-def test_the_grid_fit_in_worker_processes_is_the_grid_fit_here(monkeypatch):
+def test_the_grid_fit_on_worker_threads_is_the_grid_fit_here(monkeypatch):
+    import threading
+
     import optimizers.fitting as fitting
 
-    forked = []
-    real = fitting._fit_part
-    monkeypatch.setattr(fitting, "_fit_part", lambda job: forked.append(job) or real(job))
+    threads: list[str] = []
+    real = fitting._classifier
+    monkeypatch.setattr(fitting, "_classifier",
+                        lambda *args: threads.append(threading.current_thread().name) or real(*args))
     monkeypatch.setattr(fitting, "FIT_WORKERS", 1)
     here = _fit()
-    assert len(forked) == 8 * 5  # every grid point on every fold, in this process
-    monkeypatch.setattr(fitting, "_fit_part", real)
+    grid = 8 * 5  # every grid point on every fold
+    assert threads[:grid] == ["MainThread"] * grid
+    threads.clear()
     monkeypatch.setattr(fitting, "FIT_WORKERS", 2)
     monkeypatch.setattr(fitting.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     workers = _fit()
+    assert "MainThread" not in threads[:grid]  # the grid ran on the pool's threads
     assert json.dumps(workers.program.dump_state(), sort_keys=True) == json.dumps(here.program.dump_state(),
                                                                                   sort_keys=True)
     assert workers.details["fit_grid"] == here.details["fit_grid"]
-    assert fitting._PARTS == []  # the parts are not held after the grid
 
 
 def test_the_recipe_settings_reach_the_fit():
