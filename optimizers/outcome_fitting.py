@@ -27,11 +27,12 @@ import os
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sequence
+from itertools import chain
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, training_data
+from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, attempt_of_example, training_data
 from evals.offpolicy.propensity import PROPENSITY_KIND, PropensityModel
 from runtime.advisor import FAMILIES
 from runtime.outcome import MODEL_KIND, OutcomeModel, linear_expansion
@@ -356,11 +357,49 @@ def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int,
     return PropensityModel(state), info
 
 
-Logged = PlannerRecord | Attempt
+# What a fit reads: dataset records, attempts, or `programs.planner_example` examples (the `fit` recipe's trainset).
+Logged = Union[PlannerRecord, Attempt, Any]
 
 
-def _attempts(items: Sequence[Logged]) -> list[Attempt]:
-    return [item if isinstance(item, Attempt) else attempt_of(item) for item in items]
+def _attempt(item: Logged) -> Attempt:
+    if isinstance(item, Attempt):
+        return item
+    if isinstance(item, PlannerRecord):
+        return attempt_of(item)
+    return attempt_of_example(item)
+
+
+def _record_id(item: Logged) -> str:
+    """An item's record id without reading its packet (an example's packet is JSON text until it is needed)."""
+    if isinstance(item, (Attempt, PlannerRecord)):
+        return item.record_id
+    return str(item.get("record_id") or "")
+
+
+@dataclass
+class _Read:
+    """Logged items read once, one at a time, into the fit's rows (nothing else of them is kept): the rows, every
+    item's record id in order, and how many items came from train and from dev."""
+
+    data: TrainingData
+    ids: list[str]
+    n_train: int
+    n_dev: int
+
+
+def _read(train: Iterable[Logged], dev: Iterable[Logged]) -> _Read:
+    ids: list[str] = []
+    counts = [0, 0]
+
+    def attempts(items: Iterable[Logged], part: int) -> Iterator[Attempt]:
+        for item in items:
+            attempt = _attempt(item)
+            ids.append(attempt.record_id)
+            counts[part] += 1
+            yield attempt
+
+    data = training_data(chain(attempts(train, 0), attempts(dev, 1)))
+    return _Read(data, ids, counts[0], counts[1])
 
 
 def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeFitSettings) -> np.ndarray:
@@ -377,13 +416,16 @@ def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeF
     return weight / weight.mean()
 
 
-def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> TrainingData:
+def usable_data(train: Iterable[Logged], dev: Iterable[Logged] = ()) -> TrainingData:
     """The rows the models are fit on (train, then dev); OutcomeFitError when they cannot teach a model."""
-    records = _attempts([*train, *dev])
-    data = training_data(records)
+    return _checked(_read(train, dev)).data
+
+
+def _checked(read: _Read) -> _Read:
+    data = read.data
     skipped = ", ".join(f"{count} {why}" for why, count in sorted(data.skipped.items()))
     if data.n < MIN_ATTEMPTS:
-        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {len(records)} record(s) "
+        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {read.n_train + read.n_dev} record(s) "
                               f"({skipped or 'none skipped'}): "
                               f"an outcome model needs at least {MIN_ATTEMPTS} attempts with a family in "
                               "strategy_tags[0] and a best before them; import more logs")
@@ -395,7 +437,7 @@ def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> Training
     if not (np.isfinite(data.gain_share) & (data.valid == 1)).any():
         raise OutcomeFitError(f"none of the {int(data.valid.sum())} valid attempts has measured cycles (cycles null "
                               "everywhere): an outcome model needs to see what an attempt brought")
-    return data
+    return read
 
 
 def _digest(ids: Sequence[str]) -> str:
@@ -408,30 +450,46 @@ _FITTED: dict[tuple[Any, ...], OutcomeFit] = {}
 _FITTED_KEEP = 4
 
 
-def fit_outcome_models_once(train: Sequence[Logged], dev: Sequence[Logged] = (),
+def fit_outcome_models_once(train: Iterable[Logged], dev: Iterable[Logged] = (),
                             settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
-    """`fit_outcome_models`, served from the last fits when the same records, settings and seed were fit before."""
-    attempts = _attempts([*train, *dev])
-    key = (tuple(a.record_id for a in attempts), len(train), json.dumps(settings.key(), sort_keys=True), seed)
+    """`fit_outcome_models`, served from the last fits when the same records, settings and seed were fit before.
+
+    Lists are looked up by their record ids before any packet is read (the `fit` recipe's examples carry theirs as
+    JSON text); any other iterable, such as records streamed from a split, is read once into the fit's rows first
+    (the records are not kept), then looked up."""
+    setting = json.dumps(settings.key(), sort_keys=True)
+    if isinstance(train, Sequence) and isinstance(dev, Sequence):
+        key = (tuple(_record_id(item) for part in (train, dev) for item in part), len(train), setting, seed)
+        if key not in _FITTED:
+            _keep(key, fit_outcome_models(train, dev, settings, seed=seed))
+        return _FITTED[key]
+    read = _read(train, dev)
+    key = (tuple(read.ids), read.n_train, setting, seed)
     if key not in _FITTED:
-        while len(_FITTED) >= _FITTED_KEEP:
-            _FITTED.pop(next(iter(_FITTED)))
-        _FITTED[key] = fit_outcome_models(attempts[:len(train)], attempts[len(train):], settings, seed=seed)
+        with one_blas_thread(), _pool() as pool:
+            _keep(key, _fit_read(_checked(read), settings, seed, pool))
     return _FITTED[key]
 
 
-def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
+def _keep(key: tuple[Any, ...], fitted: OutcomeFit) -> None:
+    while len(_FITTED) >= _FITTED_KEEP:
+        _FITTED.pop(next(iter(_FITTED)))
+    _FITTED[key] = fitted
+
+
+def fit_outcome_models(train: Iterable[Logged], dev: Iterable[Logged] = (),
                        settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0,
                        workers: Optional[int] = None) -> OutcomeFit:
     """Fit P(valid), the improvement share and the propensity on train (+ dev); OutcomeFitError on unusable logs.
-    The fits run on `workers` threads (`fit_workers()` when None); the models are the same on any number."""
+    The items are read once, one at a time (a stream of records is never held whole). The fits run on `workers`
+    threads (`fit_workers()` when None); the models are the same on any number."""
+    read = _checked(_read(train, dev))
     with one_blas_thread(), _pool(workers=workers) as pool:
-        return _fit_outcome_models(train, dev, settings, seed, pool)
+        return _fit_read(read, settings, seed, pool)
 
 
-def _fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged], settings: OutcomeFitSettings,
-                        seed: int, pool: Executor) -> OutcomeFit:
-    data = usable_data(train, dev)
+def _fit_read(read: _Read, settings: OutcomeFitSettings, seed: int, pool: Executor) -> OutcomeFit:
+    data = read.data
     X, groups = data.rows, data.groups
     known = np.isfinite(data.gain_share)
     propensity, propensity_info = _propensity(data, settings, seed, pool)
@@ -451,7 +509,7 @@ def _fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged], settings
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
     scale = _family_scale(data, known, weight, gain.held, families)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
-              "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,
+              "families": families, "n_train": read.n_train, "n_dev": read.n_dev, "attempts": data.n,
               "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),
               "skipped": data.skipped, "folds": len(_folds(groups, settings.folds)), "seed": seed,
               "trained_on_sha256": _digest(data.record_ids), "settings": settings.key(),
