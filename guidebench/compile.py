@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare
@@ -254,27 +254,61 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
             raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
-    splits = {name: load_eval_data(data_dir, name) for name in ("train", "dev", "test")}
-    found = splits["train"].kind
+    train = _train_split(data_dir)
+    found = train.kind
     if found != kind:
         raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
+    splits = {"train": train, **{name: load_eval_data(data_dir, name) for name in ("dev", "test")}}
     to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
+    keys: list[RecordKey] = []
     for name in ("train", "dev"):
         examples[name], unlabeled[name] = [], 0
-        for record in splits[name].records:
+        # Nothing replays the train split: it is read one record at a time, each kept as the identity a provenance
+        # reads, not whole (the examples carry what the optimizers need; a year of records would be held twice).
+        records = _iter_split(data_dir, name) if name == "train" else splits[name].records
+        for record in records:
+            if name == "train":
+                keys.append(RecordKey(record.record_id, record.content_hash))
             try:
                 examples[name].append(to_example(record))
             except ValueError:  # no outcome label: cannot teach or select with it
                 unlabeled[name] += 1
+    splits["train"].records = keys
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
-    # Nothing replays the train split: its records are kept as the identities a provenance reads, not whole (the
-    # examples carry what the optimizers need; a year of records would otherwise be held twice).
-    splits["train"].records = [RecordKey(r.record_id, r.content_hash) for r in splits["train"].records]
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
                        trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
+
+
+def _train_split(data_dir: Path) -> EvalData:
+    """The train split's identity (kind, dataset id, hash), its records left to `_iter_split`."""
+    from evals.data import DatasetFormatError, dataset_info
+
+    from guidebench.evaluation.inputs import DATASET_KIND_TO_PROGRAM_KIND
+
+    try:
+        info = dataset_info(data_dir)
+        digest = str(info["splits"]["train"]["hash"])
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    except (KeyError, TypeError):
+        raise GuidebenchError(f"--data {data_dir}: its dataset.json declares no train split hash; import the logs "
+                              "again (`guidebench data import ... --force`)") from None
+    return EvalData(kind=DATASET_KIND_TO_PROGRAM_KIND[info["kind"]], records=[],
+                    dataset_id=str(info.get("dataset_id", "")), split="train", split_hash=digest, source="dataset",
+                    dataset_dir=data_dir)
+
+
+def _iter_split(data_dir: Path, name: str) -> Iterator[Any]:
+    """The records of a split, streamed (each checked as `load_records` checks it), a damaged split in one line."""
+    from evals.data import DatasetFormatError, iter_records
+
+    try:
+        yield from iter_records(data_dir, name)
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
 
 
 # ----- dry run ------------------------------------------------------------------------------------

@@ -72,6 +72,25 @@ def test_the_fit_is_the_same_on_one_thread_as_on_several():
     assert {row["target"] for row in one.grid} == {"gain", "valid"}  # both selections ran, in the same pool
 
 
+def test_records_streamed_once_fit_what_a_list_fits_and_examples_are_served_by_their_ids():
+    import programs
+    from optimizers.outcome_fitting import _FITTED, fit_outcome_models_once
+
+    records = episodes(n_episodes=8)
+    listed = fit_outcome_models(records[:60], records[60:])
+    streamed = fit_outcome_models(iter(records[:60]), iter(records[60:]))  # read one at a time, never held
+    assert streamed.outcome.to_state() == listed.outcome.to_state() and streamed.chosen == listed.chosen
+    assert streamed.chosen["n_train"] == 60 and streamed.chosen["n_dev"] == len(records) - 60
+    _FITTED.clear()
+    once = fit_outcome_models_once(iter(records[:60]), iter(records[60:]))
+    assert once.outcome.to_state() == listed.outcome.to_state()
+    # the fit recipe's examples name the same records: served from the fit above, their packets never parsed
+    examples = [programs.planner_example(r) for r in records]
+    for example in examples:
+        example["packet"] = "not JSON: would fail if it were read"
+    assert fit_outcome_models_once(examples[:60], examples[60:]) is once
+
+
 def test_fit_workers_is_at_least_one_and_capped():
     assert 1 <= fit_workers() <= MAX_WORKERS
 
