@@ -529,6 +529,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         if result.stopped_by_budget:
             print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
     save_program(program, files["program"], provenance)
+    # The examples taught the program and are not read again (the evaluations replay the dev and test records):
+    # let them go before the replays build their rows.
+    data.trainset, data.valset = [], []
 
     # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
     evals: dict[str, Any] = {}
