@@ -23,10 +23,12 @@ import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import optimizers
+from evals.data import DatasetFormatError, SplitRecords
 from evals.replay import ReplayResult, compare
 from optimizers.base import RecipeError
 from optimizers.budget import Budget
@@ -40,6 +42,7 @@ from guidebench.errors import GuidebenchError
 from guidebench.evaluation.inputs import EvalData, load_eval_data, no_dataset_json
 from guidebench.evaluation.run import (learned_from_summary, metrics_for, planner_cycles, scored_replay,
                                        summary_table, write_outputs)
+from guidebench.evaluation.stored_examples import StoredExample
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -242,8 +245,11 @@ def _registered(name: str, option: str) -> Any:
         raise GuidebenchError(f"{option} {name!r}: {exc}") from None
 
 
-def load_compile_data(data_dir: Path, kind: str) -> CompileData:
-    """Train, dev and test of a dataset folder; labeled train/dev records become examples."""
+def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) -> CompileData:
+    """Train, dev and test of a dataset folder; labeled train/dev records become examples.
+
+    `stored_train`: the train examples are `StoredExample`s, each read back from the split when a field other than
+    its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`)."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -268,13 +274,18 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
         # Nothing replays the train split: it is read one record at a time, each kept as the identity a provenance
         # reads, not whole (the examples carry what the optimizers need; a year of records would be held twice).
         records = _iter_split(data_dir, name) if name == "train" else splits[name].records
-        for record in records:
+        stored = _split_records(data_dir, name) if name == "train" and stored_train else None
+        for index, record in enumerate(records):
             if name == "train":
                 keys.append(RecordKey(record.record_id, record.content_hash))
             try:
-                examples[name].append(to_example(record))
+                example = to_example(record)
             except ValueError:  # no outcome label: cannot teach or select with it
                 unlabeled[name] += 1
+                continue
+            if stored is not None:  # the same example, built again from the split if a field of it is needed
+                example = StoredExample(record.record_id, partial(_example_at, stored, index, to_example))
+            examples[name].append(example)
     splits["train"].records = keys
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
@@ -282,9 +293,26 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
                        trainset=examples["train"], valset=examples["dev"], unlabeled=unlabeled)
 
 
+def _split_records(data_dir: Path, name: str) -> SplitRecords:
+    try:
+        return SplitRecords(data_dir, name)
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+
+
+def _example_at(records: Any, index: int, to_example: Any) -> Any:
+    return to_example(records[index])
+
+
+def needs_only_ids(spec: Any, recipe: optimizers.Recipe) -> bool:
+    """Whether the compile's optimizer reads only the record ids of its train examples: a trained planner's fit,
+    whose outcome model is fit on the records streamed from the split (`StoredExample`)."""
+    return spec.kind == "planner" and spec.trained and not recipe.compiles_lm
+
+
 def _train_split(data_dir: Path) -> EvalData:
     """The train split's identity (kind, dataset id, hash), its records left to `_iter_split`."""
-    from evals.data import DatasetFormatError, dataset_info
+    from evals.data import dataset_info
 
     from guidebench.evaluation.inputs import DATASET_KIND_TO_PROGRAM_KIND
 
@@ -303,7 +331,7 @@ def _train_split(data_dir: Path) -> EvalData:
 
 def _iter_split(data_dir: Path, name: str) -> Iterator[Any]:
     """The records of a split, streamed (each checked as `load_records` checks it), a damaged split in one line."""
-    from evals.data import DatasetFormatError, iter_records
+    from evals.data import iter_records
 
     try:
         yield from iter_records(data_dir, name)
@@ -400,7 +428,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     check_pairing(spec, recipe)
     settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
-    data = load_compile_data(Path(request.data), spec.kind)
+    data = load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe))
     check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
