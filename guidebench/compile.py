@@ -249,7 +249,8 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) 
     """Train, dev and test of a dataset folder; labeled train/dev records become examples.
 
     `stored_train`: the train examples are `StoredExample`s, each read back from the split when a field other than
-    its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`)."""
+    its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`), and dev's are
+    built from its records (kept for its replay) on first use."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -285,6 +286,8 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) 
                 continue
             if stored is not None:  # the same example, built again from the split if a field of it is needed
                 example = StoredExample(record.record_id, partial(_example_at, stored, index, to_example))
+            elif stored_train and name == "dev":  # dev's records stay in memory for its replay: built from them
+                example = StoredExample(record.record_id, partial(to_example, record))
             examples[name].append(example)
     splits["train"].records = keys
     if not examples["train"]:
