@@ -200,8 +200,11 @@ def _episode_sample(groups: Sequence[str], cap: int) -> np.ndarray:
 
 
 class _Selection:
-    """A model selection in flight (`_select`): every candidate's fold fits are handed to the pool at once, so the
-    fits of two selections (gain and valid) share the cores; `choose` hands it the refit of the best on all rows."""
+    """A model selection in flight: the candidate of least held-out (weighted) loss over grouped folds (the first
+    when there are no folds), refit on all rows. The folds split a sample of whole episodes when there are more than
+    `selection_max` rows; the chosen candidate's held-out predictions (`held`) are NaN outside it. Every candidate's
+    fold fits are handed to the pool at once, so the fits of two selections (gain and valid) share the cores;
+    `choose` hands it the refit of the best on all rows."""
 
     def __init__(self, kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
                  settings: OutcomeFitSettings, seed: int, weight: Optional[np.ndarray], pool: Executor) -> None:
@@ -259,16 +262,6 @@ class _Selection:
         chosen = self.refit.result()
         chosen.held = self.held
         return chosen, self.grid
-
-
-def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
-            settings: OutcomeFitSettings, seed: int, weight: Optional[np.ndarray] = None,
-            pool: Optional[Executor] = None) -> tuple[_Candidate, list[dict[str, Any]]]:
-    """The candidate of least held-out (weighted) loss over grouped folds (the first when there are no folds),
-    refit on all. The folds split a sample of whole episodes when there are more than `selection_max` rows; the
-    chosen candidate's held-out predictions (`held`) are NaN outside it."""
-    with _pool(pool) as running:
-        return _Selection(kind, specs, X, y, groups, settings, seed, weight, running).choose(running).result()
 
 
 def fit_workers() -> int:
