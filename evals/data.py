@@ -514,6 +514,24 @@ def map_split(directory: str | os.PathLike, split: str, fn: Callable[[Any], Mapp
                     remove_columns=part.column_names, desc=f"map {split}")
 
 
+class SplitRecords:
+    """One split's records by row index, each read and validated from the memory-mapped Arrow file when asked for
+    (nothing is held in memory): for a caller that streamed the split once (`iter_records` checked its count and
+    hash) and comes back for a few records later."""
+
+    def __init__(self, directory: str | os.PathLike, split: str) -> None:
+        self.directory, self.split = Path(directory), split
+        info = dataset_info(self.directory)
+        self.model = KINDS[info["kind"]]
+        self._part = _open_split(self.directory, split, _reimport(self.directory, info["kind"]))
+
+    def __len__(self) -> int:
+        return len(self._part)
+
+    def __getitem__(self, index: int) -> Record:
+        return _validated(self.directory, self.split, self.model, self._part[index], index)  # type: ignore[return-value]
+
+
 def load_records(directory: str | os.PathLike, split: str = "test") -> list[Record]:
     """The validated records of a split ("train", "dev", "test" or "all"), in stored order."""
     return list(iter_records(directory, split))

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -108,7 +109,23 @@ class PlannerOutcome:
         return self.cycles if self.cycles is not None else _SIMULATOR
 
 
+_RECENT_PACKETS = 8  # the last packets' requirements, by identity (`pivot_requirement`)
+_recent: deque[tuple[AdvisorPacket, "PivotRequirement"]] = deque(maxlen=_RECENT_PACKETS)
+
+
 def pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
+    """The pivot rules in force for a packet (`_pivot_requirement`), the same object for the same packet when it
+    was asked for just before: scoring one replayed record asks six times (its score, feedback, compliant families,
+    row and slices), and each answer parses the packet's log tail again otherwise."""
+    for seen, need in tuple(_recent):
+        if seen is packet:
+            return need
+    need = _pivot_requirement(packet)
+    _recent.append((packet, need))
+    return need
+
+
+def _pivot_requirement(packet: AdvisorPacket) -> PivotRequirement:
     """The pivot rules in force for a packet: `runtime.pivot_required` on its log tail and profile.
 
     The packet's best is the runner's (log and `best/*` tags) and is passed as the tags' best, so a

@@ -24,10 +24,12 @@ import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import optimizers
+from evals.data import DatasetFormatError, SplitRecords
 from evals.replay import ReplayResult, compare
 from optimizers.base import RecipeError
 from optimizers.budget import Budget
@@ -41,6 +43,7 @@ from guidebench.errors import GuidebenchError
 from guidebench.evaluation.inputs import DATASET_KIND_TO_PROGRAM_KIND, EvalData, load_eval_data, no_dataset_json
 from guidebench.evaluation.run import (learned_from_summary, metrics_for, planner_cycles, scored_replay,
                                        summary_table, write_outputs)
+from guidebench.evaluation.stored_examples import StoredExample
 
 DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
@@ -251,9 +254,13 @@ def _registered(name: str, option: str) -> Any:
         raise GuidebenchError(f"{option} {name!r}: {exc}") from None
 
 
-def load_compile_data(data_dir: Path, kind: str) -> CompileData:
+def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
-    and test) hold their records' identities only; `CompileData.records_of` reads a split's records."""
+    and test) hold their records' identities only; `CompileData.records_of` reads a split's records.
+
+    `stored_train`: the train examples are `StoredExample`s, each read back from the split when a field other than
+    its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`), and dev's are
+    built from its records (kept for its replay) on first use."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -264,7 +271,7 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
             raise GuidebenchError(no_dataset_json(data_dir))
         raise GuidebenchError(f"--data {data_dir}: not a dataset folder (no dataset.json); "
                               "run `guidebench data import` first")
-    from evals.data import DatasetFormatError, dataset_info
+    from evals.data import dataset_info
 
     try:
         found = DATASET_KIND_TO_PROGRAM_KIND[dataset_info(data_dir)["kind"]]
@@ -281,10 +288,13 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
     unlabeled: dict[str, int] = {}
     for name in ("train", "dev", "test"):
         if name == "train" or defer:
-            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind)
+            stored = _stored_from_split(data_dir, name, to_example) if stored_train and name == "train" else None
+            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind, stored)
         else:
             splits[name] = load_eval_data(data_dir, name)
-            examples[name], unlabeled[name] = _examples(splits[name].records, to_example)
+            # dev's records stay in memory for its replay: a stored example is built from them when asked
+            stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
+            examples[name], unlabeled[name] = _examples(splits[name].records, to_example, stored)
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
@@ -292,15 +302,40 @@ def load_compile_data(data_dir: Path, kind: str) -> CompileData:
                        unlabeled={name: unlabeled[name] for name in ("train", "dev")})
 
 
-def _examples(records: Iterable[Any], to_example: Any) -> tuple[list[Any], int]:
-    """(the labeled records as examples, the count of unlabeled ones)."""
+# How a labeled record's example is kept: (its index in the split, the record) -> the example held
+Keep = Callable[[int, Any], Any]
+
+
+def _examples(records: Iterable[Any], to_example: Any, keep: Optional[Keep] = None) -> tuple[list[Any], int]:
+    """(the labeled records as examples, the count of unlabeled ones); `keep` holds an example in another form (a
+    `StoredExample`) once the record has proved labeled."""
     examples, unlabeled = [], 0
-    for record in records:
+    for index, record in enumerate(records):
         try:
-            examples.append(to_example(record))
+            example = to_example(record)
         except ValueError:  # no outcome label: cannot teach or select with it
             unlabeled += 1
+            continue
+        examples.append(example if keep is None else keep(index, record))
     return examples, unlabeled
+
+
+def _stored_from_split(data_dir: Path, name: str, to_example: Any) -> Keep:
+    """Examples read back from the split's memory-mapped file when a field other than the record id is asked for."""
+    try:
+        records = SplitRecords(data_dir, name)
+    except DatasetFormatError as exc:
+        raise GuidebenchError(str(exc)) from exc
+    return lambda index, record: StoredExample(record.record_id, partial(_example_at, records, index, to_example))
+
+
+def _stored_from_record(to_example: Any) -> Keep:
+    """Examples built again from their records (held for a replay) when a field other than the record id is asked."""
+    return lambda index, record: StoredExample(record.record_id, partial(to_example, record))
+
+
+def _example_at(records: Any, index: int, to_example: Any) -> Any:
+    return to_example(records[index])
 
 
 @contextlib.contextmanager
@@ -317,11 +352,12 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(data_dir: Path, split: str, to_example: Any, kind: str) -> tuple[EvalData, list[Any], int]:
+def _streamed(data_dir: Path, split: str, to_example: Any, kind: str,
+              keep: Optional[Keep] = None) -> tuple[EvalData, list[Any], int]:
     """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
     time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
     next to their examples, was most of a compile's memory)."""
-    from evals.data import DatasetFormatError, dataset_info, iter_records
+    from evals.data import dataset_info, iter_records
 
     keys: list[RecordKey] = []
 
@@ -334,12 +370,18 @@ def _streamed(data_dir: Path, split: str, to_example: Any, kind: str) -> tuple[E
         info = dataset_info(data_dir)
         # iter_records checks the record count first and the hash at the end
         with _no_cycle_collection():
-            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), to_example)
+            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), to_example, keep)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
     data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,
                     split_hash=info["splits"][split]["hash"], source="dataset", dataset_dir=data_dir)
     return data, examples, unlabeled
+
+
+def needs_only_ids(spec: Any, recipe: optimizers.Recipe) -> bool:
+    """Whether the compile's optimizer reads only the record ids of its train examples: a trained planner's fit,
+    whose outcome model is fit on the records streamed from the split (`StoredExample`)."""
+    return spec.kind == "planner" and spec.trained and not recipe.compiles_lm
 
 
 # ----- dry run ------------------------------------------------------------------------------------
@@ -431,7 +473,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     check_pairing(spec, recipe)
     settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
-    data = load_compile_data(Path(request.data), spec.kind)
+    data = load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe))
     check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
@@ -565,6 +607,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         if result.stopped_by_budget:
             print(f"compile: stopped by budget ({result.stop_reason}); kept the {result.kept.replace('_', ' ')} program")
     save_program(program, files["program"], provenance)
+    # The examples taught the program and are not read again (the evaluations replay the dev and test records):
+    # let them go before the replays build their rows.
+    data.trainset, data.valset = [], []
 
     # 2. evaluate the compiled program on dev and test (inside the compile's cache: a resume replays them)
     evals: dict[str, Any] = {}

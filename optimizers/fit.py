@@ -20,7 +20,6 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field, field_validator
 
-from evals.offpolicy.bandit import attempt_of_example
 from programs.planner_learned import CHOICE_SETS, DEFAULT_CHOICE, OutcomeModelParameter
 from runtime.outcome import OUTCOME_MODEL_KEY
 from runtime.trained import TRAINED_MODEL_KEY, TrainedDecisionModel
@@ -175,9 +174,10 @@ def _fit_planner(program: dspy.Module, trainset: list[dspy.Example], valset: lis
     used = planner_settings(ctx.settings)  # type: ignore[arg-type]
     dev = valset if used["refit_on_dev"] else []
     try:
-        fitted = fit_outcome_models_once([attempt_of_example(ex) for ex in trainset],
-                                         [attempt_of_example(ex) for ex in dev],
-                                         OutcomeFitSettings(folds=used["folds"]), seed=ctx.seed)
+        # The examples themselves: looked up by their record ids first (a compile's evaluations fit the dataset's
+        # models on the same records just before), their packets read only when the fit is new.
+        fitted = fit_outcome_models_once(list(trainset), list(dev), OutcomeFitSettings(folds=used["folds"]),
+                                         seed=ctx.seed)
     except OutcomeFitError as exc:
         raise RecipeError(f"fit: {exc}") from None
     for parameter in outcome_parameters(program):

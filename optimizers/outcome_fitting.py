@@ -23,12 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from itertools import chain
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, training_data
+from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, attempt_of_example, training_data
 from evals.offpolicy.propensity import PROPENSITY_KIND, PropensityModel
 from runtime.advisor import FAMILIES
 from runtime.outcome import MODEL_KIND, OutcomeModel, linear_expansion
@@ -41,6 +45,7 @@ MIN_ATTEMPTS = 30  # usable logged attempts (a family in strategy_tags[0], a bes
 MIN_EPISODES = 2
 MIN_SCALED = 20  # attempts of a family its calibration needs
 MAX_SCALE = 2.0
+MAX_WORKERS = 4  # threads the fits run on at most (`fit_workers`)
 
 
 class OutcomeFitError(ValueError):
@@ -194,38 +199,91 @@ def _episode_sample(groups: Sequence[str], cap: int) -> np.ndarray:
     return np.asarray(sorted(chosen), dtype=np.int64)
 
 
-def _select(kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
-            settings: OutcomeFitSettings, seed: int,
-            weight: Optional[np.ndarray] = None) -> tuple[_Candidate, list[dict[str, Any]]]:
-    """The candidate of least held-out (weighted) loss over grouped folds (the first when there are no folds),
-    refit on all. The folds split a sample of whole episodes when there are more than `selection_max` rows; the
-    chosen candidate's held-out predictions (`held`) are NaN outside it."""
-    sample = _episode_sample(groups, settings.selection_max)
-    splits = [(sample[fit], sample[part]) for fit, part in _folds([groups[i] for i in sample], settings.folds)]
-    w = np.ones(len(y)) if weight is None else weight
-    grid, predictions = [], {}
-    from tqdm.auto import tqdm
+class _Selection:
+    """A model selection in flight: the candidate of least held-out (weighted) loss over grouped folds (the first
+    when there are no folds), refit on all rows. The folds split a sample of whole episodes when there are more than
+    `selection_max` rows; the chosen candidate's held-out predictions (`held`) are NaN outside it. Every candidate's
+    fold fits are handed to the pool at once, so the fits of two selections (gain and valid) share the cores;
+    `choose` hands it the refit of the best on all rows."""
 
-    bar = tqdm(total=len(specs) * len(splits), desc=f"fit: {kind} candidates", unit="fit", disable=None, leave=False)
-    for spec in specs:
-        if not splits:
-            grid.append({"target": kind, "model": spec, "held_out_loss": None})
-            continue
-        held = np.full(len(y), np.nan)
-        for fit, part in splits:
-            bar.update(1)
-            if kind == "valid" and len(set(y[fit])) < 2:
-                held[part] = float(y[fit].mean())
+    def __init__(self, kind: str, specs: Sequence[str], X: np.ndarray, y: np.ndarray, groups: Sequence[str],
+                 settings: OutcomeFitSettings, seed: int, weight: Optional[np.ndarray], pool: Executor) -> None:
+        self.kind, self.specs, self.X, self.y, self.settings, self.seed = kind, list(specs), X, y, settings, seed
+        self.sample = _episode_sample(groups, settings.selection_max)
+        self.splits = [(self.sample[fit], self.sample[part])
+                       for fit, part in _folds([groups[i] for i in self.sample], settings.folds)]
+        self.w = np.ones(len(y)) if weight is None else weight
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=len(self.specs) * len(self.splits), desc=f"fit: {kind} candidates", unit="fit",
+                        disable=None, leave=False)
+        self.folds: dict[str, list[Future]] = {spec: [] for spec in self.specs}
+        for spec in self.specs:
+            for fit, part in self.splits:
+                future = pool.submit(self._held_out, spec, fit, part)
+                future.add_done_callback(lambda _: self.bar.update(1))
+                self.folds[spec].append(future)
+        self.refit: Optional[Future] = None
+
+    def _held_out(self, spec: str, fit: np.ndarray, part: np.ndarray) -> np.ndarray:
+        if self.kind == "valid" and len(set(self.y[fit])) < 2:
+            return np.full(len(part), float(self.y[fit].mean()))
+        return _Candidate(spec, self.kind, self.settings, self.seed).fit(
+            self.X[fit], self.y[fit], self.w[fit]).predict(self.X[part])
+
+    def _fit_all(self, spec: str) -> "_Candidate":
+        return _Candidate(spec, self.kind, self.settings, self.seed).fit(self.X, self.y, self.w)
+
+    def choose(self, pool: Executor) -> "_Selection":
+        """Wait for the fold fits, score each candidate, and hand the pool the refit of the best on every row."""
+        self.grid, predictions = [], {}
+        for spec in self.specs:
+            if not self.splits:
+                self.grid.append({"target": self.kind, "model": spec, "held_out_loss": None})
                 continue
-            held[part] = _Candidate(spec, kind, settings, seed).fit(X[fit], y[fit], w[fit]).predict(X[part])
-        grid.append({"target": kind, "model": spec, "held_out_loss": _loss(kind, y[sample], held[sample], w[sample])})
-        predictions[spec] = held
-    bar.close()
-    scored = [row for row in grid if row["held_out_loss"] is not None]
-    best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else specs[0]
-    chosen = _Candidate(best, kind, settings, seed).fit(X, y, w)
-    chosen.held = predictions.get(best)
-    return chosen, grid
+            held = np.full(len(self.y), np.nan)
+            for (_, part), future in zip(self.splits, self.folds[spec]):
+                held[part] = future.result()
+            s = self.sample
+            self.grid.append({"target": self.kind, "model": spec,
+                              "held_out_loss": _loss(self.kind, self.y[s], held[s], self.w[s])})
+            predictions[spec] = held
+        self.bar.close()
+        scored = [row for row in self.grid if row["held_out_loss"] is not None]
+        self.best = min(scored, key=lambda row: row["held_out_loss"])["model"] if scored else self.specs[0]
+        self.held = predictions.get(self.best)
+        self.refit = pool.submit(self._fit_all, self.best)
+        return self
+
+    def result(self) -> tuple["_Candidate", list[dict[str, Any]]]:
+        """The chosen candidate refit on all rows (its held-out predictions as `held`) and the grid."""
+        if self.refit is None:
+            raise RuntimeError("_Selection.result() before choose()")
+        chosen = self.refit.result()
+        chosen.held = self.held
+        return chosen, self.grid
+
+
+def fit_workers() -> int:
+    """Threads the fits run on: the cores this process may use, at most `MAX_WORKERS`.
+
+    Each fit is seeded and independent of the others, so the models are the same on any number of threads; the
+    trees' C code and NumPy release the GIL, so two cores fit nearly twice as fast."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
+
+
+@contextmanager
+def _pool(pool: Optional[Executor] = None, workers: Optional[int] = None) -> Iterator[Executor]:
+    """The given pool, else a new one of `workers` threads (`fit_workers()` when None), shut down after."""
+    if pool is not None:
+        yield pool
+        return
+    with ThreadPoolExecutor(max_workers=workers or fit_workers(), thread_name_prefix="outcome-fit") as running:
+        yield running
 
 
 def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray, held: Optional[np.ndarray],
@@ -249,7 +307,8 @@ def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray, hel
     return scale
 
 
-def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> tuple[PropensityModel, dict[str, Any]]:
+def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int,
+                pool: Optional[Executor] = None) -> tuple[PropensityModel, dict[str, Any]]:
     from sklearn.linear_model import LogisticRegression
 
     X, y = data.policy_rows, data.family
@@ -263,14 +322,21 @@ def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> 
         info["model"] = "constant (one family logged)"
     else:
         splits = _folds(data.groups, settings.folds)
+
+        def fold(C: float, fit: np.ndarray, part: np.ndarray) -> tuple[list[int], np.ndarray]:
+            model = LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(Z[fit], y[fit])
+            return [classes.index(c) for c in model.classes_], model.predict_proba(Z[part])
+
+        with _pool(pool) as running:
+            jobs = {C: [running.submit(fold, C, fit, part) for fit, part in splits] for C in settings.propensity_C}
         losses = {}
         for C in settings.propensity_C:
             if not splits:
                 break
             held = np.zeros((len(y), len(classes)))
-            for fit, part in splits:
-                model = LogisticRegression(C=C, max_iter=2000, random_state=seed).fit(Z[fit], y[fit])
-                held[np.ix_(part, [classes.index(c) for c in model.classes_])] = model.predict_proba(Z[part])
+            for (_, part), job in zip(splits, jobs[C]):
+                columns, probabilities = job.result()
+                held[np.ix_(part, columns)] = probabilities
             picked = held[np.arange(len(y)), [classes.index(c) for c in y]]
             losses[C] = float(-np.mean(np.log(np.clip(picked, 1e-6, 1))))
         C = min(losses, key=losses.get) if losses else settings.propensity_C[0]
@@ -284,11 +350,49 @@ def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int) -> 
     return PropensityModel(state), info
 
 
-Logged = PlannerRecord | Attempt
+# What a fit reads: dataset records, attempts, or `programs.planner_example` examples (the `fit` recipe's trainset).
+Logged = Union[PlannerRecord, Attempt, Any]
 
 
-def _attempts(items: Sequence[Logged]) -> list[Attempt]:
-    return [item if isinstance(item, Attempt) else attempt_of(item) for item in items]
+def _attempt(item: Logged) -> Attempt:
+    if isinstance(item, Attempt):
+        return item
+    if isinstance(item, PlannerRecord):
+        return attempt_of(item)
+    return attempt_of_example(item)
+
+
+def _record_id(item: Logged) -> str:
+    """An item's record id without reading its packet (an example's packet is JSON text until it is needed)."""
+    if isinstance(item, (Attempt, PlannerRecord)):
+        return item.record_id
+    return str(item.get("record_id") or "")
+
+
+@dataclass
+class _Read:
+    """Logged items read once, one at a time, into the fit's rows (nothing else of them is kept): the rows, every
+    item's record id in order, and how many items came from train and from dev."""
+
+    data: TrainingData
+    ids: list[str]
+    n_train: int
+    n_dev: int
+
+
+def _read(train: Iterable[Logged], dev: Iterable[Logged]) -> _Read:
+    ids: list[str] = []
+    counts = [0, 0]
+
+    def attempts(items: Iterable[Logged], part: int) -> Iterator[Attempt]:
+        for item in items:
+            attempt = _attempt(item)
+            ids.append(attempt.record_id)
+            counts[part] += 1
+            yield attempt
+
+    data = training_data(chain(attempts(train, 0), attempts(dev, 1)))
+    return _Read(data, ids, counts[0], counts[1])
 
 
 def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeFitSettings) -> np.ndarray:
@@ -305,13 +409,16 @@ def _weights(data: TrainingData, propensity: PropensityModel, settings: OutcomeF
     return weight / weight.mean()
 
 
-def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> TrainingData:
+def usable_data(train: Iterable[Logged], dev: Iterable[Logged] = ()) -> TrainingData:
     """The rows the models are fit on (train, then dev); OutcomeFitError when they cannot teach a model."""
-    records = _attempts([*train, *dev])
-    data = training_data(records)
+    return _checked(_read(train, dev)).data
+
+
+def _checked(read: _Read) -> _Read:
+    data = read.data
     skipped = ", ".join(f"{count} {why}" for why, count in sorted(data.skipped.items()))
     if data.n < MIN_ATTEMPTS:
-        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {len(records)} record(s) "
+        raise OutcomeFitError(f"{data.n} usable logged attempt(s) in {read.n_train + read.n_dev} record(s) "
                               f"({skipped or 'none skipped'}): "
                               f"an outcome model needs at least {MIN_ATTEMPTS} attempts with a family in "
                               "strategy_tags[0] and a best before them; import more logs")
@@ -323,7 +430,7 @@ def usable_data(train: Sequence[Logged], dev: Sequence[Logged] = ()) -> Training
     if not (np.isfinite(data.gain_share) & (data.valid == 1)).any():
         raise OutcomeFitError(f"none of the {int(data.valid.sum())} valid attempts has measured cycles (cycles null "
                               "everywhere): an outcome model needs to see what an attempt brought")
-    return data
+    return read
 
 
 def _digest(ids: Sequence[str]) -> str:
@@ -336,43 +443,66 @@ _FITTED: dict[tuple[Any, ...], OutcomeFit] = {}
 _FITTED_KEEP = 4
 
 
-def fit_outcome_models_once(train: Sequence[Logged], dev: Sequence[Logged] = (),
+def fit_outcome_models_once(train: Iterable[Logged], dev: Iterable[Logged] = (),
                             settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
-    """`fit_outcome_models`, served from the last fits when the same records, settings and seed were fit before."""
-    attempts = _attempts([*train, *dev])
-    key = (tuple(a.record_id for a in attempts), len(train), json.dumps(settings.key(), sort_keys=True), seed)
+    """`fit_outcome_models`, served from the last fits when the same records, settings and seed were fit before.
+
+    Lists are looked up by their record ids before any packet is read (the `fit` recipe's examples carry theirs as
+    JSON text); any other iterable, such as records streamed from a split, is read once into the fit's rows first
+    (the records are not kept), then looked up."""
+    setting = json.dumps(settings.key(), sort_keys=True)
+    if isinstance(train, Sequence) and isinstance(dev, Sequence):
+        key = (tuple(_record_id(item) for part in (train, dev) for item in part), len(train), setting, seed)
+        if key not in _FITTED:
+            _keep(key, fit_outcome_models(train, dev, settings, seed=seed))
+        return _FITTED[key]
+    read = _read(train, dev)
+    key = (tuple(read.ids), read.n_train, setting, seed)
     if key not in _FITTED:
-        while len(_FITTED) >= _FITTED_KEEP:
-            _FITTED.pop(next(iter(_FITTED)))
-        _FITTED[key] = fit_outcome_models(attempts[:len(train)], attempts[len(train):], settings, seed=seed)
+        with one_blas_thread(), _pool() as pool:
+            _keep(key, _fit_read(_checked(read), settings, seed, pool))
     return _FITTED[key]
 
 
-def fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged] = (),
-                       settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0) -> OutcomeFit:
-    """Fit P(valid), the improvement share and the propensity on train (+ dev); OutcomeFitError on unusable logs."""
-    with one_blas_thread():
-        return _fit_outcome_models(train, dev, settings, seed)
+def _keep(key: tuple[Any, ...], fitted: OutcomeFit) -> None:
+    while len(_FITTED) >= _FITTED_KEEP:
+        _FITTED.pop(next(iter(_FITTED)))
+    _FITTED[key] = fitted
 
 
-def _fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged], settings: OutcomeFitSettings,
-                        seed: int) -> OutcomeFit:
-    data = usable_data(train, dev)
+def fit_outcome_models(train: Iterable[Logged], dev: Iterable[Logged] = (),
+                       settings: OutcomeFitSettings = OutcomeFitSettings(), *, seed: int = 0,
+                       workers: Optional[int] = None) -> OutcomeFit:
+    """Fit P(valid), the improvement share and the propensity on train (+ dev); OutcomeFitError on unusable logs.
+    The items are read once, one at a time (a stream of records is never held whole). The fits run on `workers`
+    threads (`fit_workers()` when None); the models are the same on any number."""
+    read = _checked(_read(train, dev))
+    with one_blas_thread(), _pool(workers=workers) as pool:
+        return _fit_read(read, settings, seed, pool)
+
+
+def _fit_read(read: _Read, settings: OutcomeFitSettings, seed: int, pool: Executor) -> OutcomeFit:
+    data = read.data
     X, groups = data.rows, data.groups
     known = np.isfinite(data.gain_share)
-    propensity, propensity_info = _propensity(data, settings, seed)
+    propensity, propensity_info = _propensity(data, settings, seed, pool)
     weight = _weights(data, propensity, settings)
-    gain, gain_grid = _select("gain", settings.gain_models, X[known], data.gain_share[known],
-                              [g for g, k in zip(groups, known) if k], settings, seed, weight[known])
-    if data.valid.all():
+    # Both selections' fold fits go to the pool before either waits: the cores stay busy with one or the other.
+    gain_fits = _Selection("gain", settings.gain_models, X[known], data.gain_share[known],
+                           [g for g, k in zip(groups, known) if k], settings, seed, weight[known], pool)
+    valid_fits = None if data.valid.all() else _Selection("valid", settings.valid_models, X, data.valid, groups,
+                                                           settings, seed, weight, pool)
+    gain_fits.choose(pool)  # its refit on every row runs while valid's folds finish
+    if valid_fits is None:
         valid_state, valid_grid, valid_spec = _constant("logistic", 1.0), [], "constant (every attempt valid)"
     else:
-        valid, valid_grid = _select("valid", settings.valid_models, X, data.valid, groups, settings, seed, weight)
+        valid, valid_grid = valid_fits.choose(pool).result()
         valid_state, valid_spec = valid.state(X), valid.spec
+    gain, gain_grid = gain_fits.result()
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
     scale = _family_scale(data, known, weight, gain.held, families)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
-              "families": families, "n_train": len(train), "n_dev": len(dev), "attempts": data.n,
+              "families": families, "n_train": read.n_train, "n_dev": read.n_dev, "attempts": data.n,
               "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),
               "skipped": data.skipped, "folds": len(_folds(groups, settings.folds)), "seed": seed,
               "trained_on_sha256": _digest(data.record_ids), "settings": settings.key(),
@@ -384,5 +514,5 @@ def _fit_outcome_models(train: Sequence[Logged], dev: Sequence[Logged], settings
                       grid=[*gain_grid, *valid_grid], trained_on=list(data.record_ids))
 
 
-__all__ = ["MIN_ATTEMPTS", "OutcomeFit", "OutcomeFitError", "OutcomeFitSettings", "fit_outcome_models",
-           "fit_outcome_models_once", "usable_data"]
+__all__ = ["MAX_WORKERS", "MIN_ATTEMPTS", "OutcomeFit", "OutcomeFitError", "OutcomeFitSettings", "fit_outcome_models",
+           "fit_outcome_models_once", "fit_workers", "usable_data"]

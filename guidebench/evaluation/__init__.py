@@ -1,6 +1,7 @@
 """One program's evaluation on one frozen split: what it reads (`inputs`), the replay and its files (`run`), the
-plots (`plots`), the post-mortem (`postmortem`), and a planner dataset's outcome and propensity models that estimate
-the cycles a directive gains (`outcome_models`).
+plots (`plots`), the post-mortem (`postmortem`), a planner dataset's outcome and propensity models that estimate
+the cycles a directive gains (`outcome_models`), and train examples read back from their split on first use
+(`stored_examples`, what a trained planner's compile holds).
 """
 
 from __future__ import annotations

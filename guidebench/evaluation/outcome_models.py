@@ -98,7 +98,7 @@ def _save(path: Path, fitted: Any) -> None:
 def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> DatasetModels:
     """The dataset's models fit on its train and dev splits (from the cache when fit before); OutcomeFitError when
     they cannot teach them, GuidebenchError when the folder cannot be read."""
-    from evals.data import DatasetFormatError, dataset_info, load_records
+    from evals.data import DatasetFormatError, dataset_info, iter_records
     from optimizers.outcome_fitting import OutcomeFitSettings, fit_outcome_models_once
 
     settings = OutcomeFitSettings()
@@ -116,11 +116,12 @@ def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> Datas
     if loaded is not None:
         outcome, propensity, chosen = loaded
         return DatasetModels(outcome, propensity, key, path, chosen, True, trained_on)
+    # Streamed: each record becomes its row of the fit and is let go (a year of logs is never held whole).
+    records = {name: iter_records(dataset_dir, name) if split.get("n") else iter(()) for name, split in splits.items()}
     try:
-        records = {name: load_records(dataset_dir, name) if split.get("n") else [] for name, split in splits.items()}
+        fitted = fit_outcome_models_once(records["train"], records["dev"], settings, seed=seed)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
-    fitted = fit_outcome_models_once(records["train"], records["dev"], settings, seed=seed)
     if cache:
         _save(path, fitted)
     return DatasetModels(fitted.outcome, fitted.propensity, key, path, fitted.chosen, False, trained_on)

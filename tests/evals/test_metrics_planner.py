@@ -81,6 +81,22 @@ def test_no_pivot_needed_any_allowed_family_complies():
     assert all(scores(pk, directive(f))["pivot_compliance"] == 1.0 for f in (SCHEDULE, REDUCE, BREAK))
 
 
+def test_a_packet_asked_again_gets_its_own_requirement_and_an_equal_copy_is_worked_out_anew():
+    plateau = packet([entry(1, REDUCE, 1600)] + [entry(i, f, 1610 + i) for i, f in
+                                                zip(range(2, 8), [SCHEDULE, BREAK, SCHEDULE, BREAK, SCHEDULE, BREAK])],
+                     ROOMY)
+    calm = packet([entry(1, SCHEDULE, 1700)], ROOMY)
+    first = mp.pivot_requirement(plateau)
+    assert mp.pivot_requirement(plateau) is first  # the record's six questions parse its tail once
+    assert mp.pivot_requirement(calm) == mp._pivot_requirement(calm) and not mp.pivot_requirement(calm).required
+    copy = plateau.model_copy(deep=True)
+    assert mp.pivot_requirement(copy) is not first and mp.pivot_requirement(copy) == first
+    for _ in range(mp._RECENT_PACKETS):  # older packets fall out of the memo, and are worked out again, the same
+        mp.pivot_requirement(calm.model_copy(deep=True))
+    again = mp.pivot_requirement(plateau)
+    assert again is not first and again == first and again.required
+
+
 def test_hard_plateau_requires_leaving_the_current_family():
     tail = [entry(1, REDUCE, 1600)] + [entry(i, f, 1610 + i) for i, f in
                                        zip(range(2, 8), [SCHEDULE, BREAK, SCHEDULE, BREAK, SCHEDULE, BREAK])]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from evals.offpolicy.bandit import training_data, attempt_of
-from optimizers.outcome_fitting import (MIN_ATTEMPTS, OutcomeFitError, OutcomeFitSettings, _Candidate,
-                                        fit_outcome_models, usable_data)
+from optimizers.outcome_fitting import (MAX_WORKERS, MIN_ATTEMPTS, OutcomeFitError, OutcomeFitSettings, _Candidate,
+                                        fit_outcome_models, fit_workers, usable_data)
 from planner_logs_support import entry, record, records_of
 from runtime.advisor import FAMILIES
 from runtime.outcome import OutcomeModel, Scorer
@@ -59,6 +59,40 @@ def test_the_fit_is_deterministic():
     first, again = fit_outcome_models(episodes()), fit_outcome_models(episodes())
     assert again.outcome.to_state() == first.outcome.to_state()
     assert again.propensity.to_state() == first.propensity.to_state()
+
+
+def test_the_fit_is_the_same_on_one_thread_as_on_several():
+    # Every fold fit and refit is seeded and independent: the threads only change when each one runs.
+    records = episodes(n_episodes=8, valid=True)
+    one = fit_outcome_models(records, workers=1)
+    several = fit_outcome_models(records, workers=3)
+    assert several.outcome.to_state() == one.outcome.to_state()
+    assert several.propensity.to_state() == one.propensity.to_state()
+    assert several.grid == one.grid and several.chosen == one.chosen
+    assert {row["target"] for row in one.grid} == {"gain", "valid"}  # both selections ran, in the same pool
+
+
+def test_records_streamed_once_fit_what_a_list_fits_and_examples_are_served_by_their_ids():
+    import programs
+    from optimizers.outcome_fitting import _FITTED, fit_outcome_models_once
+
+    records = episodes(n_episodes=8)
+    listed = fit_outcome_models(records[:60], records[60:])
+    streamed = fit_outcome_models(iter(records[:60]), iter(records[60:]))  # read one at a time, never held
+    assert streamed.outcome.to_state() == listed.outcome.to_state() and streamed.chosen == listed.chosen
+    assert streamed.chosen["n_train"] == 60 and streamed.chosen["n_dev"] == len(records) - 60
+    _FITTED.clear()
+    once = fit_outcome_models_once(iter(records[:60]), iter(records[60:]))
+    assert once.outcome.to_state() == listed.outcome.to_state()
+    # the fit recipe's examples name the same records: served from the fit above, their packets never parsed
+    examples = [programs.planner_example(r) for r in records]
+    for example in examples:
+        example["packet"] = "not JSON: would fail if it were read"
+    assert fit_outcome_models_once(examples[:60], examples[60:]) is once
+
+
+def test_fit_workers_is_at_least_one_and_capped():
+    assert 1 <= fit_workers() <= MAX_WORKERS
 
 
 @pytest.mark.parametrize("spec", ["trees:2", "linear:10"])
