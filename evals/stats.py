@@ -585,14 +585,10 @@ def _linear_swaps(joined: Statistic, n: int, active: np.ndarray) -> Optional[Cal
     [s, 1 - s] the mirror: the same numbers as the statistic of the 2n weights (to rounding), at two products of
     the active records per assignment. None for any other statistic.
     """
-    if joined.linear is None:
+    parts = _linear_parts(joined, n, active)
+    if parts is None:
         return None
-    x, m = (np.asarray(column, dtype=float) for column in joined.linear)
-    if x.shape != (2 * n,) or m.shape != (2 * n,):
-        return None
-    xa, xb, ma, mb = x[:n], x[n:], m[:n], m[n:]
-    dx, dm = (xb - xa)[active], (mb - ma)[active]
-    sums = (xa.sum(), xb.sum(), ma.sum(), mb.sum())
+    dx, dm, sums = parts
 
     def diff(bits: np.ndarray) -> np.ndarray:
         t, u = bits @ dx, bits @ dm
