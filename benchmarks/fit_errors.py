@@ -21,7 +21,7 @@ from evals.data import group_of
 from evals.metrics_fullauto import COST, metric, outcome_from_example, score_outcome
 from evals.postmortem import ChallengerSlices, PostMortem, compare_slices, post_mortem
 from evals.slices import slice_values
-from guidebench.compile import load_compile_data
+from guidebench.evaluation.compile_inputs import load_compile_data
 from guidebench.evaluation.postmortem import comparison_lines, outlier_lines
 from optimizers.fitting import FitSettings, fit_model
 from programs.results import decision_prediction

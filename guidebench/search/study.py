@@ -39,7 +39,7 @@ from guidebench.search.engine import SearchConfig, SearchResult, SearchSpace, Tr
 
 from runtime.provenance import PROVENANCE_KEY, Provenance, check_overlap
 
-from guidebench.compile import CompileData, load_compile_data
+from guidebench.evaluation.compile_inputs import CompileData, load_compile_data
 from guidebench.errors import GuidebenchError, check_interrupted
 from guidebench.evaluation.run import metrics_for, planner_cycles
 from guidebench.lm.identity import LMIdentity, lm_identity

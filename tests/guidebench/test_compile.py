@@ -117,19 +117,3 @@ def test_a_compile_records_what_its_program_learned_from_and_flags_its_dev_score
     assert run.data.metrics["dev.learned_from_overlap"] == len(labeled["dev"])
     assert run.data.metrics["test.learned_from_overlap"] == 0
     assert verify_frozen(fitted["ex"]).provenance == provenance  # the export carries it
-
-
-def test_full_auto_compile_data_holds_identities_and_reads_a_splits_records_when_asked(tmp_path):
-    from evals.data import load_records
-    from guidebench.compile import RecordKey, load_compile_data
-
-    data_dir = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
-    data = load_compile_data(data_dir, "full_auto")
-    assert len(data.trainset) == 8 and len(data.valset) == 4
-    for split in ("train", "dev", "test"):
-        stored = load_records(data_dir, split)
-        held = data.splits[split].records  # only what a provenance reads, until evaluated
-        assert all(isinstance(key, RecordKey) for key in held)
-        assert [(k.record_id, k.content_hash) for k in held] == [(r.record_id, r.content_hash) for r in stored]
-        assert [r.model_dump() for r in data.records_of(split)] == [r.model_dump() for r in stored]
-    assert data.provenance().model_dump() == load_compile_data(data_dir, "full_auto").provenance().model_dump()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import optimizers
 import programs
 from evals.data import SplitRecords, load_records
-from guidebench.compile import load_compile_data, needs_only_ids
+from guidebench.compile import needs_only_ids
+from guidebench.evaluation.compile_inputs import load_compile_data
 from guidebench.evaluation.stored_examples import StoredExample
 
 
