@@ -197,7 +197,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
              f"{a['top1_constant'][best_constant]:.3f}: margin {a['top1_margin']:+.3f} (need >= +0.15)"]
     if "top1_compliant" in a:
         c = a["top1_compliant"]
-        lines.append(f"   among the protocol's compliant families: learned {c['learned']:.3f}, margin {c['margin']:+.3f}")
+        lines.append(f"   among the protocol's compliant families: learned {c['learned']:.3f}, "
+                     f"margin {c['margin']:+.3f}")
     for family, v in a["rules_per_family"].items():
         ratio = "n/a" if v["ratio"] is None else f"{v['ratio']:.2f}"
         lines.append(f"2. rules {family}: estimated {v['estimated']:.1f} / true {v['true']:.1f} = {ratio} (n {v['n']})")

@@ -334,7 +334,8 @@ def _cell(figures: Optional[dict[str, Any]]) -> str:
     if figures is None:
         return "not run"
     if figures.get("over_budget"):
-        return f"stopped at {figures['peak_mb']:.0f} MB after {figures['seconds']:.0f} s (budget {figures['budget_mb']:.0f})"
+        return (f"stopped at {figures['peak_mb']:.0f} MB after {figures['seconds']:.0f} s "
+                f"(budget {figures['budget_mb']:.0f})")
     if "skipped" in figures:
         return f"skipped ({figures['skipped']})"
     return f"{figures['seconds']} / {figures['cpu_seconds']} ({figures['peak_mb']})"

@@ -529,7 +529,8 @@ class SplitRecords:
         return len(self._part)
 
     def __getitem__(self, index: int) -> Record:
-        return _validated(self.directory, self.split, self.model, self._part[index], index)  # type: ignore[return-value]
+        row = self._part[index]
+        return _validated(self.directory, self.split, self.model, row, index)  # type: ignore[return-value]
 
 
 def load_records(directory: str | os.PathLike, split: str = "test") -> list[Record]:

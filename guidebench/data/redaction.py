@@ -102,8 +102,8 @@ _KINDS: tuple[_Kind, ...] = (
 )
 # The pre-check tests these substrings (every kind's hint contains one of them) and two regexes
 # with a literal prefix, which `re` searches fast: GitHub token prefixes and AWS key ids.
-_LINE_HINTS: tuple[str, ...] = ("passw", "passp", "secret", "api", "access", "auth", "refresh", "private", "bearer", "basic",
-                                "://", "sk-", "aiza", "xox", "hf_", "eyj")
+_LINE_HINTS: tuple[str, ...] = ("passw", "passp", "secret", "api", "access", "auth", "refresh", "private", "bearer",
+                                "basic", "://", "sk-", "aiza", "xox", "hf_", "eyj")
 _GITHUB_HINT = re.compile(r"gh[pousr]_|github_pat_")
 _AWS_HINT = _KINDS[6].case_hint
 # The shortest text any pattern matches: "://u:p@" (7); then "passwd=x", "secret:x", "apikey=x".
