@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from evals.replay import compare, ReplayResult
     from evals.data import (save_dataset, write_dataset, load_records, iter_records, dataset_info, split_hash,
                             DatasetRow, DatasetFormatError, SPLITS)
-    from evals.stats import (Statistic, MetricValue, PairedComparison, bootstrap_mean, paired_mean_difference, mcnemar,
-                             min_records_for)
+    from evals.stats import Statistic, MetricValue, bootstrap_mean
+    from evals.paired import PairedComparison, paired_mean_difference, mcnemar, min_records_for
     from evals.usage import LMCall, UsageLedger, track_calls, record_call, instrument
     from evals.sim_kernel import KernelState, state_from_profile, apply_directive
     from evals.cycles import CyclesModel, LearnedCycles, SimulatorCycles, choose_cycles_model
@@ -35,8 +35,8 @@ _WHERE: dict[str, str] = {
     "compare": "replay", "ReplayResult": "replay",
     "save_dataset": "data", "write_dataset": "data", "load_records": "data", "iter_records": "data",
     "dataset_info": "data", "split_hash": "data", "DatasetRow": "data", "DatasetFormatError": "data", "SPLITS": "data",
-    "Statistic": "stats", "MetricValue": "stats", "PairedComparison": "stats", "bootstrap_mean": "stats",
-    "paired_mean_difference": "stats", "mcnemar": "stats", "min_records_for": "stats",
+    "Statistic": "stats", "MetricValue": "stats", "bootstrap_mean": "stats",
+    "PairedComparison": "paired", "paired_mean_difference": "paired", "mcnemar": "paired", "min_records_for": "paired",
     "LMCall": "usage", "UsageLedger": "usage", "track_calls": "usage", "record_call": "usage", "instrument": "usage",
     "KernelState": "sim_kernel", "state_from_profile": "sim_kernel", "apply_directive": "sim_kernel",
     "CyclesModel": "cycles", "LearnedCycles": "cycles", "SimulatorCycles": "cycles",

@@ -16,7 +16,7 @@ What it computes (docs/postmortem.md explains how to read it)
   pairs, groups); an outlier is a test with q <= fdr.
 - Cost: for each measure (tokens, seconds per decision) the records above Tukey's far-out fence.
 - Against a champion (`compare_slices`): per slice value, the paired difference of the objective on the same
-  records with its bootstrap interval and paired permutation p-value (`evals.stats.paired_mean_difference`),
+  records with its bootstrap interval and paired permutation p-value (`evals.paired.paired_mean_difference`),
   Benjamini-Hochberg across the challenger's slice values; "wins" / "loses" when q <= fdr.
 - In-sample (`in_sample`, the one line of `runtime.provenance.OverlapCheck`): when the program (or, against a
   champion, either program) learned from some of the records, the post-mortem says so first and draws no verdict:
@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .blas import one_blas_thread
 from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership
 from .slices import INVALID, MISSING, SLICES, row_values
-from .stats import (DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, PairedComparison, bootstrap_many, mean_of,
-                    paired_mean_difference)
+from .paired import PairedComparison, paired_mean_difference
+from .stats import DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, bootstrap_many, mean_of
 
 FORMAT_VERSION = 1
 SCORE_METRIC = "objective"

@@ -57,7 +57,8 @@ from .cycles import CyclesModel
 from .data import group_of
 from .offpolicy.bandit import observed_improvement
 from .slices import slice_values
-from .stats import MetricValue, PairedComparison, Statistic, bootstrap_many, mcnemar, mean_of, paired_many, ratio_of
+from .paired import PairedComparison, mcnemar, paired_many
+from .stats import MetricValue, Statistic, bootstrap_many, mean_of, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
 STACK_CHARS = 4000

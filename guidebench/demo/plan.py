@@ -96,7 +96,7 @@ FULL = Plan(name="full", fullauto_threads=10_000, dev_records=(100, 250), test_r
 def gates_text(n_records: int) -> str:
     """The demo's promotion gates: the defaults, unrelaxed. On too few records the gates say so ("not enough
     evidence to promote") rather than pass on noise."""
-    from evals.stats import min_records_for
+    from evals.paired import min_records_for
 
     from guidebench.release.gates import GatesConfig
 

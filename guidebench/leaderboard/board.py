@@ -46,7 +46,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from evals.offpolicy import OffPolicyEstimate
 from evals.replay import COST_METRICS, ReplayResult, compare, replay
-from evals.stats import PairedComparison
+from evals.paired import PairedComparison
 from runtime.provenance import OverlapCheck, check_overlap
 
 from guidebench import __version__

@@ -38,7 +38,8 @@ from typing import Any, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from evals.stats import TOO_FEW_GROUPS, describe_interval, describe_test, min_records_for, too_few_text
+from evals.paired import min_records_for
+from evals.stats import TOO_FEW_GROUPS, describe_interval, describe_test, too_few_text
 from runtime.frozen.manifest import MetricInterval
 
 from guidebench.errors import GuidebenchError
@@ -114,7 +115,7 @@ class GatesConfig(BaseModel):
 
 
 class PairedDiff(BaseModel):
-    """Candidate minus champion on the same records, as `evals.stats.PairedComparison` gives it.
+    """Candidate minus champion on the same records, as `evals.paired.PairedComparison` gives it.
 
     `method` names the test of the p-value and `ci_method` the interval's (None: not recorded).
     """

@@ -10,7 +10,7 @@ import pytest
 import programs
 from evals import metrics_planner as mp
 from evals import sim_kernel
-from evals.stats import paired_mean_difference
+from evals.paired import paired_mean_difference
 from optimizer_support import episode_records
 from runtime import AdvisorPacket, PlannerRecord, family_constraints
 

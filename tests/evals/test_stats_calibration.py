@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from evals.replay import ReplayResult, compare
-from evals.stats import EXACT_MAX_N, min_records_for
+from evals.paired import min_records_for
+from evals.stats import EXACT_MAX_N
 from guidebench.leaderboard.board import compare_with_champion
 from guidebench.leaderboard.split import ScoredVariant
 from guidebench.release.gates import GatesConfig, PairedDiff, evaluate_gates

@@ -8,7 +8,8 @@ from guidebench import demo
 
 
 def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
-    from evals.stats import bootstrap_mean, paired_mean_difference
+    from evals.paired import paired_mean_difference
+    from evals.stats import bootstrap_mean
 
     champion = [1.0, 0.0, 0.5]
 

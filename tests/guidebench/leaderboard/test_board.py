@@ -11,7 +11,7 @@ import dspy
 import pytest
 
 import programs
-from evals.stats import mcnemar
+from evals.paired import mcnemar
 from guidebench.cli import main
 from guidebench.errors import GuidebenchError
 from guidebench.leaderboard.board import (

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evals.stats import bootstrap_mean, paired_mean_difference
+from evals.paired import paired_mean_difference
+from evals.stats import bootstrap_mean
 from guidebench.commands.leaderboard import ranking_text
 from guidebench.leaderboard.board import _comparison, run_leaderboard
 from guidebench.leaderboard.models import Cost, Leaderboard, LeaderboardRow
