@@ -54,6 +54,10 @@ REPORTS = REPO / "reports"
 MARKER = "bench:volume"
 FA_SESSIONS, EX_EPISODES = 155, 24  # the sample's sizes (datasets/sample/README.md)
 SEED = 41
+# The issue's goal sizes, 250,000 decisions and 100,000 experiment lines: the simulators write about 8.47 decisions a
+# session and 35.9 lines an episode (100x: 131,276 decisions from 15,500 sessions, 86,213 lines from 2,400 episodes).
+GOAL = "goal"
+GOAL_SESSIONS, GOAL_EPISODES, GOAL_SEED = 29_600, 2_800, 1041
 _TIME_FIELDS = {"user": r"User time \(seconds\): ([\d.]+)", "system": r"System time \(seconds\): ([\d.]+)",
                 "peak_kb": r"Maximum resident set size \(kbytes\): (\d+)"}
 
@@ -181,9 +185,20 @@ class Step:
 class Size:
     """One size's folders and the figures of its finished steps (kept in `state.json`)."""
 
-    k: int
+    k: int | str  # a multiple of the sample, or GOAL
     root: Path
     state: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return f"{self.k}x" if isinstance(self.k, int) else str(self.k)
+
+    @property
+    def simulated(self) -> tuple[int, int, int]:
+        """Full Auto sessions, episodes and the seed the size's logs are simulated with."""
+        if self.k == GOAL:
+            return GOAL_SESSIONS, GOAL_EPISODES, GOAL_SEED
+        return FA_SESSIONS * int(self.k), EX_EPISODES * int(self.k), SEED + int(self.k)
 
     def path(self, name: str) -> Path:
         return self.root / name
@@ -245,14 +260,15 @@ def _say(text: str) -> None:
 
 def _logs(size: Size) -> None:
     """Simulate the size's logs once (a `.done` file says they are complete)."""
-    for loop, args in (("fa-logs", ["data", "simulate", "fullauto", "--runs", FA_SESSIONS * size.k]),
-                       ("ex-logs", ["data", "simulate", "experiments", "--episodes", EX_EPISODES * size.k])):
+    sessions, episodes, seed = size.simulated
+    for loop, args in (("fa-logs", ["data", "simulate", "fullauto", "--runs", sessions]),
+                       ("ex-logs", ["data", "simulate", "experiments", "--episodes", episodes])):
         folder, done = size.path(loop), size.path(f"{loop}.done")
         if done.is_file():
             continue
         shutil.rmtree(folder, ignore_errors=True)
-        _say(f"{size.k}x: simulating {loop}")
-        subprocess.run(_gb(*args, "--seed", SEED + size.k, "--out", folder), env=size.env, check=True,
+        _say(f"{size.label}: simulating {loop}")
+        subprocess.run(_gb(*args, "--seed", seed, "--out", folder), env=size.env, check=True,
                        capture_output=True)
         done.write_text("complete\n", encoding="utf-8")
     if "fullauto_decisions" not in size.state:
@@ -267,7 +283,7 @@ def _expected(step: Step, size: Size, earlier: list[dict[str, Any]]) -> str:
         figures = row["steps"].get(step.name)
         if _usable(figures):
             seconds = figures["seconds"] * records_of(size.state, step.name) / records_of(row, step.name)
-            return f", about {seconds:.0f} s if it grows linearly from {row['k']}x"
+            return f", about {seconds:.0f} s if it grows linearly from {_label(row)}"
     return ""
 
 
@@ -275,9 +291,14 @@ def _usable(figures: Optional[dict[str, Any]]) -> bool:
     return figures is not None and "cpu_seconds" in figures
 
 
-def run_size(k: int, work: Path, earlier: list[dict[str, Any]], redo: bool = False,
+def _label(row: dict[str, Any]) -> str:
+    return f"{row['k']}x" if isinstance(row["k"], int) else str(row["k"])
+
+
+def run_size(k: int | str, work: Path, earlier: list[dict[str, Any]], redo: bool = False,
              budget_mb: Optional[float] = None) -> dict[str, Any]:
-    """Every step at k times the sample; steps finished by an earlier run of the same work folder are kept."""
+    """Every step at k times the sample (or the goal sizes); steps finished by an earlier run of the same work folder
+    are kept."""
     root = work / f"size-{k}"
     root.mkdir(parents=True, exist_ok=True)
     state_file = root / "state.json"
@@ -291,25 +312,25 @@ def run_size(k: int, work: Path, earlier: list[dict[str, Any]], redo: bool = Fal
         if missing:
             size.state["steps"][step.name] = {"skipped": f"needs {missing[0]}"}
             size.save()
-            _say(f"{k}x: {step.name} skipped: {missing[0]} did not finish within the memory budget")
+            _say(f"{size.label}: {step.name} skipped: {missing[0]} did not finish within the memory budget")
             continue
         if step.out:
             shutil.rmtree(size.path(step.out), ignore_errors=True)  # what an interrupted run of this step wrote
         records = records_of(size.state, step.name)
-        _say(f"{k}x: step {number}/{len(STEPS)} {step.name} on {records:,} records{_expected(step, size, earlier)}")
+        _say(f"{size.label}: step {number}/{len(STEPS)} {step.name} on {records:,} records{_expected(step, size, earlier)}")
         figures = _timed(step.argv(size), size.env, budget_mb)
         stdout = figures.pop("stdout")
         if figures.get("over_budget"):
             size.state["steps"][step.name] = figures
             size.save()
-            _say(f"{k}x: {step.name} stopped after {figures['seconds']:.0f} s: its processes held "
+            _say(f"{size.label}: {step.name} stopped after {figures['seconds']:.0f} s: its processes held "
                  f"{figures['peak_mb']:.0f} MB, over the {budget_mb:.0f} MB budget")
             continue
         if step.name == "full_auto.learned compile":
             figures["run_id"] = re.search(r"MLflow run ([0-9a-f]{32})", stdout).group(1)
         size.state["steps"][step.name] = figures
         size.save()
-        _say(f"{k}x: {step.name} took {figures['seconds']:.1f} s (CPU {figures['cpu_seconds']:.1f} s), peak "
+        _say(f"{size.label}: {step.name} took {figures['seconds']:.1f} s (CPU {figures['cpu_seconds']:.1f} s), peak "
              f"{figures['peak_mb']} MB, load {figures['load_after'][0]}")
     return size.state
 
@@ -356,9 +377,9 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
              "| size | Full Auto decisions | experiment lines | load average (1 min) during the steps |",
              "|---:|---:|---:|---|"]
     for row in rows:
-        lines.append(f"| {row['k']}x | {row['fullauto_decisions']:,} | {row['experiment_lines']:,} | {_loads(row)} |")
+        lines.append(f"| {_label(row)} | {row['fullauto_decisions']:,} | {row['experiment_lines']:,} | {_loads(row)} |")
     lines += ["", "Wall seconds, CPU seconds (user + system) and peak resident MB of each step:", "",
-              "| step | " + " | ".join(f"{row['k']}x wall s / CPU s (peak MB)" for row in rows)
+              "| step | " + " | ".join(f"{_label(row)} wall s / CPU s (peak MB)" for row in rows)
               + " | wall s per 1,000 records (largest) | CPU s per 1,000 | MB per 1,000 more | b (wall) | b (CPU) | "
                 "b (peak MB) |",
               "|---|" + "---:|" * (len(rows) + 6)]
@@ -418,9 +439,16 @@ def write_reports(rows: list[dict[str, Any]], command: str, folder: Path) -> Non
     plot(rows, folder / "scale.png")
 
 
+def _sizes(text: str) -> list[int | str]:
+    """Multiples in increasing order, the goal sizes last."""
+    values = [value.strip() for value in text.split(",") if value.strip()]
+    return sorted(int(value) for value in values if value != GOAL) + [GOAL] * (GOAL in values)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1,10,100", help="multiples of the sample (default 1,10,100)")
+    parser.add_argument("--sizes", default="1,10,100", help="multiples of the sample, and `goal` for the issue's "
+                        "goal sizes (250,000 decisions, 100,000 lines) (default 1,10,100)")
     parser.add_argument("--work", help="folder for logs, datasets, homes and state.json; run again with the same "
                                        "folder to resume (default: a new temporary folder)")
     parser.add_argument("--redo", action="store_true", help="run every step again, also the finished ones")
@@ -432,7 +460,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="guidebench-volume-"))
     _say(f"work folder {work} (run again with --work {work} to resume)")
     rows: list[dict[str, Any]] = []
-    for k in sorted(int(value) for value in args.sizes.split(",")):
+    for k in _sizes(args.sizes):
         rows.append(run_size(k, work, rows, redo=args.redo, budget_mb=args.max_rss_mb or None))
         print(json.dumps(rows[-1]), flush=True)
     command = "python -m benchmarks.bench_volume --sizes " + args.sizes

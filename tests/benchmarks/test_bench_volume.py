@@ -92,3 +92,17 @@ def test_a_second_run_on_the_same_work_folder_keeps_the_finished_steps(tmp_path:
     state = bench.run_size(1, tmp_path, [])
     assert ran == ["leaderboard"] and set(state["steps"]) == {step.name for step in STEPS}
     assert json.loads((root / "state.json").read_text())["steps"]["leaderboard"]["seconds"] == 1.0
+
+
+def test_the_goal_size_simulates_the_issues_volumes_and_is_reported_last(tmp_path: Path) -> None:
+    from benchmarks.bench_volume import GOAL, Size, _sizes
+
+    assert _sizes("goal,100,1,10") == [1, 10, 100, GOAL]
+    sessions, episodes, _ = Size(GOAL, tmp_path, {}).simulated
+    # about 8.47 decisions a session and 35.9 lines an episode: a little over 250,000 and 100,000
+    assert 250_000 < sessions * 8.47 < 255_000 and 100_000 < episodes * 35.9 < 102_000
+    assert Size(10, tmp_path, {}).simulated == (1550, 240, 51)
+    goal = {**_row(200), "k": GOAL}
+    write_reports([_row(1), goal], "python -m benchmarks.bench_volume --sizes 1,goal", tmp_path)
+    text = (tmp_path / "scale.md").read_text(encoding="utf-8")
+    assert "| goal | 200,000 | 160,000 |" in text and "goal wall s / CPU s (peak MB)" in text
