@@ -10,7 +10,7 @@ Each match is replaced by `[REDACTED:<kind>]` and counted by kind. Kinds:
 - `jwt`: three base64url segments starting with `eyJ`;
 - `bearer`: `Bearer <token>` (the word `Bearer` is kept) and `Basic <credentials>`;
 - `url_credentials`: the `user:password` in `scheme://user:password@host` (the user can be a token too);
-- `password`: the value after `password`, `passwd`, `pwd`, `secret`, `api_key`, `access_token`,
+- `password`: the value after `password`, `passwd`, `passphrase`, `secret`, `api_key`, `access_token`,
   `aws_secret_access_key`, `client_secret`, ... followed by `=` or `:` (the key is kept), also
   in quoted JSON text such as `"password": "hunter2"`.
 Redaction is idempotent: an already redacted value is not matched again.
