@@ -185,15 +185,15 @@ def _has_label_key(text: str) -> bool:
     return '"label"' in text
 
 
-def _finite(value: Any) -> bool:
-    """No NaN or infinity anywhere in a JSON value (free-form fields validate anything)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(item) for item in value.values())
-    if isinstance(value, list):
-        return all(_finite(item) for item in value)
-    return True
+# A JSON number overflows a double (and validates as infinity from JSON text) only with an exponent of three digits
+# or more, or with a run of 19 digits or more (`might_overflow`: those lines go down the strict path already). A raw
+# line whose text holds no such exponent needs no walk of its free-form values; one that does is read strictly,
+# whose parser refuses the overflow and names the number.
+_BIG_EXPONENT = re.compile(r"[:,\[]\s*-?[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}")
+
+
+def _may_overflow_float(text: str) -> bool:
+    return _BIG_EXPONENT.search(text) is not None
 
 
 def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool,
@@ -258,8 +258,9 @@ def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], 
 
 
 def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: type, spool: GroupedSpool,
-                accept: Optional[Any] = None) -> None:
-    """Validate the lines of a side file (raw or labels) and spool them by run id."""
+                needs_dict: Optional[Callable[[str], bool]] = None) -> None:
+    """Validate the lines of a side file (raw or labels) and spool them by run id (`needs_dict`: which lines
+    to read strictly, see `ImportContext.model_lines`)."""
     if file is None:
         return
     quarantined = f"{counter}_quarantined"
@@ -267,7 +268,7 @@ def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: t
     usable = 0
     try:
         for _line, item, _obj in ctx.model_lines(file, model, side_counter=quarantined, desc=file.name,
-                                                 accept=accept):
+                                                 needs_dict=needs_dict):
             usable += 1
             spool.append(item.run_id, item.model_dump_json())
     except OSError as exc:  # the lines read so far are used; the rest of the side file is lost, and said so
@@ -413,11 +414,14 @@ def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw
     orphans = (_run_records(ctx, spool, raw, labels, ORPHAN_RUN, use_side_labels, shadows)
                if spool.size(ORPHAN_RUN) else [])
     threads = _threads(spool, orphans)
+    orphans_of: dict[str, list[DecisionRecord]] = {}  # a thread's orphans, in log order (not a scan per thread)
+    for record in orphans:
+        orphans_of.setdefault(record.thread_id, []).append(record)
     with ctx.bar(len(threads), "label threads", unit="thread") as progress:
         for thread_id, run_ids in threads.items():
             records = [record for run_id in run_ids
                        for record in _run_records(ctx, spool, raw, labels, run_id, use_side_labels, shadows)]
-            records += [record for record in orphans if record.thread_id == thread_id]
+            records += orphans_of.get(thread_id, [])
             records.sort(key=_timeline_key)
             events = [event for run_id in run_ids for event in _read_events(ctx, workspace, run_id)]
             for record, label in zip(records, label_run(records, events, rules)):
@@ -480,7 +484,7 @@ def import_fullauto(ctx: ImportContext) -> None:
             shadowed = shadow_join.begin(workspace.root, shadow)
             _pass_one(ctx, workspace, seen, spool, shadow_join.unredacted if shadowed else None)
             _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw,
-                        accept=lambda r: _finite(r.raw_prediction) and _finite(r.parse_diagnostics))
+                        needs_dict=_may_overflow_float)
             _side_spool(ctx, workspace.labels, "labels", SideLabel, labels)
             if shadowed:
                 shadow_join.read()
