@@ -121,7 +121,8 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
         files["offpolicy_calibration"] = offpolicy_calibration_png(
             off_policy["calibration"], out_dir / "offpolicy_calibration.png",
             f"{result.program}: outcome model on the logged attempts")
-    files.update(write_postmortem(result, out_dir, learned_from, progress=progress))  # postmortem.json and .md, in-sample when it is
+    # postmortem.json and .md, in-sample when it is
+    files.update(write_postmortem(result, out_dir, learned_from, progress=progress))
     return files, omitted
 
 
