@@ -89,8 +89,8 @@ def fingerprint(ctx: ImportContext, unit: Unit, kind: str) -> str:
     for line in head:
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
     lines: list[str] = []
-    for read in unit.reads:
-        _stat_lines(str(Path(read).absolute()), lines)
+    for read in unit.reads:  # os.path: a Full Auto shard names a few thousand run files
+        _stat_lines(os.path.abspath(read), lines)
     digest.update("\n".join(lines).encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:20]
 
