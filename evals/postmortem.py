@@ -37,9 +37,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .blas import one_blas_thread
-from .slice_tests import FDR, FENCE_IQRS, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals, membership
+from .slice_tests import (FDR, FENCE_IQRS, Tick, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals,
+                          membership)
 from .slices import INVALID, MISSING, SLICES, row_values
 from .paired import PairedComparison, paired_mean_difference
+from .progress import progress_bar
 from .stats import DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, bootstrap_many, mean_of
 
 FORMAT_VERSION = 1
@@ -254,14 +256,14 @@ class _Tester:
             return f"{outside} scored record(s) outside, fewer than {self.min_n}"
         return ""
 
-    def run(self, families: list[list[tuple[SliceStat, np.ndarray]]]) -> None:
+    def run(self, families: list[list[tuple[SliceStat, np.ndarray]]], tick: Optional[Tick] = None) -> None:
         """Fill every stat's difference, p, q and outlier flag (in place): one permutation draw for all,
-        Benjamini-Hochberg within each family."""
+        Benjamini-Hochberg within each family (`tick`: told the permutations done, chunk by chunk)."""
         tested = [(stat, mask[self.scored]) for family in families for stat, mask in family if not stat.untested]
         if not tested:
             return
         members = membership([inside for _, inside in tested], self.x.size).T  # sparse: records x tests
-        p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations)
+        p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations, tick=tick)
         for (stat, inside), p_value in zip(tested, p):
             stat.diff_vs_rest = float(self.x[inside].mean() - self.x[~inside].mean())
             stat.p_value = float(p_value)
@@ -312,7 +314,7 @@ def _stats(family: str, entries: Sequence[tuple[str, str, np.ndarray, list[str]]
 
 
 def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: dict[str, np.ndarray], n: int,
-                  n_resamples: int, seed: int) -> None:
+                  n_resamples: int, seed: int, tick: Optional[Tick] = None) -> None:
     """Every slice's metrics with intervals, from one set of bootstrap resamples (one-way slices: every metric of
     the kind; pairs and groups: the objective)."""
     entries = {}
@@ -321,7 +323,7 @@ def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: d
             names = columns if stat.family == "slice" else (SCORE_METRIC,)
             for name in names:
                 entries[(id(stat), name)] = (name, mask)
-    values = mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed)
+    values = mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed, tick=tick)
     for family in families:
         for stat, _ in family:
             stat.metrics = {name: values[(id(stat), name)] for name in columns if (id(stat), name) in values}
@@ -351,9 +353,11 @@ def _cost_value(row: Mapping[str, Any], column: str) -> float:
 
 def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = "", min_n: int = MIN_N,
                 fdr: float = FDR, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                permutations: int = PERMUTATIONS, pairs: bool = True, in_sample: str = "") -> PostMortem:
+                permutations: int = PERMUTATIONS, pairs: bool = True, in_sample: str = "",
+                progress: bool = False) -> PostMortem:
     """The post-mortem of one replay's rows (each with `scores`, `slices` or older columns, `group_id`, usage);
-    `in_sample`: why they are not evidence (the program learned from some of them), said first wherever it shows."""
+    `in_sample`: why they are not evidence (the program learned from some of them), said first wherever it shows.
+    `progress`: a bar with its ETA over the permutations and resamples (what takes the time at 100k records)."""
     if kind not in SLICE_METRICS:
         raise ValueError(f"unknown kind {kind!r}: full_auto or planner")
     if min_n < 1 or not 0 < fdr < 1:
@@ -368,9 +372,10 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
     groups = _stats("group", [("group", value, mask, pooled) for value, mask, pooled in
                               pooled_values([str(row.get("group_id") or MISSING) for row in rows], min_n)], tester)
     families = [slices, pair_stats, groups]
-    with one_blas_thread():  # thousands of small products (evals.blas)
-        tester.run(families)
-        _fill_metrics(families, columns, len(rows), n_resamples, seed)
+    with one_blas_thread(), \
+            progress_bar(permutations + n_resamples, "post-mortem", progress, unit="draw") as bar:
+        tester.run(families, bar.update)  # thousands of small products (evals.blas)
+        _fill_metrics(families, columns, len(rows), n_resamples, seed, bar.update)
         # the program's own objective as metrics.json states it (BCa where defined)
         overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows),
                                  n_resamples=n_resamples, seed=seed)[SCORE_METRIC]
@@ -399,10 +404,11 @@ def _notes(rows: Sequence[Mapping[str, Any]], tester: _Tester, slices: list[Slic
 def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: Sequence[Mapping[str, Any]],
                    kind: str, *, challenger: str = "challenger", champion: str = "champion", min_n: int = MIN_N,
                    fdr: float = FDR, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                   in_sample: str = "") -> ChallengerSlices:
+                   in_sample: str = "", progress: bool = False) -> ChallengerSlices:
     """Challenger minus champion per slice value, paired on the same records; raises ValueError when the
     two replays do not hold the same records. With `in_sample` (why the records are not evidence: either program
-    learned from some of them), every tested slice's verdict is "in-sample": no win or loss is drawn."""
+    learned from some of them), every tested slice's verdict is "in-sample": no win or loss is drawn.
+    `progress`: a bar with its ETA over the slice values (each a paired test)."""
     by_id = {row.get("record_id"): row for row in challenger_rows}
     ids = [row.get("record_id") for row in champion_rows]
     if set(ids) != set(by_id) or len(ids) != len(by_id):
@@ -414,20 +420,11 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
     options = {"n_resamples": n_resamples, "seed": seed}
     diffs: list[SliceDiff] = []
     same = _SameRecords()
-    for name, column in values.items():
-        for value, mask, pooled in pooled_values(column, min_n):
-            both = int(np.count_nonzero(mask & np.isfinite(a) & np.isfinite(b)))
-            diff = SliceDiff(slice=name, value=value, n=int(mask.sum()), pooled=pooled)
-            if both < min_n:
-                diff.untested = f"{both} record(s) scored by both, fewer than {min_n}"
-            elif mask.all():
-                diff.untested = "every record: the overall difference"
-            elif why := same.why(name, value, mask):
-                diff.untested = why
-            else:
-                with one_blas_thread():
-                    diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
-            diffs.append(diff)
+    entries = [(name, *entry) for name, column in values.items() for entry in pooled_values(column, min_n)]
+    with progress_bar(len(entries), "post-mortem against the champion", progress, unit="slice") as bar:
+        for name, value, mask, pooled in entries:
+            _compare_slice(diffs, same, name, value, mask, pooled, a, b, min_n, options)
+            bar.update(1)
     q = benjamini_hochberg([d.comparison.p_value if d.comparison else None for d in diffs])
     for diff, q_value in zip(diffs, q):
         diff.q_value = q_value
@@ -439,6 +436,23 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
                             overall=paired_mean_difference(a, b, **options), min_n=min_n, fdr=fdr,
                             test=PAIRED_TEXT.format(fdr=fdr), slices=diffs, missing_slices=missing,
                             in_sample=in_sample)
+
+
+def _compare_slice(diffs: list[SliceDiff], same: "_SameRecords", name: str, value: str, mask: np.ndarray,
+                   pooled: list[str], a: np.ndarray, b: np.ndarray, min_n: int, options: dict[str, Any]) -> None:
+    """One slice value's paired difference (or why it is untested), appended to `diffs`."""
+    both = int(np.count_nonzero(mask & np.isfinite(a) & np.isfinite(b)))
+    diff = SliceDiff(slice=name, value=value, n=int(mask.sum()), pooled=pooled)
+    if both < min_n:
+        diff.untested = f"{both} record(s) scored by both, fewer than {min_n}"
+    elif mask.all():
+        diff.untested = "every record: the overall difference"
+    elif why := same.why(name, value, mask):
+        diff.untested = why
+    else:
+        with one_blas_thread():
+            diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
+    diffs.append(diff)
 
 
 def _shared_values(kind: str, champion_rows: list[Mapping[str, Any]],

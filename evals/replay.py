@@ -58,6 +58,7 @@ from .data import group_of
 from .offpolicy.bandit import observed_improvement
 from .slices import slice_values
 from .paired import PairedComparison, mcnemar, paired_many
+from .progress import progress_bar
 from .stats import MetricValue, Statistic, bootstrap_many, mean_of, ratio_of
 from .usage import TOTAL_KEYS, track_calls
 
@@ -472,7 +473,7 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
 
     rows: list[Optional[dict[str, Any]]] = [None] * len(records)
     started = time.perf_counter()
-    bar = _progress_bar(len(records), f"replay {name or program_name}", progress)
+    bar = progress_bar(len(records), f"replay {name or program_name}", progress)
     lock = threading.Lock()
     with one_blas_thread():  # a trained model's scores: small products (evals.blas)
         answers = _batch_answers(instance, kind, records) or [None] * len(records)
@@ -528,12 +529,6 @@ def resampling_groups(kind: str, rows: Sequence[Mapping[str, Any]]) -> Optional[
     if kind != "planner":
         return None
     return [str(row.get("group_id") or row["record_id"]) for row in rows]
-
-
-def _progress_bar(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rec", disable=not enabled, leave=False)
 
 
 # ----- paired comparison ------------------------------------------------------------------------

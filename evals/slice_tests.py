@@ -20,7 +20,7 @@ across a family of such tests, and the fence beyond which a record's cost is an 
 from __future__ import annotations
 
 import math
-from typing import Hashable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Hashable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -31,6 +31,7 @@ from .stats import CONFIDENCE, PERMUTATIONS, MetricValue, Statistic
 FDR = 0.05
 FENCE_IQRS = 3.0
 _CHUNK_CELLS = 2_000_000  # permuted scores held at once
+Tick = Callable[[int], None]  # told how many draws (permutations, resamples) one chunk has done: a progress bar
 
 
 def membership(masks: Sequence[np.ndarray], n_records: int) -> sparse.csr_matrix:
@@ -49,7 +50,7 @@ def _slices_by_records(members: "np.ndarray | sparse.spmatrix", n_records: int) 
 
 
 def below_rest_p(scores: Sequence[float], members: "np.ndarray | sparse.spmatrix", *, seed: int = 0,
-                 permutations: int = PERMUTATIONS) -> np.ndarray:
+                 permutations: int = PERMUTATIONS, tick: Optional[Tick] = None) -> np.ndarray:
     """One-sided permutation p-value per column of `members` (records x slices, bool, dense or sparse) that the
     slice's mean score is below the rest's; NaN for a slice that is empty or holds every record.
 
@@ -73,6 +74,8 @@ def below_rest_p(scores: Sequence[float], members: "np.ndarray | sparse.spmatrix
         permuted = rng.permuted(np.broadcast_to(x, (size, len(x))), axis=1)
         hits += np.count_nonzero(m @ np.ascontiguousarray(permuted.T) <= threshold, axis=1)
         done += size
+        if tick is not None:
+            tick(size)
     p[testable] = (hits[testable] + 1.0) / (permutations + 1.0)
     return p
 
@@ -119,9 +122,9 @@ def _sparse_rows(rows: Sequence[tuple[np.ndarray, np.ndarray]], n_records: int) 
                               indptr), shape=(len(rows), n_records))
 
 
-def _resamples(n_records: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick] = None) -> Iterator[np.ndarray]:
     """Chunks of bootstrap draws of the whole record set as rows of draw counts (seeded; the same chunks for
-    every caller with the same records, resamples and seed)."""
+    every caller with the same records, resamples and seed); `tick` is told each chunk's size once it is used."""
     rng = np.random.default_rng(seed)
     rows = max(1, _CHUNK_CELLS // max(n_records, 1))
     done = 0
@@ -129,6 +132,8 @@ def _resamples(n_records: int, n_resamples: int, seed: int) -> Iterator[np.ndarr
         size = min(rows, n_resamples - done)
         yield rng.multinomial(n_records, np.full(n_records, 1.0 / n_records), size=size).astype(float)
         done += size
+        if tick is not None:
+            tick(size)
 
 
 def shared_intervals(statistics: Mapping[Hashable, Statistic], n_records: int, *, n_resamples: int = 1000,
@@ -153,7 +158,7 @@ def shared_intervals(statistics: Mapping[Hashable, Statistic], n_records: int, *
 
 def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable, tuple[str, np.ndarray]],
                    n_records: int, *, n_resamples: int = 1000, seed: int = 0,
-                   confidence: float = CONFIDENCE) -> dict[Hashable, MetricValue]:
+                   confidence: float = CONFIDENCE, tick: Optional[Tick] = None) -> dict[Hashable, MetricValue]:
     """`shared_intervals` of `mean_of(columns[name], mask)` for every entry `key: (name, mask)`, with the same
     values, without a statistic (four columns over every record) per entry: a post-mortem has one per slice value,
     pair, group and metric."""
@@ -173,7 +178,7 @@ def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable,
         denominators.append(_nonzero(weight))
     linear = _Linear(list(entries), _sparse_rows(numerators, n_records), _sparse_rows(denominators, n_records))
     draws: dict[Hashable, list[np.ndarray]] = {key: [] for key in entries}
-    for weights in _resamples(n_records, n_resamples, seed):
+    for weights in _resamples(n_records, n_resamples, seed, tick):
         for key, drawn in linear.draws(weights):
             draws[key].append(drawn)
     return {key: _percentile(values[key], counts[key], draws[key], n_resamples, confidence) for key in entries}

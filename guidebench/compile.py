@@ -459,7 +459,7 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
                 **extra, "split": split, "split_hash": split_data.split_hash,
                 "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
                 "evaluated_records": [r.record_id for r in records],
-                **learned_from_summary(provenance, learned[split])}, learned[split])
+                **learned_from_summary(provenance, learned[split])}, learned[split], progress=progress)
             evals[split] = (result, split_files, omitted)
             print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
             if learned[split].overlaps:
@@ -472,7 +472,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     baseline = _scored(request, request.build(baseline_name), records, baseline_name, progress, cycles)  # test's
     del records
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
-                                                                   "program_source": "registry (uncompiled)"})
+                                                                   "program_source": "registry (uncompiled)"},
+                                      progress=progress)
     paired = compare(evals["test"][0], baseline, seed=request.seed)
     objective = paired["metrics"].get("objective")
 

@@ -9,7 +9,8 @@ STAGE it writes its pid to MARKER and sleeps, and the test sends `kill -9`. Stag
 - `export:swap`: the previous export was renamed away, the new one not yet renamed into place;
 - `output:ROLE`: the output folder of the command whose staging role is ROLE (`import`, `leaderboard`,
   ... see `guidebench.outputs.WRITERS`) is written in its staging place but not yet marked finished;
-- `import:N`: a sharded import (`guidebench.data.shards`) has finished N shards and is about to start the next.
+- `import:N`: a sharded import (`guidebench.data.shards`) has finished N shards and is about to start the next
+  (GUIDEBENCH_TEST_SHARD_RECORDS: the decisions a Full Auto shard holds, to cut a small log in several).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def install(stage: str, marker: Path) -> None:
         from guidebench.data import shards
 
         after = int(stage.split(":", 1)[1])
+        records = os.environ.get("GUIDEBENCH_TEST_SHARD_RECORDS")
+        if records:  # a small Full Auto log in several shards
+            from guidebench.data import fullauto_threads
+
+            fullauto_threads.RECORDS_PER_SHARD = int(records)
         run = shards.UnitJob.run
         finished: list[int] = []
 

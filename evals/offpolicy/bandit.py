@@ -23,6 +23,7 @@ from runtime.outcome_features import (POLICY_NAMES, ROW_NAMES, PacketFeatures, c
                                       policy_row)
 from runtime.records import PlannerRecord
 
+from ..progress import progress_bar
 from .propensity import PropensityModel
 
 
@@ -171,17 +172,22 @@ class LoggedBandit:
     @classmethod
     def build(cls, records: Sequence[PlannerRecord], outcome: OutcomeModel,
               propensity: Optional[PropensityModel] = None,
-              features: Optional[Sequence[PacketFeatures]] = None) -> "LoggedBandit":
-        """The bandit view of records under fitted models (features computed unless given, in record order)."""
-        feats = list(features) if features is not None else [packet_features(r.packet) for r in records]
+              features: Optional[Sequence[PacketFeatures]] = None, progress: bool = False) -> "LoggedBandit":
+        """The bandit view of records under fitted models (features computed unless given, in record order);
+        `progress`: a bar with its ETA over the records (their features and predictions take the time)."""
         n = len(records)
+        feats: list[PacketFeatures] = []
         q = np.full((n, len(FAMILIES)), np.nan)
         p_valid = np.full((n, len(FAMILIES)), np.nan)
-        for i, f in enumerate(feats):
-            for k, estimate in enumerate(outcome.estimates_of(f).values()):
-                if estimate is not None:
-                    p_valid[i, k] = estimate.p_valid
-                    q[i, k] = math.nan if estimate.cycles is None else estimate.cycles
+        with progress_bar(n, "off-policy: outcome model", progress) as bar:
+            for i, record in enumerate(records):
+                f = features[i] if features is not None else packet_features(record.packet)
+                feats.append(f)
+                for k, estimate in enumerate(outcome.estimates_of(f).values()):
+                    if estimate is not None:
+                        p_valid[i, k] = estimate.p_valid
+                        q[i, k] = math.nan if estimate.cycles is None else estimate.cycles
+                bar.update(1)
         props = propensity.probabilities(np.vstack([policy_row(f) for f in feats])) if propensity is not None and n \
             else np.full((n, len(FAMILIES)), np.nan)
         stated = np.zeros(n, dtype=bool)

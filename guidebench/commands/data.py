@@ -26,9 +26,6 @@ def _import(args: argparse.Namespace) -> int:
         raise GuidebenchError(f"--max-line-bytes must be positive, got {args.max_line_bytes}")
     if args.num_proc < 1:
         raise GuidebenchError(f"--num-proc must be at least 1, got {args.num_proc}")
-    if args.num_proc > 1 and args.kind == "fullauto":
-        raise GuidebenchError("--num-proc: a Full Auto workspace is read in one pass (its duplicates are found across "
-                              "the whole file); leave --num-proc out, or use it with --kind experiments")
     report = import_logs(args.path, args.kind, args.out, seed=args.seed, progress=args.progress,
                          max_line_bytes=args.max_line_bytes, force=args.force, num_proc=args.num_proc, **options)
     out = Path(args.out)
@@ -87,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--max-line-bytes", type=int, default=64 * 1024 * 1024,
                      help="longer lines are quarantined (default 64 MiB)")
     imp.add_argument("--num-proc", type=int, default=1, metavar="N",
-                     help="import the episodes in N processes (experiments; `datasets`' multiprocessing; the same "
-                          "dataset as one process; default 1)")
+                     help="import the shards in N processes (experiments: episodes; fullauto: threads, once the "
+                          "decisions are read; `datasets`' multiprocessing; the same dataset as one process; default 1)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="progress bars (default: when stderr is a terminal)")
     imp.set_defaults(func=_import)

@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="false-discovery rate of the Benjamini-Hochberg correction (default 0.05; implies "
                              "--recompute)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bar of a recomputed post-mortem or a comparison")
     add_tracking_uri(parser, "MLflow tracking URI to find a run id in (default: MLFLOW_TRACKING_URI, else sqlite "
                              "under GUIDEBENCH_HOME)")
     parser.set_defaults(func=run)
@@ -152,7 +154,7 @@ def _postmortem(folder: Path, args: argparse.Namespace) -> Any:
     kind, program, rows, summary = _rows(folder)
     return post_mortem(kind, rows, program=program, min_n=args.min_n or MIN_N, fdr=args.fdr or FDR,
                        seed=int(summary.get("seed", 0) or 0), n_resamples=int(summary.get("n_resamples", 1000) or 1000),
-                       in_sample=summary_in_sample(summary))
+                       in_sample=summary_in_sample(summary), progress=not args.no_progress)
 
 
 def _compare(folder: Path, other: Path, args: argparse.Namespace) -> Any:
@@ -169,7 +171,8 @@ def _compare(folder: Path, other: Path, args: argparse.Namespace) -> Any:
     try:
         return compare_slices(rows, champion_rows, kind, challenger=program, champion=champion,
                               min_n=args.min_n or MIN_N, fdr=args.fdr or FDR, seed=int(summary.get("seed", 0) or 0),
-                              n_resamples=int(summary.get("n_resamples", 1000) or 1000), in_sample=in_sample)
+                              n_resamples=int(summary.get("n_resamples", 1000) or 1000), in_sample=in_sample,
+                              progress=not args.no_progress)
     except ValueError as exc:
         raise GuidebenchError(f"--against {args.against}: {exc}") from None
 

@@ -9,17 +9,16 @@ with its run file for the guardrail config in force (defaults when the file is m
 unreadable, counted in `runs_missing_config`), deduplicated by inputs hash (summary + config),
 and spooled to disk grouped by run. Decisions of run id "unknown" (made after the writer had
 dropped their run) are their own orphan group, counted in `orphan_decisions`, not in `runs`.
-Pass 2 takes one run at a time: joins the raw lines by (run_id, sequence_id), reads the run's events, applies labels (see `guidebench.data.labels`)
-and emits the records, which the dataset splits by thread (`evals.data.group_of`: a thread's runs and
-its orphan decisions stay together). Only the primary decisions file counts in `read`; unusable lines of
+Pass 2 (`guidebench.data.fullauto_threads`) takes one run at a time: joins the raw lines by (run_id, sequence_id),
+reads the run's events, applies labels (see `guidebench.data.labels`) and emits the records, thread by thread in
+shards that a killed import resumes from (`guidebench.data.shards`, `--num-proc`). The dataset splits them by
+thread (`evals.data.group_of`: a thread's runs and its orphan decisions stay together). Only the primary decisions file counts in `read`; unusable lines of
 side files go to `quarantine-side.jsonl` with their own counts. A workspace's shadow sidecar
 (`shadow-decisions.jsonl`) is joined run by run too (`guidebench.data.shadow`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +31,15 @@ from runtime.fullauto import (
     FullAutoTurnSummary,
     GuardrailConfig,
     RawDecisionLogLine,
-    RunEvent,
     RunFile,
 )
-from runtime.fullauto import ORPHAN_RUN, f32_shortest
-from runtime.records import DecisionRecord, LMUsage, LoggedDecision, OutcomeLabel, SourceRef, inputs_hash
+from runtime.fullauto import ORPHAN_RUN
+from runtime.records import DecisionRecord, LoggedDecision, OutcomeLabel, SourceRef, inputs_hash
 
 from guidebench.errors import GuidebenchError, refused_write
 from guidebench.data.ingest import parse_json_object, validation_error_text
-from guidebench.data.labels import LabelRuleConfig, SideLabel, epoch_seconds, label_run
+from guidebench.data.fullauto_threads import SAFE_RUN_ID, pass_two, side_file_unreadable
+from guidebench.data.labels import LabelRuleConfig, SideLabel
 from guidebench.data.redaction import might_hold_secret
 from guidebench.data.registry import ImportContext, register_importer
 from guidebench.data.shadow import ShadowJoin, judged_module
@@ -51,7 +50,6 @@ RAW_FILE = "fullauto-decisions-raw.jsonl"
 RUNS_DIR = "runs"
 LABELS_FILE = "labels.jsonl"
 MAX_RUN_FILE_BYTES = 1024 * 1024
-_SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 _RAW_KEYS = ("raw_prediction", "parse_diagnostics")
 
 
@@ -117,7 +115,7 @@ class RunConfigs:
         self._cache: dict[str, tuple[GuardrailConfig, str]] = {}
 
     def _load(self, run_id: str) -> tuple[GuardrailConfig, str]:
-        if not _SAFE_RUN_ID.match(run_id):
+        if not SAFE_RUN_ID.match(run_id):
             self._ctx.report.note(f"run id {run_id[:80]!r} is not a safe file name: no run file looked up")
             return GuardrailConfig(), "default"
         path = self._workspace.runs_dir / f"{run_id}.json"
@@ -185,15 +183,15 @@ def _has_label_key(text: str) -> bool:
     return '"label"' in text
 
 
-def _finite(value: Any) -> bool:
-    """No NaN or infinity anywhere in a JSON value (free-form fields validate anything)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(item) for item in value.values())
-    if isinstance(value, list):
-        return all(_finite(item) for item in value)
-    return True
+# A JSON number overflows a double (and validates as infinity from JSON text) only with an exponent of three digits
+# or more, or with a run of 19 digits or more (`might_overflow`: those lines go down the strict path already). A raw
+# line whose text holds no such exponent needs no walk of its free-form values; one that does is read strictly,
+# whose parser refuses the overflow and names the number.
+_BIG_EXPONENT = re.compile(r"[:,\[]\s*-?[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}")
+
+
+def _may_overflow_float(text: str) -> bool:
+    return _BIG_EXPONENT.search(text) is not None
 
 
 def _pass_one(ctx: ImportContext, workspace: Workspace, seen: set[bytes], spool: GroupedSpool,
@@ -258,8 +256,9 @@ def _read_decisions(ctx: ImportContext, workspace: Workspace, seen: set[bytes], 
 
 
 def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: type, spool: GroupedSpool,
-                accept: Optional[Any] = None) -> None:
-    """Validate the lines of a side file (raw or labels) and spool them by run id."""
+                needs_dict: Optional[Callable[[str], bool]] = None) -> None:
+    """Validate the lines of a side file (raw or labels) and spool them by run id (`needs_dict`: which lines
+    to read strictly, see `ImportContext.model_lines`)."""
     if file is None:
         return
     quarantined = f"{counter}_quarantined"
@@ -267,185 +266,14 @@ def _side_spool(ctx: ImportContext, file: Optional[Path], counter: str, model: t
     usable = 0
     try:
         for _line, item, _obj in ctx.model_lines(file, model, side_counter=quarantined, desc=file.name,
-                                                 accept=accept):
+                                                 needs_dict=needs_dict):
             usable += 1
             spool.append(item.run_id, item.model_dump_json())
     except OSError as exc:  # the lines read so far are used; the rest of the side file is lost, and said so
-        _side_file_unreadable(ctx, file, exc)
+        side_file_unreadable(ctx, file, exc)
     # every non-blank line of the side file: usable + quarantined
     ctx.report.add(f"{counter}_lines", usable + ctx.report.count(quarantined) - before)
 
-
-def _read_events(ctx: ImportContext, workspace: Workspace, run_id: str) -> list[RunEvent]:
-    if not _SAFE_RUN_ID.match(run_id):
-        return []
-    path = workspace.runs_dir / f"{run_id}_events.jsonl"
-    if not path.is_file():
-        return []
-    ctx.report.add("runs_with_events")
-    events: list[RunEvent] = []
-    try:
-        # events are only read for labeling, never stored: no redaction needed, no bar per file
-        for _line, event, _obj in ctx.model_lines(path, RunEvent, side_counter="events_quarantined", redact=False):
-            events.append(event)
-    except OSError as exc:
-        _side_file_unreadable(ctx, path, exc)
-    ctx.report.add("events_lines", len(events))
-    return events
-
-
-def _side_file_unreadable(ctx: ImportContext, file: Path, exc: OSError) -> None:
-    if refused_write(exc):  # a full disk ends the import: the rest of the file is not the file's to lose
-        raise exc
-    ctx.report.add("side_files_unreadable")
-    ctx.report.note(f"{file}: cannot read: {exc.strerror or exc}")
-
-
-def _usage_of(raw_prediction: Any) -> Optional[LMUsage]:
-    """Token usage of the call, from the writer's `raw_prediction` object (`{data, lm_usage}`)."""
-    usage = raw_prediction.get("lm_usage") if isinstance(raw_prediction, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    try:
-        return LMUsage.model_validate({key: value for key, value in usage.items() if key != "provider_usage"})
-    except ValidationError:
-        return None
-
-
-def _diagnostics_f32(diagnostics: Any) -> Any:
-    # The diagnostics struct is nested as a JSON value: its f32 comes widened (0.800000011920929 -> 0.8).
-    if isinstance(diagnostics, dict) and isinstance(diagnostics.get("confidence_parsed"), float):
-        value = diagnostics["confidence_parsed"]
-        return {**diagnostics, "confidence_parsed": f32_shortest(value) if math.isfinite(value) else value}
-    return diagnostics
-
-
-def _join_raw(ctx: ImportContext, records: list[DecisionRecord], raw_lines: list[dict[str, Any]]) -> None:
-    """Attach each raw line to its decision: by (sequence_id, turn_id), else by sequence_id within a real run.
-
-    Orphan decisions (run id "unknown") all have sequence_id 0, so only the turn id tells them apart.
-    """
-    by_key: dict[tuple[int, str], dict[str, Any]] = {}
-    for raw in raw_lines:
-        key = (raw["sequence_id"], raw["turn_id"])
-        if key in by_key:
-            ctx.report.add("raw_duplicates")
-            continue
-        by_key[key] = raw
-    by_sequence = {sequence: raw for (sequence, _turn), raw in by_key.items()}
-    for record in records:
-        raw = by_key.pop((record.sequence_id, record.turn_id), None)
-        if raw is None and record.run_id != ORPHAN_RUN:
-            candidate = by_sequence.get(record.sequence_id)
-            if candidate is not None and by_key.pop((candidate["sequence_id"], candidate["turn_id"]), None):
-                raw = candidate
-        if raw is not None:
-            record.raw_prediction = raw["raw_prediction"]
-            record.parse_diagnostics = _diagnostics_f32(raw["parse_diagnostics"])
-            record.usage = record.usage or _usage_of(raw["raw_prediction"])
-            ctx.report.add("raw_joined")
-    ctx.report.add("raw_unmatched", len(by_key))
-
-
-def _side_labels(ctx: ImportContext, records: list[DecisionRecord], lines: list[SideLabel]) -> None:
-    # (sequence_id, turn_id) first: orphan decisions all have sequence_id 0, only their turn tells them apart
-    by_pair = {(item.sequence_id, item.turn_id): item for item in lines
-               if item.sequence_id is not None and item.turn_id}
-    by_sequence = {item.sequence_id: item for item in lines if item.sequence_id is not None}
-    by_turn = {item.turn_id: item for item in lines if item.turn_id}
-    used: set[int] = set()
-    for record in records:
-        side = (by_pair.get((record.sequence_id, record.turn_id))
-                or (by_sequence.get(record.sequence_id) if record.run_id != ORPHAN_RUN else None)
-                or by_turn.get(record.turn_id))
-        if side is None:
-            continue
-        used.add(id(side))
-        if record.label is None:
-            record.label = side.label
-            ctx.report.add("labels_applied")
-    ctx.report.add("labels_unmatched", len([item for item in lines if id(item) not in used]))
-
-
-AttachShadows = Callable[[str, list[DecisionRecord]], None]
-
-
-def _run_records(ctx: ImportContext, spool: GroupedSpool, raw: GroupedSpool, labels: GroupedSpool,
-                 run_id: str, use_side_labels: bool, shadows: Optional[AttachShadows] = None) -> list[DecisionRecord]:
-    """One run's records, ordered, with their raw lines, side labels and shadow lines joined."""
-    records = [DecisionRecord.model_validate_json(text) for text in spool.read_group(run_id)]
-    records.sort(key=lambda r: (r.sequence_id, r.source.line if r.source else 0))
-    _join_raw(ctx, records, [json.loads(text) for text in raw.read_group(run_id)])
-    if use_side_labels:
-        _side_labels(ctx, records, [SideLabel.model_validate_json(text) for text in labels.read_group(run_id)])
-    if shadows is not None:
-        shadows(run_id, records)
-    return records
-
-
-def _timeline_key(record: DecisionRecord) -> tuple[float, int, int]:
-    moment = epoch_seconds(record.timestamp)
-    return (moment if moment is not None else math.inf, record.sequence_id, record.source.line if record.source else 0)
-
-
-def _threads(spool: GroupedSpool, orphans: list[DecisionRecord]) -> dict[str, list[str]]:
-    """The runs of each thread (a pause or stop ends a run; re-enabling starts a new one on the thread)."""
-    threads: dict[str, list[str]] = {}
-    for run_id in spool.groups():
-        if run_id == ORPHAN_RUN:
-            continue
-        first = next(iter(spool.read_group(run_id)))
-        threads.setdefault(json.loads(first)["thread_id"], []).append(run_id)
-    for record in orphans:
-        threads.setdefault(record.thread_id, [])
-    return threads
-
-
-def _pass_two(ctx: ImportContext, workspace: Workspace, spool: GroupedSpool, raw: GroupedSpool,
-              labels: GroupedSpool, rules: LabelRuleConfig, shadows: Optional[AttachShadows] = None) -> None:
-    """Join raw lines and labels run by run, then label each thread's decisions along its timeline.
-
-    "What happened next" after a pause or stop is in the next run of the same thread (formats.md
-    §1.4.1), so the labeling rules see all of a thread's runs (and its orphan decisions) in time order,
-    with the events of those runs.
-    """
-    use_side_labels = not ctx.options.get("ignore_side_labels", False)
-    orphans = (_run_records(ctx, spool, raw, labels, ORPHAN_RUN, use_side_labels, shadows)
-               if spool.size(ORPHAN_RUN) else [])
-    threads = _threads(spool, orphans)
-    with ctx.bar(len(threads), "label threads", unit="thread") as progress:
-        for thread_id, run_ids in threads.items():
-            records = [record for run_id in run_ids
-                       for record in _run_records(ctx, spool, raw, labels, run_id, use_side_labels, shadows)]
-            records += [record for record in orphans if record.thread_id == thread_id]
-            records.sort(key=_timeline_key)
-            events = [event for run_id in run_ids for event in _read_events(ctx, workspace, run_id)]
-            for record, label in zip(records, label_run(records, events, rules)):
-                record.label = label
-                _tally(ctx, record)
-                ctx.emit(record)
-            progress.update(1)
-    for run_id in raw.groups():
-        if spool.size(run_id) == 0:
-            ctx.report.add("raw_unmatched", raw.size(run_id))
-    for run_id in labels.groups():
-        if spool.size(run_id) == 0 and use_side_labels:
-            ctx.report.add("labels_unmatched", labels.size(run_id))
-
-
-def _tally(ctx: ImportContext, record: DecisionRecord) -> None:
-    report = ctx.report
-    if record.label is None:
-        report.add("unlabeled")
-        report.tally("label_sources", "(unlabeled)")
-    else:
-        report.add("labeled")
-        report.tally("label_sources", record.label.source)
-    if record.logged is not None:
-        report.tally("logged_actions", record.logged.action)
-        report.tally("model_actions", record.logged.model_action)
-    rule = record.guardrail.rule if record.guardrail and record.guardrail.triggered else None
-    report.tally("guardrail_rules", (rule or "(none fired)") if record.guardrail else "(no audit)")
 
 
 def label_rules_from(value: Any) -> LabelRuleConfig:
@@ -480,11 +308,13 @@ def import_fullauto(ctx: ImportContext) -> None:
             shadowed = shadow_join.begin(workspace.root, shadow)
             _pass_one(ctx, workspace, seen, spool, shadow_join.unredacted if shadowed else None)
             _side_spool(ctx, workspace.raw, "raw", RawDecisionLogLine, raw,
-                        accept=lambda r: _finite(r.raw_prediction) and _finite(r.parse_diagnostics))
+                        needs_dict=_may_overflow_float)
             _side_spool(ctx, workspace.labels, "labels", SideLabel, labels)
             if shadowed:
                 shadow_join.read()
-            _pass_two(ctx, workspace, spool, raw, labels, rules, shadow_join.attach if shadowed else None)
+            pass_two(ctx, tuple(file for file in (workspace.decisions, workspace.raw, workspace.labels) if file),
+                     workspace.runs_dir, spool, raw, labels, rules, shadow_join.attach if shadowed else None,
+                     scope=f"ws{index:04d}-")
             if shadowed:
                 shadow_join.finish(set(spool.groups()))
 

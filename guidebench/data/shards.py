@@ -89,8 +89,8 @@ def fingerprint(ctx: ImportContext, unit: Unit, kind: str) -> str:
     for line in head:
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
     lines: list[str] = []
-    for read in unit.reads:
-        _stat_lines(str(Path(read).absolute()), lines)
+    for read in unit.reads:  # os.path: a Full Auto shard names a few thousand run files
+        _stat_lines(os.path.abspath(read), lines)
     digest.update("\n".join(lines).encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:20]
 
@@ -226,11 +226,14 @@ def _map_units(job: UnitJob, positions: list[int], num_proc: int, progress: Opti
 
 def run_shards(ctx: ImportContext, kind: str, units: Sequence[Unit], *, start: Callable[[ImportContext], None],
                work: Callable[[ImportContext, Unit], None], finish: Optional[Callable[[ImportContext], None]] = None,
-               num_proc: int = 1) -> None:
-    """Import every unit into its shard (reusing finished ones), then merge them into `ctx` in unit order."""
+               num_proc: int = 1, scope: str = "") -> None:
+    """Import every unit into its shard (reusing finished ones), then merge them into `ctx` in unit order.
+
+    An import that runs shards more than once (one call per Full Auto workspace) names each call's `scope`: a
+    call keeps and removes only the shards of its own scope."""
     root = shards_folder(ctx.out)
     root.mkdir(parents=True, exist_ok=True)
-    folders = [str(root / f"{unit.index:06d}-{fingerprint(ctx, unit, kind)}") for unit in units]
+    folders = [str(root / f"{scope}{unit.index:06d}-{fingerprint(ctx, unit, kind)}") for unit in units]
     options = {key: value for key, value in ctx.options.items() if not key.startswith("_")}
     job = UnitJob(kind=kind, path=ctx.path, out=ctx.out, seed=ctx.seed, options=options,
                   max_line_bytes=ctx.max_line_bytes, units=list(units), folders=folders, work=work, finish=finish,
@@ -242,7 +245,7 @@ def run_shards(ctx: ImportContext, kind: str, units: Sequence[Unit], *, start: C
 
         print(f"resuming: {kept} of {len(units)} shard(s) were finished by an earlier, interrupted import of the "
               f"same files ({root})", file=sys.stderr)
-    _stale(root, {Path(folder).name for folder in folders})
+    _stale(root, {Path(folder).name for folder in folders}, scope)
     if todo:
         _map_units(job, todo, num_proc, ctx.progress)
     finals: list[Path] = []
@@ -262,10 +265,10 @@ def run_shards(ctx: ImportContext, kind: str, units: Sequence[Unit], *, start: C
     ctx.redactor.counts.update(redactions)
 
 
-def _stale(root: Path, wanted: set[str]) -> None:
-    """Remove shards of files that changed since (another fingerprint) and half-written ones."""
+def _stale(root: Path, wanted: set[str], scope: str = "") -> None:
+    """Remove shards of files that changed since (another fingerprint) and half-written ones (of this scope)."""
     for child in root.iterdir():
-        if child.name not in wanted:
+        if child.name.startswith(scope) and child.name not in wanted:
             shutil.rmtree(child, ignore_errors=True)
 
 

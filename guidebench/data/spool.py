@@ -51,6 +51,15 @@ class GroupedSpool:
     def __len__(self) -> int:
         return sum(len(offsets) for offsets in self._offsets.values())
 
+    def index(self) -> dict[str, array]:
+        """{group: [offsets]} of the lines in the spool's own file, flushed to it: what `adopt` takes to read them
+        in place elsewhere (another process)."""
+        if self._adopted:
+            raise ValueError("a spool that adopted other files has no index of its own file alone")
+        self._handle.flush()
+        self._dirty = False
+        return {group: array("q", offsets) for group, offsets in self._offsets.items()}
+
     def adopt(self, path: Path, index: Mapping[str, Sequence[int]]) -> None:
         """Append the lines of another spool's file to their groups without copying them: `index` holds each
         group's line offsets in that file (which must stay in place until this spool is read)."""

@@ -161,15 +161,16 @@ def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split:
 
 
 def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], models: DatasetModels, *,
-                      program: str, seed: int = 0, replays_log: bool = False) -> dict[str, Any]:
+                      program: str, seed: int = 0, replays_log: bool = False, progress: bool = False) -> dict[str, Any]:
     """Off-policy estimates of a replay's choices (DM, IPW, DR), the outcome model's calibration on the logged
     attempts, and for the deployed planner (`replays_log`) the check of its estimate against what its attempts
     brought: its choices are the logging policy's own, so their weights are 1 (IPW and DR are the observed mean,
-    and the direct method is what is checked)."""
+    and the direct method is what is checked). `progress`: a bar with its ETA over the records (their features and
+    the models' predictions are what takes the time)."""
     from evals.offpolicy.bandit import LoggedBandit, choices_of
     from evals.offpolicy.summary import HEADLINE, calibration, observed_mean, policy_estimates
 
-    bandit = LoggedBandit.build(records, models.outcome, models.propensity)
+    bandit = LoggedBandit.build(records, models.outcome, models.propensity, progress=progress)
     scored = bandit.on_policy() if replays_log else bandit
     estimates = policy_estimates(scored, choices_of(rows), seed=seed)
     observed = observed_mean(bandit, seed=seed)

@@ -229,17 +229,18 @@ def comparison_lines(cs: ChallengerSlices, heading: str = "##") -> list[str]:
 
 # ----- files --------------------------------------------------------------------------------------
 
-def write_postmortem(result: ReplayResult, out_dir: Path,
-                     learned_from: Optional[OverlapCheck] = None) -> dict[str, Path]:
-    """Write OUT/postmortem.json and OUT/postmortem.md for a replay (in-sample when `learned_from` overlaps);
-    returns the files by name."""
+def write_postmortem(result: ReplayResult, out_dir: Path, learned_from: Optional[OverlapCheck] = None, *,
+                     progress: bool = False) -> dict[str, Path]:
+    """Write OUT/postmortem.json and OUT/postmortem.md for a replay (in-sample when `learned_from` overlaps;
+    `progress`: its bar with the ETA); returns the files by name."""
     from evals.postmortem import post_mortem
 
     json_path, md_path = Path(out_dir) / JSON_FILE, Path(out_dir) / MARKDOWN_FILE
     summary = result.summary
     try:
         pm = post_mortem(result.kind, result.rows, program=result.program, seed=int(summary.get("seed", 0)),
-                         n_resamples=int(summary.get("n_resamples", 1000)), in_sample=in_sample_line(learned_from))
+                         n_resamples=int(summary.get("n_resamples", 1000)), in_sample=in_sample_line(learned_from),
+                         progress=progress)
     except Exception as exc:  # a post-mortem bug must not cost the eval its results: say so, in the file too
         message = f"post-mortem not computed: {type(exc).__name__}: {exc}"
         print(f"warning: {message}", file=sys.stderr)

@@ -83,8 +83,10 @@ def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) 
 
 
 def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, Any],
-                  learned_from: Optional[OverlapCheck] = None) -> tuple[dict[str, Path], dict[str, str]]:
-    """metrics.json, results.parquet, summary.json, the plots and the post-mortem; returns (files, omitted metrics).
+                  learned_from: Optional[OverlapCheck] = None, *,
+                  progress: bool = False) -> tuple[dict[str, Path], dict[str, str]]:
+    """metrics.json, results.parquet, summary.json, the plots and the post-mortem (with its progress bar when
+    `progress`); returns (files, omitted metrics).
 
     When the program learned from some of the records (`learned_from`), metrics.json flags it: its
     `learned_from_overlap` entry holds their count of the `n` scored (exact: a degenerate interval).
@@ -119,7 +121,8 @@ def write_outputs(result: ReplayResult, out_dir: Path, extra_summary: dict[str, 
         files["offpolicy_calibration"] = offpolicy_calibration_png(
             off_policy["calibration"], out_dir / "offpolicy_calibration.png",
             f"{result.program}: outcome model on the logged attempts")
-    files.update(write_postmortem(result, out_dir, learned_from))  # postmortem.json and .md, in-sample when it is
+    # postmortem.json and .md, in-sample when it is
+    files.update(write_postmortem(result, out_dir, learned_from, progress=progress))
     return files, omitted
 
 
@@ -206,7 +209,7 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
                  "lm_cache": cache, **learned_from_summary(loaded.provenance, learned),
                  **loaded.details}
         with output_dir.writing() as staging:
-            files, omitted = write_outputs(result, staging, extra, learned)
+            files, omitted = write_outputs(result, staging, extra, learned, progress=progress)
             output = EvalOutput(result=result, data=eval_data, program=loaded, out_dir=staging, files=files,
                                 omitted_metrics=omitted, learned_from=learned)
             if track:
@@ -255,13 +258,14 @@ def scored_replay(program: Any, records: Sequence[Any], cycles: Any, *, name: st
                     name=name, cycles_model=cycles.model if cycles is not None else None)
     if cycles is not None:
         add_offpolicy(result, records, cycles, program=name, seed=seed,
-                      replays_log=bool(result.summary.get("replays_log")))
+                      replays_log=bool(result.summary.get("replays_log")), progress=progress)
     return result
 
 
 def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, program: str, seed: int,
-                  replays_log: bool = False) -> None:
-    """The cycles model's name on the metrics, and the off-policy estimates in the summary (when models exist)."""
+                  replays_log: bool = False, progress: bool = False) -> None:
+    """The cycles model's name on the metrics, and the off-policy estimates in the summary (when models exist;
+    `progress`: a bar with its ETA over the records the outcome model predicts for)."""
     from guidebench.evaluation.outcome_models import offpolicy_summary
 
     if result.summary.get("cycles_model") is None:
@@ -269,7 +273,7 @@ def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, 
     result.summary["cycles_model"]["notes"] = list(cycles.notes)
     if cycles.models is not None:
         result.summary["off_policy"] = offpolicy_summary(records, result.rows, cycles.models, program=program,
-                                                         seed=seed, replays_log=replays_log)
+                                                         seed=seed, replays_log=replays_log, progress=progress)
     name_estimator(result)
 
 

@@ -262,7 +262,7 @@ def rescore_best_on_test(result: SearchResult, data: CompileData, out: Path, *, 
                                     "split_hash": split.split_hash, "program": best["program"],
                                     "program_source": f"search {result.study_name}, trial {result.best_trial}",
                                     "optimizer": best["optimizer"], "best_params": best,
-                                    **learned_from_summary(provenance, learned)}, learned)
+                                    **learned_from_summary(provenance, learned)}, learned, progress=progress)
     tracking_compile.log_split_metrics(evaluation.metrics, "best.test")
     tracking_compile.log_numbers(evaluation.summary.get("usage", {}), prefix="best.test.usage.")
     tracking_compile.log_numbers({"learned_from_overlap": learned.n_overlap}, prefix="best.test.")

@@ -204,3 +204,22 @@ def test_in_sample_records_draw_no_win_or_loss(replays):
     assert loss.comparison.ci_high < 0 and loss.q_value <= FDR
     pm = post_mortem("full_auto", replays["planted"], program="planted", n_resamples=200, in_sample=why)
     assert pm.in_sample == why and type(pm).model_validate_json(pm.model_dump_json()).in_sample == why
+
+
+def test_the_post_mortem_shows_its_draws_with_an_eta_only_when_asked_and_computes_the_same(replays, capsys):
+    quiet = post_mortem("full_auto", replays["planted"], program="planted", n_resamples=200)
+    assert capsys.readouterr().err == ""
+    shown = post_mortem("full_auto", replays["planted"], program="planted", n_resamples=200, progress=True)
+    bar = capsys.readouterr().err
+    assert "post-mortem" in bar and "draw" in bar and "<" in bar  # tqdm's [elapsed<remaining]: the ETA
+    assert shown.model_dump() == quiet.model_dump()
+
+
+def test_the_comparison_shows_its_slices_only_when_asked_and_computes_the_same(replays, capsys):
+    options = {"challenger": "planted", "champion": "oracle", "n_resamples": 200}
+    quiet = compare_slices(replays["planted"], replays["oracle"], "full_auto", **options)
+    assert capsys.readouterr().err == ""
+    shown = compare_slices(replays["planted"], replays["oracle"], "full_auto", progress=True, **options)
+    bar = capsys.readouterr().err
+    assert "post-mortem against the champion" in bar and "slice" in bar
+    assert shown.model_dump() == quiet.model_dump()

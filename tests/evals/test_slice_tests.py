@@ -117,3 +117,17 @@ def test_pooled_values_keep_the_larger_values_in_count_order_and_pool_the_small_
     for value, mask, pooled in found[:3]:
         assert np.array_equal(mask, values == value) and pooled == []
     assert found[3][2] == ["x", "y"] and np.array_equal(found[3][1], np.isin(values, ["x", "y"]))
+
+
+def test_the_permutations_and_resamples_are_told_chunk_by_chunk_and_add_up():
+    scores, masks = _slices(3000, seed=5)
+    x = np.nan_to_num(scores)
+    members = membership(masks, len(x)).T
+    told: list[int] = []
+    p = below_rest_p(x, members, seed=1, permutations=2500, tick=told.append)
+    assert sum(told) == 2500 and len(told) > 1  # 2M cells a chunk: several chunks at 3000 records
+    assert np.array_equal(p, below_rest_p(x, members, seed=1, permutations=2500), equal_nan=True)
+    resampled: list[int] = []
+    entries = {i: ("score", mask) for i, mask in enumerate(masks)}
+    mean_intervals({"score": scores}, entries, len(x), n_resamples=700, seed=2, tick=resampled.append)
+    assert sum(resampled) == 700

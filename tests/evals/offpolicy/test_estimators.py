@@ -161,3 +161,16 @@ def test_with_every_propensity_logged_no_propensity_model_is_needed(logged_recor
     assert weights.max() <= 1 / 0.05 + 1e-9  # the floor bounds every weight
     snips = float((weights * bandit.observed[known]).sum() / weights.sum())
     assert ipw.n == known.sum() and ipw.value == pytest.approx(snips)
+
+
+def test_the_bandit_shows_its_records_with_an_eta_only_when_asked_and_builds_the_same(logged_records, outcome_fit,
+                                                                                         capsys):
+    from evals.offpolicy.bandit import LoggedBandit
+
+    quiet = LoggedBandit.build(logged_records, outcome_fit.outcome, outcome_fit.propensity)
+    assert capsys.readouterr().err == ""
+    shown = LoggedBandit.build(logged_records, outcome_fit.outcome, outcome_fit.propensity, progress=True)
+    bar = capsys.readouterr().err
+    assert "off-policy: outcome model" in bar and f"/{len(logged_records)}" in bar and "rec" in bar
+    assert np.array_equal(shown.q, quiet.q, equal_nan=True)
+    assert np.array_equal(shown.propensity, quiet.propensity, equal_nan=True)

@@ -126,8 +126,6 @@ CASES: list[tuple[str, list[str], str]] = [
      "unknown log kind 'nonsense'"),
     ("import/num-proc zero", [*_IMPORT, "{w}/logs", "--out", "{w}/o", "--num-proc", "0"],
      "--num-proc must be at least 1, got 0"),
-    ("import/num-proc fullauto", [*_IMPORT, "{w}/logs", "--out", "{w}/o", "--num-proc", "2"],
-     "a Full Auto workspace is read in one pass"),
     # data simulate
     ("simulate/foreign folder", ["data", "simulate", "fullauto", "--runs", "1", "--out", "{w}/notes"],
      "holds other files"),

@@ -12,6 +12,7 @@ import pytest
 from guidebench.data import import_logs, shards
 from guidebench.data.experiments import episode_units
 from guidebench.data.shards import DONE_FILE, shards_folder
+from import_support import import_outputs
 from kill_support import guidebench_env, kill_at
 
 REPO = Path(__file__).resolve().parents[3]
@@ -36,19 +37,6 @@ def logs(tmp_path_factory) -> Path:
     return root
 
 
-def _outputs(folder: Path) -> dict[str, object]:
-    """What must not depend on how the import ran: ids, report (but where it was written), quarantines, rows."""
-    report = json.loads((folder / "import_report.json").read_text(encoding="utf-8"))
-    report.pop("out")
-    info = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
-    info.pop("created_at")
-    quarantines = {name: (folder / name).read_text(encoding="utf-8") for name in
-                   ("quarantine.jsonl", "quarantine-side.jsonl") if (folder / name).exists()}
-    arrow = {split: sorted(path.read_bytes() for path in (folder / split).glob("*.arrow"))
-             for split in ("train", "dev", "test")}
-    return {"report": json.dumps(report), "dataset": info, "quarantines": quarantines, "arrow": arrow}
-
-
 @pytest.fixture(scope="module")
 def one_process(logs: Path, tmp_path_factory) -> dict[str, object]:
     out = tmp_path_factory.mktemp("one") / "data"
@@ -57,7 +45,7 @@ def one_process(logs: Path, tmp_path_factory) -> dict[str, object]:
     last = (out / "quarantine-side.jsonl").read_text(encoding="utf-8").splitlines()[-1]
     assert "its log has no line for it" in last  # what the import does once every episode is read comes last
     assert not shards_folder(out).exists()  # removed once the dataset is in place
-    return _outputs(out)
+    return import_outputs(out)
 
 
 def test_logs_sharing_an_archive_stay_in_one_shard_in_file_order(tmp_path: Path) -> None:
@@ -74,7 +62,7 @@ def test_logs_sharing_an_archive_stay_in_one_shard_in_file_order(tmp_path: Path)
 def test_two_processes_import_exactly_what_one_does(logs: Path, one_process: dict, tmp_path: Path) -> None:
     out = tmp_path / "data"
     import_logs(logs, "experiments", out, num_proc=2)
-    assert _outputs(out) == one_process
+    assert import_outputs(out) == one_process
 
 
 def test_an_import_killed_mid_way_resumes_from_its_finished_shards(logs: Path, one_process: dict, tmp_path: Path,
@@ -93,7 +81,7 @@ def test_an_import_killed_mid_way_resumes_from_its_finished_shards(logs: Path, o
     import_logs(logs, "experiments", out)
     assert ran == list(range(3, EPISODES))  # the finished shards are taken as they are
     assert "resuming: 3 of 8 shard(s)" in capsys.readouterr().err
-    assert _outputs(out) == one_process  # the dataset an uninterrupted import writes
+    assert import_outputs(out) == one_process  # the dataset an uninterrupted import writes
     assert not shards_folder(out).exists()
 
 
