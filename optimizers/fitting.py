@@ -32,6 +32,7 @@ from scipy import sparse
 from scipy.optimize import minimize_scalar
 
 from evals.metrics_fullauto import COST, example_config
+from programs.inputs import example_features
 from programs.learned import trained_parameters
 from programs.results import decision_prediction
 from runtime.fullauto import ACTIONS
@@ -155,7 +156,8 @@ class _Features:
 
 
 def _features_of(examples: Sequence[dspy.Example]) -> Features:
-    return [turn_features(ex.inputs().toDict()) for ex in examples]
+    # An example read with its features carries them (`programs.example_features`): no inputs rebuilt.
+    return [example_features(ex) for ex in examples]
 
 
 def _labels(examples: Sequence[dspy.Example]) -> list[str]:
