@@ -464,8 +464,12 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
+            records = []  # dev's records go before test's are read (a year of either is hundreds of MB)
             records = request.eval_records(data.records_of(split), split)
-            learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
+            # The identities the split was read with (the same order and subset): no content hashed again
+            keys = request.eval_records(split_data.records, split)
+            learned[split] = check_overlap(provenance, keys, dataset_id=data.dataset_id, split=split)
+            del keys
             result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
