@@ -518,8 +518,8 @@ def map_split(directory: str | os.PathLike, split: str, fn: Callable[[Any], Mapp
 
 class SplitRecords:
     """One split's records by row index, each read and validated from the memory-mapped Arrow file when asked for
-    (nothing is held in memory, nor its pages once read: `evals.split_files.MappedRows`): for a caller that streamed the split once (`iter_records` checked its count and
-    hash) and comes back for a few records later."""
+    (nothing is held in memory, nor its pages once read: `evals.split_files.MappedRows`): for a caller that
+    streamed the split once (`iter_records` checked its count and hash) and comes back for a few records later."""
 
     def __init__(self, directory: str | os.PathLike, split: str) -> None:
         self.directory, self.split = Path(directory), split
