@@ -46,6 +46,7 @@ from pydantic import BaseModel, ValidationError
 from runtime.records import DecisionRecord, PlannerRecord, canonical_json, sha256_hex
 
 from . import columns
+from .split_files import MappedRows, plain_files, stream_batches
 
 Record = Union[DecisionRecord, PlannerRecord]
 
@@ -411,7 +412,8 @@ def _batches(directory: Path, name: str, part: Any, batch_size: int, hint: str) 
     """The split's rows in batches; a damaged Arrow file is one error naming the file, not a decoder's traceback."""
     import pyarrow
 
-    batches = part.iter(batch_size=batch_size)
+    files = plain_files(part)  # read by plain reads, not through the mapping (`evals.split_files`)
+    batches = stream_batches(files) if files is not None else part.iter(batch_size=batch_size)
     while True:
         try:
             batch = next(batches)
@@ -516,20 +518,22 @@ def map_split(directory: str | os.PathLike, split: str, fn: Callable[[Any], Mapp
 
 class SplitRecords:
     """One split's records by row index, each read and validated from the memory-mapped Arrow file when asked for
-    (nothing is held in memory): for a caller that streamed the split once (`iter_records` checked its count and
-    hash) and comes back for a few records later."""
+    (nothing is held in memory, nor its pages once read: `evals.split_files.MappedRows`): for a caller that
+    streamed the split once (`iter_records` checked its count and hash) and comes back for a few records later."""
 
     def __init__(self, directory: str | os.PathLike, split: str) -> None:
         self.directory, self.split = Path(directory), split
         info = dataset_info(self.directory)
         self.model = KINDS[info["kind"]]
-        self._part = _open_split(self.directory, split, _reimport(self.directory, info["kind"]))
+        part = _open_split(self.directory, split, _reimport(self.directory, info["kind"]))
+        files = plain_files(part)  # rows whose pages are let go once read (`evals.split_files`)
+        self._rows = MappedRows(files) if files is not None else part
 
     def __len__(self) -> int:
-        return len(self._part)
+        return len(self._rows)
 
     def __getitem__(self, index: int) -> Record:
-        row = self._part[index]
+        row = self._rows[index]
         return _validated(self.directory, self.split, self.model, row, index)  # type: ignore[return-value]
 
 

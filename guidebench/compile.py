@@ -216,6 +216,18 @@ def needs_only_ids(spec: Any, recipe: optimizers.Recipe) -> bool:
     return spec.kind == "planner" and spec.trained and not recipe.compiles_lm
 
 
+def fits_on_features(spec: Any, recipe: optimizers.Recipe) -> bool:
+    """Whether the compile fits a trained Full Auto model without an LM optimizer: its fit reads its examples' ids,
+    threads, label actions and turn features, and builds whole only the examples it scores (`load_compile_data`'s
+    `featured`: a year of whole examples held for the fit was most of its memory)."""
+    return spec.kind == "full_auto" and spec.trained and not recipe.compiles_lm
+
+
+def _compile_data(request: CompileRequest, spec: Any, recipe: optimizers.Recipe) -> CompileData:
+    return load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe),
+                             featured=fits_on_features(spec, recipe))
+
+
 # ----- dry run ------------------------------------------------------------------------------------
 
 def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tuple[CostEstimate, CompileData]:
@@ -225,7 +237,7 @@ def estimate(request: CompileRequest, data: Optional[CompileData] = None) -> tup
     spec = program_spec(request.program)
     check_pairing(spec, recipe)
     used_settings(request, recipe)  # a setting the program has no use for is refused by the dry run too
-    data = data or load_compile_data(Path(request.data), spec.kind)
+    data = data or _compile_data(request, spec, recipe)
     check_evaluable(data, Path(request.data))
     program = request.build()
     speed = lm_speed(request.lm)
@@ -305,7 +317,7 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     check_pairing(spec, recipe)
     settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
-    data = load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe))
+    data = _compile_data(request, spec, recipe)
     check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
@@ -452,8 +464,12 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
+            records = []  # dev's records go before test's are read (a year of either is hundreds of MB)
             records = request.eval_records(data.records_of(split), split)
-            learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
+            # The identities the split was read with (the same order and subset): no content hashed again
+            keys = request.eval_records(split_data.records, split)
+            learned[split] = check_overlap(provenance, keys, dataset_id=data.dataset_id, split=split)
+            del keys
             result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,

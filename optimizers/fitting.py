@@ -32,6 +32,7 @@ from scipy import sparse
 from scipy.optimize import minimize_scalar
 
 from evals.metrics_fullauto import COST, example_config
+from programs.inputs import example_features
 from programs.learned import trained_parameters
 from programs.results import decision_prediction
 from runtime.fullauto import ACTIONS
@@ -76,6 +77,7 @@ class FitOutcome:
     held_out: list[tuple[dspy.Example, dict[str, float]]] = field(default_factory=list)
 
 
+BLOCK_ROWS = 8192  # rows of a feature matrix made at once (`_Features.matrix`)
 Features = list[tuple[str, list[float]]]  # `turn_features` of each example: (text, numbers)
 
 
@@ -137,25 +139,58 @@ class _Features:
         self.scale = np.where(spread > 1e-12, spread, 1.0)
 
     def matrix(self, rows: Sequence[int]) -> sparse.csr_matrix:
-        """Rows of TF-IDF text features (sublinear tf times idf, L2-normalised) followed by the standardised numbers."""
+        """Rows of TF-IDF text features (sublinear tf times idf, L2-normalised) followed by the standardised numbers.
+
+        Made `BLOCK_ROWS` rows at a time (each row's features are its own), then stacked: made at once, a year of
+        turns' intermediate copies were the fit's peak of memory."""
         index = np.asarray(rows, dtype=np.int64)
+        blocks = [self._block(index[start:start + BLOCK_ROWS]) for start in range(0, len(index), BLOCK_ROWS)]
+        if len(blocks) == 1:
+            return blocks[0]
+        return sparse.vstack(blocks, format="csr") if blocks else self._block(index)
+
+    def _block(self, index: np.ndarray) -> sparse.csr_matrix:
         text = self.corpus.counts[index][:, self.columns].tocsr()
         text.sort_indices()
         if text.nnz:
             values, inverse = np.unique(text.data, return_inverse=True)  # small integer counts: log them once each
             tf = np.asarray([math.log(v) + 1.0 for v in values.tolist()])[inverse.ravel()]
-            text.data = tf * self.idf[text.indices]
+            del inverse
+            tf *= self.idf[text.indices]  # in place: a year of turns' features is hundreds of MB a copy
+            text.data = tf
             norms = np.sqrt(np.add.reduceat(np.square(text.data), text.indptr[:-1])
                             if len(index) else np.zeros(0))
             lengths = np.diff(text.indptr)
             norms = np.where(lengths > 0, norms, 1.0)
-            text.data = text.data / np.repeat(norms, lengths)
+            text.data /= np.repeat(norms, lengths)
         numbers = (self.corpus.numbers[index] - self.mean) / self.scale
-        return sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr")
+        return _beside(text, numbers)
+
+
+def _beside(text: sparse.csr_matrix, numbers: np.ndarray) -> sparse.csr_matrix:
+    """`sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr")` (the same arrays), written straight into the
+    result: the stack went through coordinate copies of the whole matrix, the fit's peak of memory on a year of
+    turns. Each row holds its text entries, then its non-zero numbers."""
+    n, width = text.shape
+    rows, columns = np.nonzero(numbers)
+    text_lengths = np.diff(text.indptr).astype(np.int64)
+    number_lengths = np.bincount(rows, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(text_lengths + number_lengths, out=indptr[1:])
+    index_type = np.int32 if max(int(indptr[-1]), width + numbers.shape[1]) < np.iinfo(np.int32).max else np.int64
+    data, indices = np.empty(int(indptr[-1])), np.empty(int(indptr[-1]), dtype=index_type)
+    at = np.arange(text.nnz, dtype=np.int64) + np.repeat(indptr[:-1] - text.indptr[:-1], text_lengths)
+    data[at], indices[at] = text.data, text.indices
+    del at
+    before = np.repeat(np.cumsum(number_lengths) - number_lengths, number_lengths)  # each row's first number
+    at = indptr[rows] + text_lengths[rows] + np.arange(len(rows), dtype=np.int64) - before
+    data[at], indices[at] = numbers[rows, columns], columns + width
+    return sparse.csr_matrix((data, indices, indptr.astype(index_type)), shape=(n, width + numbers.shape[1]))
 
 
 def _features_of(examples: Sequence[dspy.Example]) -> Features:
-    return [turn_features(ex.inputs().toDict()) for ex in examples]
+    # An example read with its features carries them (`programs.example_features`): no inputs rebuilt.
+    return [example_features(ex) for ex in examples]
 
 
 def _labels(examples: Sequence[dspy.Example]) -> list[str]:

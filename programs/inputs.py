@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from array import array
 from typing import Any, Mapping, Optional, Sequence
 
 import dspy
@@ -13,7 +14,7 @@ from runtime.fullauto import FullAutoTurnSummary
 from runtime.inputs import (COMPACT_PACKET_NAMES, COMPACT_STATE_NAMES, COMPACT_SUMMARY_NAMES, clip_text,
                             compact_packet_inputs, packet_inputs, summary_inputs, tail_entries)
 from runtime.records import DecisionRecord, OutcomeLabel, PlannerRecord
-from runtime.trained import config_inputs
+from runtime.trained import config_inputs, turn_features
 from signatures import FULL_AUTO_INPUT_FIELDS, PLANNER_INPUT_FIELDS
 
 # Inputs the original signature does not see but a better program (and the rule policies) may use,
@@ -113,6 +114,30 @@ def decision_example(record: DecisionRecord | Mapping[str, Any]) -> dspy.Example
         label_source=label.source,
     )
     return example.with_inputs(*inputs)
+
+
+# Where an example that carries its turn features keeps them (`example_features`): an attribute, not a field, so
+# no prompt, demo, copy or record of the example shows them.
+CARRIED_FEATURES = "_turn_features"
+
+
+def example_features(example: dspy.Example) -> tuple[str, Sequence[float]]:
+    """`runtime.trained.turn_features` of a Full Auto example's inputs: the ones it carries (computed when its record
+    was read, `decision_fit_fields`), else computed from its inputs."""
+    carried = vars(example).get(CARRIED_FEATURES)
+    return carried if carried is not None else turn_features(example.inputs().toDict())
+
+
+def decision_fit_fields(record: DecisionRecord) -> tuple[dict[str, str], tuple[str, Sequence[float]]]:
+    """What a trained decision model's fit reads of `decision_example(record)`, without building the example: (its
+    record id, thread id and label action, the turn features of its inputs); ValueError, as `decision_example`, for
+    a record without an outcome label. The numbers are a compact `array` (a year of examples holds them)."""
+    if record.label is None:
+        raise ValueError(f"record {record.record_id} has no outcome label")
+    inputs = decision_inputs(record)
+    text, numbers = turn_features(inputs)
+    fields = {"record_id": record.record_id, "thread_id": inputs["thread_id"], "action": record.label.action}
+    return fields, (text, array("d", numbers))
 
 
 def _packet_of(value: Any) -> tuple[AdvisorPacket, Optional[PlannerRecord]]:

@@ -65,13 +65,17 @@ class CompileData:
 
 
 
-def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) -> CompileData:
+def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, featured: bool = False) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
     and test) hold their records' identities only; `CompileData.records_of` reads a split's records.
 
     `stored_train`: the train examples are `StoredExample`s, each read back from the split when a field other than
     its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`), and dev's are
-    built from its records (kept for its replay) on first use."""
+    built from its records (kept for its replay) on first use.
+
+    `featured` (Full Auto): the train and dev examples are `StoredExample`s that know their record id, thread and
+    label action and carry their turn features (`programs.decision_fit_fields`), built whole from the split only
+    when another field is asked for (a trained decision model's fit: `fits_on_features`)."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -99,13 +103,13 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) 
     unlabeled: dict[str, int] = {}
     for name in ("train", "dev", "test"):
         if name == "train" or defer:
-            stored = _stored_from_split(data_dir, name, to_example) if stored_train and name == "train" else None
-            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind, stored)
+            make = _making(data_dir, name, to_example, stored_train=stored_train, featured=featured)
+            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, make, kind)
         else:
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
             stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
-            examples[name], unlabeled[name] = _examples(splits[name].records, to_example, stored)
+            examples[name], unlabeled[name] = _examples(splits[name].records, _kept(to_example, stored))
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
@@ -113,36 +117,67 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) 
                        unlabeled={name: unlabeled[name] for name in ("train", "dev")})
 
 
-# How a labeled record's example is kept: (its index in the split, the record) -> the example held
-Keep = Callable[[int, Any], Any]
+# How a record's example is made: (its index in the split, the record) -> the example held; ValueError: unlabeled
+Make = Callable[[int, Any], Any]
 
 
-def _examples(records: Iterable[Any], to_example: Any, keep: Optional[Keep] = None) -> tuple[list[Any], int]:
-    """(the labeled records as examples, the count of unlabeled ones); `keep` holds an example in another form (a
+def _kept(to_example: Any, keep: Optional[Make] = None) -> Make:
+    """`to_example` of the record (its ValueError: unlabeled); `keep` holds the example in another form (a
     `StoredExample`) once the record has proved labeled."""
+    if keep is None:
+        return lambda index, record: to_example(record)
+    return lambda index, record: (to_example(record), keep(index, record))[1]
+
+
+def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, featured: bool) -> Make:
+    """How a streamed split's examples are made (see `load_compile_data`): Full Auto's test examples are not made at
+    all (no optimizer reads them)."""
+    if name == "test":
+        return lambda index, record: None
+    if featured:
+        return _featured(_split_records(data_dir, name), to_example)
+    if stored_train and name == "train":
+        records = _split_records(data_dir, name)
+        return _kept(to_example, lambda index, record: StoredExample(
+            record.record_id, partial(_example_at, records, index, to_example)))
+    return _kept(to_example)
+
+
+def _examples(records: Iterable[Any], make: Make) -> tuple[list[Any], int]:
+    """(the labeled records' examples, the count of unlabeled ones)."""
     examples, unlabeled = [], 0
     for index, record in enumerate(records):
         try:
-            example = to_example(record)
+            example = make(index, record)
         except ValueError:  # no outcome label: cannot teach or select with it
             unlabeled += 1
             continue
-        examples.append(example if keep is None else keep(index, record))
+        examples.append(example)
     return examples, unlabeled
 
 
-def _stored_from_split(data_dir: Path, name: str, to_example: Any) -> Keep:
-    """Examples read back from the split's memory-mapped file when a field other than the record id is asked for."""
+def _split_records(data_dir: Path, name: str) -> SplitRecords:
     try:
-        records = SplitRecords(data_dir, name)
+        return SplitRecords(data_dir, name)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
-    return lambda index, record: StoredExample(record.record_id, partial(_example_at, records, index, to_example))
 
 
-def _stored_from_record(to_example: Any) -> Keep:
+def _stored_from_record(to_example: Any) -> Make:
     """Examples built again from their records (held for a replay) when a field other than the record id is asked."""
     return lambda index, record: StoredExample(record.record_id, partial(to_example, record))
+
+
+def _featured(records: SplitRecords, to_example: Any) -> Make:
+    """Full Auto examples that know what a decision model's fit reads (`programs.decision_fit_fields`), built whole
+    from the split's memory-mapped file when anything else is asked for."""
+    import programs
+
+    def make(index: int, record: Any) -> StoredExample:
+        known, features = programs.decision_fit_fields(record)
+        return StoredExample(known.pop("record_id"), partial(_example_at, records, index, to_example), known,
+                             features)
+    return make
 
 
 def _example_at(records: Any, index: int, to_example: Any) -> Any:
@@ -163,8 +198,7 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(data_dir: Path, split: str, to_example: Any, kind: str,
-              keep: Optional[Keep] = None) -> tuple[EvalData, list[Any], int]:
+def _streamed(data_dir: Path, split: str, make: Make, kind: str) -> tuple[EvalData, list[Any], int]:
     """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
     time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
     next to their examples, was most of a compile's memory)."""
@@ -181,7 +215,7 @@ def _streamed(data_dir: Path, split: str, to_example: Any, kind: str,
         info = dataset_info(data_dir)
         # iter_records checks the record count first and the hash at the end
         with _no_cycle_collection():
-            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), to_example, keep)
+            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), make)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
     data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,

@@ -7,21 +7,31 @@ kernel-loop logs (each with its packet as JSON and the inputs rendered from it) 
 `StoredExample` holds its record id and its row in the split, and builds the whole example (the same one:
 `programs.planner_example` of the record read back from the memory-mapped Arrow file) the first time any
 other field is asked for, keeping it from then on.
+
+A trained Full Auto model's fit (`full_auto.learned` with `fit`) reads its examples' record ids, threads and label
+actions, and the features of their inputs (`programs.example_features`): a `StoredExample` can carry those fields
+(`known`) and the features, computed once when its record was read, so only the few examples the fit scores
+(its held-out sample) are ever built whole.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import dspy
+
+from programs import CARRIED_FEATURES
 
 
 class StoredExample(dspy.Example):
     """A `dspy.Example` whose fields are read from the dataset when first needed; its record id is known up front."""
 
-    def __init__(self, record_id: str, build: Callable[[], dspy.Example]) -> None:
+    def __init__(self, record_id: str, build: Callable[[], dspy.Example], known: Optional[dict[str, Any]] = None,
+                 features: Any = None) -> None:
         # Not Example.__init__: it would set `_store`, which here is read back on first use.
-        self.__dict__.update(_record_id=record_id, _build=build, _full=None, _demos=[])
+        self.__dict__.update(_known={"record_id": record_id, **(known or {})}, _build=build, _full=None, _demos=[])
+        if features is not None:  # what `programs.example_features` gives without the example built
+            self.__dict__[CARRIED_FEATURES] = features
 
     def _whole(self) -> dspy.Example:
         full = self.__dict__["_full"]
@@ -52,18 +62,19 @@ class StoredExample(dspy.Example):
         return self.__dict__["_full"] is not None
 
     def get(self, key: str, default: Any = None) -> Any:
-        if key == "record_id" and not self.loaded:
-            return self.__dict__["_record_id"]
+        if key in self.__dict__["_known"] and not self.loaded:
+            return self.__dict__["_known"][key]
         return super().get(key, default)
 
     def __getitem__(self, key: str) -> Any:
-        if key == "record_id" and not self.loaded:
-            return self.__dict__["_record_id"]
+        if key in self.__dict__["_known"] and not self.loaded:
+            return self.__dict__["_known"][key]
         return super().__getitem__(key)
 
     def __getattr__(self, key: str) -> Any:
-        if key == "record_id" and not self.loaded:
-            return self.__dict__["_record_id"]
+        known = self.__dict__.get("_known", {})
+        if key in known and not self.loaded:
+            return known[key]
         return super().__getattr__(key)
 
     # What builds a new example of the same type (`type(self)(base=...)`) builds a plain one from the whole.

@@ -305,3 +305,32 @@ def test_above_selection_max_the_settings_are_chosen_on_whole_threads_and_fit_on
     chosen = _fit(selection_max=10).summary()["details"]["fit"]
     assert f"(a sample of {chosen['n_scored']} of {len(pool)} turns, whole threads)" in chosen["selected_on"]
     assert chosen["n_scored"] < len(pool) and chosen["refit"] == "train+dev"
+
+
+def test_a_feature_matrix_made_in_row_blocks_is_the_matrix_stacked_at_once(monkeypatch):
+    import numpy as np
+    from scipy import sparse
+
+    import optimizers.fitting as fitting
+
+    features = fitting._features_of(TRAIN + DEV)
+    settings = fitting.FitSettings()
+    space = fitting._Features(fitting._Corpus(features, settings), range(len(features)), settings)
+    for rows in (list(range(len(features))), list(range(1, len(features), 3)), []):
+        whole = space.matrix(rows)
+        monkeypatch.setattr(fitting, "BLOCK_ROWS", 4)
+        blocks = space.matrix(rows)
+        monkeypatch.undo()
+        text = space._block(np.asarray(rows, dtype=np.int64))
+        for made in (blocks, text):
+            assert made.shape == whole.shape and made.dtype == whole.dtype
+            for part in ("indptr", "indices", "data"):
+                assert np.array_equal(getattr(made, part), getattr(whole, part))
+    # `_beside` is scipy's horizontal stack of the text rows and the (partly zero) numbers, array for array
+    rng = np.random.default_rng(0)
+    text = sparse.random(7, 9, density=0.3, format="csr", random_state=1)
+    numbers = rng.normal(size=(7, 3)) * (rng.random((7, 3)) < 0.5)
+    stacked, made = sparse.hstack([text, sparse.csr_matrix(numbers)], format="csr"), fitting._beside(text, numbers)
+    for part in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(made, part), getattr(stacked, part))
+        assert getattr(made, part).dtype == getattr(stacked, part).dtype

@@ -18,3 +18,26 @@ def test_full_auto_compile_data_holds_identities_and_reads_a_splits_records_when
         assert [(k.record_id, k.content_hash) for k in held] == [(r.record_id, r.content_hash) for r in stored]
         assert [r.model_dump() for r in data.records_of(split)] == [r.model_dump() for r in stored]
     assert data.provenance().model_dump() == load_compile_data(data_dir, "full_auto").provenance().model_dump()
+
+
+def test_featured_examples_know_what_a_decision_fit_reads_and_build_the_rest_from_the_split(tmp_path):
+    import programs
+    from guidebench.evaluation.stored_examples import StoredExample
+    from runtime.trained import turn_features
+
+    data_dir = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
+    eager = load_compile_data(data_dir, "full_auto")
+    featured = load_compile_data(data_dir, "full_auto", featured=True)
+    assert featured.unlabeled == eager.unlabeled
+    assert featured.splits["train"].records == eager.splits["train"].records
+    for stored, whole in ((featured.trainset, eager.trainset), (featured.valset, eager.valset)):
+        assert len(stored) == len(whole) and all(isinstance(ex, StoredExample) for ex in stored)
+        for field in ("record_id", "thread_id", "action"):
+            assert [ex.get(field) for ex in stored] == [ex.get(field) for ex in whole]
+            assert [getattr(ex, field) for ex in stored] == [ex[field] for ex in whole]
+        text, numbers = programs.example_features(stored[0])
+        assert (text, list(numbers)) == turn_features(whole[0].inputs().toDict())
+        assert not any(ex.loaded for ex in stored)  # ids, threads, labels and features: nothing read back
+        assert [ex.toDict() for ex in stored] == [ex.toDict() for ex in whole]  # the rest: the same examples
+        assert stored[0].inputs() == whole[0].inputs() and all(ex.loaded for ex in stored)
+    assert programs.example_features(eager.trainset[0]) == turn_features(eager.trainset[0].inputs().toDict())

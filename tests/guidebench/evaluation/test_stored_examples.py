@@ -44,3 +44,30 @@ def test_only_a_trained_planners_fit_reads_ids_alone():
     assert not needs_only_ids(programs.spec("planner.learned"), lm)
     assert not needs_only_ids(programs.spec("full_auto.learned"), fit)
     assert not needs_only_ids(programs.spec("planner.rules"), fit)
+
+
+def test_only_a_trained_full_auto_fit_reads_featured_examples():
+    from guidebench.compile import fits_on_features
+
+    fit, lm = optimizers.get("fit"), optimizers.get("bootstrap_fewshot")
+    assert fits_on_features(programs.spec("full_auto.learned"), fit)
+    assert not fits_on_features(programs.spec("full_auto.learned"), lm)
+    assert not fits_on_features(programs.spec("planner.learned"), fit)
+    assert not fits_on_features(programs.spec("full_auto.rules"), fit)
+
+
+def test_a_splits_files_read_as_datasets_reads_them(profile_free_dataset):
+    import pytest
+    from datasets import Dataset
+
+    from evals.split_files import MappedRows, plain_files, stream_batches
+
+    part = Dataset.load_from_disk(str(profile_free_dataset / "train"))
+    files = plain_files(part)
+    assert files and plain_files(part.select([1, 0])) is None  # an indices mapping is left to datasets
+    rows = [dict(zip(batch, values)) for batch in stream_batches(files) for values in zip(*batch.values())]
+    assert rows == list(part)
+    mapped = MappedRows(files)
+    assert len(mapped) == len(part) and [mapped[i] for i in (len(part) - 1, 0, 3)] == [part[-1], part[0], part[3]]
+    with pytest.raises(IndexError):
+        mapped[len(part)]
