@@ -411,7 +411,7 @@ def _batches(directory: Path, name: str, part: Any, batch_size: int, hint: str) 
     """The split's rows in batches; a damaged Arrow file is one error naming the file, not a decoder's traceback."""
     import pyarrow
 
-    batches = part.iter(batch_size=batch_size)
+    batches = _unmapped(part) or part.iter(batch_size=batch_size)
     while True:
         try:
             batch = next(batches)
@@ -423,6 +423,28 @@ def _batches(directory: Path, name: str, part: Any, batch_size: int, hint: str) 
                                      f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); re-import the "
                                      f"logs: {hint}") from exc
         yield batch
+
+
+def _unmapped(part: Any) -> Optional[Iterator[dict[str, list[Any]]]]:
+    """The rows of a split's Arrow files in their record batches, read as a stream (None when the split is not its
+    files' rows in order, such as a selection: `Dataset.iter` then reads it).
+
+    Why not `Dataset.iter`: it reads the memory-mapped files, and every page of them it touched counts as the
+    process's memory until the split is closed; a stream over a year of records (1.2 GB of train) would hold them
+    all. Streamed, one record batch is held at a time. The rows are the same (`Dataset.iter` is `to_pydict` of
+    the same table, and the split's hash is checked at the end either way)."""
+    import pyarrow
+
+    files = [entry["filename"] for entry in part.cache_files]
+    if part._indices is not None or not files:
+        return None
+
+    def read() -> Iterator[dict[str, list[Any]]]:
+        for path in files:
+            with pyarrow.OSFile(path) as handle:
+                for batch in pyarrow.ipc.open_stream(handle):
+                    yield batch.to_pydict()
+    return read()
 
 
 def _validated(directory: Path, name: str, model: type[BaseModel], row: dict[str, Any], index: int) -> BaseModel:
