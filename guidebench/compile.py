@@ -305,7 +305,9 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     check_pairing(spec, recipe)
     settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
-    data = load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe))
+    # A planner's train split is read once, for its examples and for the outcome models its cycles model uses.
+    data = load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe),
+                             models_seed=request.seed if spec.kind == "planner" else None)
     check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None

@@ -65,13 +65,18 @@ class CompileData:
 
 
 
-def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) -> CompileData:
+def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False,
+                      models_seed: Optional[int] = None) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
     and test) hold their records' identities only; `CompileData.records_of` reads a split's records.
 
     `stored_train`: the train examples are `StoredExample`s, each read back from the split when a field other than
     its record id is first asked for (a trained planner's fit reads only the ids: `needs_only_ids`), and dev's are
-    built from its records (kept for its replay) on first use."""
+    built from its records (kept for its replay) on first use.
+
+    `models_seed` (a planner compile): the dataset's outcome models (`outcome_models.models_for`, with this seed)
+    are fit on the train records as they are read for the examples, and on dev's held records: train is read once
+    for both, and the compile's cycles model takes the models fit here."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -97,15 +102,19 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False) 
     splits: dict[str, EvalData] = {}
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
-    for name in ("train", "dev", "test"):
+    # The held splits first: dev's records are what the outcome models' fit reads of dev while train streams.
+    for name in sorted(("train", "dev", "test"), key=lambda name: name == "train" or defer):
         if name == "train" or defer:
             stored = _stored_from_split(data_dir, name, to_example) if stored_train and name == "train" else None
-            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind, stored)
+            fit = _models_fit(data_dir, models_seed, splits["dev"].records) \
+                if name == "train" and models_seed is not None and not defer else None
+            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind, stored, fit)
         else:
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
             stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
             examples[name], unlabeled[name] = _examples(splits[name].records, to_example, stored)
+    splits = {name: splits[name] for name in ("train", "dev", "test")}
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
@@ -120,15 +129,41 @@ Keep = Callable[[int, Any], Any]
 def _examples(records: Iterable[Any], to_example: Any, keep: Optional[Keep] = None) -> tuple[list[Any], int]:
     """(the labeled records as examples, the count of unlabeled ones); `keep` holds an example in another form (a
     `StoredExample`) once the record has proved labeled."""
-    examples, unlabeled = [], 0
+    examples: list[Any] = []
+    unlabeled = [0]
+    for _ in _labeled(records, to_example, keep, examples, unlabeled):
+        pass
+    return examples, unlabeled[0]
+
+
+def _labeled(records: Iterable[Any], to_example: Any, keep: Optional[Keep], examples: list[Any],
+             unlabeled: list[int]) -> Iterator[Any]:
+    """The records, each passed on once its example is in `examples` (or counted in `unlabeled[0]`)."""
     for index, record in enumerate(records):
         try:
             example = to_example(record)
         except ValueError:  # no outcome label: cannot teach or select with it
-            unlabeled += 1
-            continue
-        examples.append(example if keep is None else keep(index, record))
-    return examples, unlabeled
+            unlabeled[0] += 1
+        else:
+            examples.append(example if keep is None else keep(index, record))
+        yield record
+
+
+# What else reads a split's records as they stream: it may stop early (the rest is read without it)
+Reader = Callable[[Iterator[Any]], None]
+
+
+def _models_fit(data_dir: Path, seed: int, dev: list[Any]) -> Reader:
+    """The outcome models' fit on the streamed train records and dev's held ones (`outcome_models.models_for`; the
+    compile's cycles model takes them). Logs they cannot teach are left to the cycles model to report."""
+    from optimizers.outcome_fitting import OutcomeFitError
+
+    from guidebench.evaluation.outcome_models import models_for
+
+    def fit(train: Iterator[Any]) -> None:
+        with contextlib.suppress(OutcomeFitError):
+            models_for(data_dir, seed=seed, records={"train": train, "dev": dev})
+    return fit
 
 
 def _stored_from_split(data_dir: Path, name: str, to_example: Any) -> Keep:
@@ -163,11 +198,12 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(data_dir: Path, split: str, to_example: Any, kind: str,
-              keep: Optional[Keep] = None) -> tuple[EvalData, list[Any], int]:
+def _streamed(data_dir: Path, split: str, to_example: Any, kind: str, keep: Optional[Keep] = None,
+              reader: Optional[Reader] = None) -> tuple[EvalData, list[Any], int]:
     """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
     time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
-    next to their examples, was most of a compile's memory)."""
+    next to their examples, was most of a compile's memory). `reader` reads the same stream (one read serves
+    both)."""
     from evals.data import dataset_info, iter_records
 
     keys: list[RecordKey] = []
@@ -177,13 +213,25 @@ def _streamed(data_dir: Path, split: str, to_example: Any, kind: str,
             keys.append(RecordKey(record.record_id, record.content_hash))
             yield record
 
+    def without_cycle_collection(records: Iterable[Any]) -> Iterator[Any]:
+        with _no_cycle_collection():  # while the records are read, not while a reader works on them after
+            yield from records
+
+    examples: list[Any] = []
+    unlabeled = [0]
+    # iter_records checks the record count first and the hash at the end
+    stream = _labeled(identified(without_cycle_collection(iter_records(data_dir, split))), to_example, keep,
+                      examples, unlabeled)
     try:
         info = dataset_info(data_dir)
-        # iter_records checks the record count first and the hash at the end
-        with _no_cycle_collection():
-            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), to_example, keep)
+        if reader is not None:
+            reader(stream)
+        for _ in stream:  # what the reader left unread (all of it without one)
+            pass
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
+    finally:
+        stream.close()  # a reader that failed half-way leaves no collection switched off
     data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,
                     split_hash=info["splits"][split]["hash"], source="dataset", dataset_dir=data_dir)
-    return data, examples, unlabeled
+    return data, examples, unlabeled[0]

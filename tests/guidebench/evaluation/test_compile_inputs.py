@@ -18,3 +18,34 @@ def test_full_auto_compile_data_holds_identities_and_reads_a_splits_records_when
         assert [(k.record_id, k.content_hash) for k in held] == [(r.record_id, r.content_hash) for r in stored]
         assert [r.model_dump() for r in data.records_of(split)] == [r.model_dump() for r in stored]
     assert data.provenance().model_dump() == load_compile_data(data_dir, "full_auto").provenance().model_dump()
+
+
+def test_a_planner_compile_reads_train_once_for_its_examples_and_its_outcome_models(profile_free_dataset, tmp_path,
+                                                                                   monkeypatch):
+    import evals.data
+    from guidebench.evaluation.outcome_models import models_for
+    from optimizers.outcome_fitting import fit_outcome_models
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    reads: list[str] = []
+    stream = evals.data.iter_records
+
+    def counted(directory, split="test"):
+        reads.append(split)
+        return stream(directory, split)
+
+    monkeypatch.setattr(evals.data, "iter_records", counted)
+    data = load_compile_data(profile_free_dataset, "planner", stored_train=True, models_seed=0)
+    assert sorted(reads) == ["dev", "test", "train"]  # the fit read dev's held records and train's stream
+    handed = models_for(profile_free_dataset, seed=0)  # what the compile's cycles model asks for next
+    assert sorted(reads) == ["dev", "test", "train"] and not handed.from_cache
+    monkeypatch.setattr(evals.data, "iter_records", stream)
+    alone = fit_outcome_models(load_records(profile_free_dataset, "train"), load_records(profile_free_dataset, "dev"))
+    assert handed.outcome.to_state() == alone.outcome.to_state()
+    assert handed.propensity.to_state() == alone.propensity.to_state()
+    again = models_for(profile_free_dataset, seed=0)  # handed once; then the cache, as before
+    assert again.from_cache and again.outcome.to_state() == alone.outcome.to_state()
+    plain = load_compile_data(profile_free_dataset, "planner", stored_train=True)
+    assert [e.record_id for e in data.trainset] == [e.record_id for e in plain.trainset]
+    assert data.unlabeled == plain.unlabeled and list(data.splits) == ["train", "dev", "test"]
+    assert data.provenance().model_dump() == plain.provenance().model_dump()
