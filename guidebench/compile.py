@@ -324,8 +324,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    cycles = planner_cycles(spec.kind, request.cycles_model, data.splits["test"].records, data.dataset_dir,
-                            split="test", seed=request.seed)
+    cycles = planner_cycles(spec.kind, request.cycles_model, data.records_of("test") if spec.kind == "planner" else [],
+                            data.dataset_dir, split="test", seed=request.seed)
     metric, feedback = metrics_for(spec.kind, cycles)
 
     params = tracking.run_params(
@@ -455,7 +455,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         for split in ("dev", "test"):
             split_data = data.splits[split]
             records = request.eval_records(data.records_of(split), split)
-            learned[split] = check_overlap(provenance, records, dataset_id=data.dataset_id, split=split)
+            # the same subset of the records' identities, their content hashes computed as the split was read
+            learned[split] = check_overlap(provenance, request.eval_records(data.splits[split].records, split),
+                                           dataset_id=data.dataset_id, split=split)
             result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,

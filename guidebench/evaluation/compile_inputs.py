@@ -96,20 +96,29 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False,
     if found != kind:
         raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
     to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
-    # Full Auto's dev and test records are read again when evaluated (`CompileData.records_of`): until then only
-    # their identities are kept, so the fit never holds them (a planner's cycles model reads test at the start).
-    defer = kind == "full_auto"
+    # Full Auto's dev and test records, and a compiled planner's, are read again when evaluated
+    # (`CompileData.records_of`): until then only their identities are kept, so the fit never holds them.
+    defer = kind == "full_auto" or models_seed is not None
     splits: dict[str, EvalData] = {}
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
-    # The held splits first: dev's records are what the outcome models' fit reads of dev while train streams.
-    for name in sorted(("train", "dev", "test"), key=lambda name: name == "train" or defer):
-        if name == "train" or defer:
-            stored = _stored_from_split(data_dir, name, to_example) if stored_train and name == "train" else None
-            fit = _models_fit(data_dir, models_seed, splits["dev"].records) \
-                if name == "train" and models_seed is not None and not defer else None
-            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, to_example, kind, stored, fit)
-        else:
+    if defer:
+        streams = {name: _Stream(data_dir, name, kind, None if name == "test" else to_example,
+                                 _stored_from_split(data_dir, name, to_example) if stored_train and name != "test"
+                                 else None) for name in ("train", "dev", "test")}
+        try:
+            if models_seed is not None:  # one read of train and dev serves their examples and the models' fit
+                _fit_models(data_dir, models_seed, streams["train"].records, streams["dev"].records)
+            for name, stream in streams.items():
+                splits[name], examples[name], unlabeled[name] = stream.finish()
+        finally:
+            for stream in streams.values():
+                stream.close()
+    else:
+        stored = _stored_from_split(data_dir, "train", to_example) if stored_train else None
+        splits["train"], examples["train"], unlabeled["train"] = _Stream(data_dir, "train", kind, to_example,
+                                                                         stored).finish()
+        for name in ("dev", "test"):
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
             stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
@@ -140,30 +149,27 @@ def _labeled(records: Iterable[Any], to_example: Any, keep: Optional[Keep], exam
              unlabeled: list[int]) -> Iterator[Any]:
     """The records, each passed on once its example is in `examples` (or counted in `unlabeled[0]`)."""
     for index, record in enumerate(records):
-        try:
-            example = to_example(record)
-        except ValueError:  # no outcome label: cannot teach or select with it
-            unlabeled[0] += 1
+        if to_example is None:  # a split no optimizer reads (test)
+            pass
         else:
-            examples.append(example if keep is None else keep(index, record))
+            try:
+                example = to_example(record)
+            except ValueError:  # no outcome label: cannot teach or select with it
+                unlabeled[0] += 1
+            else:
+                examples.append(example if keep is None else keep(index, record))
         yield record
 
 
-# What else reads a split's records as they stream: it may stop early (the rest is read without it)
-Reader = Callable[[Iterator[Any]], None]
-
-
-def _models_fit(data_dir: Path, seed: int, dev: list[Any]) -> Reader:
-    """The outcome models' fit on the streamed train records and dev's held ones (`outcome_models.models_for`; the
+def _fit_models(data_dir: Path, seed: int, train: Iterator[Any], dev: Iterator[Any]) -> None:
+    """The outcome models' fit on the train and dev records as they stream (`outcome_models.models_for`; the
     compile's cycles model takes them). Logs they cannot teach are left to the cycles model to report."""
     from optimizers.outcome_fitting import OutcomeFitError
 
     from guidebench.evaluation.outcome_models import models_for
 
-    def fit(train: Iterator[Any]) -> None:
-        with contextlib.suppress(OutcomeFitError):
-            models_for(data_dir, seed=seed, records={"train": train, "dev": dev})
-    return fit
+    with contextlib.suppress(OutcomeFitError):
+        models_for(data_dir, seed=seed, records={"train": train, "dev": dev})
 
 
 def _stored_from_split(data_dir: Path, name: str, to_example: Any) -> Keep:
@@ -198,40 +204,51 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(data_dir: Path, split: str, to_example: Any, kind: str, keep: Optional[Keep] = None,
-              reader: Optional[Reader] = None) -> tuple[EvalData, list[Any], int]:
-    """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
-    time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
-    next to their examples, was most of a compile's memory). `reader` reads the same stream (one read serves
-    both)."""
-    from evals.data import dataset_info, iter_records
+class _Stream:
+    """One split's records read one at a time (`records`): each leaves its identity (`RecordKey`) and, when labeled,
+    its example behind, so another reader (the outcome models' fit) can read the same stream; `finish` reads what
+    is left and gives (the split with its records as identities, its examples, its unlabeled count). An example is
+    what the optimizers need, an identity what a provenance reads (a year of records whole, next to their
+    examples, was most of a compile's memory)."""
 
-    keys: list[RecordKey] = []
+    def __init__(self, data_dir: Path, split: str, kind: str, to_example: Any, keep: Optional[Keep] = None) -> None:
+        from evals.data import iter_records
 
-    def identified(records: Iterable[Any]) -> Iterable[Any]:
+        self.data_dir, self.split, self.kind = data_dir, split, kind
+        self.keys: list[RecordKey] = []
+        self.examples: list[Any] = []
+        self.unlabeled = [0]
+        # iter_records checks the record count first and the hash at the end
+        self.records = _labeled(self._identified(_without_cycle_collection(iter_records(data_dir, split))),
+                                to_example, keep, self.examples, self.unlabeled)
+
+    def _identified(self, records: Iterable[Any]) -> Iterator[Any]:
         for record in records:
-            keys.append(RecordKey(record.record_id, record.content_hash))
+            self.keys.append(RecordKey(record.record_id, record.content_hash))
             yield record
 
-    def without_cycle_collection(records: Iterable[Any]) -> Iterator[Any]:
-        with _no_cycle_collection():  # while the records are read, not while a reader works on them after
-            yield from records
+    def finish(self) -> tuple[EvalData, list[Any], int]:
+        """Read the rest of the split (all of it when no other reader did); GuidebenchError when it cannot be read."""
+        from evals.data import dataset_info
 
-    examples: list[Any] = []
-    unlabeled = [0]
-    # iter_records checks the record count first and the hash at the end
-    stream = _labeled(identified(without_cycle_collection(iter_records(data_dir, split))), to_example, keep,
-                      examples, unlabeled)
-    try:
-        info = dataset_info(data_dir)
-        if reader is not None:
-            reader(stream)
-        for _ in stream:  # what the reader left unread (all of it without one)
-            pass
-    except DatasetFormatError as exc:
-        raise GuidebenchError(str(exc)) from exc
-    finally:
-        stream.close()  # a reader that failed half-way leaves no collection switched off
-    data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,
-                    split_hash=info["splits"][split]["hash"], source="dataset", dataset_dir=data_dir)
-    return data, examples, unlabeled[0]
+        try:
+            info = dataset_info(self.data_dir)
+            for _ in self.records:
+                pass
+        except DatasetFormatError as exc:
+            raise GuidebenchError(str(exc)) from exc
+        finally:
+            self.close()
+        data = EvalData(kind=self.kind, records=self.keys, dataset_id=str(info.get("dataset_id", "")),
+                        split=self.split, split_hash=info["splits"][self.split]["hash"], source="dataset",
+                        dataset_dir=self.data_dir)
+        return data, self.examples, self.unlabeled[0]
+
+    def close(self) -> None:
+        """Stop reading (a reader that failed half-way leaves no collection switched off)."""
+        self.records.close()
+
+
+def _without_cycle_collection(records: Iterable[Any]) -> Iterator[Any]:
+    with _no_cycle_collection():  # while the records are read, not while a reader works on them after
+        yield from records

@@ -36,16 +36,21 @@ def test_a_planner_compile_reads_train_once_for_its_examples_and_its_outcome_mod
 
     monkeypatch.setattr(evals.data, "iter_records", counted)
     data = load_compile_data(profile_free_dataset, "planner", stored_train=True, models_seed=0)
-    assert sorted(reads) == ["dev", "test", "train"]  # the fit read dev's held records and train's stream
+    assert sorted(reads) == ["dev", "test", "train"]  # one stream of each: the fit read train's and dev's
+    assert all(isinstance(key, RecordKey) for split in ("dev", "test") for key in data.splits[split].records)
+    assert [r.record_id for r in data.records_of("test")] == [r.record_id for r in load_records(profile_free_dataset)]
     handed = models_for(profile_free_dataset, seed=0)  # what the compile's cycles model asks for next
-    assert sorted(reads) == ["dev", "test", "train"] and not handed.from_cache
+    assert sorted(reads) == ["dev", "test", "test", "test", "train"]  # no read but the two of test above
+    assert not handed.from_cache
     monkeypatch.setattr(evals.data, "iter_records", stream)
     alone = fit_outcome_models(load_records(profile_free_dataset, "train"), load_records(profile_free_dataset, "dev"))
     assert handed.outcome.to_state() == alone.outcome.to_state()
     assert handed.propensity.to_state() == alone.propensity.to_state()
     again = models_for(profile_free_dataset, seed=0)  # handed once; then the cache, as before
     assert again.from_cache and again.outcome.to_state() == alone.outcome.to_state()
-    plain = load_compile_data(profile_free_dataset, "planner", stored_train=True)
+    plain = load_compile_data(profile_free_dataset, "planner", stored_train=True)  # dev and test held whole
     assert [e.record_id for e in data.trainset] == [e.record_id for e in plain.trainset]
+    assert [e.record_id for e in data.valset] == [e.record_id for e in plain.valset]
+    assert data.valset[0].toDict() == plain.valset[0].toDict()  # a dev example read back from the split
     assert data.unlabeled == plain.unlabeled and list(data.splits) == ["train", "dev", "test"]
     assert data.provenance().model_dump() == plain.provenance().model_dump()
