@@ -436,7 +436,7 @@ def _unmapped(part: Any) -> Optional[Iterator[dict[str, list[Any]]]]:
     import pyarrow
 
     files = [entry["filename"] for entry in part.cache_files]
-    if part._indices is not None or not files:
+    if getattr(part, "_indices", True) is not None or not files:  # a selection of rows (or unknown): not its files'
         return None
 
     def read() -> Iterator[dict[str, list[Any]]]:

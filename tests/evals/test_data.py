@@ -40,3 +40,20 @@ def test_planner_records_are_grouped_by_episode():
         delta_vs_best=-1, strategy_tags=["family:schedule"], hypothesis="h", change_summary=["c"], result_summary="r")
     record = PlannerRecord(record_id="ep-1", episode_id="ep", iteration_id=1, packet=AdvisorPacket(), outcome=outcome)
     assert group_of(record) == "ep"
+
+
+def test_a_stream_reads_the_rows_of_the_split_files_not_their_memory_map(tmp_path):
+    """A split is streamed from its Arrow files (a memory map's touched pages count as the process's memory):
+    the same rows as `Dataset.iter`; a selection of rows is read through the map."""
+    from evals.data import _open_split, _unmapped
+    from optimizer_support import make_dataset
+
+    folder = make_dataset(tmp_path / "data", train=8, dev=4, test=4)
+    part = _open_split(folder, "train", "")
+
+    def rows(batches):
+        return [dict(zip(batch, values)) for batch in batches for values in zip(*batch.values())]
+
+    streamed = rows(_unmapped(part))
+    assert len(streamed) == 8 and streamed == rows(part.iter(batch_size=3))
+    assert _unmapped(part.select([1, 0])) is None
