@@ -1,10 +1,11 @@
 """The inputs of a compile: a dataset folder's three splits, their labeled train and dev records as the examples
 optimizers train on, and the records' identities (`RecordKey`) a provenance reads.
 
-A split is read one record at a time: train (and Full Auto's dev and test) keep only their records' identities, and
-`CompileData.records_of` reads a split's records again when it is evaluated, so a year of records is never held
-whole next to its examples. A trained planner's fit reads only its examples' record ids: there they are
-`StoredExample`s, built again from the split when another field is asked for.
+A split is read one record at a time: train (and the dev and test of Full Auto and of a planner compile) keep only
+their records' identities, and `CompileData.records_of` reads a split's records again when it is evaluated, so a
+year of records is never held whole next to its examples. A planner compile's train and dev streams are also what
+the dataset's outcome models are fit on (one read serves both). A trained planner's fit reads only its examples'
+record ids: there they are `StoredExample`s, built again from the split when another field is asked for.
 """
 
 from __future__ import annotations
