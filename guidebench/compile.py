@@ -223,9 +223,10 @@ def fits_on_features(spec: Any, recipe: optimizers.Recipe) -> bool:
     return spec.kind == "full_auto" and spec.trained and not recipe.compiles_lm
 
 
-def _compile_data(request: CompileRequest, spec: Any, recipe: optimizers.Recipe) -> CompileData:
+def _compile_data(request: CompileRequest, spec: Any, recipe: optimizers.Recipe,
+                  models_seed: Optional[int] = None) -> CompileData:
     return load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe),
-                             featured=fits_on_features(spec, recipe))
+                             featured=fits_on_features(spec, recipe), models_seed=models_seed)
 
 
 # ----- dry run ------------------------------------------------------------------------------------
@@ -317,7 +318,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
     check_pairing(spec, recipe)
     settings = used_settings(request, recipe)
     baseline = baseline_spec(request.baseline_program(), spec.kind)
-    data = _compile_data(request, spec, recipe)
+    # A planner's train split is read once, for its examples and for the outcome models its cycles model uses.
+    data = _compile_data(request, spec, recipe, models_seed=request.seed if spec.kind == "planner" else None)
     check_evaluable(data, Path(request.data))
     # A resume takes the folder its own run wrote (its marker names the run), never another compile's without force.
     resumed = {RUN_ID_KEY: resume_run_id} if resume_run_id else None
@@ -334,8 +336,8 @@ def run_compile(request: CompileRequest, *, resume_run_id: Optional[str] = None,
         raise
     except Exception as exc:
         raise GuidebenchError(f"--lm {request.lm}: cannot set up the LM: {type(exc).__name__}: {exc}") from exc
-    cycles = planner_cycles(spec.kind, request.cycles_model, data.splits["test"].records, data.dataset_dir,
-                            split="test", seed=request.seed)
+    cycles = planner_cycles(spec.kind, request.cycles_model, data.records_of("test") if spec.kind == "planner" else [],
+                            data.dataset_dir, split="test", seed=request.seed)
     metric, feedback = metrics_for(spec.kind, cycles)
 
     params = tracking.run_params(

@@ -1,10 +1,11 @@
 """The inputs of a compile: a dataset folder's three splits, their labeled train and dev records as the examples
 optimizers train on, and the records' identities (`RecordKey`) a provenance reads.
 
-A split is read one record at a time: train (and Full Auto's dev and test) keep only their records' identities, and
-`CompileData.records_of` reads a split's records again when it is evaluated, so a year of records is never held
-whole next to its examples. A trained planner's fit reads only its examples' record ids: there they are
-`StoredExample`s, built again from the split when another field is asked for.
+A split is read one record at a time: train (and the dev and test of Full Auto and of a planner compile) keep only
+their records' identities, and `CompileData.records_of` reads a split's records again when it is evaluated, so a
+year of records is never held whole next to its examples. A planner compile's train and dev streams are also what
+the dataset's outcome models are fit on (one read serves both). A trained planner's fit reads only its examples'
+record ids: there they are `StoredExample`s, built again from the split when another field is asked for.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class CompileData:
 
 
 
-def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, featured: bool = False) -> CompileData:
+def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, featured: bool = False,
+                      models_seed: Optional[int] = None) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
     and test) hold their records' identities only; `CompileData.records_of` reads a split's records.
 
@@ -75,7 +77,11 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
 
     `featured` (Full Auto): the train and dev examples are `StoredExample`s that know their record id, thread and
     label action and carry their turn features (`programs.decision_fit_fields`), built whole from the split only
-    when another field is asked for (a trained decision model's fit: `fits_on_features`)."""
+    when another field is asked for (a trained decision model's fit: `fits_on_features`).
+
+    `models_seed` (a planner compile): the dataset's outcome models (`outcome_models.models_for`, with this seed)
+    are fit on the train records as they are read for the examples, and on dev's held records: train is read once
+    for both, and the compile's cycles model takes the models fit here."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -95,21 +101,33 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
     if found != kind:
         raise GuidebenchError(f"--data {data_dir} holds {found} records but the program is a {kind} program")
     to_example = programs.decision_example if kind == "full_auto" else programs.planner_example
-    # Full Auto's dev and test records are read again when evaluated (`CompileData.records_of`): until then only
-    # their identities are kept, so the fit never holds them (a planner's cycles model reads test at the start).
-    defer = kind == "full_auto"
+    # Full Auto's dev and test records, and a compiled planner's, are read again when evaluated
+    # (`CompileData.records_of`): until then only their identities are kept, so the fit never holds them.
+    defer = kind == "full_auto" or models_seed is not None
     splits: dict[str, EvalData] = {}
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
-    for name in ("train", "dev", "test"):
-        if name == "train" or defer:
-            make = _making(data_dir, name, to_example, stored_train=stored_train, featured=featured)
-            splits[name], examples[name], unlabeled[name] = _streamed(data_dir, name, make, kind)
-        else:
+    if defer:
+        streams = {name: _Stream(data_dir, name, kind, _making(data_dir, name, to_example, stored_train=stored_train,
+                                                               featured=featured))
+                   for name in ("train", "dev", "test")}
+        try:
+            if models_seed is not None:  # one read of train and dev serves their examples and the models' fit
+                _fit_models(data_dir, models_seed, streams["train"].records, streams["dev"].records)
+            for name, stream in streams.items():
+                splits[name], examples[name], unlabeled[name] = stream.finish()
+        finally:
+            for stream in streams.values():
+                stream.close()
+    else:
+        make = _making(data_dir, "train", to_example, stored_train=stored_train, featured=featured)
+        splits["train"], examples["train"], unlabeled["train"] = _Stream(data_dir, "train", kind, make).finish()
+        for name in ("dev", "test"):
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
             stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
             examples[name], unlabeled[name] = _examples(splits[name].records, _kept(to_example, stored))
+    splits = {name: splits[name] for name in ("train", "dev", "test")}
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
@@ -129,14 +147,14 @@ def _kept(to_example: Any, keep: Optional[Make] = None) -> Make:
     return lambda index, record: (to_example(record), keep(index, record))[1]
 
 
-def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, featured: bool) -> Make:
-    """How a streamed split's examples are made (see `load_compile_data`): Full Auto's test examples are not made at
-    all (no optimizer reads them)."""
+def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, featured: bool) -> Optional[Make]:
+    """How a streamed split's examples are made (see `load_compile_data`); None for test, whose examples no
+    optimizer reads."""
     if name == "test":
-        return lambda index, record: None
+        return None
     if featured:
         return _featured(_split_records(data_dir, name), to_example)
-    if stored_train and name == "train":
+    if stored_train:
         records = _split_records(data_dir, name)
         return _kept(to_example, lambda index, record: StoredExample(
             record.record_id, partial(_example_at, records, index, to_example)))
@@ -145,15 +163,36 @@ def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, f
 
 def _examples(records: Iterable[Any], make: Make) -> tuple[list[Any], int]:
     """(the labeled records' examples, the count of unlabeled ones)."""
-    examples, unlabeled = [], 0
+    examples: list[Any] = []
+    unlabeled = [0]
+    for _ in _labeled(records, make, examples, unlabeled):
+        pass
+    return examples, unlabeled[0]
+
+
+def _labeled(records: Iterable[Any], make: Optional[Make], examples: list[Any],
+             unlabeled: list[int]) -> Iterator[Any]:
+    """The records, each passed on once its example is in `examples` (or counted in `unlabeled[0]`)."""
     for index, record in enumerate(records):
-        try:
-            example = make(index, record)
-        except ValueError:  # no outcome label: cannot teach or select with it
-            unlabeled += 1
-            continue
-        examples.append(example)
-    return examples, unlabeled
+        if make is not None:
+            try:
+                example = make(index, record)
+            except ValueError:  # no outcome label: cannot teach or select with it
+                unlabeled[0] += 1
+            else:
+                examples.append(example)
+        yield record
+
+
+def _fit_models(data_dir: Path, seed: int, train: Iterator[Any], dev: Iterator[Any]) -> None:
+    """The outcome models' fit on the train and dev records as they stream (`outcome_models.models_for`; the
+    compile's cycles model takes them). Logs they cannot teach are left to the cycles model to report."""
+    from optimizers.outcome_fitting import OutcomeFitError
+
+    from guidebench.evaluation.outcome_models import models_for
+
+    with contextlib.suppress(OutcomeFitError):
+        models_for(data_dir, seed=seed, records={"train": train, "dev": dev})
 
 
 def _split_records(data_dir: Path, name: str) -> SplitRecords:
@@ -198,26 +237,51 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _streamed(data_dir: Path, split: str, make: Make, kind: str) -> tuple[EvalData, list[Any], int]:
-    """(the split with its records as identities, its examples, its unlabeled count), its records read one at a
-    time: an example is what the optimizers need, an identity what a provenance reads (a year of records whole,
-    next to their examples, was most of a compile's memory)."""
-    from evals.data import dataset_info, iter_records
+class _Stream:
+    """One split's records read one at a time (`records`): each leaves its identity (`RecordKey`) and, when labeled,
+    its example behind, so another reader (the outcome models' fit) can read the same stream; `finish` reads what
+    is left and gives (the split with its records as identities, its examples, its unlabeled count). An example is
+    what the optimizers need, an identity what a provenance reads (a year of records whole, next to their
+    examples, was most of a compile's memory)."""
 
-    keys: list[RecordKey] = []
+    def __init__(self, data_dir: Path, split: str, kind: str, make: Optional[Make]) -> None:
+        from evals.data import iter_records
 
-    def identified(records: Iterable[Any]) -> Iterable[Any]:
+        self.data_dir, self.split, self.kind = data_dir, split, kind
+        self.keys: list[RecordKey] = []
+        self.examples: list[Any] = []
+        self.unlabeled = [0]
+        # iter_records checks the record count first and the hash at the end
+        self.records = _labeled(self._identified(_without_cycle_collection(iter_records(data_dir, split))),
+                                make, self.examples, self.unlabeled)
+
+    def _identified(self, records: Iterable[Any]) -> Iterator[Any]:
         for record in records:
-            keys.append(RecordKey(record.record_id, record.content_hash))
+            self.keys.append(RecordKey(record.record_id, record.content_hash))
             yield record
 
-    try:
-        info = dataset_info(data_dir)
-        # iter_records checks the record count first and the hash at the end
-        with _no_cycle_collection():
-            examples, unlabeled = _examples(identified(iter_records(data_dir, split)), make)
-    except DatasetFormatError as exc:
-        raise GuidebenchError(str(exc)) from exc
-    data = EvalData(kind=kind, records=keys, dataset_id=str(info.get("dataset_id", "")), split=split,
-                    split_hash=info["splits"][split]["hash"], source="dataset", dataset_dir=data_dir)
-    return data, examples, unlabeled
+    def finish(self) -> tuple[EvalData, list[Any], int]:
+        """Read the rest of the split (all of it when no other reader did); GuidebenchError when it cannot be read."""
+        from evals.data import dataset_info
+
+        try:
+            info = dataset_info(self.data_dir)
+            for _ in self.records:
+                pass
+        except DatasetFormatError as exc:
+            raise GuidebenchError(str(exc)) from exc
+        finally:
+            self.close()
+        data = EvalData(kind=self.kind, records=self.keys, dataset_id=str(info.get("dataset_id", "")),
+                        split=self.split, split_hash=info["splits"][self.split]["hash"], source="dataset",
+                        dataset_dir=self.data_dir)
+        return data, self.examples, self.unlabeled[0]
+
+    def close(self) -> None:
+        """Stop reading (a reader that failed half-way leaves no collection switched off)."""
+        self.records.close()
+
+
+def _without_cycle_collection(records: Iterable[Any]) -> Iterator[Any]:
+    with _no_cycle_collection():  # while the records are read, not while a reader works on them after
+        yield from records

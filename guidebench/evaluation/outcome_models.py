@@ -17,7 +17,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from guidebench.errors import GuidebenchError
 from guidebench.home import guidebench_home
@@ -95,9 +95,20 @@ def _save(path: Path, fitted: Any) -> None:
               "next time", file=sys.stderr)
 
 
-def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> DatasetModels:
+# Models fit on records a caller was reading anyway (`models_for(records=...)`), by their cache key: the next
+# `models_for` of the same dataset, seed and settings takes them as they were fit (a compile reads its train split
+# once for its examples and for this fit, then asks `cycles_for` for its cycles model).
+_HANDED: dict[str, DatasetModels] = {}
+
+
+def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True,
+               records: Optional[dict[str, Iterable[Any]]] = None) -> DatasetModels:
     """The dataset's models fit on its train and dev splits (from the cache when fit before); OutcomeFitError when
-    they cannot teach them, GuidebenchError when the folder cannot be read."""
+    they cannot teach them, GuidebenchError when the folder cannot be read.
+
+    `records`: the train and dev records, in stored order, the fit reads instead of streaming the splits again (a
+    stream a caller reads for its own use too; it is left unread when the models come from the cache). Models fit
+    on them are handed to the next call for the same dataset."""
     from evals.data import DatasetFormatError, dataset_info, iter_records
     from optimizers.outcome_fitting import OutcomeFitSettings, fit_outcome_models_once
 
@@ -112,19 +123,27 @@ def models_for(dataset_dir: Path, *, seed: int = 0, cache: bool = True) -> Datas
     path = guidebench_home() / CACHE_DIR / f"{key}.json"
     trained_on = (f"the train and dev splits of dataset {dataset_id[:12]} "
                   f"({sum(int(split.get('n', 0)) for split in splits.values())} records)")
+    if records is None and key in _HANDED:
+        return _HANDED.pop(key)
     loaded = _load(path) if cache and path.is_file() else None
     if loaded is not None:
         outcome, propensity, chosen = loaded
         return DatasetModels(outcome, propensity, key, path, chosen, True, trained_on)
     # Streamed: each record becomes its row of the fit and is let go (a year of logs is never held whole).
-    records = {name: iter_records(dataset_dir, name) if split.get("n") else iter(()) for name, split in splits.items()}
+    given = records or {}
+    streams = {name: given[name] if name in given else iter_records(dataset_dir, name) if split.get("n") else iter(())
+               for name, split in splits.items()}
     try:
-        fitted = fit_outcome_models_once(records["train"], records["dev"], settings, seed=seed)
+        fitted = fit_outcome_models_once(streams["train"], streams["dev"], settings, seed=seed)
     except DatasetFormatError as exc:
         raise GuidebenchError(str(exc)) from exc
     if cache:
         _save(path, fitted)
-    return DatasetModels(fitted.outcome, fitted.propensity, key, path, fitted.chosen, False, trained_on)
+    models = DatasetModels(fitted.outcome, fitted.propensity, key, path, fitted.chosen, False, trained_on)
+    if records is not None:
+        _HANDED.clear()  # one at a time: a compile takes its own back at once
+        _HANDED[key] = models
+    return models
 
 
 def cycles_for(choice: str, records: Sequence[Any], dataset_dir: Path, *, split: str, seed: int = 0,

@@ -41,3 +41,39 @@ def test_featured_examples_know_what_a_decision_fit_reads_and_build_the_rest_fro
         assert [ex.toDict() for ex in stored] == [ex.toDict() for ex in whole]  # the rest: the same examples
         assert stored[0].inputs() == whole[0].inputs() and all(ex.loaded for ex in stored)
     assert programs.example_features(eager.trainset[0]) == turn_features(eager.trainset[0].inputs().toDict())
+
+
+def test_a_planner_compile_reads_train_once_for_its_examples_and_its_outcome_models(profile_free_dataset, tmp_path,
+                                                                                   monkeypatch):
+    import evals.data
+    from guidebench.evaluation.outcome_models import models_for
+    from optimizers.outcome_fitting import fit_outcome_models
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    reads: list[str] = []
+    stream = evals.data.iter_records
+
+    def counted(directory, split="test"):
+        reads.append(split)
+        return stream(directory, split)
+
+    monkeypatch.setattr(evals.data, "iter_records", counted)
+    data = load_compile_data(profile_free_dataset, "planner", stored_train=True, models_seed=0)
+    assert sorted(reads) == ["dev", "test", "train"]  # one stream of each: the fit read train's and dev's
+    assert all(isinstance(key, RecordKey) for split in ("dev", "test") for key in data.splits[split].records)
+    assert [r.record_id for r in data.records_of("test")] == [r.record_id for r in load_records(profile_free_dataset)]
+    handed = models_for(profile_free_dataset, seed=0)  # what the compile's cycles model asks for next
+    assert sorted(reads) == ["dev", "test", "test", "test", "train"]  # no read but the two of test above
+    assert not handed.from_cache
+    monkeypatch.setattr(evals.data, "iter_records", stream)
+    alone = fit_outcome_models(load_records(profile_free_dataset, "train"), load_records(profile_free_dataset, "dev"))
+    assert handed.outcome.to_state() == alone.outcome.to_state()
+    assert handed.propensity.to_state() == alone.propensity.to_state()
+    again = models_for(profile_free_dataset, seed=0)  # handed once; then the cache, as before
+    assert again.from_cache and again.outcome.to_state() == alone.outcome.to_state()
+    plain = load_compile_data(profile_free_dataset, "planner", stored_train=True)  # dev and test held whole
+    assert [e.record_id for e in data.trainset] == [e.record_id for e in plain.trainset]
+    assert [e.record_id for e in data.valset] == [e.record_id for e in plain.valset]
+    assert data.valset[0].toDict() == plain.valset[0].toDict()  # a dev example read back from the split
+    assert data.unlabeled == plain.unlabeled and list(data.splits) == ["train", "dev", "test"]
+    assert data.provenance().model_dump() == plain.provenance().model_dump()
