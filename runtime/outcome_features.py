@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -250,15 +250,20 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
     blocked = set(constraints.blocked_families) | set(family_constraints(entries).blocked_families)
     current = constraints.current_family or current_streak(entries)[0]
     by_family = packet.experiment_summary.best_cycles_by_family or {}
+    fams = [family_of(e) for e in entries]  # once: the rows below ask each entry's family some 20 times
+
+    def since(test: Callable[[int], bool]) -> float:  # `_since` by index
+        return next((float(back) for back, i in enumerate(reversed(range(len(entries)))) if test(i)), NEVER)
+
     rows = []
     for family in FAMILIES:
-        mine = [e for e in entries if family_of(e) == family]
+        ours = [i for i, f in enumerate(fams) if f == family]
+        mine = [entries[i] for i in ours]
         gains = [_gain(e) for e in mine]
         valid = sum(1 for e in mine if e.get("valid") is True)
         family_best = _int(by_family.get(family))
-        last_valid = max((i for i, e in enumerate(entries) if family_of(e) == family and e.get("valid") is True),
-                         default=None)
-        since_valid = entries[last_valid + 1:] if last_valid is not None else entries
+        last_valid = max((i for i in ours if entries[i].get("valid") is True), default=None)
+        since_valid = range(last_valid + 1 if last_valid is not None else 0, len(entries))
         # Measured cycles show what the change did to the code even when the attempt was not merged (invalid, or
         # slower than the best): a drop there means the family can still pay, a rise that it now costs.
         changes = [c for c in (_change(e) for e in mine) if c is not None]
@@ -268,17 +273,17 @@ def _family_rows(packet: AdvisorPacket, entries: list[dict[str, Any]], best: Opt
             sum(gains) / scale / len(mine) if mine and best else 0.0,
             gains[-1] / scale if mine and best else 0.0,
             float(mine[-1].get("valid") is True) if mine else 0.5,
-            _since(entries, lambda e, f=family: family_of(e) == f),
-            _since(entries, lambda e, f=family: family_of(e) == f and _gain(e) > 0),
+            since(lambda i, f=family: fams[i] == f),
+            since(lambda i, f=family: fams[i] == f and _gain(entries[i]) > 0),
             float(family == current), float(family in blocked),
             _log_ratio(family_best, best) if family_best is not None else 1.0,
             float(last_valid is not None),
             _gain(entries[last_valid]) / scale if last_valid is not None and best else 0.0,
             float(sum(1 for e in mine if e.get("valid") is True and _gain(e) == 0)),
-            float(sum(1 for e in since_valid if family_of(e) != family and _gain(e) > 0)),
-            float(sum(1 for e in entries[-RECENT:] if family_of(e) == family)),
+            float(sum(1 for i in since_valid if fams[i] != family and _gain(entries[i]) > 0)),
+            float(sum(1 for f in fams[-RECENT:] if f == family)),
             changes[-1] if changes else 0.0, -min(changes + [0.0]),
-            _since(entries, lambda e, f=family: family_of(e) == f and _change(e) is not None),
+            since(lambda i, f=family: fams[i] == f and _change(entries[i]) is not None),
             max(unmerged, default=0.0), rooms[family],
         ])
     return np.asarray(rows, dtype=np.float64)
@@ -290,12 +295,13 @@ def _cross(entries: list[dict[str, Any]], best: Optional[int]) -> np.ndarray:
     lowered may leave f's bound the binding one)."""
     scale = float(best) if best else 1.0
     cross = np.zeros((len(FAMILIES), len(FAMILIES)))
+    fams = [family_of(e) for e in entries]
     for i, family in enumerate(FAMILIES):
-        last = max((k for k, e in enumerate(entries) if family_of(e) == family), default=-1)
-        for e in entries[last + 1:]:
-            other = family_of(e)
+        last = max((k for k, f in enumerate(fams) if f == family), default=-1)
+        for k in range(last + 1, len(entries)):
+            other = fams[k]
             if other in FAMILIES and best:
-                cross[i, FAMILIES.index(other)] += _gain(e) / scale
+                cross[i, FAMILIES.index(other)] += _gain(entries[k]) / scale
     return cross
 
 

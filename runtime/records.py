@@ -53,10 +53,41 @@ ID_PATTERN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A
                         r"[0-9A-Fa-f]{12}|[0-9A-Fa-f]{64}|[0-9A-Fa-f]{40})(?![0-9A-Fa-f])")
 
 
+# What `_id_spans` reads: the text one byte a character, hex digits as `h`, dashes kept, anything else `.`.
+_HEX_MASK = bytes(ord("h") if chr(c) in "0123456789abcdefABCDEF" else ord("-") if c == ord("-") else ord(".")
+                  for c in range(256))
+_HEX_RUN = re.compile(rb"h+")
+_UUID_MASK = b"hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh"
+
+
+def _id_spans(text: str) -> list[tuple[int, int]]:
+    """Where `ID_PATTERN` matches in `text`, found by substring search on a mask of it (a regex scan of a planner
+    packet's 20 kB, at every character, was most of a content hash). The matches are whole hex runs of 40 or 64
+    digits and UUIDs not touching another hex digit, which cannot overlap one another."""
+    mask = text.encode("ascii", "replace").translate(_HEX_MASK)  # one byte a character: positions are kept
+    spans, start = [], mask.find(b"h" * 40)
+    while start >= 0:
+        end = _HEX_RUN.match(mask, start).end()  # type: ignore[union-attr]
+        if end - start in (40, 64):
+            spans.append((start, end))
+        start = mask.find(b"h" * 40, end)
+    start = mask.find(_UUID_MASK)
+    while start >= 0:
+        end = start + len(_UUID_MASK)
+        if (start == 0 or mask[start - 1] != ord("h")) and (end == len(mask) or mask[end] != ord("h")):
+            spans.append((start, end))
+        start = mask.find(_UUID_MASK, start + 1)
+    return sorted(spans)
+
+
 def _without_ids(text: str) -> str:
-    """`text` with every identifier replaced by its order of first appearance (`<id:1>`, `<id:2>`, ...)."""
+    """`text` with every identifier (`ID_PATTERN`) replaced by its order of first appearance (`<id:1>`, ...)."""
     seen: dict[str, str] = {}
-    return ID_PATTERN.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen) + 1}>"), text)
+    parts, last = [], 0
+    for start, end in _id_spans(text):
+        parts += (text[last:start], seen.setdefault(text[start:end].lower(), f"<id:{len(seen) + 1}>"))
+        last = end
+    return "".join(parts) + text[last:] if parts else text
 
 
 def _drop_keys(item: Any, keys: tuple[str, ...]) -> Any:

@@ -170,3 +170,30 @@ def test_a_planner_record_renamed_keeps_its_content_hash():
             entry["cycles"] = (entry.get("cycles") or 0) + 1
             data["experiment_log_tail"] = tail[:-1] + [json.dumps(entry)]
             assert packet_content_hash(r.packet.model_validate(data)) != r.content_hash
+
+
+def test_identifiers_are_found_exactly_where_the_id_pattern_matches():
+    """`_without_ids` finds ids by substring search on a mask of the text; the same replacements as a regex scan
+    with `ID_PATTERN` (which says what an id is) on texts built to put hex runs, dashes and UUIDs side by side."""
+    import random
+    import uuid
+
+    from runtime.records import ID_PATTERN, _without_ids
+
+    def by_regex(text: str) -> str:
+        seen: dict[str, str] = {}
+        return ID_PATTERN.sub(lambda m: seen.setdefault(m.group(0).lower(), f"<id:{len(seen) + 1}>"), text)
+
+    rng = random.Random(7)
+    ids = [str(uuid.UUID(int=rng.getrandbits(128))), str(uuid.UUID(int=rng.getrandbits(128))).upper(),
+           *(f"%0{n}x" % rng.getrandbits(4 * n) for n in (39, 40, 41, 63, 64, 65))]
+    pieces = [*ids, *"0aF-:x \"é中", "\ud800"]
+    replaced = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) if rng.random() < 0.4 else rng.choice("0123456789abcdefABCDEF-g")
+                       * rng.randint(1, 70) for _ in range(rng.randint(0, 10)))
+        assert _without_ids(text) == by_regex(text), text
+        replaced += _without_ids(text) != text
+    assert replaced > 1_000  # the texts hold ids often enough to test the replacing
+    twice = f"a {ids[0]} b {ids[0].upper()} {ids[3]}-{ids[0]}"
+    assert _without_ids(twice) == "a <id:1> b <id:1> <id:2>-<id:1>" == by_regex(twice)
