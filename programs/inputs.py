@@ -245,14 +245,25 @@ def directive_from_entry(entry: ExperimentLogEntry, packet: AdvisorPacket) -> Op
     )
 
 
+def planner_labeled(record: PlannerRecord) -> None:
+    """The ValueError `planner_example` raises for a record that cannot be an example, without rendering its
+    inputs (a compile that keeps only the ids of its examples asks this of a year of records)."""
+    planner_directive(record)
+
+
+def planner_directive(record: PlannerRecord) -> OptimizationDirective:
+    """The directive the record's logged outcome carried out; ValueError without an outcome."""
+    if record.outcome is None:
+        raise ValueError(f"planner record {record.record_id} has no outcome entry")
+    return directive_from_entry(record.outcome, record.packet)
+
+
 def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
     """A labeled example: the packet as inputs, the directive its logged outcome carried out as outputs."""
     if isinstance(record, Mapping):
         record = PlannerRecord.model_validate(dict(record))
-    if record.outcome is None:
-        raise ValueError(f"planner record {record.record_id} has no outcome entry")
+    directive = planner_directive(record)
     inputs = planner_inputs(record.packet)
-    directive = directive_from_entry(record.outcome, record.packet)
     # The directive needs a family even when the logged attempt had none (an old log's tags): `logged_family` says
     # which attempts were really in theirs (`planner.hybrid` learns only from attempts in the family it is given).
     example = dspy.Example(**inputs, **directive.model_dump(), record_id=record.record_id,
@@ -264,5 +275,6 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
 __all__ = [
     "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS", "PLANNER_LOGGED_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
-    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example", "planner_inputs",
+    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example",
+    "planner_inputs", "planner_labeled",
 ]

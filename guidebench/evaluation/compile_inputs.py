@@ -125,8 +125,11 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
         for name in ("dev", "test"):
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
-            stored = _stored_from_record(to_example) if stored_train and name == "dev" else None
-            examples[name], unlabeled[name] = _examples(splits[name].records, _kept(to_example, stored))
+            if stored_train and name == "dev":
+                make = _kept(programs.planner_labeled, _stored_from_record(to_example))
+            else:
+                make = _kept(to_example)
+            examples[name], unlabeled[name] = _examples(splits[name].records, make)
     splits = {name: splits[name] for name in ("train", "dev", "test")}
     if not examples["train"]:
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
@@ -139,12 +142,13 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
 Make = Callable[[int, Any], Any]
 
 
-def _kept(to_example: Any, keep: Optional[Make] = None) -> Make:
-    """`to_example` of the record (its ValueError: unlabeled); `keep` holds the example in another form (a
-    `StoredExample`) once the record has proved labeled."""
+def _kept(check: Any, keep: Optional[Make] = None) -> Make:
+    """`check(record)`: the example, or its ValueError for an unlabeled record (`to_example` itself, or a cheaper
+    test that raises the same); `keep` holds the example in another form (a `StoredExample`) once the record has
+    proved labeled."""
     if keep is None:
-        return lambda index, record: to_example(record)
-    return lambda index, record: (to_example(record), keep(index, record))[1]
+        return lambda index, record: check(record)
+    return lambda index, record: (check(record), keep(index, record))[1]
 
 
 def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, featured: bool) -> Optional[Make]:
@@ -154,9 +158,11 @@ def _making(data_dir: Path, name: str, to_example: Any, *, stored_train: bool, f
         return None
     if featured:
         return _featured(_split_records(data_dir, name), to_example)
-    if stored_train:
+    if stored_train:  # (a planner's) no example is built to learn that the record is labeled
+        import programs
+
         records = _split_records(data_dir, name)
-        return _kept(to_example, lambda index, record: StoredExample(
+        return _kept(programs.planner_labeled, lambda index, record: StoredExample(
             record.record_id, partial(_example_at, records, index, to_example)))
     return _kept(to_example)
 
