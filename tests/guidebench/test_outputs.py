@@ -504,7 +504,8 @@ def test_a_killed_import_leaves_no_dataset_and_readers_say_so(logs: dict, tmp_pa
     argv = ["data", "import", logs["logs"], "--kind", "fullauto", "--out", data, "--no-progress"]
     _kill_while_writing("import", argv, tmp_path, logs["env"])
     assert not data.exists()  # never half a dataset in place
-    [left] = _siblings(data)
+    left, shards = _siblings(data)  # and the finished shards a resumed import takes (guidebench.data.shards)
+    assert shards == ".data.import-shards"
     marker = read_marker(data.parent / left)
     assert (marker["command"], marker["state"]) == ("data import", "writing")
     expected = "an interrupted `guidebench data import` never finished writing it"
