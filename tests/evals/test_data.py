@@ -40,4 +40,3 @@ def test_planner_records_are_grouped_by_episode():
         delta_vs_best=-1, strategy_tags=["family:schedule"], hypothesis="h", change_summary=["c"], result_summary="r")
     record = PlannerRecord(record_id="ep-1", episode_id="ep", iteration_id=1, packet=AdvisorPacket(), outcome=outcome)
     assert group_of(record) == "ep"
-
