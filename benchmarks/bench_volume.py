@@ -317,7 +317,8 @@ def run_size(k: int | str, work: Path, earlier: list[dict[str, Any]], redo: bool
         if step.out:
             shutil.rmtree(size.path(step.out), ignore_errors=True)  # what an interrupted run of this step wrote
         records = records_of(size.state, step.name)
-        _say(f"{size.label}: step {number}/{len(STEPS)} {step.name} on {records:,} records{_expected(step, size, earlier)}")
+        expected = _expected(step, size, earlier)
+        _say(f"{size.label}: step {number}/{len(STEPS)} {step.name} on {records:,} records{expected}")
         figures = _timed(step.argv(size), size.env, budget_mb)
         stdout = figures.pop("stdout")
         if figures.get("over_budget"):

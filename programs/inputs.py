@@ -275,6 +275,6 @@ def planner_example(record: PlannerRecord | Mapping[str, Any]) -> dspy.Example:
 __all__ = [
     "DECISION_EXTRA_FIELDS", "FULL_AUTO_INPUT_FIELDS", "LOGGED_FIELDS", "PLANNER_EXTRA_FIELDS", "PLANNER_LOGGED_FIELDS",
     "PLANNER_INPUT_FIELDS", "blocked_families", "decision_example", "decision_inputs", "directive_from_entry",
-    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries", "planner_example",
-    "planner_inputs", "planner_labeled",
+    "given_family_inputs", "label_confidence", "objective_text", "packet_from_inputs", "tail_entries",
+    "planner_example", "planner_inputs", "planner_labeled",
 ]

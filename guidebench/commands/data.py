@@ -85,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="longer lines are quarantined (default 64 MiB)")
     imp.add_argument("--num-proc", type=int, default=1, metavar="N",
                      help="import the shards in N processes (experiments: episodes; fullauto: threads, once the "
-                          "decisions are read; `datasets`' multiprocessing; the same dataset as one process; default 1)")
+                          "decisions are read; `datasets`' multiprocessing; the same dataset as one process; "
+                          "default 1)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="progress bars (default: when stderr is a terminal)")
     imp.set_defaults(func=_import)

@@ -12,8 +12,8 @@ dropped their run) are their own orphan group, counted in `orphan_decisions`, no
 Pass 2 (`guidebench.data.fullauto_threads`) takes one run at a time: joins the raw lines by (run_id, sequence_id),
 reads the run's events, applies labels (see `guidebench.data.labels`) and emits the records, thread by thread in
 shards that a killed import resumes from (`guidebench.data.shards`, `--num-proc`). The dataset splits them by
-thread (`evals.data.group_of`: a thread's runs and its orphan decisions stay together). Only the primary decisions file counts in `read`; unusable lines of
-side files go to `quarantine-side.jsonl` with their own counts. A workspace's shadow sidecar
+thread (`evals.data.group_of`: a thread's runs and its orphan decisions stay together). Only the primary decisions
+file counts in `read`; unusable lines of side files go to `quarantine-side.jsonl` with their own counts. A workspace's shadow sidecar
 (`shadow-decisions.jsonl`) is joined run by run too (`guidebench.data.shadow`).
 """
 
