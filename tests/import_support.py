@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 
 def import_outputs(folder: Path) -> dict[str, object]:
@@ -18,3 +19,14 @@ def import_outputs(folder: Path) -> dict[str, object]:
     arrow = {split: sorted(path.read_bytes() for path in (folder / split).glob("*.arrow"))
              for split in ("train", "dev", "test")}
     return {"report": json.dumps(report), "dataset": info, "quarantines": quarantines, "arrow": arrow}
+
+
+def record_shard_runs(monkeypatch: Any) -> list[int]:
+    """The indices of the shards an import runs in this process, in order (`guidebench.data.shards.UnitJob.run`)."""
+    from guidebench.data import shards
+
+    ran: list[int] = []
+    run = shards.UnitJob.run
+    monkeypatch.setattr(shards.UnitJob, "run", lambda self, unit, folder: (ran.append(unit.index),
+                                                                           run(self, unit, folder)))
+    return ran

@@ -12,7 +12,7 @@ import pytest
 
 from guidebench.data import fullauto_threads, import_logs, shards
 from guidebench.data.shards import DONE_FILE, shards_folder
-from import_support import import_outputs
+from import_support import import_outputs, record_shard_runs
 from kill_support import guidebench_env, kill_at
 
 REPO = Path(__file__).resolve().parents[3]
@@ -52,10 +52,7 @@ def one_shard(logs: Path, tmp_path_factory) -> dict[str, object]:
 
 def test_several_shards_import_what_one_does(logs: Path, one_shard: dict, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(fullauto_threads, "RECORDS_PER_SHARD", SMALL)
-    ran: list[int] = []
-    run = shards.UnitJob.run
-    monkeypatch.setattr(shards.UnitJob, "run", lambda self, unit, folder: (ran.append(unit.index),
-                                                                           run(self, unit, folder)))
+    ran = record_shard_runs(monkeypatch)
     import_logs(logs, "fullauto", tmp_path / "data")
     assert ran == [0, 1, 2, 3, 4]
     assert import_outputs(tmp_path / "data") == one_shard
@@ -76,10 +73,7 @@ def test_an_import_killed_mid_way_resumes_from_its_finished_shards(logs: Path, o
     done = [folder for folder in shards_folder(out).iterdir() if (folder / DONE_FILE).is_file()]
     assert len(done) == 2
     monkeypatch.setattr(fullauto_threads, "RECORDS_PER_SHARD", SMALL)
-    ran: list[int] = []
-    run = shards.UnitJob.run
-    monkeypatch.setattr(shards.UnitJob, "run", lambda self, unit, folder: (ran.append(unit.index),
-                                                                           run(self, unit, folder)))
+    ran = record_shard_runs(monkeypatch)
     import_logs(logs, "fullauto", out)
     assert ran == [2, 3, 4]  # the finished shards are taken as they are
     assert "resuming: 2 of 5 shard(s)" in capsys.readouterr().err

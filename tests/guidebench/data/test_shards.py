@@ -12,7 +12,7 @@ import pytest
 from guidebench.data import import_logs, shards
 from guidebench.data.experiments import episode_units
 from guidebench.data.shards import DONE_FILE, shards_folder
-from import_support import import_outputs
+from import_support import import_outputs, record_shard_runs
 from kill_support import guidebench_env, kill_at
 
 REPO = Path(__file__).resolve().parents[3]
@@ -74,10 +74,7 @@ def test_an_import_killed_mid_way_resumes_from_its_finished_shards(logs: Path, o
     assert not out.exists()
     done = sorted(folder.name for folder in shards_folder(out).iterdir() if (folder / DONE_FILE).is_file())
     assert len(done) == 3
-    ran: list[int] = []
-    run = shards.UnitJob.run
-    monkeypatch.setattr(shards.UnitJob, "run", lambda self, unit, folder: (ran.append(unit.index),
-                                                                           run(self, unit, folder)))
+    ran = record_shard_runs(monkeypatch)
     import_logs(logs, "experiments", out)
     assert ran == list(range(3, EPISODES))  # the finished shards are taken as they are
     assert "resuming: 3 of 8 shard(s)" in capsys.readouterr().err
