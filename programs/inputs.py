@@ -164,7 +164,7 @@ def planner_inputs(packet: Any) -> dict[str, str]:
     inputs = packet_inputs(packet)
     if record is not None and record.outcome is not None:
         inputs["logged_entry"] = record.outcome.model_dump_json()
-    if record is not None and record.plan is not None:
+    if record is not None and record.plan is not None and record.plan.directive is not None:
         inputs["logged_directive"] = json.dumps(record.plan.directive, sort_keys=True, ensure_ascii=False)
     return inputs
 

@@ -281,14 +281,15 @@ class PlanArchive(BaseModel):
     """Where a planner record's packet and directive came from when the loop runner archived them (formats.md
     §2.3.2): the mode (`manual`: `.advisor/manual_archive/iter_NNNN/`; `codex` / `codex_api`:
     `.advisor/codex[_api]/iter_NNNN_*`), the files (relative to the imported folder) and the directive as the
-    planner answered it (parsed JSON; it passed the runner's own check, which is looser than the strict one)."""
+    planner answered it (parsed JSON; it passed the runner's own check, which is looser than the strict one), None
+    when the directive file could not be read (the packet is still the one the planner saw; left out of the JSON)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     mode: str
     packet_file: str
     directive_file: str
-    directive: dict[str, Any]
+    directive: Optional[dict[str, Any]] = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("mode")
     @classmethod

@@ -16,7 +16,9 @@ test on real data.
 An archived performance profile with a missing or non-numeric bound, or a zero bound (every ratio divides by
 it), is counted in `archive_profiles_unusable` with its reason: a profile that still validates is kept (the
 outcome features and the simulator leave it out, as they do any unusable profile), one that does not is dropped
-from the record's packet. Either way the rest of the archived packet is kept.
+from the record's packet. A profile number that is not finite (NaN, Infinity) or out of range (1e308) loses its
+field (`planner_archive`), counted the same way. Either way the rest of the archived packet is kept; so it is
+when its directive cannot be read (`PlanArchive.directive` None: the planner saw that packet all the same).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from guidebench.data.ingest import validation_error_text
 from guidebench.data.planner_archive import (ARCHIVE_COUNTS, AdvisorArchive, ArchivedPlan, ArchiveReader,
                                              advisor_folder_of)
 from guidebench.data.registry import ImportContext
+from guidebench.data.workspace import workspace_root
 
 _ARCHIVES = "_archives"  # ctx.options key: .advisor folder -> AdvisorArchive (one per repository)
 PROFILE_BOUNDS = ("resource_lb_cycles", "cp_lb_cycles", "tight_lb_cycles", "schedule_cycles_estimate")
@@ -60,7 +63,7 @@ def archive_for(ctx: ImportContext, log: Path) -> Optional[AdvisorArchive]:
     archives: dict[Path, AdvisorArchive] = ctx.options.setdefault(_ARCHIVES, {})
     key = Path(folder).absolute()
     if key not in archives:
-        archives[key] = ArchiveReader(ctx, folder).read()
+        archives[key] = ArchiveReader(ctx, folder, workspace_root(ctx.path)).read()
     return archives[key]
 
 
@@ -76,7 +79,7 @@ def finish_plans(ctx: ImportContext) -> None:
         if archive.finished:
             continue
         archive.finished = True
-        reader = ArchiveReader(ctx, archive.folder)
+        reader = ArchiveReader(ctx, archive.folder, archive.root)
         for iteration_id, plan in sorted(archive.plans.items()):
             if iteration_id not in archive.joined:
                 reader.problem("archive_without_log_line", plan.packet_file,
@@ -168,9 +171,9 @@ class RecordArchive:
         packet, plan = joined
         self._agreement(rebuilt, plan.packet)
         self.ctx.report.add("archive_joined")
+        directive = None if plan.directive is None else self.ctx.redactor.value(plan.directive)
         return packet, PlanArchive(mode=plan.mode, packet_file=self.ctx.relative(plan.packet_file),
-                                   directive_file=self.ctx.relative(plan.directive_file),
-                                   directive=self.ctx.redactor.value(plan.directive))
+                                   directive_file=self.ctx.relative(plan.directive_file), directive=directive)
 
     def _join(self, entry: ExperimentLogEntry) -> Optional[tuple[AdvisorPacket, ArchivedPlan]]:
         first = entry.iteration_id not in self.seen
@@ -183,7 +186,7 @@ class RecordArchive:
         if plan is None or entry.iteration_id in self.archive.joined:
             return None
         self.archive.joined.add(entry.iteration_id)
-        reader = ArchiveReader(self.ctx, self.archive.folder)
+        reader = ArchiveReader(self.ctx, self.archive.folder, self.archive.root)
         reason = contradiction(plan, entry)
         if reason is not None:
             reader.problem("archive_contradicts_log", plan.packet_file,
@@ -195,10 +198,13 @@ class RecordArchive:
     def _packet(self, plan: ArchivedPlan, reader: ArchiveReader) -> Optional[AdvisorPacket]:
         raw = plan.packet = self.ctx.redactor.value(plan.packet)  # redacted (and counted) once
         problem = profile_problem(raw.get("performance_profile"))
+        if plan.profile_notes:  # fields dropped on reading: said first, the rest of the profile judged as it is
+            problem = "; ".join([*plan.profile_notes, *([problem] if problem else [])])
         try:
-            if problem is not None:
+            if problem is not None and raw.get("performance_profile") is not None:
                 PerformanceProfile.model_validate(raw["performance_profile"])
-            kept = "kept in the packet; the features and the simulator leave it out"
+            kept = ("kept in the packet; the features and the simulator leave it out"
+                    if raw.get("performance_profile") is not None else "the packet keeps no profile")
         except ValidationError:
             raw = {**raw, "performance_profile": None}
             kept = "dropped from the record's packet (it does not validate)"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -53,11 +54,12 @@ from guidebench.data import archive_join
 from guidebench.data.archive_join import RecordArchive
 from guidebench.data.ingest import validation_error_text
 from guidebench.data.planner_packets import GoalEvidence, PacketBuilder, PacketOverflow, runner_packets, strict_int
-from guidebench.data.planner_archive import advisor_folder_of
+from guidebench.data.planner_archive import advisor_folder_of, archive_files
 from guidebench.data.planner_sidecar import SidecarJoin, is_sidecar, sidecar_of
 from guidebench.data.redaction import PatternRedactor, might_hold_secret
 from guidebench.data.registry import ImportContext, SimulatorSpec, register_importer, register_simulator
 from guidebench.data.shards import Unit, run_shards
+from guidebench.data.workspace import Workspace, workspace_root
 
 KIND = "experiments"
 
@@ -103,17 +105,26 @@ def is_side_file(file: Path) -> bool:
     return file.name.endswith(SIDE_FILE_SUFFIX) or is_sidecar(file)
 
 
-def episode_files(path: Path, exclude: Optional[Path] = None) -> list[Path]:
-    """The logs to import: PATH itself, or every `*.jsonl` below it (side files excluded) in sorted order."""
+def episode_files(path: Path, exclude: Optional[Path] = None, refused: Optional[list[tuple[Path, str]]] = None
+                  ) -> list[Path]:
+    """The logs to import: PATH itself, or every `*.jsonl` below it (side files excluded) in sorted order. A log that
+    leads out of the workspace (a link) or is no regular file (a FIFO) is left out, and added to `refused` with
+    why: it is never opened."""
     if path.is_file():
         return [path]
     skip = exclude.resolve() if exclude is not None else None
+    workspace = Workspace(workspace_root(path))
     found = []
     for file in path.rglob("*.jsonl"):
         rel = file.relative_to(path)
-        if not file.is_file() or is_side_file(file) or any(part.startswith(".") for part in rel.parts[:-1]):
+        if is_side_file(file) or any(part.startswith(".") for part in rel.parts[:-1]):
             continue
         if skip is not None and file.resolve().is_relative_to(skip):
+            continue
+        why = workspace.refusal(file, limit=None)
+        if why is not None:
+            if refused is not None and why.reason != "missing":
+                refused.append((file, why.reason))
             continue
         found.append(file)
     return sorted(found, key=lambda f: f.relative_to(path).as_posix())
@@ -143,7 +154,12 @@ def _iteration_side(item: dict[str, Any]) -> tuple[Optional[int], IterationSide,
 def read_side_file(ctx: ImportContext, log: Path) -> Optional[EpisodeSide]:
     """The episode's side file, if there is one; unusable lines go to the side quarantine, never raise."""
     path = side_file_of(log)
-    if not path.is_file():
+    if not os.path.lexists(path):
+        return None
+    refused = Workspace(workspace_root(ctx.path)).refusal(path, limit=None)
+    if refused is not None:  # a folder, a FIFO, a link out of the imported folder: never opened
+        ctx.report.add("side_files_unusable")
+        ctx.report.note(f"{ctx.display(path)}: {refused.reason}; the side file is not read")
         return None
     side: Optional[EpisodeSide] = None
     for line, obj in ctx.json_lines(path, side_counter="side_lines_invalid", desc=path.name):
@@ -298,9 +314,11 @@ def _reads(log: Path) -> list[Path]:
     return [log, side_file_of(log), sidecar_of(log), *([advisor] if advisor is not None else [])]
 
 
-def episode_units(files: list[Path]) -> list[Unit]:
+def episode_units(files: list[Path], root: Optional[Path] = None) -> list[Unit]:
     """The logs in shards: each log alone, but logs that share an `.advisor/` archive (one repository's logs) in
-    one shard, with every log between them, so that the shards in order read the files in their order."""
+    one shard, with every log between them, so that the shards in order read the files in their order. With the
+    workspace `root`, a shard's stamps hold what its archive's packet and directive files hold (resolved through
+    links), so a resumed import redoes a shard whose plan changed behind a link."""
     keys = [advisor_folder_of(log) or log for log in files]
     last = {key: position for position, key in enumerate(keys)}
     units: list[Unit] = []
@@ -312,8 +330,10 @@ def episode_units(files: list[Path]) -> list[Unit]:
             end = max(end, last[keys[position]])
             position += 1
         group = files[start:end + 1]
+        folders = dict.fromkeys(folder for folder in (advisor_folder_of(log) for log in group) if folder is not None)
+        stamps = tuple(stamp for folder in folders for stamp in archive_files(folder, root)) if root else ()
         units.append(Unit(index=len(units), files=tuple(group),
-                          reads=tuple(dict.fromkeys(read for log in group for read in _reads(log)))))
+                          reads=tuple(dict.fromkeys(read for log in group for read in _reads(log))), stamps=stamps))
         start = end + 1
     return units
 
@@ -322,12 +342,17 @@ def import_experiments(ctx: ImportContext) -> None:
     """The `experiments` importer: every episode log under `ctx.path`, in shards (`guidebench.data.shards`)."""
     if not ctx.path.is_file() and not ctx.path.is_dir():
         raise GuidebenchError(f"{ctx.path}: not a regular file or folder (give a log.jsonl or a folder of them)")
-    files = episode_files(ctx.path, exclude=ctx.out)
+    refused: list[tuple[Path, str]] = []
+    files = episode_files(ctx.path, exclude=ctx.out, refused=refused)
     if not files:
-        raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found")
+        raise GuidebenchError(f"{ctx.path}: no *.jsonl experiment logs found"
+                              + (f" ({len(refused)} refused: {refused[0][0]}: {refused[0][1]})" if refused else ""))
     _start(ctx)
-    run_shards(ctx, KIND, episode_units(files), start=_start, work=_import_unit, finish=archive_join.finish_plans,
-               num_proc=ctx.num_proc)
+    for file, why in refused:  # never opened: counted with the logs the OS would not let us read
+        ctx.report.add("files_unreadable")
+        ctx.report.note(f"{ctx.display(file)}: {why}; the log is not read")
+    run_shards(ctx, KIND, episode_units(files, workspace_root(ctx.path)), start=_start, work=_import_unit,
+               finish=archive_join.finish_plans, num_proc=ctx.num_proc)
     archive_join.note_agreement(ctx)
 
 

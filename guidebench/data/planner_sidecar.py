@@ -20,6 +20,9 @@ rebuilds it), as `PlannerRecord.planner_log`. Every non-blank line ends in exact
 | `planner_packet_mismatch` | the log's entry of that iteration had another packet |
 | `planner_family_mismatch` | the log's attempt of that iteration tried another family than the line chose |
 
+A sidecar that is not a regular file inside the imported folder (a folder, a FIFO, a link leading out) is not read:
+`planner_sidecar_unusable`, with a note.
+
 A joined line's candidate part is kept when it is usable; otherwise the line still joins without it, counted in
 `planner_candidate_dropped` (reason in the notes).
 """
@@ -27,6 +30,7 @@ A joined line's candidate part is kept when it is usable; otherwise the line sti
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -40,6 +44,7 @@ from runtime.shadow_log import ShadowModule
 
 from guidebench.data.ingest import validation_error_text
 from guidebench.data.registry import ImportContext
+from guidebench.data.workspace import Workspace, workspace_root
 
 COUNTS = ("planner_lines", "planner_joined", "planner_invalid", "planner_other_repository", "planner_wrong_module",
           "planner_bad_probabilities", "planner_zero_chosen", "planner_duplicates", "planner_unmatched",
@@ -82,7 +87,14 @@ class SidecarJoin:
     def open(cls, ctx: ImportContext, log: Path) -> Optional["SidecarJoin"]:
         """The join of a log's sidecar (None without one); its unusable lines are quarantined now."""
         path = sidecar_of(log)
-        if not path.is_file():
+        if not os.path.lexists(path):
+            return None
+        refused = Workspace(workspace_root(ctx.path)).refusal(path, limit=None)
+        if refused is not None:  # a folder, a FIFO, a link out of the imported folder: never opened
+            why = "a dangling link" if refused.reason == "missing" else refused.reason
+            ctx.report.add("planner_sidecar_unusable")
+            ctx.report.note(f"{ctx.display(path)}: {why}; the sidecar is not read (no logged propensities for "
+                            f"{ctx.display(log)})")
             return None
         for name in COUNTS:
             ctx.report.add(name, 0)

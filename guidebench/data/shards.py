@@ -51,11 +51,14 @@ def shards_folder(out: Path) -> Path:
 
 @dataclass(frozen=True)
 class Unit:
-    """Files read together (one shard): `files` are imported, `reads` are everything their import reads."""
+    """Files read together (one shard): `files` are imported, `reads` are everything their import reads (their
+    size and modification time go into the fingerprint); `stamps` are (file, digest of what it holds) the importer
+    computed itself, for files behind links that `reads`' folders do not follow (a planner archive's)."""
 
     index: int
     files: tuple[Path, ...]
     reads: tuple[Path, ...]
+    stamps: tuple[tuple[str, str], ...] = ()
 
 
 def _stat_lines(path: str, out: list[str]) -> None:
@@ -85,7 +88,7 @@ def fingerprint(ctx: ImportContext, unit: Unit, kind: str) -> str:
     options = {key: str(ctx.options.get(key)) for key in OPTIONS_OF_NOTE if ctx.options.get(key) is not None}
     head = [f"format {SHARD_FORMAT}", f"guidebench {__version__}", f"kind {kind}", f"path {ctx.path.absolute()}",
             f"max_line_bytes {ctx.max_line_bytes}", json.dumps(options, sort_keys=True),
-            *(f"file {file.absolute()}" for file in unit.files)]
+            *(f"file {file.absolute()}" for file in unit.files), *(f"stamp {f} {held}" for f, held in unit.stamps)]
     for line in head:
         digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
     lines: list[str] = []

@@ -15,47 +15,9 @@ from typing import Any
 
 import pytest
 
-from evals.data import load_records
-from guidebench.data import import_logs
-from guidebench.data.experiments import episode_packets
-from guidebench.simulators.experiments import simulate_episode, write_episode_archive
+from archive_support import make_repo, plans, run
 from programs.planner_logged import PlannerLogged
 from programs.inputs import planner_inputs
-
-QUARANTINE_REASONS = ("archive_without_log_line", "archive_packet_unreadable", "archive_directive_unreadable",
-                      "archive_directive_invalid", "archive_contradicts_log", "archive_duplicate_iteration",
-                      "archive_other_repository")
-
-
-def make_repo(root: Path, index: int = 0, mode: str = "manual", seed: int = 3) -> tuple[Path, Any]:
-    """A repository folder with the runner's log and archive of one simulated episode (current log shape)."""
-    episode = simulate_episode(seed, index, iterations=10)
-    (root / "experiments").mkdir(parents=True, exist_ok=True)
-    (root / "experiments" / "log.jsonl").write_text(episode.log_text(), encoding="utf-8")
-    write_episode_archive(root, episode, episode_packets(episode), mode)
-    return root, episode
-
-
-def plans(root: Path) -> dict[int, Path]:
-    """Iteration id -> the archived packet file."""
-    found = {}
-    for file in (root / ".advisor").rglob("*packet.json"):
-        name = file.parent.name if file.name == "packet.json" else file.name
-        found[int(name.split("_")[1])] = file
-    return found
-
-
-def run(path: Path, out: Path) -> tuple[dict[str, Any], list, list[dict[str, Any]]]:
-    """Import; (report as JSON, records, side quarantine lines)."""
-    import_logs(path, "experiments", out)
-    report = json.loads((out / "import_report.json").read_text())
-    side_file = out / "quarantine-side.jsonl"
-    side = [json.loads(x) for x in side_file.read_text().splitlines()] if side_file.exists() else []
-    assert report["read"] == report["imported"] + report["quarantined"] + report["duplicates"]
-    # every archived plan is joined or quarantined with one reason
-    assert report["archive_plans"] == report["archive_joined"] + sum(report[k] for k in QUARANTINE_REASONS)
-    assert report["packets_archived"] + report["packets_rebuilt"] == report["entries"]
-    return report, load_records(out, "all"), side
 
 
 @pytest.mark.parametrize("mode", ["manual", "codex", "codex_api"])
@@ -133,7 +95,8 @@ def test_archive_without_log_line_is_quarantined(tmp_path: Path) -> None:
         assert any(f"iteration {last} was planned" in s["error"] for s in side)
 
 
-def test_directive_not_json_and_failing_the_runner_schema_are_quarantined(tmp_path: Path) -> None:
+def test_directive_not_json_keeps_its_packet_and_one_failing_the_runner_schema_is_quarantined(tmp_path: Path
+                                                                                               ) -> None:
     root, _ = make_repo(tmp_path / "repo")
     first, second = sorted(plans(root))[:2]
     (plans(root)[first].parent / "directive.json").write_text("{not json\n")
@@ -144,7 +107,10 @@ def test_directive_not_json_and_failing_the_runner_schema_are_quarantined(tmp_pa
     assert report["archive_directive_unreadable"] == 1 and report["archive_directive_invalid"] == 1
     assert any("directive not JSON" in s["error"] and s["source"].endswith("directive.json") for s in side)
     assert any("Directive.risk" in s["error"] for s in side)
-    assert all(r.plan is None for r in records if r.iteration_id in (first, second))
+    by_iteration = {r.iteration_id: r for r in records}
+    # the planner saw that packet: it is kept, without the directive it answered; the refused plan is not
+    assert by_iteration[first].plan is not None and by_iteration[first].plan.directive is None
+    assert by_iteration[second].plan is None
 
 
 def test_codex_answer_in_a_json_fence_is_read_as_the_runner_reads_it(tmp_path: Path) -> None:
@@ -156,12 +122,15 @@ def test_codex_answer_in_a_json_fence_is_read_as_the_runner_reads_it(tmp_path: P
     assert report["archive_directive_unreadable"] == 0 and report["archive_joined"] == len(plans(root))
 
 
-def test_codex_plan_without_an_answer_is_quarantined(tmp_path: Path) -> None:
+def test_codex_plan_without_an_answer_keeps_its_packet_and_counts_the_answer(tmp_path: Path) -> None:
     root, _ = make_repo(tmp_path / "repo", mode="codex_api")
-    packet = plans(root)[sorted(plans(root))[0]]
-    Path(str(packet).replace("_packet.json", "_last_message.txt")).unlink()
-    report, _, side = run(root, tmp_path / "ds")
+    iteration = sorted(plans(root))[0]
+    Path(str(plans(root)[iteration]).replace("_packet.json", "_last_message.txt")).unlink()
+    report, records, side = run(root, tmp_path / "ds")
     assert report["archive_directive_unreadable"] == 1 and any("never answered" in s["error"] for s in side)
+    assert report["archive_joined"] == len(plans(root))
+    record = next(r for r in records if r.iteration_id == iteration)
+    assert record.plan.directive is None and "directive" not in json.loads(record.model_dump_json())["plan"]
 
 
 def test_packet_not_json_is_quarantined(tmp_path: Path) -> None:
