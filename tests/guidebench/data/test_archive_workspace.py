@@ -251,3 +251,27 @@ def test_a_truncated_directive_keeps_its_packet_so_the_sidecar_line_joins(tmp_pa
     kept = next(r for r in records if r.iteration_id == iteration)
     assert kept.plan is not None and kept.plan.directive is None and kept.planner_log is not None
     assert kept.inputs_hash == record.inputs_hash
+
+
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "loop_runner_archive"
+
+
+def test_the_real_runners_archive_joins_whole_beside_every_hostile_neighbour(tmp_path: Path) -> None:
+    """Every plan the real runner archived joins its line, and nothing it wrote is quarantined, while a second log,
+    a link out, a FIFO and odd names sit beside it."""
+    root = tmp_path / "repo"
+    shutil.copytree(REAL, root, ignore=shutil.ignore_patterns("*.py", "*.md"))
+    n = len(plans(root))
+    _, other = make_repo(tmp_path / "other", index=1)
+    (root / "experiments" / "a-other.jsonl").write_text(other.log_text())
+    manual = root / ".advisor" / "manual_archive"
+    os.symlink(Path("/etc"), manual / "iter_0099")
+    os.mkfifo(manual / "iter_0098")
+    (manual / "iter_00٩٧").mkdir()
+    report, records, side = run(root, tmp_path / "ds")
+    assert n == 6 and report["archive_plans"] == report["archive_joined"] == n
+    assert report["archive_entries_unusable"] == 3 and report["archive_outside_workspace"] == 1
+    assert report["quarantined"] == 0 and all("iter_009" in s["source"] or "iter_00٩" in s["source"] for s in side)
+    real = [r for r in records if r.episode_id == "experiments/log.jsonl"]
+    assert sum(r.plan is not None for r in real) == n and all(r.plan.directive for r in real if r.plan)
+    assert all(row["agree"] == row["compared"] == n for row in report["archive_agreement"].values())
