@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from runtime.advisor import AdvisorPacket, ExperimentLogEntry, FamilyConstraints, PerformanceProfile
 from runtime.records import PlanArchive, canonical_json
@@ -211,11 +212,16 @@ class RecordArchive:
         if problem is not None:
             reader.problem("archive_profiles_unusable", plan.packet_file, f"{problem}: {kept}")
         try:
-            return AdvisorPacket.model_validate(raw)
+            packet = AdvisorPacket.model_validate(raw)
+            packet.model_dump_json()  # what the dataset and the hashes do with it: a packet that cannot, never joins
+            return packet
         except ValidationError as exc:
             reader.problem("archive_packet_unreadable", plan.packet_file,
                            f"packet is not a planner packet: {validation_error_text(exc)}")
-            return None
+        except (PydanticSerializationError, ValueError, RecursionError) as exc:
+            reader.problem("archive_packet_unreadable", plan.packet_file,
+                           f"packet cannot be stored: {' '.join(str(exc).split())[:200]}")
+        return None
 
     def _agreement(self, rebuilt: AdvisorPacket, archived: Mapping[str, Any]) -> None:
         extra = self.ctx.report.__pydantic_extra__

@@ -105,6 +105,23 @@ def test_special_files_are_never_opened(tmp_path: Path, monkeypatch: Any) -> Non
     assert report["archive_joined"] == len(files) - 4
 
 
+def test_a_device_inside_the_workspace_is_never_opened(tmp_path: Path) -> None:
+    import stat
+
+    root, _ = make_repo(tmp_path / "repo")
+    iteration = sorted(plans(root))[0]
+    directive = plans(root)[iteration].with_name("directive.json")
+    directive.unlink()
+    try:
+        os.mknod(directive, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's device: a read never ends
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    report, records, side = run(root, tmp_path / "ds")
+    assert report["archive_not_regular_file"] == 1 and report["archive_directive_unreadable"] == 1
+    assert any("a character device, not a regular file" in s["error"] for s in side)
+    assert next(r for r in records if r.iteration_id == iteration).plan is not None  # its packet still joins
+
+
 def test_a_packet_nested_300_levels_is_quarantined_and_the_import_goes_on(tmp_path: Path) -> None:
     from guidebench.cli import main
 
