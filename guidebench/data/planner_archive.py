@@ -204,7 +204,7 @@ def archive_files(folder: Path, root: Path) -> list[tuple[str, str]]:
         for file in (packet_file, directive_file):
             data, refused = workspace.read_bytes(file)
             held = hashlib.sha256(data).hexdigest() if data is not None else f"- {refused.reason if refused else ''}"
-            stamps.append((f"{file} -> {os.path.realpath(file)}", held))
+            stamps.append((f"{file} -> {workspace.real(file)}", held))
     return stamps
 
 

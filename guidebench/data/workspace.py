@@ -12,6 +12,7 @@ missing file) and a reason for the quarantine line.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import stat
@@ -59,48 +60,67 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = os.path.realpath(root)
         self._prefix = self.root.rstrip(os.sep) + os.sep
+        # the folders of an archive are resolved once: `os.path.realpath` costs an lstat per path component
+        self._folder = functools.lru_cache(maxsize=4096)(os.path.realpath)
+
+    def real(self, path: Path) -> str:
+        """`os.path.realpath(path)`, its folder's resolution cached (only the last component is looked at anew)."""
+        folder, name = os.path.split(os.path.abspath(path))
+        joined = os.path.join(self._folder(folder), name)
+        try:
+            if not stat.S_ISLNK(os.lstat(joined).st_mode):
+                return joined
+        except OSError:
+            pass
+        return os.path.realpath(joined)
 
     def inside(self, path: Path) -> bool:
         """True when `path`, every link in it resolved, is the root or below it."""
-        real = os.path.realpath(path)
+        return self._inside(self.real(path))
+
+    def _inside(self, real: str) -> bool:
         return real == self.root or real.startswith(self._prefix)
 
     def refusal(self, path: Path, folder: bool = False, limit: Optional[int] = MAX_FILE_BYTES) -> Optional[Refusal]:
         """Why `path` cannot be read as a regular file of at most `limit` bytes (or listed, `folder`), None when it
         can; opens nothing."""
-        if not self.inside(path):
-            return Refusal(OUTSIDE, "a link leading out of the imported folder: never read")
+        return self._check(path, folder, limit)[1]
+
+    def _check(self, path: Path, folder: bool, limit: Optional[int]) -> tuple[str, Optional[Refusal]]:
+        real = self.real(path)
+        if not self._inside(real):
+            return real, Refusal(OUTSIDE, "a link leading out of the imported folder: never read")
         try:
-            info = os.stat(path)
+            info = os.stat(real)
         except FileNotFoundError:
-            return Refusal(None, "a dangling link" if os.path.islink(path) else "missing")
+            return real, Refusal(None, "a dangling link" if os.path.islink(path) else "missing")
         except OSError as exc:
-            return Refusal(None, "a symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror}")
+            return real, Refusal(None, "a symlink loop" if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror}")
         if folder:
-            return None if stat.S_ISDIR(info.st_mode) else Refusal(None, f"{_kind(info.st_mode)}, not a folder")
+            return real, None if stat.S_ISDIR(info.st_mode) else Refusal(None, f"{_kind(info.st_mode)}, not a folder")
         if not stat.S_ISREG(info.st_mode):
-            return Refusal(NOT_REGULAR, f"{_kind(info.st_mode)}, not a regular file: never opened")
+            return real, Refusal(NOT_REGULAR, f"{_kind(info.st_mode)}, not a regular file: never opened")
         if limit is not None and info.st_size > limit:
-            return Refusal(TOO_LARGE, f"{info.st_size} bytes, over the {MAX_FILE_BYTES} bytes an archive file may "
-                                      "hold: not read")
-        return None
+            return real, Refusal(TOO_LARGE, f"{info.st_size} bytes, over the {limit} bytes an archive file may hold: "
+                                             "not read")
+        return real, None
 
     def read_bytes(self, path: Path) -> tuple[Optional[bytes], Optional[Refusal]]:
         """The bytes of a regular file inside the workspace (at most `MAX_FILE_BYTES`), or why not."""
-        refused = self.refusal(path)
+        real, refused = self._check(path, False, MAX_FILE_BYTES)
         if refused is not None:
             return None, refused
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:  # the resolved path: a link swapped in since the check is not followed
-            fd = os.open(os.path.realpath(path), flags)
+            fd = os.open(real, flags)
         except OSError as exc:
             return None, Refusal(None, f"cannot read: {exc.strerror or exc}")
         with os.fdopen(fd, "rb") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            if not stat.S_ISREG(mode):  # replaced since the check
-                return None, Refusal(NOT_REGULAR, f"{_kind(mode)}, not a regular file: not read")
-            try:
-                data = handle.read(MAX_FILE_BYTES + 1)
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):  # replaced since the check
+                return None, Refusal(NOT_REGULAR, f"{_kind(info.st_mode)}, not a regular file: not read")
+            try:  # one byte more than it holds (and never more than the cap): a file that grew is seen
+                data = handle.read(min(info.st_size, MAX_FILE_BYTES) + 1)
             except OSError as exc:
                 return None, Refusal(None, f"cannot read: {exc.strerror or exc}")
         if len(data) > MAX_FILE_BYTES:  # grew since the check
