@@ -125,6 +125,8 @@ def advisor_folder_of(log: Path) -> Optional[Path]:
     candidates = [log.parent / ADVISOR]
     if log.parent.name == "experiments":
         candidates.insert(0, log.parent.parent / ADVISOR)
+    elif os.path.lexists(log.parent / "experiments" / RUNNER_LOG):  # the repository's own log takes its archive
+        return None
     return next((c for c in candidates if os.path.lexists(c)), None)
 
 
