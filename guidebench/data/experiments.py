@@ -27,7 +27,9 @@ its `.advisor/` archive) with every log between them, so an interrupted import r
 
 Counts added to the report: `files` (logs read), `episodes` (logs with at least one imported
 entry), `entries` (imported), `old_shape`, `new_shape`, `side_files`, `profiles` (packets with a
-performance profile), `files_unreadable` (logs the OS would not let us read, named in `notes`).
+performance profile), `files_unreadable` (logs the OS would not let us read, or that lead out of the imported
+folder or are no regular file: never opened; named in `notes`), `side_files_unusable` (side files refused the same
+way). Nothing outside the imported folder is read (`guidebench.data.workspace`).
 Without a side file the goal and threshold come from the log (`planner_packets.GoalEvidence`, a first
 pass over its lines); `distributions.goal_sources` counts how each packet's goal was found, and a note
 names the lines whose threshold target is inferred.
