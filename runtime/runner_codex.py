@@ -33,6 +33,7 @@ _SOCKET_PATH_MAX = 100  # AF_UNIX paths hold about 107 bytes
 START_WAIT_S = 120.0  # a cold start loads dspy and the module: seconds, and more on a busy machine
 ANSWER_WAIT_S = 120.0
 EXIT_CANNOT_PLAN = 2
+MARKER = "guidebench-runner-codex"  # in the installed script's first lines: never hand a call to another copy
 _MAX_MESSAGE = 64 * 1024 * 1024
 
 
@@ -97,15 +98,14 @@ def real_codex(config: Mapping[str, Any], me: Path, path_env: Optional[str] = No
     return None
 
 
-MARKER = "guidebench-runner-codex"
-
-
-def _send(conn: socket.socket, obj: Any) -> None:
+def send_message(conn: socket.socket, obj: Any) -> None:
+    """One message of the service's protocol: 8 bytes of length, then the JSON (both ends use these two)."""
     data = json.dumps(obj).encode("utf-8")
     conn.sendall(len(data).to_bytes(8, "big") + data)
 
 
-def _receive(conn: socket.socket) -> Any:
+def receive_message(conn: socket.socket) -> Any:
+    """One message (see `send_message`)."""
     head = _exactly(conn, 8)
     size = int.from_bytes(head, "big")
     if size > _MAX_MESSAGE:
@@ -122,16 +122,6 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
-
-
-def send_message(conn: socket.socket, obj: Any) -> None:
-    """One length-prefixed JSON message (the service's side of the protocol uses the same two functions)."""
-    _send(conn, obj)
-
-
-def receive_message(conn: socket.socket) -> Any:
-    """One length-prefixed JSON message."""
-    return _receive(conn)
 
 
 def socket_path(home: Path) -> Path:
@@ -152,8 +142,8 @@ def ask(sock: Path, request: Mapping[str, Any], timeout: float = ANSWER_WAIT_S) 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         conn.connect(str(sock))
-        _send(conn, request)
-        answer = _receive(conn)
+        send_message(conn, request)
+        answer = receive_message(conn)
     if not isinstance(answer, dict):
         raise CannotPlan("the planner service answered something that is not an object")
     return answer

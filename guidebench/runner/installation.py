@@ -66,13 +66,6 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def _root_commit(repo: Path) -> str:
-    try:
-        return _git(repo, "rev-list", "--max-parents=0", "HEAD").splitlines()[0]
-    except (GuidebenchError, IndexError):
-        return ""
-
-
 def _exclude(repo: Path, lines: list[str]) -> list[str]:
     """Add the lines missing from the repository's info/exclude (shared by its worktrees); returns those added."""
     path = Path(_git(repo, "rev-parse", "--git-path", "info/exclude"))
@@ -91,11 +84,23 @@ def _ignored(repo: Path, relative: str) -> bool:
     return proc.returncode == 0
 
 
-def _check_module(path: Path, label: str) -> str:
+def check_module(path: Path, label: str) -> str:
+    """`name@version` of an exported planner the runtime loader accepts (GuidebenchError naming the option)."""
     from guidebench.release.shadow import verified_module
 
-    manifest = verified_module(path.absolute(), kind="planner")
+    try:
+        manifest = verified_module(path.absolute(), kind="planner")
+    except GuidebenchError as exc:
+        raise GuidebenchError(f"{label} {exc}") from None
     return f"{manifest.name}@{manifest.version}"
+
+
+def root_commit(repo: Path) -> str:
+    """The repository's root commit: the id its sidecar lines name (empty without a commit)."""
+    try:
+        return _git(repo, "rev-list", "--max-parents=0", "HEAD").splitlines()[0]
+    except (GuidebenchError, IndexError):
+        return ""
 
 
 def _check_codex(codex: Optional[Path]) -> Optional[str]:
@@ -115,17 +120,20 @@ def install(repo: Path, module: Path, *, candidate: Optional[Path] = None, codex
     if not (repo / "tools" / "loop_runner.py").is_file() and not (repo / ".git").exists():
         raise GuidebenchError(f"{repo}: not a git repository of the loop runner (no .git, no tools/loop_runner.py)")
     _git(repo, "rev-parse", "--git-dir")
-    name = _check_module(module, "--module")
+    name = check_module(module, "--module")
     if candidate is not None:
-        _check_module(candidate, "--candidate")
+        check_module(candidate, "--candidate")
     layout = Layout(repo)
     stop(layout)  # a running service keeps the old module: the next call starts one with the new
-    previous = layout.read() if layout.config.is_file() else None
+    try:
+        previous = layout.read() if layout.config.is_file() else None
+    except GuidebenchError:
+        previous = None  # an unreadable configuration is replaced
     config = RunnerConfig(
         repo=str(repo), module=str(module.absolute()), module_name=name,
         candidate=str(candidate.absolute()) if candidate is not None else None, codex=_check_codex(codex),
         python=sys.executable, project=str(Path(runtime.__file__).resolve().parent.parent),
-        repository=_root_commit(repo), log_dir=str(repo / "experiments"),
+        repository=root_commit(repo), log_dir=str(repo / "experiments"),
         installed_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         **({"idle_s": idle_s} if idle_s else {}))
     report = InstallReport(layout, config)
@@ -216,4 +224,4 @@ def uninstall(repo: Path) -> list[str]:
     return removed
 
 
-__all__ = ["InstallReport", "install", "stop", "uninstall"]
+__all__ = ["InstallReport", "check_module", "install", "root_commit", "stop", "uninstall"]

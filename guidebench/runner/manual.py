@@ -32,7 +32,7 @@ def repository_of(path: Path) -> Path:
 def plan_packet(packet: Path, module: Path, out: Path, *, candidate: Optional[Path] = None,
                 log_dir: Optional[Path] = None) -> tuple[PlanAnswer, Path]:
     """Plan one manual iteration (see the module); returns the answer and the sidecar's path."""
-    from guidebench.runner.installation import _check_module, _root_commit
+    from guidebench.runner.installation import check_module, root_commit
 
     if not packet.is_file():
         raise GuidebenchError(f"PACKET {packet}: not found (run `python3 tools/loop_runner.py manual-pack` first)")
@@ -42,9 +42,9 @@ def plan_packet(packet: Path, module: Path, out: Path, *, candidate: Optional[Pa
     if candidate is None and installed is not None and installed.candidate:
         candidate = Path(installed.candidate)
     config = RunnerConfig(
-        repo=str(repo), module=str(module.absolute()), module_name=_check_module(module, "--module"),
+        repo=str(repo), module=str(module.absolute()), module_name=check_module(module, "--module"),
         candidate=str(candidate.absolute()) if candidate is not None else None, python="", project="",
-        repository=installed.repository if installed is not None else _root_commit(repo),
+        repository=installed.repository if installed is not None else root_commit(repo),
         log_dir=str((log_dir or repo / "experiments").absolute()))
     schema = packet.with_name(MANUAL_SCHEMA)
     planner = RunnerPlanner(config)

@@ -122,3 +122,5 @@ def test_codex_and_manual_iterations_come_back_whole(tmp_path, monkeypatch):
     assert report["imported"] == 4 and report["archive_joined"] == 4 and report["planner_joined"] == 4
     assert report["quarantined"] == 0 and report["side_quarantined"] == 0
     assert os.path.isfile(work / ".advisor" / "manual_archive" / "iter_0004" / "packet.json")
+    entries = [json.loads(line) for line in (work / "experiments" / "log.jsonl").read_text().splitlines()]
+    assert all(e["scope_ok"] and e["files_changed"] == [] for e in entries)  # git saw nothing of the planner
