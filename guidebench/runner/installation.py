@@ -32,7 +32,9 @@ from runtime.runner_codex import MARKER
 from guidebench.errors import GuidebenchError
 from guidebench.runner._base import FOLDER, Layout, RunnerConfig
 
-SHIM = '''#!{python}
+# -S -E: no site-packages, no PYTHON* variables: the codex needs the standard library and runtime/ only, and every
+# planning call pays for its start (about a third of the time of a start with the venv's site-packages here)
+SHIM = '''#!{python} -SE
 # {marker}: the codex of this repository's loop runner (written by `guidebench runner install`).
 # Planning calls go to a frozen planner; every other call goes to the real codex. Remove: guidebench runner uninstall
 import sys
