@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Optional
 
 import runtime
+from runtime.checksums import module_checksum
 from runtime.runner_codex import MARKER
 
 from guidebench.errors import GuidebenchError
@@ -164,6 +165,11 @@ def install(repo: Path, module: Path, *, candidate: Optional[Path] = None, codex
     for relative in (SIDECAR_REL, f"{FOLDER}/bin/codex", *([".codex_home/auth.json"] if config.wrote_auth else [])):
         if not _ignored(repo, relative):
             report.notes.append(f"git does not ignore {relative}: add it to {repo}/.gitignore before the next commit")
+    other = _sidecar_module(layout.sidecar(config))
+    if other is not None and other.get("checksum") != module_checksum(Path(config.module)):
+        report.notes.append(f"{layout.sidecar(config)} holds the lines of {other.get('name')}@{other.get('version')}: "
+                            "a sidecar holds one deployed module's lines (the import quarantines a second module's); "
+                            "import the logs, then move it aside before the next planning call")
     if candidate is not None:
         from guidebench.release.planner_gate import start_planner_shadow
 
@@ -173,6 +179,17 @@ def install(repo: Path, module: Path, *, candidate: Optional[Path] = None, codex
         report.notes.append("no real codex on PATH: planning works; the implementer step (`codex exec` without "
                             "--output-schema) needs one (`--codex PATH`)")
     return report
+
+
+def _sidecar_module(path: Path) -> Optional[dict]:
+    """The module the sidecar's first line names (None without a readable first line)."""
+    try:
+        with path.open("rb") as handle:
+            first = next((line for line in handle if line.strip()), b"")
+        module = json.loads(first).get("module") if first else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return module if isinstance(module, dict) else None
 
 
 def _path_without(folder: Path) -> str:

@@ -19,7 +19,7 @@ from runtime.advisor import AdvisorPacket
 from runtime.exploration import ExplorationSettings
 from runtime.pivot import validate_directive_original
 from runtime.records import packet_hash
-from runtime.runner_codex import ask, call_kind, option, socket_path
+from runtime.runner_codex import MARKER, ask, call_kind, option, real_codex, socket_path
 from runtime.runner_packet import packet_in_prompt, schema_errors, stable_packet_hash
 
 from guidebench.runner import Layout, install, runner_status, uninstall
@@ -48,7 +48,7 @@ def installed(tmp_path, export, monkeypatch):
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     repo = kernel_repo(tmp_path / "kernel")
     real, calls = recorder(tmp_path / "real")
-    report = install(repo, export, codex=real)
+    report = install(repo, export, codex=real, idle_s=300)  # a service a crash left behind stops by itself
     layout = report.layout
     yield repo, layout, calls
     pid = _service_pid(layout)
@@ -142,7 +142,7 @@ def test_what_it_cannot_plan_it_refuses_in_one_line_and_writes_nothing(installed
     assert not (repo / "experiments" / "planner-decisions.jsonl").exists()  # no line for a refused call
 
 
-def test_git_sees_nothing_and_uninstall_removes_what_install_wrote(installed):
+def test_git_sees_nothing_and_uninstall_removes_what_install_wrote(installed, tmp_path):
     repo, layout, _ = installed
     env = runner_env(repo, layout.bin)
     _, schema, out, prompt = write_plan_artifacts(repo, 1)
@@ -154,6 +154,13 @@ def test_git_sees_nothing_and_uninstall_removes_what_install_wrote(installed):
     assert git(repo, "status", "--porcelain") == "" and git(repo, "ls-files", "--others", "--exclude-standard") == ""
     status = runner_status(repo)
     assert status.sidecar_lines == 1 and status.module == "planner@0.1.0" and status.service is not None
+    # another module installed over it: the service is stopped, and install says the sidecar is the old module's
+    from frozen_support import export_program
+
+    other = export_program("planner.rules", tmp_path / "other", name="other").path
+    report = install(repo, other, idle_s=300)
+    assert any("holds the lines of planner@0.1.0" in note for note in report.notes)
+    assert runner_status(repo).service is None
     uninstall(repo)
     assert not layout.bin.exists() and not layout.home.exists()
     assert not (repo / ".codex_home" / "auth.json").exists()
@@ -195,3 +202,30 @@ def test_install_refuses_what_is_not_a_planner_export(tmp_path):
         install(repo, tmp_path / "nowhere")
     assert not (repo / ".guidebench").exists() or not (repo / ".guidebench" / "bin").exists()
     shutil.rmtree(tmp_path / "kernel")
+
+
+def test_the_real_codex_is_the_next_one_on_path_never_a_planner_codex(tmp_path):
+    me, other, real = (recorder(tmp_path / name)[0] for name in ("mine", "other-repo", "real"))
+    other.write_text(other.read_text().replace("#!/bin/sh", f"#!/bin/sh\n# {MARKER}"))
+    path = os.pathsep.join(str(p.parent) for p in (me, other, real))
+    assert real_codex({}, me, path) == str(real)
+    assert real_codex({"codex": "/opt/codex"}, me, path) == "/opt/codex"
+    assert real_codex({}, me, str(me.parent)) is None
+
+
+def test_the_commands_install_show_and_remove_it(tmp_path, export, capsys, monkeypatch):
+    from guidebench.cli import main
+
+    monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
+    repo = kernel_repo(tmp_path / "kernel")
+    assert main(["runner", "install", str(repo), "--module", str(export), "--idle", "60"]) == 0
+    printed = capsys.readouterr().out
+    assert f'export PATH="{repo}/.guidebench/bin:$PATH"' in printed and "auth.json (no credential" in printed
+    assert main(["runner", "status", str(repo), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["module"] == "planner@0.1.0" and status["sidecar_lines"] == 0 and status["service"] is None
+    assert main(["runner", "stop", str(repo)]) == 0 and "no planner service" in capsys.readouterr().out
+    assert main(["runner", "uninstall", str(repo)]) == 0
+    assert not (repo / ".guidebench").exists() and git(repo, "status", "--porcelain") == ""
+    assert main(["runner", "status", str(repo)]) != 0
+    assert "no planner installed" in capsys.readouterr().err
