@@ -17,8 +17,9 @@ propensities (`PlannerRecord.planner_log`) that the off-policy estimates and the
 - optional `candidate`: a shadowing planner's own choice on the same packet (`PlannerCandidate`): its module,
   `status` (ok, invalid, error, timeout), `family` and `probabilities` when ok, `error` otherwise;
 - optional `packet_stable_hash` (`runtime.runner_packet.stable_packet_hash`): the packet's hash without the
-  fields the loop runner rewrites between planning and archiving (manual mode plans on `plan/NNNN-slug` at pack time, and archives the
-  packet rewritten on `iter/NNNN-slug` at apply time); the import joins on it when `packet_hash` differs.
+  fields the loop runner rewrites between planning and archiving (manual mode plans on `plan/NNNN-slug` at pack
+  time, and archives the packet rewritten on `iter/NNNN-slug` at apply time); the import joins on it when
+  `packet_hash` differs.
 Probabilities are checked by the import, not here, so that a bad distribution gets its own reason and count.
 """
 

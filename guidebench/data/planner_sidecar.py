@@ -3,8 +3,8 @@
 The sidecar of `DIR/log.jsonl` is `DIR/planner-decisions.jsonl` (of `DIR/NAME.jsonl`: `DIR/NAME.planner-decisions.jsonl`).
 Its lines are read before the log; each log entry that becomes a planner record takes the line of its
 `iteration_id` when the line's `packet_hash` is the record's (`PlannerRecord.inputs_hash`, the packet as the import
-rebuilds it), as `PlannerRecord.planner_log`; a line that carries `packet_stable_hash` also joins when that hash is the
-record packet's without the fields the loop runner rewrites between planning and archiving (manual mode's
+rebuilds it), as `PlannerRecord.planner_log`; a line that carries `packet_stable_hash` also joins when that hash is
+the record packet's without the fields the loop runner rewrites between planning and archiving (manual mode's
 `manual-apply`: `runtime.runner_packet.stable_packet_hash`). Every non-blank line ends in exactly one count of
 `import_report.json`, and every line not joined goes to `quarantine-side.jsonl` with its reason:
 

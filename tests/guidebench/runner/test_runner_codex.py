@@ -76,7 +76,8 @@ def test_a_planning_call_as_the_runner_makes_it(installed):
     directive = json.loads(out.read_text(encoding="utf-8"))
     allowed = json.loads(schema.read_text())["properties"]["strategy_family"]["enum"]
     assert directive["strategy_family"] in allowed
-    assert validate_directive_original(directive) == [] and schema_errors(directive, json.loads(schema.read_text())) == []
+    assert validate_directive_original(directive) == []
+    assert schema_errors(directive, json.loads(schema.read_text())) == []
     packet = AdvisorPacket.model_validate(json.loads(packet_file.read_text()))
     [line] = wait_for_lines(repo / "experiments" / "planner-decisions.jsonl", 1)
     assert line["iteration_id"] == 1 and line["family"] == directive["strategy_family"]
