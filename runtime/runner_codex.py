@@ -149,16 +149,17 @@ def ask(sock: Path, request: Mapping[str, Any], timeout: float = ANSWER_WAIT_S) 
     return answer
 
 
-def start_service(config: Mapping[str, Any], home: Path) -> None:
+def start_service(config: Mapping[str, Any], home: Path) -> subprocess.Popen:
     """Start the repository's planner service in its own session (it outlives this call; it stops after
     `idle_s` without calls, or on `guidebench runner stop`)."""
     log = (home / "service.log").open("ab")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(config.get("project", "")), env.get("PYTHONPATH", "")) if p)
     try:
-        subprocess.Popen([str(config.get("python") or sys.executable), "-m", "guidebench.runner.service", str(home)],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(home.parent.parent), env=env,
-                         start_new_session=True, close_fds=True)
+        return subprocess.Popen([str(config.get("python") or sys.executable), "-m", "guidebench.runner.service",
+                                 str(home)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(home.parent.parent),
+                                env=env, start_new_session=True, close_fds=True)
     finally:
         log.close()
 
@@ -180,16 +181,19 @@ def plan(config: Mapping[str, Any], home: Path, request: Mapping[str, Any]) -> d
         try:
             return ask(sock, request)
         except (FileNotFoundError, ConnectionRefusedError):
-            start_service(config, home)
-        deadline = time.monotonic() + float(config.get("start_wait_s") or START_WAIT_S)
+            service = start_service(config, home)
+        wait = float(config.get("start_wait_s") or START_WAIT_S)
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             time.sleep(0.05)
             try:
                 return ask(sock, request)
             except (FileNotFoundError, ConnectionRefusedError):
-                continue
+                if service.poll() is not None:  # it died starting: say why now, not after the whole wait
+                    raise CannotPlan(f"the planner service exited (code {service.returncode}) while starting: "
+                                     f"{_log_tail(home / 'service.log')} (log: {home / 'service.log'})") from None
     tail = _log_tail(home / "service.log")
-    raise CannotPlan(f"the planner service did not start within {START_WAIT_S:g} s" + (f": {tail}" if tail else "")
+    raise CannotPlan(f"the planner service did not start within {wait:g} s" + (f": {tail}" if tail else "")
                      + f" (log: {home / 'service.log'})")
 
 

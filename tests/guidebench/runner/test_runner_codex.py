@@ -143,6 +143,16 @@ def test_what_it_cannot_plan_it_refuses_in_one_line_and_writes_nothing(installed
     assert not (repo / "experiments" / "planner-decisions.jsonl").exists()  # no line for a refused call
 
 
+def test_a_service_that_cannot_start_is_reported_at_once(installed):
+    repo, layout, _ = installed
+    config = json.loads(layout.config.read_text())
+    layout.config.write_text(json.dumps({**config, "python": shutil.which("false")}))
+    _, schema, out, prompt = write_plan_artifacts(repo, 1)
+    proc = planning_call(repo, runner_env(repo, layout.bin), schema, out, prompt)
+    # said when it died, not after the whole start wait
+    assert proc.returncode == 2 and "exited (code 1) while starting" in proc.stderr and not out.exists()
+
+
 def test_git_sees_nothing_and_uninstall_removes_what_install_wrote(installed, tmp_path):
     repo, layout, _ = installed
     env = runner_env(repo, layout.bin)
