@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,10 +71,15 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
+def _exclude_path(repo: Path) -> Path:
+    """The repository's info/exclude (a linked worktree's is its main repository's)."""
+    path = Path(_git(repo, "rev-parse", "--git-path", "info/exclude"))
+    return path if path.is_absolute() else repo / path
+
+
 def _exclude(repo: Path, lines: list[str]) -> list[str]:
     """Add the lines missing from the repository's info/exclude (shared by its worktrees); returns those added."""
-    path = Path(_git(repo, "rev-parse", "--git-path", "info/exclude"))
-    path = path if path.is_absolute() else repo / path
+    path = _exclude_path(repo)
     path.parent.mkdir(parents=True, exist_ok=True)
     have = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
     added = [line for line in lines if line not in have]
@@ -159,7 +166,7 @@ def install(repo: Path, module: Path, *, candidate: Optional[Path] = None, codex
         report.wrote.append(f"{auth} (no credential: the runner's login check looks for this file)")
     excluded = [f"/{SIDECAR_REL}", f"/{FOLDER}/"] + (["/.codex_home/auth.json"] if config.wrote_auth else [])
     config.excluded = sorted(set((previous.excluded if previous else []) + _exclude(repo, excluded)))
-    report.wrote.append(f"{Path(_git(repo, 'rev-parse', '--git-path', 'info/exclude'))} (ignores "
+    report.wrote.append(f"{_exclude_path(repo)} (ignores "
                         f"{', '.join(excluded)})")
     layout.config.write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     for relative in (SIDECAR_REL, f"{FOLDER}/bin/codex", *([".codex_home/auth.json"] if config.wrote_auth else [])):
@@ -197,15 +204,28 @@ def _path_without(folder: Path) -> str:
                            if p and Path(p).absolute() != folder)
 
 
-def stop(layout: Layout) -> bool:
-    """Stop the repository's planner service if one runs (it writes its queued sidecar lines first)."""
+def stop(layout: Layout, wait_s: float = 60.0) -> bool:
+    """Stop the repository's planner service if one runs; returns once it has exited (after writing its queued
+    sidecar lines), so that an import right after reads every line. A service still there after `wait_s` gets
+    SIGTERM (which also writes the queued lines)."""
     from runtime.runner_codex import ask, socket_path
 
     sock = socket_path(layout.home)
     try:
-        ask(sock, {"op": "stop"}, timeout=60.0)
-    except (OSError, ValueError):
+        pid = int(ask(sock, {"op": "status"}, timeout=30.0)["pid"])
+        ask(sock, {"op": "stop"}, timeout=30.0)
+    except (OSError, ValueError, KeyError, TypeError):
         return False
+    for signum in (None, signal.SIGTERM):
+        if signum is not None:
+            os.kill(pid, signum)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.05)
     return True
 
 
@@ -225,8 +245,7 @@ def uninstall(repo: Path) -> list[str]:
     drop = [line for line in config.excluded
             if not (line == f"/{SIDECAR_REL}" and layout.sidecar(config).is_file())]
     if drop:
-        path = Path(_git(layout.repo, "rev-parse", "--git-path", "info/exclude"))
-        path = path if path.is_absolute() else layout.repo / path
+        path = _exclude_path(layout.repo)
         if path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()
             keep = [line for line in lines if line not in drop
