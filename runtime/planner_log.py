@@ -15,7 +15,11 @@ propensities (`PlannerRecord.planner_log`) that the off-policy estimates and the
   (`runtime.exploration.ExplorationSettings`), `probabilities` (every family of FAMILIES, finite, >= 0, sum 1),
   `family` (the directive's family: its probability is > 0), optional `greedy_family` and `latency_s`;
 - optional `candidate`: a shadowing planner's own choice on the same packet (`PlannerCandidate`): its module,
-  `status` (ok, invalid, error, timeout), `family` and `probabilities` when ok, `error` otherwise.
+  `status` (ok, invalid, error, timeout), `family` and `probabilities` when ok, `error` otherwise;
+- optional `packet_stable_hash` (`runtime.runner_packet.stable_packet_hash`): the packet's hash without the
+  fields the loop runner rewrites between planning and archiving (manual mode plans on `plan/NNNN-slug` at pack
+  time, and archives the packet rewritten on `iter/NNNN-slug` at apply time); the import joins on it when
+  `packet_hash` differs.
 Probabilities are checked by the import, not here, so that a bad distribution gets its own reason and count.
 """
 
@@ -87,6 +91,7 @@ class PlannerDecisionLine(BaseModel):
     greedy_family: Optional[str] = None
     latency_s: Optional[float] = Field(None, ge=0.0)
     candidate: Optional[PlannerCandidate] = None
+    packet_stable_hash: Optional[str] = None
 
     @field_validator("timestamp")
     @classmethod
@@ -97,6 +102,11 @@ class PlannerDecisionLine(BaseModel):
     @classmethod
     def _hash(cls, value: str) -> str:
         return _sha256(value)
+
+    @field_validator("packet_stable_hash")
+    @classmethod
+    def _stable(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else _sha256(value)
 
     @field_validator("family", "greedy_family")
     @classmethod

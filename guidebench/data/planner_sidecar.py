@@ -3,7 +3,9 @@
 The sidecar of `DIR/log.jsonl` is `DIR/planner-decisions.jsonl` (of `DIR/NAME.jsonl`: `DIR/NAME.planner-decisions.jsonl`).
 Its lines are read before the log; each log entry that becomes a planner record takes the line of its
 `iteration_id` when the line's `packet_hash` is the record's (`PlannerRecord.inputs_hash`, the packet as the import
-rebuilds it), as `PlannerRecord.planner_log`. Every non-blank line ends in exactly one count of
+rebuilds it), as `PlannerRecord.planner_log`; a line that carries `packet_stable_hash` also joins when that hash is
+the record packet's without the fields the loop runner rewrites between planning and archiving (manual mode's
+`manual-apply`: `runtime.runner_packet.stable_packet_hash`). Every non-blank line ends in exactly one count of
 `import_report.json`, and every line not joined goes to `quarantine-side.jsonl` with its reason:
 
 | count | the line |
@@ -40,6 +42,7 @@ from pydantic import ValidationError
 from runtime.exploration import check_probabilities
 from runtime.planner_log import PLANNER_FILE, LoggedCandidate, PlannerDecisionLine, PlannerLogged
 from runtime.records import PlannerRecord
+from runtime.runner_packet import stable_packet_hash
 from runtime.shadow_log import ShadowModule
 
 from guidebench.data.ingest import validation_error_text
@@ -68,6 +71,7 @@ class _Pending:
     raw: str
     logged: PlannerLogged
     packet_hash: str
+    stable_hash: Optional[str] = None  # the line's `packet_stable_hash` (a runner-installed planner writes it)
 
 
 @dataclass
@@ -134,7 +138,8 @@ class SidecarJoin:
             first = self.pending[line.iteration_id].line
             return self._bad("planner_duplicates", number, f"a second line for iteration {line.iteration_id} "
                              f"(line {first} counts)", raw)
-        self.pending[line.iteration_id] = _Pending(number, raw, self._logged(line, number), line.packet_hash)
+        self.pending[line.iteration_id] = _Pending(number, raw, self._logged(line, number), line.packet_hash,
+                                                   line.packet_stable_hash)
 
     def _check(self, line: PlannerDecisionLine) -> Optional[tuple[str, str]]:
         """(count, reason) of a line that cannot join whatever the log holds; None when it may."""
@@ -189,7 +194,9 @@ class SidecarJoin:
         if pending is None:
             return record
         digest = record.inputs_hash
-        if pending.packet_hash != digest:
+        # manual mode: planned on the packet of plan/NNNN-slug, archived as rewritten on iter/NNNN-slug at apply time
+        moved = pending.stable_hash is not None and pending.stable_hash == stable_packet_hash(record.packet)
+        if pending.packet_hash != digest and not moved:
             self.mismatched.append((pending, f"packet_hash {pending.packet_hash[:12]}...: the log's iteration "
                                     f"{record.iteration_id} had packet {digest[:12]}..."))
             return record
