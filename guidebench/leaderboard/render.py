@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from evals.offpolicy._base import SUPPORT_THRESHOLD
 from evals.stats import MetricValue, describe_interval
 
 from guidebench.evaluation.postmortem import fmt_p, table
@@ -252,9 +253,12 @@ def render_markdown(board: Leaderboard) -> str:
                   for name, run_id, url in _run_links(board)] + [""]
     if _has_off_policy(board):
         lines += ["Off-policy estimates of each row's improvement per record (cycles), every estimator:", ""]
-        lines += table(["variant", "DM", "IPW", "DR"],
+        lines += table(["variant", "DM", "IPW", "DR", f"extrapolated (propensity < {SUPPORT_THRESHOLD:g})"],
                            [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
+                            + [row.off_policy.extrapolated_text()]
                             for row in board.rows if row.off_policy is not None]) + [""]
+        lines += ["A record is extrapolated when the deployed planner chose the row's family there with a propensity "
+                  f"under {SUPPORT_THRESHOLD:g}: its estimate rests on the outcome model alone (docs/offpolicy.md).", ""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
