@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evals.offpolicy._base import FamilySupport
+from evals.offpolicy import FamilySupport
 from evals.stats import TOO_FEW_GROUPS, MetricValue, describe_interval, describe_test, too_few_text
 from runtime.provenance import OverlapCheck
 
