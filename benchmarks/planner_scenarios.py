@@ -361,6 +361,7 @@ def episode(world: World, seed: int, index: int,
         known = truth(world, state, seed * 100_003 + index * 1_009 + iteration)
         profile = bounds_profile(state) if plans is not None and world.name in ("bounds", "floor") else None
         family = choose(world, state, history, best, rng, persona, known["expected_improvement"])
+        before = state
         facts, state = attempt(world, state, family, rng)
         clock += timedelta(minutes=rng.randint(8, 50))
         head = f"{rng.getrandbits(160):040x}"
@@ -368,7 +369,8 @@ def episode(world: World, seed: int, index: int,
         if line["new_best"]:
             main_sha = head
         history.append(line)
-        lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known})
+        near = {"near_floor": floor_near(before)} if world.name == "floor" else {}  # where the study splits
+        lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known, **near})
         if plans is not None:
             forecast = random.Random(f"plan-{world.name}-{seed}-{index}-{iteration}")
             plans.append({"goal": "threshold" if target else "best", "threshold_target": target, "profile": profile,
