@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks import planner_scenarios
 from evals.data import load_records
-from evals.offpolicy._base import evaluable, extrapolated
+from evals.offpolicy._base import SUPPORT_THRESHOLD, evaluable, extrapolated
 from evals.offpolicy.bandit import LoggedBandit
 from evals.offpolicy.summary import extrapolation, policy_estimates
 from guidebench.data import import_logs
@@ -103,12 +103,14 @@ def train_support(records: list, near: dict, models: Any) -> dict[str, Any]:
     p = models.propensity.probabilities(rows)
     where = np.asarray([near.get((r.episode_id, r.iteration_id), False) for r in logged])
     chosen = np.asarray([FAMILIES.index(r.outcome.family) for r in logged])
-    out = {}
+    out: dict[str, Any] = {}
     for name, part in (("near_floor", where), ("away", ~where)):
-        out[name] = {"n": int(part.sum()), **{family: {"chosen": float(np.mean(chosen[part] == k)) if part.any() else None,
-                                                      "propensity_mean": float(p[part, k].mean()) if part.any() else None,
-                                                      "under_threshold": float(np.mean(p[part, k] < 0.05)) if part.any() else None}
-                                              for k, family in enumerate(FAMILIES)}}
+        out[name] = {"n": int(part.sum())}
+        for k, family in enumerate(FAMILIES):
+            seen = part.any()
+            out[name][family] = {"chosen": float(np.mean(chosen[part] == k)) if seen else None,
+                                 "propensity_mean": float(p[part, k].mean()) if seen else None,
+                                 "under_threshold": float(np.mean(p[part, k] < SUPPORT_THRESHOLD)) if seen else None}
     return out
 
 

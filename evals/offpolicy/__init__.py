@@ -30,7 +30,8 @@ _WHERE: dict[str, str] = {
     "LoggedBandit": "bandit", "TrainingData": "bandit", "choices_of": "bandit", "observed_improvement": "bandit",
     "training_data": "bandit",
     "DirectMethod": "direct", "DoublyRobust": "dr", "SelfNormalizedIPW": "ipw", "PropensityModel": "propensity",
-    "Calibration": "summary", "Extrapolation": "summary", "calibration": "summary", "extrapolation": "summary", "observed_mean": "summary", "policy_estimates": "summary",
+    "Calibration": "summary", "Extrapolation": "summary", "calibration": "summary",
+    "extrapolation": "summary", "observed_mean": "summary", "policy_estimates": "summary",
 }
 __all__ = sorted(_WHERE)
 

@@ -259,8 +259,9 @@ def render_markdown(board: Leaderboard) -> str:
                            [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
                             + [row.off_policy.extrapolated_text()]
                             for row in board.rows if row.off_policy is not None]) + [""]
-        lines += ["A record is extrapolated when the deployed planner chose the row's family there with a propensity "
-                  f"under {SUPPORT_THRESHOLD:g}: its estimate rests on the outcome model alone (docs/offpolicy.md).", ""]
+        lines += ["A record is extrapolated when the deployed planner chose the row's family there with a "
+                  f"propensity under {SUPPORT_THRESHOLD:g}: its estimate rests on the outcome model alone "
+                  "(docs/offpolicy.md).", ""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:
