@@ -45,7 +45,8 @@ def _ratio(estimated: np.ndarray, true: np.ndarray) -> dict[str, Any]:
             "ratio": float(estimated.mean() / mean_true) if n and mean_true and mean_true > 0 else None}
 
 
-def score(records: list, truth: dict, models: Any, seed: int, near: Optional[dict] = None) -> dict[str, Any]:
+def score(records: list, truth: dict, models: Any, seed: int, near: Optional[dict] = None,
+          binds: Optional[dict] = None) -> dict[str, Any]:
     """planner.rules' choices on `records` under fitted models, against the truth (see the module)."""
     bandit = LoggedBandit.build(records, models.outcome, models.propensity)
     choices = [rule_choice(r.packet).family for r in records]
@@ -55,6 +56,7 @@ def score(records: list, truth: dict, models: Any, seed: int, near: Optional[dic
     true = np.asarray([truth[(r.episode_id, r.iteration_id)][c] for r, c in zip(records, choices)])
     estimate = bandit.q_of(target)
     where = np.asarray([(near or {}).get((r.episode_id, r.iteration_id), False) for r in records])
+    cp = np.asarray([(binds or {}).get((r.episode_id, r.iteration_id), False) for r in records])
     per_family = {}
     for k, family in enumerate(FAMILIES):
         mine = mask & (target == k)
@@ -67,6 +69,9 @@ def score(records: list, truth: dict, models: Any, seed: int, near: Optional[dic
                               "near_floor": _ratio(estimate[mine & where], true[mine & where]),
                               "away": _ratio(estimate[mine & ~where], true[mine & ~where]),
                               "near_floor_extrapolated": int((mine & where & flagged).sum()),
+                              "cp_binds": _ratio(estimate[mine & cp], true[mine & cp]),
+                              "load_binds": _ratio(estimate[mine & ~cp], true[mine & ~cp]),
+                              "load_binds_extrapolated": int((mine & ~cp & flagged).sum()),
                               "propensity_median": float(np.median(p)), "propensity_min": float(p.min())}
     estimates = policy_estimates(bandit, choices, seed=seed)
     return {"n_test": bandit.n, "episodes_test": int(len(np.unique(bandit.groups))),
@@ -81,19 +86,22 @@ def one(scenario: str, episodes: int, seed: int, archive: bool, work: Path) -> d
     """Write, import, fit on train + dev, score on test."""
     made = planner_scenarios.write(scenario, episodes, seed, work, archive=archive)
     import_logs(work / "logs", "experiments", work / "ds", seed=seed, progress=False)
-    truth, near = {}, {}
+    truth, near, binds = {}, {}, {}
     for line in (work / "truth.jsonl").read_text().splitlines():
         item = json.loads(line)
         truth[(item["log"], item["iteration_id"])] = item["expected_improvement"]
         near[(item["log"], item["iteration_id"])] = bool(item.get("near_floor"))
+        binds[(item["log"], item["iteration_id"])] = bool(item.get("cp_binds"))
     train = load_records(work / "ds", "train") + load_records(work / "ds", "dev")
     models = fit_outcome_models_once(load_records(work / "ds", "train"), load_records(work / "ds", "dev"), seed=0)
     return {"archive": archive, "archived_plans": made["archived_plans"],
             "train_support": train_support(train, near, models),
-            **score(load_records(work / "ds", "test"), truth, models, seed, near)}
+            "train_support_cp_binds": train_support(train, binds, models, ("cp_binds", "load_binds")),
+            **score(load_records(work / "ds", "test"), truth, models, seed, near, binds)}
 
 
-def train_support(records: list, near: dict, models: Any) -> dict[str, Any]:
+def train_support(records: list, near: dict, models: Any,
+                  names: tuple[str, str] = ("near_floor", "away")) -> dict[str, Any]:
     """Near the floor and away from it, on train + dev: how often the deployed planner really chose each family
     (n next to it) and the propensity model's mean probability of it there (what the support flag reads)."""
     from runtime.outcome_features import packet_features, policy_row
@@ -104,7 +112,7 @@ def train_support(records: list, near: dict, models: Any) -> dict[str, Any]:
     where = np.asarray([near.get((r.episode_id, r.iteration_id), False) for r in logged])
     chosen = np.asarray([FAMILIES.index(r.outcome.family) for r in logged])
     out: dict[str, Any] = {}
-    for name, part in (("near_floor", where), ("away", ~where)):
+    for name, part in ((names[0], where), (names[1], ~where)):
         out[name] = {"n": int(part.sum())}
         for k, family in enumerate(FAMILIES):
             seen = part.any()
@@ -136,13 +144,13 @@ def report_lines(result: dict[str, Any]) -> list[str]:
                      f"gain model {run_['gain_model']}")
         for family, row in run_["per_family"].items():
             cells = []
-            for part in ("all", "extrapolated", "supported", "near_floor", "away"):
+            for part in ("all", "extrapolated", "supported", "near_floor", "away", "cp_binds", "load_binds"):
                 r = row[part]
                 ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
                 cells.append(f"{part} {ratio} (n {r['n']})")
             lines.append(f"  rules {family}: estimate / truth " + ", ".join(cells)
                          + f"; propensity median {row['propensity_median']:.3f}")
-        for region, row in run_["train_support"].items():
+        for region, row in (*run_["train_support"].items(), *run_["train_support_cp_binds"].items()):
             lines.append(f"  train+dev {region} (n {row['n']}): " + ", ".join(
                 f"{f.split(':')[-1]} chosen {row[f]['chosen']:.3f} / propensity {row[f]['propensity_mean']:.3f}"
                 for f in FAMILIES if row[f]["chosen"] is not None))

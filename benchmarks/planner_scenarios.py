@@ -369,7 +369,8 @@ def episode(world: World, seed: int, index: int,
         if line["new_best"]:
             main_sha = head
         history.append(line)
-        near = {"near_floor": floor_near(before)} if world.name == "floor" else {}  # where the study splits
+        near = {"near_floor": floor_near(before), "cp_binds": before.values["cp"] >= before.values["load"]} \
+            if world.name == "floor" else {}  # where the extrapolation study splits
         lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known, **near})
         if plans is not None:
             forecast = random.Random(f"plan-{world.name}-{seed}-{index}-{iteration}")
