@@ -33,7 +33,7 @@ from evals.offpolicy._base import SUPPORT_THRESHOLD, evaluable, extrapolated
 from evals.offpolicy.bandit import LoggedBandit
 from evals.offpolicy.summary import extrapolation, policy_estimates
 from guidebench.data import import_logs
-from optimizers.outcome_fitting import fit_outcome_models_once
+from optimizers.outcome_fitting import fit_outcome_models
 from programs.rules_planner import rule_choice
 from runtime.advisor import FAMILIES
 
@@ -93,7 +93,9 @@ def one(scenario: str, episodes: int, seed: int, archive: bool, work: Path) -> d
         near[(item["log"], item["iteration_id"])] = bool(item.get("near_floor"))
         binds[(item["log"], item["iteration_id"])] = bool(item.get("cp_binds"))
     train = load_records(work / "ds", "train") + load_records(work / "ds", "dev")
-    models = fit_outcome_models_once(load_records(work / "ds", "train"), load_records(work / "ds", "dev"), seed=0)
+    # A fresh fit, not `fit_outcome_models_once`: that one serves a repeat by the record ids, which the two imports
+    # share (the archive changes the packets, not the ids), and would hand the archive's run the first run's models.
+    models = fit_outcome_models(load_records(work / "ds", "train"), load_records(work / "ds", "dev"), seed=0)
     return {"archive": archive, "archived_plans": made["archived_plans"],
             "train_support": train_support(train, near, models),
             "train_support_cp_binds": train_support(train, binds, models, ("cp_binds", "load_binds")),
