@@ -19,6 +19,11 @@ Scenarios (differently shaped on purpose: scale, what pays when, how the deploye
 - `seasons`: 300-1,500 cycles; which family pays depends on how far the episode has come (its share of the gap
   closed): loads first, then dependencies, then the schedule, with noise. Planner: rotates families,
   informed by the recent gains it saw. Kept untouched while the models were designed: the held-out check.
+- `floor`: `bounds`, except that break_deps pays through the scheduling room it opens: its payoff shrinks with the
+  slack's share of the tight bound under 12%, to nothing at the floor, and the deployed planner (which knows it)
+  tries break_deps only 3% of the time once the slack is under 6% of the bound. The rule planner, near the bound,
+  picks the bound-lowering family tried least: break_deps, exactly where the logs hardly hold an attempt of it
+  (the extrapolation study, `benchmarks.extrapolation`, reports/extrapolation.md).
 - `simearly`: the project's own simulator (`evals.sim_kernel`) and simulated planner
   (`guidebench.simulators.experiments`, with its persona: insight from the performance profile, noise,
   stickiness, compliance with the pivot protocol) earlier in the same kernel's optimization: the sample's
@@ -26,7 +31,7 @@ Scenarios (differently shaped on purpose: scale, what pays when, how the deploye
   Bound lowering pays early, rescheduling late. The planner sees the profile, the log does not carry it. The
   truth is `sim_kernel.expected_improvement` of each family's plain directive from the true state.
 
-With `--archive` (`bounds`, `simearly`: their deployed planners decide from the profile) each episode folder
+With `--archive` (`bounds`, `floor`, `simearly`: their deployed planners decide from the profile) each episode folder
 also gets the loop runner's `.advisor/` planner archive (formats.md §2.3.2), written as the runner writes it:
 the packet the runner builds from the log before each attempt with the profile the planner saw, and the directive
 it answered (with its own forecast). The logs and the truth are the same bytes with or without it.
@@ -166,6 +171,31 @@ def seasons_step(state: State, family: str, rng: random.Random) -> tuple[float, 
     return round(state.cycles - share * gap + (abs(noise) if share == 0 else noise)), state
 
 
+FLOOR_NEAR = 0.06  # slack / tight bound under which the `floor` kernel is near its floor
+FLOOR_FADE = 0.12  # slack share at and above which break_deps pays in full
+FLOOR_DEPS_RATE = 0.03  # how often the `floor` planner still tries break_deps near the floor
+
+
+def floor_near(state: State) -> bool:
+    """Whether a `floor` (or `bounds`) state is near its floor: the slack under FLOOR_NEAR of the tight bound."""
+    v = state.values
+    return v["slack"] <= FLOOR_NEAR * max(v["load"], v["cp"])
+
+
+def floor_step(state: State, family: str, rng: random.Random) -> tuple[float, State]:
+    """`bounds_step`, except that break_deps pays through the scheduling room it opens: its payoff shrinks in
+    proportion to the slack's share of the tight bound under FLOOR_FADE, to nothing at the floor."""
+    cycles, after = bounds_step(state, family, rng)
+    if family != DEPS:
+        return cycles, after
+    v = state.values
+    fade = min(1.0, v["slack"] / max(v["load"], v["cp"]) / FLOOR_FADE)
+    kept = dict(after.values)
+    kept["cp"] = v["cp"] - fade * (v["cp"] - after.values["cp"])  # the bound falls by the faded share only
+    kept["slack"] = v["slack"] + fade * (after.values["slack"] - v["slack"])
+    return round(max(kept["load"], kept["cp"]) + kept["slack"]), replace(after, values=kept)
+
+
 @dataclass(frozen=True)
 class World:
     """One scenario: how an episode starts, what an attempt does, how valid each family is."""
@@ -181,6 +211,7 @@ WORLDS = {
     "bounds": World("bounds", bounds_start, bounds_step, BOUNDS_VALID, (28, 44)),
     "fatigue": World("fatigue", fatigue_start, fatigue_step, FATIGUE_VALID, (24, 40)),
     "seasons": World("seasons", seasons_start, seasons_step, SEASONS_VALID, (26, 42)),
+    "floor": World("floor", bounds_start, floor_step, BOUNDS_VALID, (28, 44)),
 }
 
 
@@ -236,7 +267,9 @@ def choose(world: World, state: State, history: list[dict[str, Any]], best: int,
            persona: dict[str, float], known: dict[str, float]) -> str:
     """The deployed planner's family for the next attempt."""
     pool = protocol_families(history, best) if rng.random() < persona["compliance"] else list(FAMILIES)
-    if world.name == "bounds":
+    if world.name == "floor" and floor_near(state) and rng.random() >= FLOOR_DEPS_RATE:
+        pool = [f for f in pool if f != DEPS] or [f for f in FAMILIES if f != DEPS]  # it knows DEPS fades there
+    if world.name in ("bounds", "floor"):
         scores = {f: persona["insight"] * known[f] / max(1e-9, max(known.values())) + rng.random() * 0.8
                   for f in FAMILIES}
     elif world.name == "fatigue":
@@ -326,8 +359,9 @@ def episode(world: World, seed: int, index: int,
         best = state.cycles
         target = next_threshold(best) if climbs else None
         known = truth(world, state, seed * 100_003 + index * 1_009 + iteration)
-        profile = bounds_profile(state) if plans is not None and world.name == "bounds" else None
+        profile = bounds_profile(state) if plans is not None and world.name in ("bounds", "floor") else None
         family = choose(world, state, history, best, rng, persona, known["expected_improvement"])
+        before = state
         facts, state = attempt(world, state, family, rng)
         clock += timedelta(minutes=rng.randint(8, 50))
         head = f"{rng.getrandbits(160):040x}"
@@ -335,7 +369,9 @@ def episode(world: World, seed: int, index: int,
         if line["new_best"]:
             main_sha = head
         history.append(line)
-        lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known})
+        near = {"near_floor": floor_near(before), "cp_binds": before.values["cp"] >= before.values["load"]} \
+            if world.name == "floor" else {}  # where the extrapolation study splits
+        lines.append({"iteration_id": iteration, "best_before": best, "logged_family": family, **known, **near})
         if plans is not None:
             forecast = random.Random(f"plan-{world.name}-{seed}-{index}-{iteration}")
             plans.append({"goal": "threshold" if target else "best", "threshold_target": target, "profile": profile,
@@ -397,7 +433,7 @@ def simearly_episode(seed: int, index: int, rollouts: int = EARLY_ROLLOUTS,
 SCENARIOS = (*WORLDS, SIMEARLY)
 
 
-ARCHIVED = ("bounds", SIMEARLY)  # the scenarios whose deployed planner decides from the profile
+ARCHIVED = ("bounds", "floor", SIMEARLY)  # the scenarios whose deployed planner decides from the profile
 
 
 def write_plans(folder: Path, name: str, history: list[dict[str, Any]], plans: list[dict[str, Any]], mode: str) -> int:

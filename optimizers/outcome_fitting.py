@@ -12,7 +12,9 @@ attempts are not independent), the best by held-out squared error (gain) or log 
 refit on every row, and everything is seeded and deterministic. Trees are exported as arrays, linear models as
 coefficients (`runtime.outcome`, `evals.offpolicy.propensity`): the runtime scores them with NumPy alone.
 The chosen gain model's held-out predictions also calibrate it: each family's estimates are scaled so that, on
-episodes the model did not see, their mean matches what that family's attempts brought (`family_scale`).
+episodes the model did not see, their mean matches what that family's attempts brought (`family_scale`). The same
+predictions, each fold scaled by the other folds' factor, are its per-family calibration on held-out episodes
+(`family_calibration` in the fit entry; `evals.offpolicy.held_out`).
 
 What the fit was trained on is recorded in one place, the model's `fit` entry (`OutcomeFit.chosen`): counts of
 train and dev records, usable attempts and episodes, and the SHA-256 of the sorted record ids.
@@ -33,6 +35,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 import numpy as np
 
 from evals.offpolicy.bandit import Attempt, TrainingData, attempt_of, attempt_of_example, training_data
+from evals.offpolicy.held_out import family_calibration
 from evals.offpolicy.propensity import PROPENSITY_KIND, PropensityModel
 from runtime.advisor import FAMILIES
 from runtime.outcome import MODEL_KIND, OutcomeModel, linear_expansion
@@ -307,6 +310,27 @@ def _family_scale(data: TrainingData, known: np.ndarray, weight: np.ndarray, hel
     return scale
 
 
+def _held_out_calibration(data: TrainingData, known: np.ndarray, weight: np.ndarray, selection: "_Selection",
+                          held: Optional[np.ndarray], families: Sequence[str],
+                          propensity: PropensityModel) -> Optional[dict[str, Any]]:
+    """Per family, the chosen model's held-out predictions against what the attempts brought
+    (`evals.offpolicy.held_out`), each fold scaled by the `family_scale` the other folds give (cross-fitted: the
+    scale is set from held-out predictions too, and must not see the fold it is checked on). None without folds."""
+    if held is None or not selection.splits:
+        return None
+    family = data.family[known]
+    predicted = np.full(len(family), np.nan)
+    for _, part in selection.splits:
+        others = held.copy()
+        others[part] = np.nan
+        scale = _family_scale(data, known, weight, others, families)
+        factor = np.asarray([scale.get(FAMILIES[k], 1.0) for k in family[part]])
+        predicted[part] = np.maximum(held[part], 0.0) * factor  # the runtime clips a share at 0 too
+    chosen = propensity.probabilities(data.policy_rows[known])[np.arange(len(family)), family]
+    groups = [g for g, k in zip(data.groups, known) if k]
+    return family_calibration(family, predicted, data.gain_share[known], groups, chosen)
+
+
 def _propensity(data: TrainingData, settings: OutcomeFitSettings, seed: int,
                 pool: Optional[Executor] = None) -> tuple[PropensityModel, dict[str, Any]]:
     from sklearn.linear_model import LogisticRegression
@@ -501,12 +525,13 @@ def _fit_read(read: _Read, settings: OutcomeFitSettings, seed: int, pool: Execut
     gain, gain_grid = gain_fits.result()
     families = sorted({FAMILIES[k] for k in data.family.tolist()}, key=FAMILIES.index)
     scale = _family_scale(data, known, weight, gain.held, families)
+    calibrated = _held_out_calibration(data, known, weight, gain_fits, gain.held, families, propensity)
     chosen = {"gain_model": gain.spec, "valid_model": valid_spec, "propensity": propensity_info,
               "families": families, "n_train": read.n_train, "n_dev": read.n_dev, "attempts": data.n,
               "attempts_without_known_gain": int((~known).sum()), "episodes": len(set(groups)),
               "skipped": data.skipped, "folds": len(_folds(groups, settings.folds)), "seed": seed,
               "trained_on_sha256": _digest(data.record_ids), "settings": settings.key(),
-              "family_scale": scale}
+              "family_scale": scale, "family_calibration": calibrated}
     state = {"kind": MODEL_KIND, "features_version": FEATURES_VERSION, "row_names": list(ROW_NAMES),
              "families": families, "valid": valid_state, "gain": gain.state(X[known]), "family_scale": scale,
              "fit": chosen}

@@ -14,18 +14,28 @@ over the records where the target acts) says how many logged attempts the estima
 under `MIN_ESS`, or fewer than `MIN_SUPPORT` of the target's choices had a propensity of at least
 `MIN_PROPENSITY`, the logs (almost) never tried those families in similar states: the estimate is
 "unsupported" and carries no value, only its effective sample size.
+
+Extrapolation, record by record: a record whose target family the deployed planner chose with a propensity under
+`SUPPORT_THRESHOLD` in that context (the fitted propensity model's, or the planner's logged one) is `extrapolated`.
+The threshold is 1 / `CLIP` (= `MIN_PROPENSITY`, 0.05): below it the importance weight is clipped, so neither IPW
+nor the doubly robust correction can undo the outcome model's error there, and whatever the estimate says of that
+record is the outcome model's extrapolation from states where the family was tried (fewer than 1 in 20 similar
+states). An estimate counts its extrapolated records (`extrapolated`, and per family `by_family`); the counts are
+left out of its JSON when there is none, so an estimate where nothing extrapolates reads as before.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from ..stats import MIN_GROUPS, too_few_text
+from runtime.advisor import FAMILIES
+
 from .bandit import SKIPPED, LoggedBandit
 
 CLIP = 20.0  # largest importance weight (a propensity under 1/20 counts as 1/20)
@@ -34,6 +44,21 @@ MIN_PROPENSITY = 0.05
 MIN_SUPPORT = 0.5
 RESAMPLES = 1000
 CONFIDENCE = 0.95
+SUPPORT_THRESHOLD = 1.0 / CLIP  # a record's choice below this propensity is extrapolated (see the module)
+
+
+class FamilySupport(BaseModel):
+    """How many of the records where the target chose a family are extrapolated (propensity < SUPPORT_THRESHOLD)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int
+    extrapolated: int
+
+    @property
+    def share(self) -> float:
+        """Extrapolated share of the family's records (0 without a record)."""
+        return self.extrapolated / self.n if self.n else 0.0
 
 
 class OffPolicyEstimate(BaseModel):
@@ -53,6 +78,17 @@ class OffPolicyEstimate(BaseModel):
     supported: bool
     note: str = ""
     logged_propensities: int = 0  # of the n records, those whose propensities the deployed planner logged
+    extrapolated: int = 0  # of the n records, those whose choice had propensity < SUPPORT_THRESHOLD
+    by_family: dict[str, "FamilySupport"] = {}  # per family the target chose: its records and the extrapolated
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, without the extrapolation counts when nothing extrapolates (the JSON stays as it was)."""
+        data = handler(self)
+        if not self.extrapolated:
+            data.pop("extrapolated", None)
+            data.pop("by_family", None)
+        return data
 
     @property
     def propensity_source(self) -> str:
@@ -65,12 +101,42 @@ class OffPolicyEstimate(BaseModel):
         """One line: "412.3 [350.1, 470.8] (DR, ESS 61.2 of 140)" or "unsupported (DR, ESS 2.1 of 140)", with ", 40
         with logged propensities" when some records had them."""
         logged = f", {self.logged_propensities} with logged propensities" if self.logged_propensities else ""
+        if self.extrapolated:
+            logged += f", {self.extrapolated_text()}"
         if self.value is None:
             return f"{self.note or 'unsupported'} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n}{logged})"
         if self.ci_low is None or self.ci_high is None:
             return f"{self.value:.1f}, {self.note} ({self.estimator.upper()}, ESS {self.ess:.1f} of {self.n}{logged})"
         return (f"{self.value:.1f} [{self.ci_low:.1f}, {self.ci_high:.1f}] ({self.estimator.upper()}, "
                 f"ESS {self.ess:.1f} of {self.n}{logged})")
+
+
+    def extrapolated_text(self) -> str:
+        """"extrapolated 40 of 52 break_deps, 3 of 80 reduce_loads" ("" when nothing extrapolates)."""
+        parts = [f"{s.extrapolated} of {s.n} {family.split(':')[-1]}" for family, s in self.by_family.items()
+                 if s.extrapolated]
+        return f"extrapolated {', '.join(parts)}" if parts else ""
+
+
+def extrapolated(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
+    """Per record: the target acts and the deployed planner chose its family with a propensity under
+    SUPPORT_THRESHOLD in that context (unknown propensities count as 0: nothing shows the family was tried there)."""
+    out = np.zeros(bandit.n, dtype=bool)
+    acting = np.nonzero(target >= 0)[0]
+    p = bandit.propensity[acting, target[acting]] if len(acting) else np.zeros(0)
+    out[acting] = np.nan_to_num(p, nan=0.0) < SUPPORT_THRESHOLD
+    return out
+
+
+def family_support(bandit: LoggedBandit, target: np.ndarray, mask: np.ndarray) -> dict[str, "FamilySupport"]:
+    """Per family the target chose on the `mask` records (FAMILIES order): its records and the extrapolated ones."""
+    flagged = extrapolated(bandit, target) & mask
+    found = {}
+    for k, family in enumerate(FAMILIES):
+        mine = mask & (target == k)
+        if mine.any():
+            found[family] = FamilySupport(n=int(mine.sum()), extrapolated=int((flagged & mine).sum()))
+    return found
 
 
 def importance_weights(bandit: LoggedBandit, target: np.ndarray) -> np.ndarray:
@@ -144,6 +210,10 @@ class Estimator(ABC):
         common = dict(estimator=self.name, title=self.title, n=n, n_episodes=episodes, ess=round(ess, 3),
                       support=round(support, 4), supported=supported,
                       logged_propensities=int((mask & bandit.logged_propensity).sum()))
+        by_family = family_support(bandit, target, mask)
+        flagged = sum(s.extrapolated for s in by_family.values())
+        if flagged:
+            common.update(extrapolated=flagged, by_family=by_family)
         if n == 0:
             return OffPolicyEstimate(value=None, ci_low=None, ci_high=None, note="no record to estimate on", **common)
         if require_support and not supported and (target[mask] >= 0).any():
@@ -163,5 +233,6 @@ class Estimator(ABC):
                                  note="" if finite else "no logged attempt matches the program's choices", **common)
 
 
-__all__ = ["CLIP", "CONFIDENCE", "Estimator", "MIN_ESS", "MIN_PROPENSITY", "MIN_SUPPORT", "OffPolicyEstimate",
-           "RESAMPLES", "episode_bootstrap", "evaluable", "importance_weights", "support_of"]
+__all__ = ["CLIP", "CONFIDENCE", "Estimator", "FamilySupport", "MIN_ESS", "MIN_PROPENSITY", "MIN_SUPPORT",
+           "OffPolicyEstimate", "RESAMPLES", "SUPPORT_THRESHOLD", "episode_bootstrap", "evaluable", "extrapolated",
+           "family_support", "importance_weights", "support_of"]

@@ -6,6 +6,8 @@ own outcomes: the on-policy truth `planner.logged`'s estimate must agree with). 
 attempt by attempt, what the outcome model expected of the logged family with what the attempt brought:
 binned means (the reliability plot), the ratio of the means, the correlation, and the share of bins whose
 mean prediction lies inside the 95% interval of the bin's observed mean (coverage; about 0.95 when calibrated).
+`extrapolation(bandit, families)` says which of a program's records rest on the outcome model alone: their choice
+had a propensity under `SUPPORT_THRESHOLD` in that context (`_base`), with the share per family.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..stats import MIN_GROUPS, too_few_text
-from ._base import RESAMPLES, OffPolicyEstimate, episode_bootstrap
+from ._base import (RESAMPLES, SUPPORT_THRESHOLD, FamilySupport, OffPolicyEstimate, episode_bootstrap, evaluable,
+                    extrapolated, family_support)
 from .bandit import LoggedBandit
 from .direct import DirectMethod
 from .dr import DoublyRobust
@@ -50,6 +53,43 @@ def observed_mean(bandit: LoggedBandit, *, resamples: int = RESAMPLES, seed: int
                              ci_low=low if n and not few else None, ci_high=high if n and not few else None, n=n,
                              n_episodes=episodes, ess=float(n), support=1.0, supported=bool(n),
                              note=f"{too_few_text(episodes)}: no 95% interval" if few else "")
+
+
+class Extrapolation(BaseModel):
+    """Which of a program's estimated records are extrapolated, and the share per family it chose."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float  # propensity under which a record's choice is extrapolated
+    source: str  # where the propensities came from: "model", "logged" or "logged + model"
+    n: int  # records estimated on where the program acts or not (the estimates' n)
+    extrapolated: int
+    by_family: dict[str, FamilySupport]
+    shares: dict[str, float]  # extrapolated / n per family (the board's and the eval's line)
+    records: list[str]  # ids of the extrapolated records
+
+    def text(self) -> str:
+        """"extrapolated: break_deps 40 of 52 (77%), reduce_loads 0 of 80 (0%)" or "extrapolated: none of 140"."""
+        if not self.extrapolated:
+            return f"extrapolated: none of {self.n} (propensity < {self.threshold:g})"
+        parts = [f"{family.split(':')[-1]} {s.extrapolated} of {s.n} ({s.share:.0%})"
+                 for family, s in self.by_family.items()]
+        return f"extrapolated: {', '.join(parts)} (propensity < {self.threshold:g})"
+
+
+def extrapolation(bandit: LoggedBandit, families: Sequence[Optional[str]]) -> Extrapolation:
+    """The records of a program's choices (`families`, as `policy_estimates` takes them) whose estimate rests on the
+    outcome model alone, counted per family."""
+    target = bandit.target(families)
+    mask = evaluable(bandit, target)
+    flagged = extrapolated(bandit, target) & mask
+    by_family = family_support(bandit, target, mask)
+    logged = int((mask & bandit.logged_propensity).sum())
+    n = int(mask.sum())
+    source = "model" if logged == 0 else "logged" if logged >= n else "logged + model"
+    return Extrapolation(threshold=SUPPORT_THRESHOLD, source=source, n=n, extrapolated=int(flagged.sum()),
+                         by_family=by_family, shares={f: round(s.share, 4) for f, s in by_family.items()},
+                         records=[rid for rid, flag in zip(bandit.record_ids, flagged) if flag])
 
 
 class CalibrationBin(BaseModel):
@@ -113,5 +153,5 @@ def calibration(bandit: LoggedBandit, *, bins: int = BINS, resamples: int = RESA
                        coverage=float(np.mean(covered)), bins=made)
 
 
-__all__ = ["BINS", "Calibration", "CalibrationBin", "ESTIMATORS", "HEADLINE", "calibration", "observed_mean",
-           "policy_estimates"]
+__all__ = ["BINS", "Calibration", "CalibrationBin", "ESTIMATORS", "Extrapolation", "HEADLINE", "calibration",
+           "extrapolation", "observed_mean", "policy_estimates"]

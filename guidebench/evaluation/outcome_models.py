@@ -69,7 +69,8 @@ def _key(dataset_id: str, hashes: dict[str, str], settings: Any, seed: int) -> s
     from runtime.records import canonical_json, sha256_hex
 
     return sha256_hex(canonical_json({"dataset_id": dataset_id, "splits": hashes, "settings": settings.key(),
-                                      "seed": seed, "features_version": FEATURES_VERSION}))[:20]
+                                      "seed": seed, "features_version": FEATURES_VERSION,
+                                      "fit_entry": 2}))[:20]  # 2: the fit entry holds `family_calibration`
 
 
 def _load(path: Path) -> Optional[tuple[Any, Any, dict[str, Any]]]:
@@ -187,11 +188,12 @@ def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], mo
     and the direct method is what is checked). `progress`: a bar with its ETA over the records (their features and
     the models' predictions are what takes the time)."""
     from evals.offpolicy.bandit import LoggedBandit, choices_of
-    from evals.offpolicy.summary import HEADLINE, calibration, observed_mean, policy_estimates
+    from evals.offpolicy.summary import HEADLINE, calibration, extrapolation, observed_mean, policy_estimates
 
     bandit = LoggedBandit.build(records, models.outcome, models.propensity, progress=progress)
     scored = bandit.on_policy() if replays_log else bandit
-    estimates = policy_estimates(scored, choices_of(rows), seed=seed)
+    choices = choices_of(rows)
+    estimates = policy_estimates(scored, choices, seed=seed)
     observed = observed_mean(bandit, seed=seed)
     summary: dict[str, Any] = {
         "headline": HEADLINE, "estimates": {name: e.model_dump() for name, e in estimates.items()},
@@ -200,7 +202,12 @@ def offpolicy_summary(records: Sequence[Any], rows: Sequence[dict[str, Any]], mo
                    "fit": models.chosen},
         # the records whose propensities the deployed planner logged: their weights use no propensity model
         "logged_propensities": {"n": len(bandit.logged_records), "of": bandit.n, "records": bandit.logged_records},
+        # the records whose choice the deployed planner (almost) never made in such a state: model alone
+        "extrapolation": extrapolation(scored, choices).model_dump(),
     }
+    calibrated = (models.chosen or {}).get("family_calibration")
+    if calibrated is not None:
+        summary["family_calibration"] = calibrated
     if replays_log:
         summary["on_policy"] = True
         summary["logged_check"] = logged_check(estimates, observed)
@@ -232,6 +239,12 @@ def describe(summary: dict[str, Any]) -> list[str]:
     if logged.get("n"):
         lines.append(f"logged propensities: {logged['n']} of {logged['of']} records (their weights use no "
                      "propensity model)")
+    extra = summary.get("extrapolation")
+    if extra and extra["n"]:
+        from evals.offpolicy.summary import Extrapolation
+
+        alone = ": those records' estimates rest on the outcome model alone" if extra["extrapolated"] else ""
+        lines.append(f"off-policy {Extrapolation.model_validate(extra).text()}{alone}")
     calib = summary["calibration"]
     if calib["n"]:
         ratio = "n/a" if calib["mean_ratio"] is None else f"{calib['mean_ratio']:.2f}"
@@ -244,8 +257,24 @@ def describe(summary: dict[str, Any]) -> list[str]:
             lines.append(f"check {name.upper()}: observed {row['observed']:.1f} "
                          f"{'inside' if row['observed_inside_interval'] else 'OUTSIDE'} "
                          f"[{row['ci_low']:.1f}, {row['ci_high']:.1f}]")
+    lines += family_calibration_lines(summary.get("family_calibration"))
     return lines
 
 
-__all__ = ["CYCLES_MODELS", "CyclesChoice", "DatasetModels", "cycles_for", "describe", "logged_check", "models_for",
-           "offpolicy_summary"]
+def family_calibration_lines(calibrated: Optional[dict[str, Any]]) -> list[str]:
+    """One line per family of the outcome model's held-out calibration (`optimizers.outcome_fitting`)."""
+    if not calibrated:
+        return []
+    lines = []
+    for family, row in (calibrated.get("families") or {}).items():
+        ratio = "n/a" if row.get("ratio") is None else (
+            f"{row['ratio']:.2f}" + (f" [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
+                                    if row.get("ratio_low") is not None else " (too few episodes: no interval)"))
+        lines.append(f"outcome model held out, {family.split(':')[-1]}: predicted / observed {ratio} "
+                     f"(n {row['n']} attempts, {row['episodes']} episodes; predicted {row['predicted']:.4f}, "
+                     f"observed {row['observed']:.4f} of the best)")
+    return lines
+
+
+__all__ = ["CYCLES_MODELS", "CyclesChoice", "DatasetModels", "cycles_for", "describe", "family_calibration_lines",
+           "logged_check", "models_for", "offpolicy_summary"]

@@ -274,6 +274,9 @@ def add_offpolicy(result: ReplayResult, records: Sequence[Any], cycles: Any, *, 
     if cycles.models is not None:
         result.summary["off_policy"] = offpolicy_summary(records, result.rows, cycles.models, program=program,
                                                          seed=seed, replays_log=replays_log, progress=progress)
+        flagged = set(result.summary["off_policy"]["extrapolation"]["records"])
+        for row in result.rows:  # each record's estimate says whether it rests on the outcome model alone
+            row["offpolicy_extrapolated"] = row.get("record_id") in flagged
     name_estimator(result)
 
 

@@ -267,7 +267,8 @@ def _off_policy(item: ScoredVariant, split: FrozenSplit, cycles: Any, seed: int)
                          ci_high=head["ci_high"], ess=head["ess"], n=head["n"], supported=head["supported"],
                          note=head["note"] + (" (on-policy: the logged choices weigh 1)" if replays_log else ""),
                          all={name: OffPolicyEstimate.model_validate(e).text()
-                              for name, e in summary["estimates"].items()})
+                              for name, e in summary["estimates"].items()},
+                         extrapolated=summary["extrapolation"]["by_family"])
 
 
 def _row_notes(item: ScoredVariant, board: SplitRef) -> tuple[dict[str, float], list[str]]:

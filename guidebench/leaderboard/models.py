@@ -6,6 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evals.offpolicy import FamilySupport
 from evals.stats import TOO_FEW_GROUPS, MetricValue, describe_interval, describe_test, too_few_text
 from runtime.provenance import OverlapCheck
 
@@ -168,6 +169,15 @@ class OffPolicyCell(BaseModel):
     supported: bool
     note: str = ""
     all: dict[str, str] = Field(default_factory=dict)
+    # per family the row chose: its records and those extrapolated (propensity under the support threshold)
+    extrapolated: dict[str, FamilySupport] = Field(default_factory=dict)
+
+    def extrapolated_text(self) -> str:
+        """"break_deps 77% of 52, reduce_loads 0% of 80" (the share of each family's records that rest on the outcome
+        model alone), "—" when the row chose no family or the board predates the count."""
+        if not self.extrapolated:
+            return "—"
+        return ", ".join(f"{family.split(':')[-1]} {s.share:.0%} of {s.n}" for family, s in self.extrapolated.items())
 
     def text(self) -> str:
         """"412.3 [350.1, 470.8]" or "unsupported"."""

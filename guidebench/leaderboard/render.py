@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
+from evals.offpolicy import SUPPORT_THRESHOLD
 from evals.stats import MetricValue, describe_interval
 
 from guidebench.evaluation.postmortem import fmt_p, table
@@ -126,7 +127,9 @@ def _summary_lines(board: Leaderboard) -> list[tuple[str, str]]:
 OFF_POLICY_TEXT = ("each row's expected improvement of the best per record (cycles) from the logs, doubly robust "
                    "(outcome and propensity models fit on train + dev), 95% interval by a bootstrap over episodes, "
                    "with the effective sample size of its importance weights (\"unsupported\": the logs rarely "
-                   "tried that row's choices in such states; docs/offpolicy.md)")
+                   "tried that row's choices in such states; docs/offpolicy.md); \"extrapolated\": per family the "
+                   "row chose, the share of its records where the deployed planner chose that family with a "
+                   "propensity under 0.05, whose estimate rests on the outcome model alone")
 
 
 VERDICT_RULE = (f"a verdict is the test's at p < {ALPHA:g} and is given only when the Δ interval excludes 0 "
@@ -184,7 +187,7 @@ def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     header = ["#", "variant", board.ranking_metric, f"Δ vs {board.champion}", "p-value", "test", "n", "verdict",
               "errors", f"{board.cost_axis.replace('_', ' ')}/1k", "Pareto"]
     if off_policy:
-        header[3:3] = ["improvement, off-policy [95% CI]", "estimator", "ESS"]
+        header[3:3] = ["improvement, off-policy [95% CI]", "estimator", "ESS", "extrapolated"]
     rows = []
     for row in board.rows:
         name = row.name + (" (champion)" if row.champion else "")
@@ -194,8 +197,8 @@ def _ranking_table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
                  fmt_number(getattr(row.cost, board.cost_axis), 1), "yes" if row.pareto else ""]
         if off_policy:
             cell = row.off_policy
-            cells[3:3] = ["—", "—", "—"] if cell is None else \
-                [cell.text(), cell.estimator.upper(), f"{cell.ess:.1f} of {cell.n}"]
+            cells[3:3] = ["—", "—", "—", "—"] if cell is None else \
+                [cell.text(), cell.estimator.upper(), f"{cell.ess:.1f} of {cell.n}", cell.extrapolated_text()]
         rows.append(cells)
     return header, rows
 
@@ -252,9 +255,13 @@ def render_markdown(board: Leaderboard) -> str:
                   for name, run_id, url in _run_links(board)] + [""]
     if _has_off_policy(board):
         lines += ["Off-policy estimates of each row's improvement per record (cycles), every estimator:", ""]
-        lines += table(["variant", "DM", "IPW", "DR"],
+        lines += table(["variant", "DM", "IPW", "DR", f"extrapolated (propensity < {SUPPORT_THRESHOLD:g})"],
                            [[row.name] + [row.off_policy.all.get(k, "—") for k in ("dm", "ipw", "dr")]
+                            + [row.off_policy.extrapolated_text()]
                             for row in board.rows if row.off_policy is not None]) + [""]
+        lines += ["A record is extrapolated when the deployed planner chose the row's family there with a "
+                  f"propensity under {SUPPORT_THRESHOLD:g}: its estimate rests on the outcome model alone "
+                  "(docs/offpolicy.md).", ""]
     lines += ["## Every metric (value [95% interval]; ↓ lower is better)", ""] + table(*_metrics_table(board))
     header, rows = _comparisons_table(board)
     if rows:

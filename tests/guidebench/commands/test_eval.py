@@ -249,6 +249,16 @@ def test_eval_planner_on_logs_without_a_profile_estimates_with_the_learned_model
     assert off["calibration"]["n"] > 0 and (out / "offpolicy_calibration.png").is_file()
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame["cycles_model"]) == {"learned"} and frame["observed_improvement"].notna().any()
+    # each record says whether its estimate rests on the outcome model alone, with the share per family
+    extra = off["extrapolation"]
+    assert extra["threshold"] == 0.05 and extra["n"] == off["estimates"]["dr"]["n"] and extra["source"] == "model"
+    assert sorted(frame.loc[frame["offpolicy_extrapolated"], "record_id"]) == sorted(extra["records"])
+    assert extra["extrapolated"] == len(extra["records"]) == sum(s["extrapolated"] for s in extra["by_family"].values())
+    assert set(extra["shares"]) == set(extra["by_family"]) and "off-policy extrapolated:" in printed
+    # the outcome model's calibration per family on held-out episodes, n next to every number
+    families = off["family_calibration"]["families"]
+    assert families and all(row["n"] > 0 and row["episodes"] > 0 and "ratio_low" in row for row in families.values())
+    assert "outcome model held out," in printed
 
 
 def test_eval_with_the_simulator_on_logs_without_a_profile_leaves_the_improvement_out(profile_free_dataset,

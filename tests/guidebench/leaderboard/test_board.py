@@ -531,6 +531,11 @@ def test_a_planner_board_shows_each_rows_off_policy_estimate_and_defaults_to_the
         assert cell.value is None or cell.ci_low <= cell.value <= cell.ci_high
     text = render_markdown(board)
     assert "improvement, off-policy [95% CI]" in text and "**Cycles model**: learned" in text
+    # the share of each family's records that rest on the outcome model alone, per row
+    shares = rules.off_policy.extrapolated
+    assert shares and 0 < sum(s.n for s in shares.values()) <= cell.n  # no-change records need no estimate
+    assert "extrapolated (propensity < 0.05)" in text and rules.off_policy.extrapolated_text() in text
+    assert not any(s.extrapolated for s in logged.off_policy.extrapolated.values())  # on-policy: never
 
 
 def test_verdicts_never_contradict_their_interval_and_too_few_episodes_give_none():
