@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -34,6 +34,7 @@ from guidebench.data.ingest import ImportReport, Quarantine
 from guidebench.data.redaction import PatternRedactor
 from guidebench.data.registry import ImportContext
 from guidebench.data.spool import GroupedSpool
+from guidebench.data.worker_exit import die_with_parent
 
 SHARD_FORMAT = 1
 DONE_FILE = "shard.json"
@@ -163,8 +164,10 @@ class UnitJob:
     work: Callable[[ImportContext, Unit], None]
     finish: Optional[Callable[[ImportContext], None]]
     start: Callable[[ImportContext], None]
+    parent_pid: int = field(default_factory=os.getpid)  # the import's process: its workers die with it
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        die_with_parent(self.parent_pid)
         position = row["position"]
         self.run(self.units[position], Path(self.folders[position]))
         return {"position": position}
