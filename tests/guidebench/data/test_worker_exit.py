@@ -1,5 +1,5 @@
 """`--num-proc` import workers die with their import: SIGKILL the importing process while its workers are busy, and
-none of them is left running (`guidebench.data.worker_exit`)."""
+none of its children (the workers, the manager `datasets` forks) is left running (`guidebench.data.worker_exit`)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,19 @@ sys.exit(main(["data", "import", sys.argv[2], "--kind", "experiments", "--out", 
 """
 
 
+def _children(parent: int) -> list[int]:
+    """Every process whose parent is `parent` (its pool's workers, the map's manager)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
 def _alive(pid: int) -> bool:
     """Running, or stopped; a zombie (killed, not yet reaped by whoever adopted it) is dead."""
     try:
@@ -61,14 +74,16 @@ def test_workers_of_a_killed_import_exit_with_it(tmp_path: Path, monkeypatch) ->
                 assert time.monotonic() < deadline, "the workers did not start within 180 s"
                 workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
                 time.sleep(0.1)
-            # each worker is the importing process's child, busy with its unit
+            # each worker is the importing process's child, busy with its unit; `datasets` forked a manager too
             assert {int((tmp_path / f"worker-{pid}").read_text()) for pid in workers} == {parent.pid}
+            workers = sorted(set(_children(parent.pid)) | set(workers))
+            assert len(workers) >= 3, workers
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=60)
             deadline = time.monotonic() + 30
             while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert not [pid for pid in workers if _alive(pid)], "workers outlived the killed import"
+            assert not [pid for pid in workers if _alive(pid)], "processes outlived the killed import"
         finally:
             if parent.poll() is None:
                 parent.kill()
