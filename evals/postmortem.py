@@ -73,8 +73,8 @@ CLUSTER_TEST_TEXT = ("by episode (a planner's attempts of one episode are not in
 PAIRED_TEXT = ("paired difference of the objective on the same records per slice value (challenger - champion): "
                "95% bootstrap interval, paired permutation test (exact up to 16 records, else Monte Carlo), "
                "Benjamini-Hochberg across the slice values at FDR {fdr:g}")
-PAIRED_CLUSTER_TEXT = ("; a planner's by episode: the test swaps and the interval resamples whole episodes, and a slice "
-                       f"value in fewer than {MIN_GROUPS} episodes gets neither")
+PAIRED_CLUSTER_TEXT = ("; a planner's by episode: the test swaps and the interval resamples whole episodes, and a "
+                       f"slice value in fewer than {MIN_GROUPS} episodes gets neither")
 COST_TEXT = f"a record's value above Q3 + {FENCE_IQRS:g} x IQR of the program's records (Tukey's far-out fence)"
 
 
@@ -471,7 +471,8 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
                             if significant else "cannot tell")
     return ChallengerSlices(challenger=challenger, champion=champion, kind=kind, n_records=len(ids),
                             overall=paired_mean_difference(a, b, groups=clusters, **options), min_n=min_n, fdr=fdr,
-                            test=PAIRED_TEXT.format(fdr=fdr) + (PAIRED_CLUSTER_TEXT if clusters is not None else ""), slices=diffs, missing_slices=missing,
+                            test=PAIRED_TEXT.format(fdr=fdr) + (PAIRED_CLUSTER_TEXT if clusters is not None else ""),
+                            slices=diffs, missing_slices=missing,
                             in_sample=in_sample)
 
 

@@ -177,8 +177,11 @@ class GatesConfig(_Gates):
         top = self.model_dump(exclude={"full_auto", "planner", "sequential"})
         table = getattr(self, kind, None)
         own = table.model_dump(exclude_none=True) if table is not None else {}
-        merged = {**top, **own, "max_increase": {**top["max_increase"], **own.get("max_increase", {})},
-                  "drop": sorted({*top["drop"], *own.get("drop", [])})}
+        # the loop's own drop or allowance wins over the top level's allowance or drop of the same gate
+        dropped, kept = own.get("drop", []), own.get("max_increase", {})
+        allowed = {name: value for name, value in top["max_increase"].items() if name not in dropped}
+        merged = {**top, **own, "max_increase": {**allowed, **kept},
+                  "drop": sorted({*(name for name in top["drop"] if name not in kept), *dropped})}
         try:
             gates = _Gates.model_validate(merged)
         except ValidationError as exc:

@@ -12,8 +12,9 @@ def test_bad_arguments_are_one_line(tmp_path: Path, capsys, monkeypatch):
     monkeypatch.setenv("GUIDEBENCH_HOME", str(tmp_path / "home"))
     fullauto = export_program("full_auto.rules", tmp_path / "fa").path
     planner = export_program("planner.rules", tmp_path / "pl").path
-    cases = [(["--module", str(fullauto)], "run-loop"), (["--module", str(planner), "--episodes", "0"],
-                                                            "argument --episodes: 0: expected a whole number at least 1"),
+    cases = [(["--module", str(fullauto)], "run-loop"),
+             (["--module", str(planner), "--episodes", "0"],
+              "argument --episodes: 0: expected a whole number at least 1"),
              (["--module", str(tmp_path / "missing")], "no such file or folder"),
              (["--module", str(planner), "--shadow-deadline", "0"], "argument --shadow-deadline: 0: expected a number "
                                                                      "above 0"),

@@ -168,6 +168,14 @@ def test_a_gates_file_drops_a_default_gate_and_sets_keys_per_loop(tmp_path: Path
     assert planner.min_objective_delta == 0.02 and planner.not_worse("planner") == {}
     assert full_auto.min_objective_delta == 0.0 and full_auto.not_worse("full_auto") == {"error_rate": 0.01}
     assert full_auto.for_kind("full_auto") == full_auto  # spelt out once, the same gates again
+    path.write_text('[max_increase]\nparse_failure_rate = 0.1\n[planner]\ndrop = ["parse_failure_rate"]\n')
+    both = load_gates(path)  # the loop's own drop wins over the top level's allowance
+    assert both.for_kind("planner").not_worse("planner") == {}
+    assert both.for_kind("full_auto").not_worse("full_auto")["parse_failure_rate"] == 0.1
+    path.write_text('drop = ["parse_failure_rate"]\n[planner.max_increase]\nparse_failure_rate = 0.2\n')
+    back = load_gates(path)  # and its own allowance over the top level's drop
+    assert back.for_kind("planner").not_worse("planner") == {"parse_failure_rate": 0.2}
+    assert "parse_failure_rate" not in back.for_kind("full_auto").not_worse("full_auto")
     checks = evaluate_gates(gates, _metrics(**dict(PLANNER, objective=0.7, parse_failure_rate=0.5)),
                             _metrics(**PLANNER), {"objective": PairedDiff(diff=0.01, p_value=0.01, n=50)}, 50,
                             kind="planner")
@@ -199,8 +207,9 @@ def test_a_gate_on_a_metric_the_loop_does_not_measure_is_refused_for_that_loop(t
     path.write_text("[max_increase]\nguardrail_override_rate = 0.1\n")
     gates = load_gates(path)
     assert gates.for_kind("full_auto").not_worse("full_auto")["guardrail_override_rate"] == 0.1
-    with pytest.raises(ValueError, match=r"field max_increase.guardrail_override_rate: planner replay does not measure "
-                                         r"'guardrail_override_rate'; move the gate into a \[full_auto\] table"):
+    refusal = (r"field max_increase.guardrail_override_rate: planner replay does not measure "
+               r"'guardrail_override_rate'; move the gate into a \[full_auto\] table")
+    with pytest.raises(ValueError, match=refusal):
         gates.for_kind("planner")
     path.write_text("[full_auto.max_increase]\nguardrail_override_rate = 0.1\n")  # where it belongs
     assert load_gates(path).for_kind("planner").not_worse("planner") == {"parse_failure_rate": 0.0}
@@ -217,6 +226,6 @@ def test_the_objective_gate_gives_both_means_over_the_paired_records():
     checks = {c.gate: c for c in evaluate_gates(GatesConfig(), candidate, champion, paired, 656, kind="planner")}
     objective = checks["objective"]
     assert objective.passed and (objective.candidate, objective.champion) == (0.7255, 0.7049)
-    assert objective.reason.startswith("objective passed: candidate 0.7255 vs champion 0.7049 on the same 473 paired "
-                                       "records, difference +0.0206 (95% CI 0.01..0.03), paired p = 0.001")
+    assert objective.reason.startswith("objective passed: candidate 0.7255 vs champion 0.7049 on the same 473 "
+                                       "paired records, difference +0.0206 (95% CI 0.01..0.03), paired p = 0.001")
     assert checks["records"].reason == "473 paired records (20 needed)"  # the pairs, not the split's 656 records
