@@ -51,6 +51,10 @@ class PairedComparison(BaseModel):
     n_resamples: Optional[int] = None
     # Groups (episodes) swapped and resampled as units; None when the records were the units
     n_groups: Optional[int] = None
+    # a's and b's statistic on the records the difference compares (diff = value_a - value_b): for a planner's
+    # means, the records both score, which need not be all the records either program scores on its own
+    value_a: Optional[float] = None
+    value_b: Optional[float] = None
 
     @model_serializer(mode="wrap")
     def _groups_only_whenused_records(self, handler: Any) -> dict:
@@ -250,33 +254,37 @@ def paired_many(statistics_a: Mapping[str, Statistic], statistics_b: Mapping[str
     # Records resampled one by one above BCA_MAX_N: every difference's percentile interval from one set of draws,
     # after the tests (`percentile_intervals`; the same numbers as `interval` of each).
     deferred: dict[str, tuple[Callable[[np.ndarray], np.ndarray], dict[str, Any]]] = {}
-    tested: dict[str, tuple[Statistic, Statistic, float, int, np.ndarray, Optional[int], Optional[np.ndarray]]] = {}
+    tested: dict[str, tuple[Statistic, Statistic, float, int, np.ndarray, Optional[int], Optional[np.ndarray],
+                            dict[str, Optional[float]]]] = {}
     for name in names:
         a, b = statistics_a[name], statistics_b[name]
         if common:
             a, b = on_common_records(a, b)
         n = min(a.n, b.n) if n_records else 0
-        diff = finite_or_none(a(ones)[0] - b(ones)[0]) if n else None
+        point_a, point_b = (float(a(ones)[0]), float(b(ones)[0])) if n else (float("nan"), float("nan"))
+        diff = finite_or_none(point_a - point_b) if n else None
+        values = dict(value_a=finite_or_none(point_a), value_b=finite_or_none(point_b))
         used = used_records(a, n_records) | used_records(b, n_records)
         n_units, unit = group_units(groups, used) if groups is not None and n_records else (None, None)
         if diff is None:
-            result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n, n_groups=n_units)
+            result[name] = PairedComparison(diff=None, ci_low=None, ci_high=None, p_value=None, n=n, n_groups=n_units,
+                                            **values)
             continue
         if n_units is not None and n_units < MIN_GROUPS:
             result[name] = PairedComparison(diff=diff, ci_low=None, ci_high=None, p_value=None, n=n,
-                                            method=TOO_FEW_GROUPS, n_groups=n_units)
+                                            method=TOO_FEW_GROUPS, n_groups=n_units, **values)
             continue
-        tested[name] = (a, b, diff, n, used, n_units, unit)
+        tested[name] = (a, b, diff, n, used, n_units, unit, values)
     # records swapped one by one: the tests of means that swap the same records share their assignments
-    p_values = permutation_ps({name: (a.paired_on(b), diff, used) for name, (a, b, diff, _, used, _, unit)
+    p_values = permutation_ps({name: (a.paired_on(b), diff, used) for name, (a, b, diff, _, used, _, unit, _)
                                in tested.items() if unit is None}, n_records, seed=seed, permutations=permutations)
-    for name, (a, b, diff, n, used, n_units, unit) in tested.items():
+    for name, (a, b, diff, n, used, n_units, unit, values) in tested.items():
         p_value, method, count = p_values[name] if name in p_values else \
             permutation_p(a.paired_on(b), n_records, diff, seed=seed, permutations=permutations, active=used,
                           unit=unit)
         difference = lambda w, a=a, b=b: a(w) - b(w)  # noqa: E731
         fields = dict(diff=diff, p_value=p_value, n=n, method=method, n_permutations=count, n_resamples=n_resamples,
-                      n_groups=n_units)
+                      n_groups=n_units, **values)
         if unit is None and n_records > BCA_MAX_N:
             deferred[name] = (difference, fields)
             continue

@@ -21,8 +21,10 @@ What it computes (docs/postmortem.md explains how to read it)
 - In-sample (`in_sample`, the one line of `runtime.provenance.OverlapCheck`): when the program (or, against a
   champion, either program) learned from some of the records, the post-mortem says so first and draws no verdict:
   its slices describe a fit, and a challenger's slices are marked "in-sample", never "wins" or "loses".
-The tests treat records as exchangeable, as every interval of the workbench does; turns of one thread are
-not independent, which the groups family makes visible rather than corrects.
+Full Auto's tests treat records as exchangeable; turns of one thread are not independent, which the groups family
+makes visible rather than corrects. A planner's attempts of one episode share its kernel and history: its tests,
+intervals and paired slice comparisons take the episode as their unit (`evals.cluster_tests`, `evals.stats`), so a
+few unlucky episodes do not show up as a slice scoring below the rest.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .blas import one_blas_thread
+from .cluster_tests import below_rest_p_by_cluster, cluster_codes, why_untested as cluster_untested
 from .slice_tests import (FDR, FENCE_IQRS, Tick, below_rest_p, benjamini_hochberg, cost_fence, mean_intervals,
                           membership)
 from .slices import INVALID, MISSING, SLICES, row_values
 from .paired import PairedComparison, paired_mean_difference
 from .progress import progress_bar
-from .stats import DEFAULT_RESAMPLES, PERMUTATIONS, MetricValue, bootstrap_many, mean_of
+from .stats import DEFAULT_RESAMPLES, MIN_GROUPS, PERMUTATIONS, MetricValue, bootstrap_many, mean_of
 
 FORMAT_VERSION = 1
 SCORE_METRIC = "objective"
@@ -60,9 +63,18 @@ TEST_TEXT = ("one-sided Monte Carlo permutation test of the mean objective insid
              "({permutations:,} permutations shared by every test); Benjamini-Hochberg within each family "
              "(slices, pairs, groups) at FDR {fdr:g}; slice intervals: 95% percentile bootstrap, {resamples:,} "
              "resamples of the whole record set shared by every slice")
+CLUSTER_TEST_TEXT = ("by episode (a planner's attempts of one episode are not independent): a slice of whole episodes "
+                     "by a one-sided Monte Carlo permutation test of the episodes ({permutations:,} permutations), a "
+                     "slice that cuts across episodes by a one-sided t-test of its mean against the rest's with a "
+                     "cluster-robust standard error by episode (t with episodes - 1 degrees of freedom); "
+                     "Benjamini-Hochberg within each family (slices, pairs, groups) at FDR {fdr:g}; slice intervals: "
+                     "95% percentile cluster bootstrap, {resamples:,} resamples of the episodes shared by every slice "
+                     "(a group's: of its records)")
 PAIRED_TEXT = ("paired difference of the objective on the same records per slice value (challenger - champion): "
                "95% bootstrap interval, paired permutation test (exact up to 16 records, else Monte Carlo), "
                "Benjamini-Hochberg across the slice values at FDR {fdr:g}")
+PAIRED_CLUSTER_TEXT = ("; a planner's by episode: the test swaps and the interval resamples whole episodes, and a "
+                       f"slice value in fewer than {MIN_GROUPS} episodes gets neither")
 COST_TEXT = f"a record's value above Q3 + {FENCE_IQRS:g} x IQR of the program's records (Tukey's far-out fence)"
 
 
@@ -229,6 +241,13 @@ def pooled_values(column: Sequence[str], min_n: int) -> list[tuple[str, np.ndarr
     return groups
 
 
+def episodes(kind: str, rows: Sequence[Mapping[str, Any]]) -> Optional[list[str]]:
+    """Each row's episode for a planner (the unit its tests and intervals resample), None for Full Auto."""
+    if kind != "planner":
+        return None
+    return [str(row.get("group_id") or row.get("record_id")) for row in rows]
+
+
 def metric_columns(kind: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     """The per-record column behind each slice metric (every one is a mean of it; NaN: does not apply)."""
     columns = {name: _scores(rows, name) for name in SLICE_METRICS[kind] if name != "tokens_per_decision"}
@@ -240,12 +259,16 @@ def metric_columns(kind: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, np
 # ----- one program ---------------------------------------------------------------------------------
 
 class _Tester:
-    """Tests slice masks (over all rows) against the rest on the scored rows."""
+    """Tests slice masks (over all rows) against the rest on the scored rows; by episode when `clusters` (one label
+    per row) are given (`evals.cluster_tests`)."""
 
-    def __init__(self, scores: np.ndarray, min_n: int, fdr: float, seed: int, permutations: int):
+    def __init__(self, scores: np.ndarray, min_n: int, fdr: float, seed: int, permutations: int,
+                 clusters: Optional[Sequence[str]] = None):
         self.scored = np.isfinite(scores)
         self.x = scores[self.scored]
         self.min_n, self.fdr, self.seed, self.permutations = min_n, fdr, seed, permutations
+        self.codes = (cluster_codes([label for label, kept in zip(clusters, self.scored) if kept])
+                      if clusters is not None else None)
 
     def why_untested(self, mask: np.ndarray) -> str:
         inside = int(np.count_nonzero(mask & self.scored))
@@ -254,7 +277,7 @@ class _Tester:
             return f"{inside} scored record(s) inside, fewer than {self.min_n}"
         if outside < self.min_n:
             return f"{outside} scored record(s) outside, fewer than {self.min_n}"
-        return ""
+        return cluster_untested(mask[self.scored], self.codes) if self.codes is not None else ""
 
     def run(self, families: list[list[tuple[SliceStat, np.ndarray]]], tick: Optional[Tick] = None) -> None:
         """Fill every stat's difference, p, q and outlier flag (in place): one permutation draw for all,
@@ -263,10 +286,12 @@ class _Tester:
         if not tested:
             return
         members = membership([inside for _, inside in tested], self.x.size).T  # sparse: records x tests
-        p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations, tick=tick)
+        p = below_rest_p(self.x, members, seed=self.seed, permutations=self.permutations, tick=tick) \
+            if self.codes is None else below_rest_p_by_cluster(self.x, members, self.codes, seed=self.seed,
+                                                               permutations=self.permutations, tick=tick)
         for (stat, inside), p_value in zip(tested, p):
             stat.diff_vs_rest = float(self.x[inside].mean() - self.x[~inside].mean())
-            stat.p_value = float(p_value)
+            stat.p_value = float(p_value) if np.isfinite(p_value) else None
         for family in families:
             stats = [stat for stat, _ in family if not stat.untested]
             for stat, q in zip(stats, benjamini_hochberg([stat.p_value for stat in stats])):
@@ -314,16 +339,24 @@ def _stats(family: str, entries: Sequence[tuple[str, str, np.ndarray, list[str]]
 
 
 def _fill_metrics(families: list[list[tuple[SliceStat, np.ndarray]]], columns: dict[str, np.ndarray], n: int,
-                  n_resamples: int, seed: int, tick: Optional[Tick] = None) -> None:
+                  n_resamples: int, seed: int, tick: Optional[Tick] = None,
+                  clusters: Optional[Sequence[str]] = None) -> None:
     """Every slice's metrics with intervals, from one set of bootstrap resamples (one-way slices: every metric of
-    the kind; pairs and groups: the objective)."""
-    entries = {}
+    the kind; pairs and groups: the objective). With `clusters`, slices and pairs resample whole episodes; the groups
+    (an episode, or small ones pooled) still resample records, since an episode drawn whole has one mean."""
+    by_units: dict[bool, dict[tuple[int, str], tuple[str, np.ndarray]]] = {True: {}, False: {}}
     for family in families:
         for stat, mask in family:
             names = columns if stat.family == "slice" else (SCORE_METRIC,)
+            whole = clusters is not None and stat.family != "group"
             for name in names:
-                entries[(id(stat), name)] = (name, mask)
-    values = mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed, tick=tick)
+                by_units[whole][(id(stat), name)] = (name, mask)
+    values: dict[tuple[int, str], MetricValue] = {}
+    for whole, entries in by_units.items():
+        if entries:
+            units = cluster_codes(clusters) if whole and clusters is not None else None
+            values.update(mean_intervals(columns, entries, n, n_resamples=n_resamples, seed=seed, tick=tick,
+                                         units=units))
     for family in families:
         for stat, _ in family:
             stat.metrics = {name: values[(id(stat), name)] for name in columns if (id(stat), name) in values}
@@ -365,7 +398,8 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
     rows = list(rows)
     values, missing = row_values(rows, kind)
     columns = metric_columns(kind, rows)
-    tester = _Tester(columns[SCORE_METRIC], min_n, fdr, seed, permutations)
+    clusters = episodes(kind, rows)
+    tester = _Tester(columns[SCORE_METRIC], min_n, fdr, seed, permutations, clusters)
     slices = _stats("slice", [(name, value, mask, pooled) for name, column in values.items()
                               for value, mask, pooled in pooled_values(column, min_n)], tester)
     pair_stats = _stats("pair", [(*pair, []) for pair in _pair_masks(slices, min_n)], tester) if pairs else []
@@ -373,16 +407,18 @@ def post_mortem(kind: str, rows: Sequence[Mapping[str, Any]], *, program: str = 
                               pooled_values([str(row.get("group_id") or MISSING) for row in rows], min_n)], tester)
     families = [slices, pair_stats, groups]
     with one_blas_thread(), \
-            progress_bar(permutations + n_resamples, "post-mortem", progress, unit="draw") as bar:
+            progress_bar(permutations + n_resamples * (2 if clusters is not None else 1), "post-mortem", progress,
+                         unit="draw") as bar:
         tester.run(families, bar.update)  # thousands of small products (evals.blas)
-        _fill_metrics(families, columns, len(rows), n_resamples, seed, bar.update)
-        # the program's own objective as metrics.json states it (BCa where defined)
+        _fill_metrics(families, columns, len(rows), n_resamples, seed, bar.update, clusters)
+        # the program's own objective as metrics.json states it (BCa where defined; by episode for a planner)
         overall = bootstrap_many({SCORE_METRIC: mean_of(columns[SCORE_METRIC])}, len(rows),
-                                 n_resamples=n_resamples, seed=seed)[SCORE_METRIC]
+                                 n_resamples=n_resamples, seed=seed, groups=clusters)[SCORE_METRIC]
     found = [stat for stat, _ in slices]
     return PostMortem(kind=kind, program=program, n_records=len(rows), overall=overall, min_n=min_n, fdr=fdr,
                       permutations=permutations, seed=seed, n_resamples=n_resamples,
-                      test=TEST_TEXT.format(permutations=permutations, fdr=fdr, resamples=n_resamples),
+                      test=(CLUSTER_TEST_TEXT if clusters is not None else TEST_TEXT).format(
+                          permutations=permutations, fdr=fdr, resamples=n_resamples),
                       slices=found, pairs=[stat for stat, _ in pair_stats], groups=[stat for stat, _ in groups],
                       n_pairs_tested=sum(1 for stat, _ in pair_stats if not stat.untested), cost=_cost(rows),
                       missing_slices=missing, notes=_notes(rows, tester, found), in_sample=in_sample)
@@ -418,12 +454,13 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
     values, missing = _shared_values(kind, list(champion_rows), aligned)
     a, b = _scores(aligned), _scores(champion_rows)
     options = {"n_resamples": n_resamples, "seed": seed}
+    clusters = episodes(kind, champion_rows)  # a planner's slices are compared by episode, as its overall difference
     diffs: list[SliceDiff] = []
     same = _SameRecords()
     entries = [(name, *entry) for name, column in values.items() for entry in pooled_values(column, min_n)]
     with progress_bar(len(entries), "post-mortem against the champion", progress, unit="slice") as bar:
         for name, value, mask, pooled in entries:
-            _compare_slice(diffs, same, name, value, mask, pooled, a, b, min_n, options)
+            _compare_slice(diffs, same, name, value, mask, pooled, a, b, min_n, options, clusters)
             bar.update(1)
     q = benjamini_hochberg([d.comparison.p_value if d.comparison else None for d in diffs])
     for diff, q_value in zip(diffs, q):
@@ -433,13 +470,15 @@ def compare_slices(challenger_rows: Sequence[Mapping[str, Any]], champion_rows: 
             diff.verdict = ("in-sample" if in_sample else ("wins" if diff.comparison.diff > 0 else "loses")
                             if significant else "cannot tell")
     return ChallengerSlices(challenger=challenger, champion=champion, kind=kind, n_records=len(ids),
-                            overall=paired_mean_difference(a, b, **options), min_n=min_n, fdr=fdr,
-                            test=PAIRED_TEXT.format(fdr=fdr), slices=diffs, missing_slices=missing,
+                            overall=paired_mean_difference(a, b, groups=clusters, **options), min_n=min_n, fdr=fdr,
+                            test=PAIRED_TEXT.format(fdr=fdr) + (PAIRED_CLUSTER_TEXT if clusters is not None else ""),
+                            slices=diffs, missing_slices=missing,
                             in_sample=in_sample)
 
 
 def _compare_slice(diffs: list[SliceDiff], same: "_SameRecords", name: str, value: str, mask: np.ndarray,
-                   pooled: list[str], a: np.ndarray, b: np.ndarray, min_n: int, options: dict[str, Any]) -> None:
+                   pooled: list[str], a: np.ndarray, b: np.ndarray, min_n: int, options: dict[str, Any],
+                   clusters: Optional[Sequence[str]] = None) -> None:
     """One slice value's paired difference (or why it is untested), appended to `diffs`."""
     both = int(np.count_nonzero(mask & np.isfinite(a) & np.isfinite(b)))
     diff = SliceDiff(slice=name, value=value, n=int(mask.sum()), pooled=pooled)
@@ -451,7 +490,8 @@ def _compare_slice(diffs: list[SliceDiff], same: "_SameRecords", name: str, valu
         diff.untested = why
     else:
         with one_blas_thread():
-            diff.comparison = paired_mean_difference(a[mask], b[mask], **options)
+            groups = [label for label, kept in zip(clusters, mask) if kept] if clusters is not None else None
+            diff.comparison = paired_mean_difference(a[mask], b[mask], groups=groups, **options)
     diffs.append(diff)
 
 

@@ -122,15 +122,20 @@ def _sparse_rows(rows: Sequence[tuple[np.ndarray, np.ndarray]], n_records: int) 
                               indptr), shape=(len(rows), n_records))
 
 
-def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick] = None) -> Iterator[np.ndarray]:
+def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick] = None,
+               units: Optional[np.ndarray] = None) -> Iterator[np.ndarray]:
     """Chunks of bootstrap draws of the whole record set as rows of draw counts (seeded; the same chunks for
-    every caller with the same records, resamples and seed); `tick` is told each chunk's size once it is used."""
+    every caller with the same records, resamples and seed); `tick` is told each chunk's size once it is used.
+    `units` (each record's cluster code, 0 .. G - 1): whole clusters are drawn, each record weighted by its
+    cluster's draw count (cluster bootstrap)."""
     rng = np.random.default_rng(seed)
     rows = max(1, _CHUNK_CELLS // max(n_records, 1))
+    drawn = n_records if units is None else int(np.max(units)) + 1 if n_records else 0
     done = 0
     while n_records and done < n_resamples:
         size = min(rows, n_resamples - done)
-        yield rng.multinomial(n_records, np.full(n_records, 1.0 / n_records), size=size).astype(float)
+        counts = rng.multinomial(drawn, np.full(drawn, 1.0 / drawn), size=size).astype(float)
+        yield counts if units is None else counts[:, units]
         done += size
         if tick is not None:
             tick(size)
@@ -158,10 +163,11 @@ def shared_intervals(statistics: Mapping[Hashable, Statistic], n_records: int, *
 
 def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable, tuple[str, np.ndarray]],
                    n_records: int, *, n_resamples: int = 1000, seed: int = 0,
-                   confidence: float = CONFIDENCE, tick: Optional[Tick] = None) -> dict[Hashable, MetricValue]:
+                   confidence: float = CONFIDENCE, tick: Optional[Tick] = None,
+                   units: Optional[np.ndarray] = None) -> dict[Hashable, MetricValue]:
     """`shared_intervals` of `mean_of(columns[name], mask)` for every entry `key: (name, mask)`, with the same
     values, without a statistic (four columns over every record) per entry: a post-mortem has one per slice value,
-    pair, group and metric."""
+    pair, group and metric. `units`: each record's cluster code, drawn whole (`_resamples`)."""
     ones = np.ones((1, n_records))
     finite = {name: np.isfinite(np.asarray(column, dtype=float)) for name, column in columns.items()}
     values: dict[Hashable, float] = {}
@@ -178,7 +184,7 @@ def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable,
         denominators.append(_nonzero(weight))
     linear = _Linear(list(entries), _sparse_rows(numerators, n_records), _sparse_rows(denominators, n_records))
     draws: dict[Hashable, list[np.ndarray]] = {key: [] for key in entries}
-    for weights in _resamples(n_records, n_resamples, seed, tick):
+    for weights in _resamples(n_records, n_resamples, seed, tick, units):
         for key, drawn in linear.draws(weights):
             draws[key].append(drawn)
     return {key: _percentile(values[key], counts[key], draws[key], n_resamples, confidence) for key in entries}

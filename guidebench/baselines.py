@@ -112,7 +112,8 @@ def _paired(section: Section) -> list[str]:
         if diff is None or diff.diff is None:
             cell, p_value, verdict, n, test = "n/a", "n/a", "not compared", 0, "n/a"
         else:
-            comparison = Comparison(against=base.program.name, metric="objective", **diff.model_dump())
+            comparison = Comparison(against=base.program.name, metric="objective",
+                                    **diff.model_dump(exclude={"value_a", "value_b"}))
             cell = (f"{diff.diff:+.3f} [{diff.ci_low:+.3f}, {diff.ci_high:+.3f}]" if diff.ci_low is not None
                     else f"{diff.diff:+.3f} (no interval)")
             p_value = "n/a" if diff.p_value is None else f"{diff.p_value:.4f}"

@@ -110,10 +110,13 @@ def _run(argv: Optional[Sequence[str]]) -> int:
 
 
 def _call(args: "argparse.Namespace") -> Optional[int]:
+    from evals.progress import quiet_bars
+
     from guidebench.tracking.runs import quiet_mlflow
 
     _check_lm_spec(getattr(args, "lm", None))
-    with _api_base(getattr(args, "api_base", None)), quiet_mlflow():
+    # --no-progress reaches the bars no flag is passed to (the outcome fit's) as well
+    with _api_base(getattr(args, "api_base", None)), quiet_mlflow(), quiet_bars(getattr(args, "no_progress", False)):
         return args.func(args)
 
 

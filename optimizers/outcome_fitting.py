@@ -218,8 +218,10 @@ class _Selection:
         self.w = np.ones(len(y)) if weight is None else weight
         from tqdm.auto import tqdm
 
+        from evals.progress import auto_disable
+
         self.bar = tqdm(total=len(self.specs) * len(self.splits), desc=f"fit: {kind} candidates", unit="fit",
-                        disable=None, leave=False)
+                        disable=auto_disable(), leave=False)  # on a terminal, unless the command said --no-progress
         self.folds: dict[str, list[Future]] = {spec: [] for spec in self.specs}
         for spec in self.specs:
             for fit, part in self.splits:

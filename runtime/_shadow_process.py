@@ -21,6 +21,12 @@ from runtime.shadow_child import CandidateSource, error_text
 from runtime.shadow_log import ShadowModule
 
 GRACE_S = 1.0  # past the deadline, before a silent child is killed: the pipe and the scheduler take time too
+# The exit code of a shadow process that met a shadow being started while it imported the caller's script: the script
+# starts one at import, outside `if __name__ == "__main__":`, and 'spawn' imports the main script again in the child.
+UNGUARDED_EXIT = 86
+UNGUARDED = ("the shadow's process imports the script that starts the shadow again (multiprocessing's 'spawn'), and "
+             "that script starts a shadow as it is imported: start it under `if __name__ == \"__main__\":` (the "
+             "example of docs/planner-shadow.md shows how)")
 START_TIMEOUT_S = 120.0  # a fresh interpreter imports the runtime and loads the module (DSPy: seconds)
 _LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()  # open runners (and planner shadows): closed at exit
 _REGISTERED = False
@@ -38,6 +44,10 @@ class Child:
         """`target(conn, source, deadline_s)`: the child's loop (`runtime.shadow_child.serve`, or the planner's
         `runtime.planner_child.serve`); it sends ("ready", module identity JSON) or ("failed", why) first."""
         context = multiprocessing.get_context("spawn")
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # in a shadow's process, importing the caller's main script: stop here, and tell the caller why
+            print(f"error: {UNGUARDED}", file=sys.stderr)
+            sys.exit(UNGUARDED_EXIT)
         self._lock, self._killed = threading.Lock(), False
         self.conn, theirs = context.Pipe(duplex=True)
         self.process = context.Process(target=target, args=(theirs, source, deadline_s), name="shadow-candidate",
@@ -56,8 +66,10 @@ class Child:
             self.stop()
             if reply and reply[0] == "failed":
                 raise StartError(reply[1])
+            if self.process.exitcode == UNGUARDED_EXIT:
+                raise StartError(UNGUARDED)
             raise StartError(f"the shadow's process exited (code {self.process.exitcode}) before it loaded the "
-                              "candidate (its error is above)" if reply else
+                              "candidate (its own error is on stderr, before this line)" if reply else
                               f"the shadow's process did not load the candidate within {start_timeout_s:g} s")
         self.module = ShadowModule.model_validate_json(reply[1])
 

@@ -21,8 +21,9 @@ _ERROR_CHARS = 300
 
 
 def judge(candidate: Any, module: ShadowModule, packet: Any, deadline_s: float) -> PlannerCandidate:
-    """Call the candidate on a packet: ok, invalid (only its safe default), error, or timeout when it answered after
-    the deadline (the parent kills a child that does not answer at all)."""
+    """Call the candidate on a packet: ok, invalid (only its safe default for an answer it could not use), error (it
+    or its program raised; a loaded module's `decide` answers its safe default then, and says so in `raised`), or
+    timeout when it answered after the deadline (the parent kills a child that does not answer at all)."""
     started = time.perf_counter()
     try:
         result, error = candidate.decide(packet), None
@@ -32,9 +33,11 @@ def judge(candidate: Any, module: ShadowModule, packet: Any, deadline_s: float) 
     if seconds > deadline_s:
         return PlannerCandidate(module=module, status="timeout", error=f"no answer within {deadline_s:g} s",
                                 latency_s=deadline_s, deadline_s=deadline_s)
+    if error is None and getattr(result, "raised", ""):  # its program raised: the module answered its safe default
+        error = result.raised
     if error is not None:
-        return PlannerCandidate(module=module, status="error", error=error_text(error), latency_s=seconds,
-                                deadline_s=deadline_s)
+        return PlannerCandidate(module=module, status="error", latency_s=seconds, deadline_s=deadline_s,
+                                error=error if isinstance(error, str) else error_text(error))
     try:
         status = "invalid" if result.used_default else "ok"
         return PlannerCandidate(module=module, status=status, family=result.family,

@@ -180,6 +180,22 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="shadow-parent-watch", daemon=True).start()
 
 
+def _stdout_to_stderr() -> None:
+    """Send whatever the candidate prints to stderr: the child inherits the deployed loop's stdout, which may be the
+    loop's own channel (a directive read from it), and a candidate must never write there. Both Python's
+    `sys.stdout` and file descriptor 1 (a C extension, a subprocess) move."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    except (OSError, ValueError, AttributeError):  # no stderr to point at: drop its output instead
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    sys.stdout = sys.stderr
+
+
 def _answer(conn: Any, candidate: Any, module: ShadowModule, deadline_s: float, job: tuple) -> None:
     _, line, config, not_run = job
     try:
@@ -205,6 +221,7 @@ def serve_jobs(conn: Any, source: CandidateSource, answer: Callable[[Any, Shadow
     """A shadow child's main loop: load the candidate, then `answer(candidate, module, job)` each job until told to
     stop or the pipe closes (a planner's child answers its packets with it too)."""
     _exit_with_parent()
+    _stdout_to_stderr()
     try:
         candidate = source.load()
         module = module_identity(candidate.manifest, Path(candidate.path))

@@ -142,3 +142,25 @@ def load_planner(folder: Path) -> Any:
     from runtime import load_frozen
 
     return load_frozen(folder, program=programs.get("planner.rules"))
+
+
+def _rules_class() -> Any:
+    from programs.rules_planner import PlannerRules
+
+    return PlannerRules
+
+
+class RaisingRules(_rules_class()):  # type: ignore[misc]
+    """planner.rules whose program raises: the loaded module answers its safe default, and says it raised."""
+
+    def forward(self, **inputs: Any) -> Any:
+        raise ValueError("the program broke")
+
+
+class PrintingRules(_rules_class()):  # type: ignore[misc]
+    """planner.rules that prints on every packet, through Python and straight to file descriptor 1."""
+
+    def forward(self, **inputs: Any) -> Any:
+        print("CANDIDATE-STDOUT print", flush=True)
+        os.write(1, b"CANDIDATE-STDOUT fd\n")
+        return super().forward(**inputs)

@@ -242,3 +242,52 @@ def test_the_readme_path_runs_as_written(tmp_path, monkeypatch, capsys):
     assert calling == re.findall(r"`(\w+)`", said) == ["baselines", "compile", "promote"]
     assert (tmp_path / "exports" / "fullauto-guidance" / "manifest.json").is_file()
     assert "\nfullauto-guidance@1.0.0: " in out and "evidence: 221 records of split test" in out, out
+
+
+# ----- the planner shadow's example, as a script ----------------------------------------------------
+
+GUARD = 'if __name__ == "__main__":'
+
+
+def _planner_shadow_example(folder: Path) -> str:
+    """docs/planner-shadow.md's PlannerShadow example, with what it reads in place under `folder`: the deployed
+    export, the candidate's, and the packet the loop runner archived for iteration 7."""
+    from frozen_support import export_program
+    from planner_sidecar_support import EXPLORING, logs_with_sidecars
+
+    blocks = [b for b in _python_blocks(REPO / "docs" / "planner-shadow.md") if "PlannerShadow(" in b]
+    assert len(blocks) == 1 and GUARD in blocks[0]
+    export_program("planner.rules", folder / "exports" / "planner-explore", name="planner-explore",
+                   exploration=EXPLORING)
+    export_program("planner.rules", folder / "exports" / "candidate", name="candidate")
+    _, records = logs_with_sidecars(folder / "sim", episodes=1, iterations=8)
+    archive = folder / ".advisor" / "manual_archive" / "iter_0007"
+    archive.mkdir(parents=True)
+    (archive / "packet.json").write_text(json.dumps(records[6].packet.model_dump(mode="json"), indent=2,
+                                                    sort_keys=True) + "\n", encoding="utf-8")
+    return blocks[0]
+
+
+def test_the_planner_shadow_example_runs_as_a_script_and_without_its_guard_says_why(tmp_path):
+    from kill_support import guidebench_env
+    from runtime.planner_log import PLANNER_FILE, PlannerDecisionLine
+
+    code = _planner_shadow_example(tmp_path)
+    (tmp_path / "example.py").write_text(code, encoding="utf-8")
+    env = guidebench_env(tmp_path / "home")
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "family:schedule" in done.stdout
+    lines = (tmp_path / "experiments" / PLANNER_FILE).read_text(encoding="utf-8").splitlines()
+    line = PlannerDecisionLine.model_validate_json(lines[0])
+    assert len(lines) == 1 and line.iteration_id == 7 and line.candidate.status == "ok"
+
+    # As a script without the guard: the candidate's process imports it again; refused in one line that says why
+    unguarded = code.replace(GUARD, "if True:")
+    (tmp_path / "unguarded.py").write_text(unguarded, encoding="utf-8")
+    failed = subprocess.run([sys.executable, "unguarded.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    last = failed.stderr.strip().splitlines()[-1]
+    assert failed.returncode != 0 and "FrozenModuleError" in last
+    assert f"start it under `{GUARD}`" in last, failed.stderr[-3000:]

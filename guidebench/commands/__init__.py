@@ -51,16 +51,19 @@ def add_cycles_model(parser: ArgumentParser) -> None:
 
 
 def ranged(kind: Callable[[str], Union[int, float]], *, low: Optional[float] = None, high: Optional[float] = None,
-           above: bool = False) -> Callable[[str], Union[int, float]]:
+           above: bool = False, below: bool = False) -> Callable[[str], Union[int, float]]:
     """An argparse `type`: `kind(text)` (int or float), finite, at least `low` (above it with `above=True`) and at
-    most `high`. Out of range, argparse refuses it in one line that gives the range, before the command starts."""
+    most `high` (below it with `below=True`). Out of range, argparse refuses it in one line that gives the range,
+    before the command starts."""
     word = "a whole number" if kind is int else "a number"
-    if low is not None and high is not None:
+    if low is not None and high is not None and below:
+        wanted = f"{word} {'above' if above else 'at least'} {low:g} and below {high:g}"
+    elif low is not None and high is not None:
         wanted = f"{word} {'above' if above else 'from'} {low:g} {'up ' if above else ''}to {high:g}"
     elif low is not None:
         wanted = f"{word} {'above' if above else 'at least'} {low:g}"
     else:
-        wanted = f"{word} at most {high:g}" if high is not None else word
+        wanted = f"{word} {'below' if below else 'at most'} {high:g}" if high is not None else word
 
     def parse(text: str) -> Union[int, float]:
         try:
@@ -68,7 +71,8 @@ def ranged(kind: Callable[[str], Union[int, float]], *, low: Optional[float] = N
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {word}") from None
         low_ok = low is None or (value > low if above else value >= low)
-        if not math.isfinite(value) or not low_ok or (high is not None and value > high):
+        high_ok = high is None or (value < high if below else value <= high)
+        if not math.isfinite(value) or not low_ok or not high_ok:
             raise argparse.ArgumentTypeError(f"{text}: expected {wanted}")
         return value
 

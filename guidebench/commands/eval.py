@@ -7,7 +7,7 @@ from pathlib import Path
 
 from guidebench.evaluation.inputs import DEFAULT_SPLIT, SPLIT_CHOICES
 from guidebench.evaluation.run import evaluate, summary_table
-from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
+from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri, ranged
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lm", default=None, metavar="SPEC",
                         help="LM for programs that use one: `local` (embedded Gemma 3 270M, default) or a LiteLLM model")
     add_api_base(parser)
-    parser.add_argument("--threads", type=int, default=1, metavar="N", help="records replayed in parallel (default 1)")
+    parser.add_argument("--threads", type=ranged(int, low=1), default=1, metavar="N",
+                        help="records replayed in parallel (default 1)")
     parser.add_argument("--no-cache", action="store_true",
                         help="call the LM afresh for every record (DSPy cache off): cost metrics are then uncached")
     add_tracking_uri(parser)

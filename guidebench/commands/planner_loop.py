@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from guidebench.commands import ranged
 from guidebench.errors import GuidebenchError
 
 
@@ -21,9 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     loop.add_argument("--module", required=True, type=Path, metavar="DIR", help="exported planner module that plans")
     loop.add_argument("--shadow", type=Path, metavar="DIR",
                       help="exported planner that chooses beside it, never applied (records candidate -> shadow)")
-    loop.add_argument("--shadow-deadline", type=float, default=5.0, metavar="S",
+    loop.add_argument("--shadow-deadline", type=ranged(float, low=0, above=True), default=5.0, metavar="S",
                       help="seconds the shadow may take per packet before it is recorded as a timeout (default 5)")
-    loop.add_argument("--episodes", type=int, default=4, metavar="N", help="simulated episodes (default 4)")
+    loop.add_argument("--episodes", type=ranged(int, low=1), default=4, metavar="N",
+                      help="simulated episodes (default 4)")
     loop.add_argument("--seed", type=int, default=0, metavar="S", help="simulator seed (default 0)")
     loop.add_argument("--repository", default="simulator", metavar="ID",
                       help="the repository id the sidecar lines name (default simulator)")
@@ -40,10 +42,6 @@ def run_planner_loop_command(args: argparse.Namespace) -> int:
     from guidebench.release.export import load_exported
     from guidebench.release.planner_loop import run_planner_loop
 
-    if args.episodes < 1:
-        raise GuidebenchError(f"--episodes {args.episodes}: must be at least 1")
-    if args.shadow_deadline <= 0:
-        raise GuidebenchError(f"--shadow-deadline {args.shadow_deadline:g}: must be positive")
     module_dir = check_input(args.module, "--module", ("export",), "an exported module folder")
     deployed = load_exported(module_dir, label="--module")
     if deployed.manifest.kind != "planner":

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from guidebench.commands import add_tracking_uri
+from guidebench.commands import add_tracking_uri, ranged
 from guidebench.errors import GuidebenchError
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -32,10 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the champion's eval of the same records: compare slice by slice, paired")
     parser.add_argument("--recompute", action="store_true",
                         help="recompute from results.parquet instead of printing the stored postmortem.json")
-    parser.add_argument("--min-n", type=int, default=None, metavar="N",
+    parser.add_argument("--min-n", type=ranged(int, low=1), default=None, metavar="N",
                         help="records a slice value needs to stand alone and to be tested (default 8; implies "
                              "--recompute)")
-    parser.add_argument("--fdr", type=float, default=None, metavar="Q",
+    parser.add_argument("--fdr", type=ranged(float, low=0, high=1, above=True, below=True), default=None, metavar="Q",
                         help="false-discovery rate of the Benjamini-Hochberg correction (default 0.05; implies "
                              "--recompute)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
@@ -98,10 +98,6 @@ def _rows(folder: Path) -> tuple[str, str, list[dict[str, Any]], dict[str, Any]]
 
 def run(args: argparse.Namespace) -> int:
     """Print the post-mortem (and, with --against, the slice-by-slice comparison)."""
-    if args.min_n is not None and args.min_n < 1:
-        raise GuidebenchError(f"--min-n {args.min_n}: must be at least 1")
-    if args.fdr is not None and not 0 < args.fdr < 1:
-        raise GuidebenchError(f"--fdr {args.fdr}: must be between 0 and 1")
     work = Path(tempfile.mkdtemp(prefix="guidebench-postmortem-"))
     try:
         folder, note = _eval_folder(_local(args.source, args.tracking_uri, work, "RUN_OR_DIR"), "RUN_OR_DIR",

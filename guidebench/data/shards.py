@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -34,6 +34,7 @@ from guidebench.data.ingest import ImportReport, Quarantine
 from guidebench.data.redaction import PatternRedactor
 from guidebench.data.registry import ImportContext
 from guidebench.data.spool import GroupedSpool
+from guidebench.data.worker_exit import children_die_with_this_process, die_with_parent
 
 SHARD_FORMAT = 1
 DONE_FILE = "shard.json"
@@ -166,8 +167,10 @@ class UnitJob:
     work: Callable[[ImportContext, Unit], None]
     finish: Optional[Callable[[ImportContext], None]]
     start: Callable[[ImportContext], None]
+    parent_pid: int = field(default_factory=os.getpid)  # the import's process: its workers die with it
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        die_with_parent(self.parent_pid)
         position = row["position"]
         self.run(self.units[position], Path(self.folders[position]))
         return {"position": position}
@@ -220,9 +223,10 @@ def _map_units(job: UnitJob, positions: list[int], num_proc: int, progress: Opti
         table = datasets.Dataset.from_dict({"position": positions})
         # the shards are the cache: `datasets` need not hash the job to name one of its own
         fingerprint = hashlib.sha256("\n".join(job.folders[p] for p in positions).encode()).hexdigest()[:16]
-        table.map(job, num_proc=num_proc if num_proc > 1 and len(positions) > 1 else None, keep_in_memory=True,
-                  load_from_cache_file=False, new_fingerprint=fingerprint,
-                  desc=f"import {job.kind} ({len(positions)} of {len(job.units)} shards)")
+        with children_die_with_this_process():  # its workers and manager: none outlives a killed import
+            table.map(job, num_proc=num_proc if num_proc > 1 and len(positions) > 1 else None, keep_in_memory=True,
+                      load_from_cache_file=False, new_fingerprint=fingerprint,
+                      desc=f"import {job.kind} ({len(positions)} of {len(job.units)} shards)")
     finally:
         (datasets.enable_progress_bars if were_on else datasets.disable_progress_bars)()
 

@@ -113,7 +113,7 @@ def gates_text(n_records: int) -> str:
         f"min_objective_delta = {defaults.min_objective_delta:g}\n"
         f"max_cost_ratio = {defaults.max_cost_ratio:g}\n"
         "[max_increase]\n"
-        + "".join(f"{name} = {value!r}\n" for name, value in sorted(defaults.max_increase.items()))
+        + "".join(f"{name} = {value!r}\n" for name, value in sorted(defaults.not_worse("full_auto").items()))
     )
 
 

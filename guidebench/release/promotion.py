@@ -359,7 +359,6 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     gates = load_gates(gates_file)
     ledger = ledger or PromotionLedger()
     module_dir = Path(module_dir).absolute()
-    registry = ModuleRegistry(tracking_uri)
     common = dict(action="promote", gates=gates, gates_file=str(gates_file) if gates_file else None)
     try:
         manifest = verify_frozen(module_dir)
@@ -368,9 +367,15 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
         record = new_record(module=ModuleRef(name=module_dir.name, digest=digest, path=str(module_dir)),
                             from_state="candidate", to_state="candidate", outcome="refused",
                             reasons=[f"refused by the runtime loader: {exc.reason}"], **common)
-        record.mlflow_run_id = log_promotion_run(registry, record)
+        record.mlflow_run_id = log_promotion_run(ModuleRegistry(tracking_uri), record)
         ledger.append(record)
         return record
+    try:  # the gates of this loop's modules (a planner has no guardrail gate), before any work: gates.py
+        gates = gates.for_kind(manifest.kind)
+    except ValueError as exc:
+        raise GuidebenchError(f"{gates_file}: {exc}") from None
+    common["gates"] = gates
+    registry = ModuleRegistry(tracking_uri)
     digest = folder_digest(module_dir)
     state = ledger.state_of(digest)
     champion = registry.alias(manifest.name, CHAMPION)
@@ -419,7 +424,7 @@ def promote_module(module_dir: Path, *, data: Path, split: str = "test", gates_f
     evidence.champion_learned_from = champion_check if judge is not None else None
     evidence.champion_set_aside = set_aside
     checks = evaluate_gates(gates, evidence.candidate_metrics, evidence.baseline_metrics, evidence.paired,
-                            evidence.n_records, cost_uncomparable=cost_moot)
+                            evidence.n_records, cost_uncomparable=cost_moot, kind=manifest.kind)
     failed = [check for check in checks if not check.passed]
     champion_ref = registered_ref(champion) if champion is not None else None
     ref = module_ref(manifest, module_dir, digest)

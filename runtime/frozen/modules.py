@@ -81,7 +81,8 @@ class PlannerDecision(NamedTuple):
 
     `probabilities` holds every family of FAMILIES (0 for a family the protocol blocks, 1 for the chosen family of
     a greedy planner); `family` is the directive's family, drawn from them; `greedy_family` the one the planner
-    would take without exploring; `packet_hash` the decision's packet (`runtime.records.packet_hash`)."""
+    would take without exploring; `packet_hash` the decision's packet (`runtime.records.packet_hash`); `raised` the
+    exception the program raised (one line) when the directive is the safe default because of it, else ""."""
 
     directive: OptimizationDirective
     errors: list[str]
@@ -91,6 +92,7 @@ class PlannerDecision(NamedTuple):
     greedy_family: str
     packet_hash: str
     exploration: ExplorationSettings
+    raised: str = ""
 
     @property
     def result(self) -> PlannerResult:
@@ -501,13 +503,13 @@ class FrozenPlannerModule:
         the errors of `__call__`)."""
         packet = read_packet(packet)
         require_lm(self)
-        prediction, inputs, result = self._greedy(packet)
+        prediction, inputs, result, raised = self._greedy(packet)
         settings = self.exploration
         digest = packet_hash(packet)
         greedy = result.directive.strategy_family
         if not settings.explores:
             probs = {f: float(f == greedy) for f in FAMILIES}
-            return PlannerDecision(*result, greedy, probs, greedy, digest, settings)
+            return PlannerDecision(*result, greedy, probs, greedy, digest, settings, raised)
         compliant = getattr(prediction, "compliant", None) if prediction is not None else None
         values = getattr(prediction, "estimate_shares", None) if prediction is not None else None
         probs = probabilities(settings, open_families(packet, compliant), greedy, values)
@@ -516,13 +518,14 @@ class FrozenPlannerModule:
         if family != greedy:
             directive, note = self._directive_for(family, packet, inputs, directive)
             errors += [note] if note else []
-        return PlannerDecision(directive, errors, result.used_default, family, probs, greedy, digest, settings)
+        return PlannerDecision(directive, errors, result.used_default, family, probs, greedy, digest, settings, raised)
 
-    def _greedy(self, packet: AdvisorPacket) -> tuple[Any, Optional[dict[str, Any]], PlannerResult]:
-        """(the program's prediction or None, its inputs or None, the validated result)."""
+    def _greedy(self, packet: AdvisorPacket) -> tuple[Any, Optional[dict[str, Any]], PlannerResult, str]:
+        """(the program's prediction or None, its inputs or None, the validated result, what the program raised)."""
         blocked = list(packet.strategy_family_constraints.blocked_families)
         prediction: Any = None
         inputs: Optional[dict[str, Any]] = None
+        raised = ""
         try:
             inputs = self._inputs(packet) if self._inputs else packet_inputs(packet)
             with _lm_scope(self.lm):
@@ -534,10 +537,12 @@ class FrozenPlannerModule:
                 [str(e) for e in (getattr(prediction, "parse_errors", None) or [])]
             invalid = validate_directive(obj, blocked)
         except Exception as exc:  # any failure of the program is the safe default, never a crash
-            reported, invalid = [], [_error_text(exc)]
+            raised = _error_text(exc)
+            reported, invalid = [], [raised]
         if invalid:
-            return prediction, inputs, PlannerResult(safe_default_directive(packet), reported + invalid, True)
-        return prediction, inputs, PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported))
+            return prediction, inputs, PlannerResult(safe_default_directive(packet), reported + invalid, True), raised
+        return (prediction, inputs, PlannerResult(OptimizationDirective.model_validate(obj), reported, bool(reported)),
+                raised)
 
     def _directive_for(self, family: str, packet: AdvisorPacket, inputs: Optional[dict[str, Any]],
                        greedy: OptimizationDirective) -> tuple[OptimizationDirective, str]:

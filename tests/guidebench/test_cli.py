@@ -261,3 +261,18 @@ def test_a_fresh_process_prints_nothing_of_mlflow_up_to_its_exit(tmp_path):
                           env={**env, "GUIDEBENCH_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == "" and "MLflow run" in done.stdout
+
+
+def test_no_progress_quiets_every_bar_the_command_makes(monkeypatch, tmp_path):
+    """`--no-progress` reaches the bars no flag is passed to (the outcome fit's): they stay off for the command, and
+    only for it."""
+    from evals import progress
+    from guidebench.commands import postmortem
+
+    seen = []
+    monkeypatch.setattr(postmortem, "run", lambda args: seen.append(progress.auto_disable()) or 0)
+    from guidebench.cli import main
+
+    assert main(["postmortem", str(tmp_path), "--no-progress"]) == 0
+    assert main(["postmortem", str(tmp_path)]) == 0
+    assert seen == [True, None] and progress.auto_disable() is None

@@ -151,3 +151,33 @@ def test_kernels_of_very_different_scale_share_one_model():
     for family in FAMILIES:
         a, b = model.estimates(small.packet)[family], model.estimates(big.packet)[family]
         assert b.gain_share == pytest.approx(a.gain_share) and b.cycles == pytest.approx(50 * a.cycles)
+
+
+class _Terminal:
+    """A stderr that says it is a terminal (tqdm then draws its bars) and keeps what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_fits_bar_shows_on_a_terminal_unless_the_command_said_no_progress(monkeypatch):
+    from evals.progress import quiet_bars
+
+    shown, hidden = _Terminal(), _Terminal()
+    monkeypatch.setattr("sys.stderr", shown)
+    fit_outcome_models(episodes())
+    monkeypatch.setattr("sys.stderr", hidden)
+    with quiet_bars():  # what `--no-progress` sets around a command (guidebench.cli)
+        fit_outcome_models(episodes())
+    assert "fit: gain candidates" in shown.text
+    assert hidden.text == ""

@@ -16,7 +16,7 @@ from planner_sidecar_support import exploring_rules, logs_with_sidecars
 from runtime.exploration import ExplorationSettings, check_probabilities
 from runtime.planner_log import PLANNER_FILE, PlannerDecisionLine
 from runtime.planner_shadow import PlannerShadow
-from shadow_support import FaultyPlanner, alive
+from shadow_support import FaultyPlanner, RaisingRules, alive
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,55 @@ def test_a_candidate_that_raises_or_defaults_is_recorded_as_such(packets, tmp_pa
     found = _lines(tmp_path / "w")
     assert [l.candidate.status for l in found] == [status] * 3 and all(l.candidate.error for l in found)
     assert ("ValueError: boom" if fault == "raises" else "unusable answer") in found[0].candidate.error
+
+
+def test_a_candidate_whose_program_raises_is_recorded_as_an_error(packets, tmp_path: Path):
+    """A module folder whose program raises: the loaded module answers its safe default (never a crash), and the
+    line says `error` with the exception, as the docs say, not `invalid`."""
+    deployed = exploring_rules(tmp_path)
+    with PlannerShadow(deployed, tmp_path / "w", candidate=deployed.path, candidate_program=RaisingRules,
+                       deadline_s=30) as shadow:
+        for i, p in enumerate(packets[:2], start=1):
+            shadow.decide(p, i)
+    found = _lines(tmp_path / "w")
+    assert [l.candidate.status for l in found] == ["error", "error"]
+    assert all(l.candidate.error == "ValueError: the program broke" for l in found)
+    assert found[0].candidate.family is None and found[0].candidate.probabilities is None
+
+
+CANDIDATE_PRINTS = """
+import json, sys
+
+from programs.rules_planner import PlannerRules
+from runtime.planner_shadow import PlannerShadow
+from shadow_support import PrintingRules
+
+if __name__ == "__main__":
+    packets = json.loads(open(sys.argv[1]).read())
+    with PlannerShadow(sys.argv[2], sys.argv[3], program=PlannerRules, candidate=sys.argv[2],
+                       candidate_program=PrintingRules, deadline_s=30) as shadow:
+        for i, packet in enumerate(packets, start=1):
+            shadow.decide(packet, i)
+    print("LOOP-STDOUT")
+"""
+
+
+def test_what_a_candidate_prints_never_reaches_the_loops_stdout(packets, tmp_path: Path):
+    """The loop's stdout may be its channel (a directive read from it): the candidate's prints, from Python and
+    from file descriptor 1, go to stderr."""
+    deployed = exploring_rules(tmp_path)
+    (tmp_path / "packets.json").write_text(json.dumps([p.model_dump(mode="json") for p in packets[:2]]))
+    (tmp_path / "loop.py").write_text(CANDIDATE_PRINTS)
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests),
+                                                          os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(tmp_path / "loop.py"), str(tmp_path / "packets.json"),
+                           str(deployed.path), str(tmp_path / "w")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "LOOP-STDOUT\n"
+    assert done.stderr.count("CANDIDATE-STDOUT print") == 2 and done.stderr.count("CANDIDATE-STDOUT fd") == 2
+    assert [l.candidate.status for l in _lines(tmp_path / "w")] == ["ok", "ok"]
 
 
 def test_the_candidate_runs_in_its_own_process_and_a_hung_one_is_timed_out_and_replaced(packets, tmp_path: Path):

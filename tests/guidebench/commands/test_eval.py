@@ -290,7 +290,8 @@ def test_the_learned_cycles_model_on_too_few_attempts_is_one_line(tmp_path, caps
     (["--program", "logged", "--data", "/nonexistent/folder"], "no such file or folder"),
     (["--program", "no.such.program", "--data", "{ws}"], "unknown program"),
     (["--program", "planner.rules", "--data", "{ws}"], "planner program"),
-    (["--program", "logged", "--data", "{ws}", "--threads", "0"], "--threads 0"),
+    (["--program", "logged", "--data", "{ws}", "--threads", "0"],
+     "guidebench eval: error: argument --threads: 0: expected a whole number at least 1"),  # refused while parsing
 ])
 def test_user_errors_are_one_clear_line(workspace, tmp_path, capsys, argv, message):
     argv = [a.replace("{ws}", str(workspace)) for a in argv]

@@ -116,12 +116,16 @@ def test_a_board_folder_prints_its_postmortem_section(evals, tmp_path, capsys):
     ("empty", "no results.parquet, postmortem.json or leaderboard.json in it"),
     ("damaged", "results.parquet: unreadable"),
     ("other-records", "were not replayed on the same records"),
-    ("bad-fdr", "--fdr 2.0: must be between 0 and 1"),
+    ("bad-fdr", "guidebench postmortem: error: argument --fdr: 2: expected a number above 0 and below 1"),
+    ("fdr-one", "argument --fdr: 1: expected a number above 0 and below 1"),
+    ("fdr-nan", "argument --fdr: nan: expected a number above 0 and below 1"),
+    ("min-n-zero", "guidebench postmortem: error: argument --min-n: 0: expected a whole number at least 1"),
     ("unknown-run", "not a run of"),
 ])
 def test_bad_input_is_one_line(evals, tmp_path, capsys, case, expected):
     args = {"missing": [str(tmp_path / "nope")], "empty": [str(tmp_path)],
-            "bad-fdr": [str(evals["rule"]), "--fdr", "2"],
+            "bad-fdr": [str(evals["rule"]), "--fdr", "2"], "fdr-one": [str(evals["rule"]), "--fdr", "1"],
+            "fdr-nan": [str(evals["rule"]), "--fdr", "nan"], "min-n-zero": [str(evals["rule"]), "--min-n", "0"],
             "unknown-run": ["0" * 32, "--tracking-uri", evals["uri"]]}.get(case)
     if case == "damaged":
         shutil.copytree(evals["rule"], tmp_path / "damaged")
