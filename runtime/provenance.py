@@ -49,7 +49,8 @@ PREVIOUS_IDENTITIES: dict[str, str] = {
                     "JSON texts as written and the archived packet's timestamp, branches and worktree path, so a "
                     "re-serialised, re-dated or moved copy of a record escapes it",
 }
-# Where a fitted state counts the records its fit used, per split: program.json entry -> its `fit` block's keys.
+# Where a fitted state counts the records its fit used, per split: program.json entries holding a model state
+# (`{"model": {..., "fit": {"n_train", "n_dev"}}}`) and the `fit` block's keys.
 FIT_ENTRIES: tuple[str, ...] = ("trained_model", "outcome_model")
 FIT_COUNT_KEYS: dict[str, str] = {"train": "n_train", "dev": "n_dev"}
 SPLIT_ORDER: tuple[str, ...] = ("train", "dev", "test")
@@ -191,7 +192,9 @@ def fit_counts(state: Mapping[str, Any]) -> dict[str, int]:
     `n_train`, `n_dev`); {} for a state without a fitted model (rules, demos, an LM program)."""
     counts: dict[str, int] = {}
     for entry in FIT_ENTRIES:
-        fit = (state.get(entry) or {}).get("fit") if isinstance(state.get(entry), Mapping) else None
+        held = state.get(entry)
+        model = held.get("model", held) if isinstance(held, Mapping) else None  # program.json: {"model": state}
+        fit = model.get("fit") if isinstance(model, Mapping) else None
         if not isinstance(fit, Mapping):
             continue
         for split, key in FIT_COUNT_KEYS.items():

@@ -119,10 +119,10 @@ def test_a_fitted_model_cannot_have_learned_from_no_record(forged):
     unknown, whoever wrote it; the same provenance beside a state with no fitted model is believed."""
     from runtime.provenance import cross_checked, fit_counts, read_program_provenance
 
-    fit = {"trained_model": {"kind": "linear", "fit": {"n_train": 12, "n_dev": 4}}}
+    fit = {"trained_model": {"model": {"kind": "linear", "fit": {"n_train": 12, "n_dev": 4}}}}
     assert fit_counts(fit) == {"train": 12, "dev": 4}
-    assert fit_counts({"outcome_model": {"fit": {"n_train": 30, "n_dev": 0}}}) == {"train": 30}
-    assert fit_counts({"decide": {"demos": []}}) == {} and fit_counts({"trained_model": {"fit": None}}) == {}
+    assert fit_counts({"outcome_model": {"model": {"fit": {"n_train": 30, "n_dev": 0}}}}) == {"train": 30}
+    assert fit_counts({"decide": {"demos": []}}) == {} and fit_counts({"trained_model": {"model": None}}) == {}
     provenance = read_program_provenance({**fit, "provenance": forged})
     assert known(provenance) is None and "a fitted model cannot have learned from no record" in provenance.problem()
     assert "(`n_train` of its fit in program.json)" in provenance.problem()
