@@ -115,21 +115,23 @@ def content_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
     values: the same values re-serialised compactly or with sorted keys are the same record. Provenance knows
     records by it; the shadow sidecar joins on `inputs_hash`, which keeps the ids."""
     fields = summary.model_dump(mode="json", exclude=set(SUMMARY_ID_FIELDS))
-    for name in SUMMARY_JSON_FIELDS:
-        if isinstance(fields.get(name), str):
-            fields[name] = json_value(fields[name])
-    if isinstance(fields.get("recent_actions"), list):
-        fields["recent_actions"] = [_drop_keys(action, RECENT_ACTION_ID_KEYS) for action in fields["recent_actions"]]
-    return sha256_hex(_without_ids(canonical_json({"summary": fields, "config": config.model_dump(mode="json")})))
+    values = {name: json_value(fields[name]) for name in SUMMARY_JSON_FIELDS if isinstance(fields.get(name), str)}
+    if isinstance(values.get("recent_actions"), list):
+        values["recent_actions"] = [_drop_keys(action, RECENT_ACTION_ID_KEYS) for action in values["recent_actions"]]
+    settings = config.model_dump(mode="json")
+    try:
+        text = canonical_json({"summary": {**fields, **values}, "config": settings})
+    except RecursionError:  # a JSON text read back but nested too deep to write again: every text as written
+        text = canonical_json({"summary": fields, "config": settings})
+    return sha256_hex(_without_ids(text))
 
 
 def json_value(text: str) -> Any:
     """The value a JSON text holds (its spacing and key order are the writer's, not content), or the text itself
     when it is not JSON, holds a bare string (kept as written, so no text is ever taken for another) or nests too
-    deep to read back. A parsed value never hashes like a text: it is an object, list, number, bool or null."""
+    deep to read. A parsed value never hashes like a text: it is an object, list, number, bool or null."""
     try:
         parsed = json.loads(text)
-        canonical_json(parsed)  # what the hash serialises must serialise (a nesting too deep for it stays text)
     except (ValueError, RecursionError):
         return text
     return text if isinstance(parsed, str) else parsed

@@ -255,6 +255,18 @@ def test_a_json_text_is_hashed_by_its_value_and_any_other_text_as_written(text, 
     assert json_value(text) == value
 
 
+def test_a_json_text_nested_about_as_deep_as_python_reads_still_has_a_content_hash():
+    """Around the interpreter's recursion limit a text may read back and not write again: hashed as written."""
+    import sys
+
+    base = record()
+    hashes = set()
+    for depth in range(sys.getrecursionlimit() - 40, sys.getrecursionlimit() + 5):
+        deep = base.summary.model_copy(update={"turn_plan": "[" * depth + "]" * depth})
+        hashes.add(DecisionRecord.build(deep, base.config).content_hash)
+    assert len(hashes) == 45
+
+
 def _archived_packets():
     """The sample's archived planner packets (episodes 0001, 0003, 0004), as the loop runner dumped them."""
     from pathlib import Path

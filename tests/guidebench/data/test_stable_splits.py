@@ -27,7 +27,8 @@ def _with_more_threads(source: Path, target: Path, n_threads: int, seed: int = 0
     """A copy of a Full Auto workspace log plus `n_threads` new threads: copies of some of its threads with every
     UUID (thread, turn, run) mapped to a fresh seeded one, their lines appended and their run files added."""
     shutil.copytree(source, target)
-    lines = [json.loads(line) for line in (source / "fullauto-decisions.jsonl").read_text(encoding="utf-8").splitlines()]
+    text = (source / "fullauto-decisions.jsonl").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
     threads = sorted({line["thread_id"] for line in lines})
     chosen = set(random.Random(seed).sample(threads, n_threads))
     runs = {line["run_id"] for line in lines if line["thread_id"] in chosen and line["run_id"] != "unknown"}
