@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -158,43 +157,57 @@ def _normalized_fractions(fractions: Optional[Mapping[str, float]]) -> dict[str,
     return {name: fractions.get(name, 0.0) / total for name in SPLITS}
 
 
+def split_point(group_id: str, seed: int = 0) -> float:
+    """Where a group falls in [0, 1) under a seed: the first 8 bytes of SHA-256 of `guidebench-split:<seed>:<id>`,
+    as a fraction. It depends on that group's id and the seed alone, so no other group moves it."""
+    digest = hashlib.sha256(f"guidebench-split:{seed}:{group_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+
+def _ranges(share: Mapping[str, float]) -> dict[str, tuple[float, float]]:
+    """Each split's range of `split_point`s: test first, then dev, then train (an empty range for a zero share)."""
+    ranges, low = {}, 0.0
+    for name in ("test", "dev", "train"):
+        ranges[name] = (low, 1.0 if name == "train" else low + share[name])
+        low = ranges[name][1]
+    return ranges
+
+
 def assign_splits(
     group_ids: Iterable[str], seed: int = 0, fractions: Optional[Mapping[str, float]] = None,
 ) -> dict[str, str]:
-    """Seeded assignment of whole groups to splits: {group_id: split}.
+    """Seeded assignment of whole groups to splits, stable as logs grow: {group_id: split}.
 
-    Every split with a positive fraction gets at least one group when there are enough
-    groups (>= 3 for the default train/dev/test); with 2 groups, train and test get one each.
+    A group's split is the range its `split_point` falls in (test, dev, train by their shares), so a thread or an
+    episode keeps its split when other groups come or go; the sizes are the shares up to the binomial spread.
+    Small logs: every split with a positive share gets at least one group when there are enough groups (>= 3 for
+    the default train/dev/test; with 2 groups, train and test get one each): the group nearest an empty split's
+    range is lent to it, and may go back once the logs hold a group of that split's own.
     """
     share = _normalized_fractions(fractions)
-    groups = sorted(set(group_ids))
-    random.Random(f"guidebench-split:{seed}").shuffle(groups)
-    wanted = [name for name in ("test", "dev") if share[name] > 0]
-    counts = {name: 0 for name in SPLITS}
-    if share["train"] > 0:
-        counts["train"] = 1 if groups else 0
-    remaining = len(groups) - counts["train"]
-    for name in wanted:
-        # Evaluation needs a test split first, then dev: fill in that order while groups last.
-        if remaining > 0:
-            counts[name] = 1
-            remaining -= 1
-    for name in wanted:
-        extra = max(0, round(len(groups) * share[name]) - counts[name])
-        take = min(extra, remaining)
-        counts[name] += take
-        remaining -= take
-    if share["train"] > 0:
-        counts["train"] += remaining
-    else:
-        counts[wanted[-1] if wanted else "test"] += remaining
-    assignment: dict[str, str] = {}
-    cursor = 0
-    for name in ("test", "dev", "train"):
-        for group in groups[cursor:cursor + counts[name]]:
-            assignment[group] = name
-        cursor += counts[name]
+    ranges = _ranges(share)
+    point = {group: split_point(group, seed) for group in sorted(set(group_ids))}
+    assignment = {group: next((name for name in ("test", "dev") if ranges[name][0] <= at < ranges[name][1]),
+                              "train" if share["train"] > 0 else ("dev" if share["dev"] > 0 else "test"))
+                  for group, at in point.items()}
+    _lend_to_empty_splits(assignment, point, ranges, share)
     return assignment
+
+
+def _lend_to_empty_splits(assignment: dict[str, str], point: Mapping[str, float],
+                          ranges: Mapping[str, tuple[float, float]], share: Mapping[str, float]) -> None:
+    """Fill the splits that need a group (train, then test, then dev, while groups last) from a split that can
+    spare one: the group whose point is nearest the empty split's range moves."""
+    needed = [name for name in ("train", "test", "dev") if share[name] > 0][:len(assignment)]
+    for name in needed:
+        sizes = {split: sum(1 for s in assignment.values() if s == split) for split in SPLITS}
+        if sizes[name]:
+            continue
+        low, high = ranges[name]
+        donors = [g for g, s in assignment.items() if s != name and (s not in needed or sizes[s] > 1)]
+        if donors:
+            nearest = min(donors, key=lambda g: (max(low - point[g], point[g] - high, 0.0), g))
+            assignment[nearest] = name
 
 
 def split_by_group(

@@ -19,10 +19,14 @@ a thousand records).
 
 Unknown provenance: `None` where a provenance is expected (an export or state written before provenance was
 recorded, or a state file that lost it), and a provenance that does not hold together (`Provenance.problem`): one
-that identifies records otherwise (`inputs_hash`, the identity of states and exports written before content
-hashes: its hashes include the ids, so a renamed copy of a record escaped them; recompile and export again), one
-without an identity (`{}`), and one whose counts per split disagree with its hashes (hashes emptied or removed
-while `splits` still claims the records). Unknown is reported as "provenance unknown: <why>", and promotion refuses
+that identifies records by an earlier scheme (`PREVIOUS_IDENTITIES`: `inputs_hash`, whose hashes include the ids,
+and `content_hash`, which hashed JSON texts as written and an archived packet's timestamp, branches and worktree
+path; their hashes match no record as hashed now, so believed they would read every record as never learned
+from: recompile and export again), one without an identity (`{}`), one whose counts per split disagree with its
+hashes (hashes emptied or removed while `splits` still claims the records), and one the program's own fitted
+model contradicts (`cross_checked`: a fit that counts train or dev records, `n_train` / `n_dev` of its `fit` in
+program.json, cannot have learned from no record of that split; checksums re-signed over a forged provenance do
+not change what the fit counts). Unknown is reported as "provenance unknown: <why>", and promotion refuses
 it. A provenance with no hash and no count is a program that learned from no record (a rule policy, hand-written
 seed demos).
 """
@@ -31,12 +35,24 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Mapping, Optional, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 HASH_CHARS = 16
 PROVENANCE_KEY = "provenance"  # the entry of a program state (program.json) and of summary.json that holds it
-IDENTITY = "content_hash"
-OLD_IDENTITY = "inputs_hash"  # states and exports written before content hashes (their hashes include the ids)
+IDENTITY = "content_hash_v2"  # the identity scheme (docs/workflow.md, "What a record is known by")
+# States and exports written under an earlier scheme: their hashes no longer match what `content_hash` computes, so
+# checking them would read every record as "never learned from". Unknown, with why, until recompiled.
+PREVIOUS_IDENTITIES: dict[str, str] = {
+    "inputs_hash": "it knows records by their inputs hash, which includes their ids (written before content "
+                   "hashes), so a renamed copy of a record escapes it",
+    "content_hash": "it knows records by the first content hashes (written before content_hash_v2), which hashed "
+                    "JSON texts as written and the archived packet's timestamp, branches and worktree path, so a "
+                    "re-serialised, re-dated or moved copy of a record escapes it",
+}
+# Where a fitted state counts the records its fit used, per split: program.json entries holding a model state
+# (`{"model": {..., "fit": {"n_train", "n_dev"}}}`) and the `fit` block's keys.
+FIT_ENTRIES: tuple[str, ...] = ("trained_model", "outcome_model")
+FIT_COUNT_KEYS: dict[str, str] = {"train": "n_train", "dev": "n_dev"}
 SPLIT_ORDER: tuple[str, ...] = ("train", "dev", "test")
 RECOMPILE = "recompile it and export or evaluate it again (its program.json then records content hashes)"
 _HEX = frozenset("0123456789abcdef")
@@ -76,13 +92,18 @@ class Provenance(BaseModel):
         return cls(dataset_id=dataset_id if hashes else None, identity=IDENTITY,
                    splits={split: len(found) for split, found in hashes.items()}, hashes=hashes)
 
+    # What the program's own fitted state says against this provenance (`cross_checked`); not serialised: it is
+    # found again from the state wherever the state is read.
+    _contradiction: Optional[str] = PrivateAttr(default=None)
+
     def problem(self) -> Optional[str]:
         """Why this provenance cannot be trusted (None: it holds together); a provenance with a problem is unknown."""
         if self.identity != IDENTITY:
-            if self.identity == OLD_IDENTITY:
-                return ("it knows records by their inputs hash, which includes their ids (written before content "
-                        "hashes), so a renamed copy of a record escapes it")
+            if self.identity in PREVIOUS_IDENTITIES:
+                return PREVIOUS_IDENTITIES[str(self.identity)]
             return f"it names no record identity ({self.identity!r}, not {IDENTITY!r})"
+        if self._contradiction:
+            return self._contradiction
         if not isinstance(self.hashes, dict):
             return "its hashes are not listed by split"
         if set(self.splits) != set(self.hashes):
@@ -99,6 +120,11 @@ class Provenance(BaseModel):
         if self.keys() and not self.dataset_id:
             return "it holds hashes of records of no dataset"
         return None
+
+    @property
+    def contradiction(self) -> Optional[str]:
+        """Why the program's own fitted state contradicts this provenance (`cross_checked`; None: it does not)."""
+        return self._contradiction
 
     def keys(self) -> frozenset[str]:
         """Every truncated content hash learned from (any split)."""
@@ -159,6 +185,51 @@ def read_provenance(data: Mapping[str, Any]) -> Optional[Provenance]:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ValueError(f"field {PROVENANCE_KEY}{'.' + where if where else ''}: {first['msg']}") from None
+
+
+def fit_counts(state: Mapping[str, Any]) -> dict[str, int]:
+    """The records a program state's fitted model counts it was fit on, per split (`FIT_ENTRIES`' `fit` blocks:
+    `n_train`, `n_dev`); {} for a state without a fitted model (rules, demos, an LM program)."""
+    counts: dict[str, int] = {}
+    for entry in FIT_ENTRIES:
+        held = state.get(entry)
+        model = held.get("model", held) if isinstance(held, Mapping) else None  # program.json: {"model": state}
+        fit = model.get("fit") if isinstance(model, Mapping) else None
+        if not isinstance(fit, Mapping):
+            continue
+        for split, key in FIT_COUNT_KEYS.items():
+            value = fit.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                counts[split] = max(counts.get(split, 0), value)
+    return counts
+
+
+def fit_contradiction(provenance: Optional[Provenance], counts: Mapping[str, int]) -> Optional[str]:
+    """Why a provenance cannot be the fitted model's (None when it may be): a fit that counts records of a split
+    cannot have learned from none of that split (an emptied or forged provenance, re-signed or not)."""
+    if provenance is None or provenance.identity != IDENTITY:
+        return None
+    for split in sorted(counts, key=lambda name: _split_order((name, 0))):
+        listed = provenance.splits.get(split, 0) if isinstance(provenance.splits, dict) else 0
+        if counts[split] > 0 and listed == 0:
+            key = FIT_COUNT_KEYS[split]
+            return (f"it lists no record of split {split}, while the program's fitted model counts {counts[split]} "
+                    f"(`{key}` of its fit in program.json): a fitted model cannot have learned from no record")
+    return None
+
+
+def cross_checked(provenance: Optional[Provenance], state: Mapping[str, Any]) -> Optional[Provenance]:
+    """The provenance, unknown (`problem`) when the program state's own fit contradicts it (`fit_contradiction`)."""
+    why = fit_contradiction(provenance, fit_counts(state))
+    if why and provenance is not None:
+        provenance = provenance.model_copy()
+        provenance._contradiction = why
+    return provenance
+
+
+def read_program_provenance(state: Mapping[str, Any]) -> Optional[Provenance]:
+    """`read_provenance` of a program state (program.json), cross-checked against the state's own fit counts."""
+    return cross_checked(read_provenance(state), state)
 
 
 class OverlapCheck(BaseModel):
@@ -226,4 +297,5 @@ def check_overlap(provenance: Optional[Provenance], records: Sequence[Any], *, d
 
 
 __all__ = ["HASH_CHARS", "IDENTITY", "NOTHING", "OverlapCheck", "PROVENANCE_KEY", "Provenance", "check_overlap",
-           "known", "read_provenance", "record_key"]
+           "cross_checked", "fit_contradiction", "fit_counts", "known", "read_program_provenance", "read_provenance",
+           "record_key"]

@@ -46,6 +46,13 @@ def packet_hash(packet: AdvisorPacket) -> str:
 SUMMARY_ID_FIELDS: tuple[str, ...] = ("thread_id", "turn_id")
 RECENT_ACTION_ID_KEYS: tuple[str, ...] = ("turn_id", "timestamp")
 ATTEMPT_ID_KEYS: tuple[str, ...] = ("iteration_id", "timestamp_utc", "branch", "base_branch", "base_sha", "head_sha")
+# The summary's JSON-text fields (formats.md 1.1: pretty JSON text, or numbers written as text): hashed by value.
+SUMMARY_JSON_FIELDS: tuple[str, ...] = ("turn_plan", "diff_summary", "token_usage", "recent_actions",
+                                        "pending_approvals", "pending_tool_inputs", "compaction_events")
+# An archived packet's top-level keys that say when and where the runner ran, not what the planner was shown about
+# the kernel (formats.md 2.3.2): re-dating the logs, renaming the branches or checking the repository out elsewhere
+# (another worktree path, origin or web URL) leaves the record the same.
+PACKET_VOLATILE_KEYS: tuple[str, ...] = ("iteration_id", "timestamp_utc", "branch", "base_branch", "base_sha", "repo")
 # Identifiers inside any text: UUIDs (any case) and full git / SHA-256 hex digests, each replaced by `<id:N>`, N the
 # order of its first appearance in the record, so a one-to-one renaming changes nothing and the pattern of which
 # value repeats where is kept.
@@ -104,31 +111,48 @@ def _drop_keys(item: Any, keys: tuple[str, ...]) -> Any:
 def content_hash(summary: FullAutoTurnSummary, config: GuardrailConfig) -> str:
     """Identity of a decision's content: SHA-256 of the canonical JSON of summary + config without identifiers
     (the summary's `thread_id` and `turn_id`, each recent action's `turn_id` and `timestamp`, and every UUID or
-    full hex digest in any text replaced by `<id:N>`). Provenance knows records by it; the shadow sidecar joins on
-    `inputs_hash`, which keeps the ids."""
+    full hex digest in any text replaced by `<id:N>`), its JSON-text fields (`SUMMARY_JSON_FIELDS`) by their parsed
+    values: the same values re-serialised compactly or with sorted keys are the same record. Provenance knows
+    records by it; the shadow sidecar joins on `inputs_hash`, which keeps the ids."""
     fields = summary.model_dump(mode="json", exclude=set(SUMMARY_ID_FIELDS))
+    values = {name: json_value(fields[name]) for name in SUMMARY_JSON_FIELDS if isinstance(fields.get(name), str)}
+    if isinstance(values.get("recent_actions"), list):
+        values["recent_actions"] = [_drop_keys(action, RECENT_ACTION_ID_KEYS) for action in values["recent_actions"]]
+    settings = config.model_dump(mode="json")
     try:
-        actions = json.loads(fields["recent_actions"])
-    except ValueError:
-        actions = None
-    if isinstance(actions, list):
-        fields["recent_actions"] = [_drop_keys(action, RECENT_ACTION_ID_KEYS) for action in actions]
-    return sha256_hex(_without_ids(canonical_json({"summary": fields, "config": config.model_dump(mode="json")})))
+        text = canonical_json({"summary": {**fields, **values}, "config": settings})
+    except RecursionError:  # a JSON text read back but nested too deep to write again: every text as written
+        text = canonical_json({"summary": fields, "config": settings})
+    return sha256_hex(_without_ids(text))
+
+
+def json_value(text: str) -> Any:
+    """The value a JSON text holds (its spacing and key order are the writer's, not content), or the text itself
+    when it is not JSON, holds a bare string (kept as written, so no text is ever taken for another) or nests too
+    deep to read. A parsed value never hashes like a text: it is an object, list, number, bool or null."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return text if isinstance(parsed, str) else parsed
 
 
 def packet_content_hash(packet: AdvisorPacket) -> str:
     """Identity of a planner record's content: SHA-256 of the canonical JSON of its packet without identifiers
-    (each log-tail line, parsed, and each attempt of the experiment summary without `iteration_id`,
-    `timestamp_utc`, `branch`, `base_branch`, `base_sha`, `head_sha`; every UUID or full hex digest in any text
-    replaced by `<id:N>`)."""
+    and without what depends on when and where the runner ran (`PACKET_VOLATILE_KEYS`: the archived packet's
+    iteration, timestamp, branches, base sha and `repo` block), each log-tail line, parsed, and each attempt of the
+    experiment summary without `ATTEMPT_ID_KEYS`; every UUID or full hex digest in any text replaced by `<id:N>`."""
     data = packet.model_dump(mode="json")
+    for key in PACKET_VOLATILE_KEYS:
+        data.pop(key, None)
     data["experiment_log_tail"] = [_drop_keys(line, ATTEMPT_ID_KEYS) for line in data.get("experiment_log_tail") or []]
     summary = data.get("experiment_summary") or {}
     for key in ("last_attempt", "last_valid_attempt"):
         if isinstance(summary.get(key), dict):
             summary[key] = _drop_keys(summary[key], ATTEMPT_ID_KEYS)
-    if isinstance(summary.get("recent_attempts"), list):
-        summary["recent_attempts"] = [_drop_keys(item, ATTEMPT_ID_KEYS) for item in summary["recent_attempts"]]
+    for key in ("recent_attempts", "recent_strategy_combos"):
+        if isinstance(summary.get(key), list):
+            summary[key] = [_drop_keys(item, ATTEMPT_ID_KEYS) for item in summary[key]]
     return sha256_hex(_without_ids(canonical_json(data)))
 
 

@@ -78,7 +78,9 @@ def name_estimator(result: ReplayResult) -> None:
 def learned_from_summary(provenance: Optional[Provenance], check: OverlapCheck) -> dict[str, Any]:
     """What summary.json says of the records a program learned from: its provenance (null: unknown), so that a
     leaderboard admitting the folder checks its own split, and this split's check."""
-    return {"provenance": None if provenance is None else provenance.model_dump(mode="json"),
+    # A provenance its program's fitted model contradicts is written as unknown: read back alone it would hold.
+    written = None if provenance is None or provenance.contradiction else provenance.model_dump(mode="json")
+    return {"provenance": written,
             "learned_from": check.model_dump(mode="json")}
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from runtime.provenance import NOTHING, Provenance, read_provenance
+from runtime.provenance import NOTHING, Provenance, read_program_provenance
 
 from guidebench.errors import GuidebenchError, refuse_unfitted
 
@@ -173,7 +173,7 @@ def state_provenance(path: Path) -> Optional[Provenance]:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise GuidebenchError(f"{path}: not readable JSON: {exc}") from exc
     try:
-        return read_provenance(state) if isinstance(state, dict) else None
+        return read_program_provenance(state) if isinstance(state, dict) else None
     except ValueError as exc:
         raise GuidebenchError(f"{path}: {exc}") from None
 

@@ -32,7 +32,7 @@ from runtime.frozen.manifest import (COMPATIBLE_WITH, DSRS_MANIFEST_FILE, KNN_FI
                                      valid_name, valid_version)
 from runtime.inputs import PACKET_INPUT_NAMES, SUMMARY_INPUT_NAMES
 from runtime.outcome import OUTCOME_MODEL_KEY, OutcomeModel, OutcomeModelError
-from runtime.provenance import NOTHING, Provenance, read_provenance
+from runtime.provenance import NOTHING, Provenance, read_program_provenance
 from runtime.rules import RULE_GATE_KEY
 from runtime.trained import (CASCADE_KEY, FEATURES_VERSION, TRAINED_MODEL_KEY, TrainedDecisionModel,
                              TrainedModelError)
@@ -124,7 +124,7 @@ def source_from_registry(entry: str, state_file: Optional[Path] = None, *,
     if state_file is not None:
         state = read_state_file(Path(state_file))
         try:
-            provenance = read_provenance(state)
+            provenance = read_program_provenance(state)
         except ValueError as exc:
             raise GuidebenchError(f"{label or state_file}: {exc}") from None
         try:

@@ -65,6 +65,7 @@ from pydantic import ValidationError
 from runtime.advisor import (AdvisorPacket, DirectiveValidation, ExperimentLogEntry, ExperimentSummary, FamilyConstraints,
                       OptimizationDirective, PerformanceProfile)
 from runtime.checksums import verify_folder
+from runtime.provenance import cross_checked
 from runtime.frozen.knn import DemoSelector, KnnStateError
 from runtime.frozen.manifest import (COMPATIBLE_WITH, FORMAT_VERSION, KNN_FILE, MANIFEST_FILE, PROGRAM_FILE,
                                      READABLE_FORMAT_VERSIONS, FrozenManifest, FrozenModuleError, OutcomeModelSpec,
@@ -327,8 +328,10 @@ def verify_frozen(path: Union[str, Path]) -> FrozenManifest:
         manifest = _manifest(root)
         _check_dspy(manifest)
         _check_signature_hashes(manifest)
-        read_program_state(root, manifest)
+        state = read_program_state(root, manifest)
         read_demo_selection(root, manifest)
+        # A provenance its own fitted model contradicts (re-signed or not) is unknown to every reader of the module.
+        manifest.provenance = cross_checked(manifest.provenance, state)
         return manifest
     except FrozenModuleError as exc:
         raise FrozenModuleError(exc.reason, str(root)) from None

@@ -66,7 +66,7 @@ def _tampered(change):
     (_tampered(lambda b: b["hashes"].update(train=[])), "it claims 12 records of split train and lists 0 hashes"),
     (_tampered(lambda b: b["hashes"].pop("dev")), "its counts name splits ['dev', 'train'] and its hashes splits"),
     (_tampered(lambda b: b["splits"].update(train=20)), "it claims 20 records of split train and lists 12 hashes"),
-    ({}, "it names no record identity (None, not 'content_hash')"),
+    ({}, "it names no record identity (None, not 'content_hash_v2')"),
     (_tampered(lambda b: b.update(identity="inputs_hash", hashes=sorted(h for v in b["hashes"].values() for h in v))),
      "it knows records by their inputs hash, which includes their ids"),
     (_tampered(lambda b: b["hashes"]["dev"].reverse()), "the hashes of split dev are not sorted and distinct"),
@@ -96,3 +96,40 @@ def test_a_malformed_provenance_is_one_line(block, message):
         read_provenance({"provenance": block})
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
     assert read_provenance({"decide": {}}) is None  # absent: unknown, not an error
+
+
+@pytest.mark.parametrize("block, why", [
+    (_tampered(lambda b: b.update(identity="content_hash")), "it knows records by the first content hashes"),
+    (_tampered(lambda b: b.update(identity="inputs_hash")), "it knows records by their inputs hash"),
+])
+def test_a_provenance_of_an_earlier_identity_scheme_is_unknown(block, why):
+    """Hashes of an earlier scheme match no record as hashed now: believed, they would read every record as never
+    learned from; unknown instead, with why."""
+    provenance = read_provenance({"provenance": block})
+    assert provenance.problem().startswith(why) and known(provenance) is None
+
+
+@pytest.mark.parametrize("forged", [
+    {"identity": "content_hash_v2"},  # "learned from no record"
+    {"identity": "content_hash_v2", "splits": {}, "hashes": {}},
+    _tampered(lambda b: (b["splits"].pop("train"), b["hashes"].pop("train"))),  # dev only, the fit counts train
+])
+def test_a_fitted_model_cannot_have_learned_from_no_record(forged):
+    """A provenance that lists no record of a split the state's own fitted model counts (`fit.n_train`, `n_dev`) is
+    unknown, whoever wrote it; the same provenance beside a state with no fitted model is believed."""
+    from runtime.provenance import cross_checked, fit_counts, read_program_provenance
+
+    fit = {"trained_model": {"model": {"kind": "linear", "fit": {"n_train": 12, "n_dev": 4}}}}
+    assert fit_counts(fit) == {"train": 12, "dev": 4}
+    assert fit_counts({"outcome_model": {"model": {"fit": {"n_train": 30, "n_dev": 0}}}}) == {"train": 30}
+    assert fit_counts({"decide": {"demos": []}}) == {} and fit_counts({"trained_model": {"model": None}}) == {}
+    provenance = read_program_provenance({**fit, "provenance": forged})
+    assert known(provenance) is None and "a fitted model cannot have learned from no record" in provenance.problem()
+    assert "(`n_train` of its fit in program.json)" in provenance.problem()
+    check = check_overlap(provenance, decision_records(4, 100), dataset_id="a" * 64, split="dev")
+    assert check.status == "unknown" and check.line().startswith("provenance unknown: its provenance does not hold "
+                                                                 "together: it lists no record of split train")
+    assert read_provenance({"provenance": forged}).problem() is None  # alone it holds together...
+    assert cross_checked(read_provenance({"provenance": forged}), {"decide": {}}).problem() is None  # ...and rules
+    honest = read_program_provenance({**fit, "provenance": _learned().model_dump(mode="json")})
+    assert honest.problem() is None and known(honest) is honest

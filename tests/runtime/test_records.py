@@ -197,3 +197,111 @@ def test_identifiers_are_found_exactly_where_the_id_pattern_matches():
     assert replaced > 1_000  # the texts hold ids often enough to test the replacing
     twice = f"a {ids[0]} b {ids[0].upper()} {ids[3]}-{ids[0]}"
     assert _without_ids(twice) == "a <id:1> b <id:1> <id:2>-<id:1>" == by_regex(twice)
+
+
+# ----- identities that reformatting must not defeat --------------------------------------------------------------
+
+JSON_TEXT_FIELDS = ("turn_plan", "diff_summary", "token_usage", "recent_actions")
+
+
+def _reserialised(summary: FullAutoTurnSummary, style: str) -> FullAutoTurnSummary:
+    """The summary with its JSON texts written again: `compact` (no whitespace, the writer's key order) or
+    `sorted` (keys sorted, indented as the writer does)."""
+    update = {}
+    for name in JSON_TEXT_FIELDS:
+        if not getattr(summary, name):  # "" when the writer had none
+            continue
+        value = json.loads(getattr(summary, name))
+        update[name] = json.dumps(value, separators=(",", ":")) if style == "compact" else \
+            json.dumps(value, indent=2, sort_keys=True)
+    return summary.model_copy(update=update)
+
+
+@pytest.mark.parametrize("style", ["compact", "sorted"])
+def test_a_decision_with_its_json_texts_reserialised_is_the_same_record(style):
+    """Every decision of the sample, its plan, diff, token usage and recent actions re-serialised (the same
+    values), is recognised by a provenance of the originals; a changed value is another record."""
+    from pathlib import Path
+
+    from runtime.provenance import Provenance
+
+    root = Path(__file__).resolve().parents[2]
+    lines = [DecisionLogLine.model_validate_json(line)
+             for line in (root / SAMPLE_LOG).read_text(encoding="utf-8").splitlines() if line.strip()]
+    originals = [DecisionRecord.build(line.summary, GuardrailConfig(), run_id=line.run_id) for line in lines]
+    again = [DecisionRecord.build(_reserialised(line.summary, style), GuardrailConfig(), run_id=line.run_id)
+             for line in lines]
+    rewritten = sum(a.summary.token_usage != b.summary.token_usage for a, b in zip(originals, again))
+    assert len(lines) == 1273 and rewritten > 1200  # the texts changed...
+    assert sum(a.inputs_hash != b.inputs_hash for a, b in zip(originals, again)) == len(lines)
+    learned = Provenance.of("a" * 64, {"train": originals})
+    assert learned.overlap(again) == len(lines)  # ...and every record is still known by its content
+    # a value that changed is content: one more token is another record
+    usage = json.loads(lines[0].summary.token_usage)
+    usage["tokenUsage"]["total"]["totalTokens"] += 1
+    changed = lines[0].summary.model_copy(update={"token_usage": json.dumps(usage, separators=(",", ":"))})
+    assert DecisionRecord.build(changed, GuardrailConfig()).content_hash != originals[0].content_hash
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{\n  "b": 1,\n  "a": [1, 2]\n}', {"a": [1, 2], "b": 1}),
+    ("3", 3), ("", ""), ("not json {", "not json {"),
+    ('"a bare string"', '"a bare string"'),  # kept as written: a text never hashes like another text
+    pytest.param("[" * 100_000 + "]" * 100_000, "[" * 100_000 + "]" * 100_000, id="too-deep"),  # as written
+], ids=lambda item: item if isinstance(item, str) and len(item) < 40 else None)
+def test_a_json_text_is_hashed_by_its_value_and_any_other_text_as_written(text, value):
+    from runtime.records import json_value
+
+    assert json_value(text) == value
+
+
+def test_a_json_text_nested_about_as_deep_as_python_reads_still_has_a_content_hash():
+    """Around the interpreter's recursion limit a text may read back and not write again: hashed as written."""
+    import sys
+
+    base = record()
+    hashes = set()
+    for depth in range(sys.getrecursionlimit() - 40, sys.getrecursionlimit() + 5):
+        deep = base.summary.model_copy(update={"turn_plan": "[" * depth + "]" * depth})
+        hashes.add(DecisionRecord.build(deep, base.config).content_hash)
+    assert len(hashes) == 45
+
+
+def _archived_packets():
+    """The sample's archived planner packets (episodes 0001, 0003, 0004), as the loop runner dumped them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "datasets" / "sample" / "experiments"
+    files = sorted([*root.glob("*/.advisor/manual_archive/iter_*/packet.json"),
+                    *root.glob("*/.advisor/codex*/iter_*_packet.json")])
+    return [json.loads(path.read_text(encoding="utf-8")) for path in files]
+
+
+def test_an_archived_packet_redated_renamed_and_moved_is_the_same_record():
+    """The archived packet's top-level timestamp, branches, base sha and `repo` block (worktree path, origin) say
+    when and where the runner ran: another date, branch names or checkout leave the record the same."""
+    from runtime.advisor import AdvisorPacket
+    from runtime.records import packet_content_hash
+
+    packets = _archived_packets()
+    assert len(packets) == 112 and all({"timestamp_utc", "branch", "repo"} <= set(p) for p in packets)
+    for raw in packets:
+        moved = json.loads(json.dumps(raw))
+        moved.update(timestamp_utc="2031-07-04T12:00:00Z", branch=f"renamed/{raw['branch']}-x",
+                     base_branch="trunk", iteration_id=raw["iteration_id"] + 1000)
+        moved["repo"].update(worktree_path="/somewhere/else/checkout", origin_url="git@example.org:fork/repo.git",
+                             github_web_url=None)
+        tail = []
+        for line in moved["experiment_log_tail"]:
+            entry = json.loads(line)
+            entry.update(timestamp_utc="2031-07-04T11:00:00Z", branch="renamed/" + str(entry.get("branch")))
+            tail.append(json.dumps(entry, sort_keys=True))
+        moved["experiment_log_tail"] = tail
+        for attempt in moved["experiment_summary"].get("recent_attempts") or []:
+            attempt["branch"] = "renamed/" + str(attempt.get("branch"))
+        a, b = AdvisorPacket.model_validate(raw), AdvisorPacket.model_validate(moved)
+        assert packet_hash(a) != packet_hash(b) and packet_content_hash(a) == packet_content_hash(b)
+    # what the planner was shown about the kernel is content
+    first = dict(packets[0], best_cycles=(packets[0].get("best_cycles") or 0) + 1)
+    assert packet_content_hash(AdvisorPacket.model_validate(first)) != \
+        packet_content_hash(AdvisorPacket.model_validate(packets[0]))

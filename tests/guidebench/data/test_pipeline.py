@@ -132,8 +132,8 @@ def test_group_split_keeps_groups_whole_and_fills_every_split(n_groups: int, see
     sizes = {name: sum(1 for split in assignment.values() if split == name) for name in SPLITS}
     if n_groups >= 3:
         assert all(sizes[name] >= 1 for name in SPLITS), sizes
-    if n_groups >= 20:  # fractions 0.7 / 0.15 / 0.15, rounded
-        assert abs(sizes["test"] - round(0.15 * n_groups)) <= 1
+    if n_groups >= 20:  # fractions 0.7 / 0.15 / 0.15, up to the binomial spread (each group is placed alone)
+        assert abs(sizes["test"] - 0.15 * n_groups) <= 1 + 5 * (n_groups * 0.15 * 0.85) ** 0.5
     assert assign_splits(list(reversed(groups)), seed) == assignment  # seeded, order-free
 
 
