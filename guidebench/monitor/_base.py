@@ -105,6 +105,7 @@ class MetricState(BaseModel):
     v: float = 0.0
     reference_n: int = 0  # observations taken into the reference window (when the baseline comes from it)
     reference_total: float = 0.0
+    reference_batches: list[float] = Field(default_factory=list)  # sums of consecutive batches (batch means)
     baseline: Optional[Baseline] = None
     alarm: Optional[Alarm] = None
     series: list[SeriesPoint] = Field(default_factory=list)

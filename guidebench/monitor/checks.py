@@ -8,7 +8,8 @@ every record, so an alarm names the record at which it started; once started it 
 excluded the baseline once has shown the change: reset the monitor after acting on it).
 
 A metric without a baseline from the champion's evidence takes it from the reference window: its first
-`reference` live observations, measured once (and then never part of the sequence).
+`reference` live observations, measured once (and then never part of the sequence); its interval allows for records
+that come in clusters (batch means, `reference_baseline`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from guidebench.monitor._base import (
     SeriesPoint,
 )
 
+BATCHES = 10  # the reference window's batches for its batch-means interval
 WINDOW = 200  # a series point every so many observations of a metric (and one at the end of every run)
 
 
@@ -54,10 +56,25 @@ def metric_alpha(state: MonitorState, specs: Sequence[MetricSpec]) -> float:
     return state.alpha / len(specs)
 
 
+def batch_size(reference: int) -> int:
+    """Records per batch of the reference window (BATCHES batches)."""
+    return max(reference // BATCHES, 1)
+
+
 def reference_baseline(spec: MetricSpec, metric: MetricState, alpha_k: float) -> Baseline:
-    """The reference window's baseline: its mean and an interval at half the metric's share."""
+    """The reference window's baseline: its mean and an interval at half the metric's share, the wider of the
+    independent-records interval (`fixed_interval`) and the batch-means interval (Student t over the means of
+    BATCHES consecutive batches), so that records that come in clusters (a session's turns, an episode's
+    attempts) do not make the baseline look surer than it is."""
     value = metric.reference_total / metric.reference_n
     low, high = fixed_interval(value, metric.reference_n, alpha=alpha_k / 2, binary=spec.binary)
+    size = batch_size(metric.reference_n)
+    means = np.asarray(metric.reference_batches[:BATCHES], dtype=float) / size
+    if len(means) >= 2:
+        from scipy.stats import t
+
+        radius = float(t.ppf(1 - alpha_k / 4, len(means) - 1) * means.std(ddof=1) / np.sqrt(len(means)))
+        low, high = min(low, max(value - radius, 0.0)), max(high, min(value + radius, 1.0))
     return Baseline(value=value, low=low, high=high, n=metric.reference_n,
                     source=f"the reference window: the first {metric.reference_n} live records")
 
@@ -68,6 +85,12 @@ def _take_reference(spec: MetricSpec, metric: MetricState, obs: Observations, re
     if metric.baseline is not None:
         return 0
     take = min(max(reference - metric.reference_n, 0), len(obs.values))
+    size = batch_size(reference)
+    for offset, value in enumerate(obs.values[:take]):
+        index = (metric.reference_n + offset) // size
+        if index >= len(metric.reference_batches):
+            metric.reference_batches.append(0.0)
+        metric.reference_batches[index] += value
     metric.reference_n += take
     metric.reference_total += float(sum(obs.values[:take]))
     if metric.reference_n >= reference > 0:
