@@ -145,9 +145,9 @@ def delays(before: dict, result) -> dict:
 
 
 def planted_fullauto(rep: int, kind: str, sessions: int, reference: int, work: Path) -> dict:
-    folder, later = work / f"pf-{rep}", work / f"pf-{rep}-later"
+    folder, later = work / f"pf-{kind}-{rep}", work / f"pf-{kind}-{rep}-later"
     write_workspace(folder, FullAutoSimulator(30_000 + rep).runs(sessions), progress=False)
-    state = work / f"pf-{rep}.state.json"
+    state = work / f"pf-{kind}-{rep}.state.json"
     first = run_pass(folder, None, reference=reference, state_file=state)
     before = {k: m.n for k, m in first.state.metrics.items()}
     runs = (tightened_runs(40_000 + rep, 3 * sessions) if kind == "guardrails_tightened" else
@@ -160,12 +160,12 @@ def planted_fullauto(rep: int, kind: str, sessions: int, reference: int, work: P
 
 
 def planted_planner(rep: int, kind: str, episodes: int, reference: int, work: Path) -> dict:
-    folder = work / f"pp-{rep}" / "experiments"
+    folder = work / f"pp-{kind}-{rep}" / "experiments"
     folder.mkdir(parents=True)
     text, side = planner_log(50_000 + rep, episodes, persona=DILIGENT)
     (folder / "log.jsonl").write_text(text)
     (folder / "planner-decisions.jsonl").write_text("".join(side))
-    state = work / f"pp-{rep}.state.json"
+    state = work / f"pp-{kind}-{rep}.state.json"
     first = run_pass(folder.parent, None, reference=reference, state_file=state)
     before = {k: m.n for k, m in first.state.metrics.items()}
     start = sum(1 for _ in text.splitlines())
@@ -242,7 +242,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = 5, 1, 60, 6, 0
-    reference = {"full_auto": 300, "planner": 100}
+    reference = {"full_auto": 300, "planner": 150}
     results: dict = {"command": " ".join(["python", *sys.argv]), "alpha": 0.05, "reference": reference,
                      "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     started = time.perf_counter()

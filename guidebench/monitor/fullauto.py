@@ -12,6 +12,7 @@ enforced action. A label that arrives before its decision waits for it.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -198,12 +199,14 @@ class FullAutoWatch:
         folder = root / RUNS_DIR
         if not folder.is_dir():
             return
-        for file in sorted(folder.glob("*_events.jsonl")):
-            key = f"{name}/{RUNS_DIR}/{file.name}"
+        with os.scandir(folder) as entries:
+            files = sorted((e.name, e.stat().st_size) for e in entries if e.name.endswith("_events.jsonl"))
+        for file_name, size in files:
+            key = f"{name}/{RUNS_DIR}/{file_name}"
             cursor = self.state.cursors.get(key)
-            if cursor is not None and cursor.offset == file.stat().st_size:
+            if cursor is not None and cursor.offset == size:
                 continue
-            for line in read_new(file, self.state, key, parse=_event_type):
+            for line in read_new(folder / file_name, self.state, key, parse=_event_type):
                 self.count(f"events.{line.data['event_type']}")
 
     def support_rows(self) -> None:

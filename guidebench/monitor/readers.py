@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, BinaryIO, Callable, Iterator, Optional
 
 from guidebench.monitor._base import FileCursor, MonitorState, Quarantined
 
@@ -36,19 +36,13 @@ class Line:
         return f"{self.file}:{self.number}"
 
 
-def _head(path: Path, size: int) -> tuple[str, int]:
-    length = min(size, HEAD_BYTES)
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read(length)).hexdigest(), length
-
-
-def _same_file(path: Path, stat: os.stat_result, cursor: FileCursor) -> bool:
+def _same_file(handle: BinaryIO, stat: os.stat_result, cursor: FileCursor) -> bool:
     if stat.st_ino != cursor.inode or stat.st_size < cursor.offset:
         return False
     if cursor.head_len == 0:
         return True
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read(cursor.head_len)).hexdigest() == cursor.head
+    handle.seek(0)
+    return hashlib.sha256(handle.read(cursor.head_len)).hexdigest() == cursor.head
 
 
 def quarantine(state: MonitorState, file: str, line: int, field: str, error: str) -> None:
@@ -64,23 +58,28 @@ def read_new(path: Path, state: MonitorState, name: Optional[str] = None,
     moves once all are yielded (the caller saves the state only after it has counted them all)."""
     key = name or str(path)
     try:
-        stat = path.stat()
+        handle = open(path, "rb")
     except FileNotFoundError:
         return
-    cursor = state.cursors.get(key)
-    if cursor is None or not _same_file(path, stat, cursor):
-        resets = (cursor.resets + 1) if cursor is not None else 0
-        if cursor is not None:
-            state.counts["logs_reread"] = state.counts.get("logs_reread", 0) + 1
-        cursor = FileCursor(path=str(path), inode=stat.st_ino, resets=resets)
-    with open(path, "rb") as handle:
+    with handle:
+        stat = os.fstat(handle.fileno())
+        cursor = state.cursors.get(key)
+        if cursor is None or not _same_file(handle, stat, cursor):
+            if cursor is not None:
+                state.counts["logs_reread"] = state.counts.get("logs_reread", 0) + 1
+            cursor = FileCursor(path=str(path), inode=stat.st_ino, resets=(cursor.resets + 1) if cursor else 0)
         handle.seek(cursor.offset)
         data = handle.read(max(stat.st_size - cursor.offset, 0))
-    end = data.rfind(b"\n")
-    if end < 0:
-        state.cursors[key] = cursor
-        return
-    head, head_len = _head(path, max(stat.st_size, cursor.offset + end + 1))
+        end = data.rfind(b"\n")
+        if end < 0:
+            state.cursors[key] = cursor
+            return
+        if cursor.head_len < HEAD_BYTES:  # the first bytes are still growing: hash them again
+            handle.seek(0)
+            first = handle.read(HEAD_BYTES)
+            head, head_len = hashlib.sha256(first).hexdigest(), len(first)
+        else:
+            head, head_len = cursor.head, cursor.head_len
     number = cursor.lines
     for raw in data[: end + 1].splitlines():
         number += 1

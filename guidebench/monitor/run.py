@@ -24,7 +24,7 @@ ADVICE = {
     "parse_failure_rate": "answers fail to parse: check the LM endpoint and model id the runtime uses; roll back if "
                           "it started with a deploy",
     "safe_fail_pause_rate": "answers without an action pause the loop: roll back to the previous champion "
-                            "(`guidebench export rollback`), then look at the raw answers",
+                            "(`guidebench rollback NAME`), then look at the raw answers",
     "objective": "the champion decides worse (or better) on labeled turns than at promotion: retrain on recent "
                  "labeled logs and shadow the challenger; roll back if it fell",
     "accuracy": "agreement with labels moved: check that labels still come from the same source, then retrain and "

@@ -48,7 +48,11 @@ def turn_vector(summary: Mapping[str, Any], config: Mapping[str, Any]) -> list[f
     """The trained model's numbers CHEAP_NUMBERS of one logged turn (summary object plus the run's guardrail config),
     computed as `runtime.trained.turn_numbers` computes them (tests/guidebench/monitor checks they agree)."""
     from runtime.fullauto import tokens_from_usage
-    from runtime.inputs import count_of, input_text
+    from runtime.inputs import count_of
+    from runtime.inputs import input_text as text_of
+
+    def input_text(value: Any) -> str:  # most logged fields are text already
+        return value if isinstance(value, str) else text_of(value)
 
     status = input_text(summary.get("last_turn_status")).strip().lower()
     turns, stalled = _number(summary.get("turn_count"), 0.0), _number(summary.get("no_progress_count"), 0.0)
