@@ -64,6 +64,23 @@ def tightened_runs(seed: int, n: int, start: int = 0):
         yield SimRun(episode.run_file, episode.decision_lines, episode.raw_lines, episode.events, episode.labels)
 
 
+def write_fast(folder: Path, runs) -> None:
+    """The workspace files the statistics read (decisions, raw answers, labels, run files), in the real writer's
+    line shapes, without the per-run events files (the monitor only counts those): the A/A repetitions write
+    thousands of workspaces, and one events file per run is most of `write_workspace`'s time."""
+    from guidebench.simulators import fullauto_logs as logs
+
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    with open(folder / "fullauto-decisions.jsonl", "w") as decisions, \
+            open(folder / "fullauto-decisions-raw.jsonl", "w") as raw, open(folder / "labels.jsonl", "w") as labels:
+        for run in runs:
+            decisions.writelines(logs.line_text(logs.decision_line(line)) for line in run.decisions)
+            raw.writelines(logs.line_text(logs.raw_line(line)) for line in run.raw)
+            labels.writelines(json.dumps(item.as_dict(), separators=(",", ":")) + "\n" for item in run.labels)
+            for run_file in run.run_files():
+                (folder / "runs" / f"{run_file.run_id}.json").write_text(logs.run_file_text(run_file))
+
+
 def append_workspace(target: Path, source: Path) -> None:
     """Append a workspace's logs to another's (what the runtime appending more sessions looks like)."""
     for name in ("fullauto-decisions.jsonl", "fullauto-decisions-raw.jsonl", "labels.jsonl"):
@@ -120,7 +137,7 @@ def first_alarm(result) -> list[str]:
 
 def aa_fullauto(rep: int, sessions: int, reference: int, work: Path) -> dict:
     folder = work / f"fa-{rep}"
-    write_workspace(folder, FullAutoSimulator(10_000 + rep).runs(sessions), progress=False)
+    write_fast(folder, FullAutoSimulator(10_000 + rep).runs(sessions))
     result = run_pass(folder, None, reference=reference, state_file=work / f"fa-{rep}.state.json")
     watched = {k: m.n for k, m in result.state.metrics.items()}
     shutil.rmtree(folder)
@@ -146,13 +163,13 @@ def delays(before: dict, result) -> dict:
 
 def planted_fullauto(rep: int, kind: str, sessions: int, reference: int, work: Path) -> dict:
     folder, later = work / f"pf-{kind}-{rep}", work / f"pf-{kind}-{rep}-later"
-    write_workspace(folder, FullAutoSimulator(30_000 + rep).runs(sessions), progress=False)
+    write_fast(folder, FullAutoSimulator(30_000 + rep).runs(sessions))
     state = work / f"pf-{kind}-{rep}.state.json"
     first = run_pass(folder, None, reference=reference, state_file=state)
     before = {k: m.n for k, m in first.state.metrics.items()}
     runs = (tightened_runs(40_000 + rep, 3 * sessions) if kind == "guardrails_tightened" else
             FullAutoSimulator(40_000 + rep, SHIFTED).runs(3 * sessions))
-    write_workspace(later, runs, progress=False)
+    write_fast(later, runs)
     append_workspace(folder, later)
     second = run_pass(folder, None, reference=reference, state_file=state)
     shutil.rmtree(folder), shutil.rmtree(later)
@@ -234,38 +251,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--planted-reps", type=int, default=10)
-    parser.add_argument("--sessions", type=int, default=100, help="Full Auto sessions per A/A log (about 8 decisions each)")
+    parser.add_argument("--sessions", type=int, default=80, help="Full Auto sessions per A/A log (about 8 decisions each)")
     parser.add_argument("--episodes", type=int, default=10, help="planner episodes per A/A log (24-48 attempts each)")
     parser.add_argument("--speed", type=int, default=10_000, help="new decisions for the speed measurement (0: skip)")
     parser.add_argument("--quick", action="store_true", help="a small version (tests)")
+    parser.add_argument("--only", choices=("aa_fullauto", "aa_planner", "planted", "speed"), action="append",
+                        help="run only these parts (repeatable; default all)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
-        args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = 5, 1, 60, 6, 0
-    reference = {"full_auto": 300, "planner": 150}
+        args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = min(args.reps, 5), 1, 60, 6, 0
+    reference = {"full_auto": 250, "planner": 150}
     results: dict = {"command": " ".join(["python", *sys.argv]), "alpha": 0.05, "reference": reference,
                      "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-monitor-") as temp:
         work = Path(temp)
-        fa = [aa_fullauto(r, args.sessions, reference["full_auto"], work) for r in range(args.reps)]
-        pl = [aa_planner(r, args.episodes, reference["planner"], work) for r in range(args.reps)]
-        results["aa"] = [summarise(fa, "full_auto"), summarise(pl, "planner")]
+        parts = set(args.only or ("aa_fullauto", "aa_planner", "planted", "speed"))
+        results["aa"] = []
+        if "aa_fullauto" in parts:
+            fa = [aa_fullauto(r, args.sessions, reference["full_auto"], work) for r in range(args.reps)]
+            results["aa"].append(summarise(fa, "full_auto"))
+        if "aa_planner" in parts:
+            pl = [aa_planner(r, args.episodes, reference["planner"], work) for r in range(args.reps)]
+            results["aa"].append(summarise(pl, "planner"))
         print(json.dumps(results["aa"], indent=1), flush=True)
         planted = {}
-        for kind in ("guardrails_tightened", "label_mix_shifted"):
+        for kind in ("guardrails_tightened", "label_mix_shifted") if "planted" in parts else ():
             rows = [planted_fullauto(r, kind, args.sessions, reference["full_auto"], work)
                     for r in range(args.planted_reps)]
             planted[kind] = detection(rows, ("override_rate", "out_of_support", "action_share.pause",
                                              "action_share.continue", "objective", "accuracy"))
-        for kind in ("persona_swapped", "sidecar_lies"):
+        for kind in ("persona_swapped", "sidecar_lies") if "planted" in parts else ():
             rows = [planted_planner(r, kind, args.episodes, reference["planner"], work)
                     for r in range(args.planted_reps)]
             planted[kind] = detection(rows, ("pivot_compliance", "validity_rate", "improvement",
                                              "sidecar_calibration"))
         results["planted"] = planted
         print(json.dumps(planted, indent=1), flush=True)
-        if args.speed:
+        if args.speed and "speed" in parts:
             results["speed"] = speed(args.speed, work)
             print(json.dumps(results["speed"]), flush=True)
     results["seconds"] = round(time.perf_counter() - started, 1)

@@ -93,6 +93,7 @@ def world(tmp_path_factory):
     return {"root": root, "ex": champion}
 
 
+@pytest.mark.slow
 def test_quiet_then_alarm_then_webhook_mlflow_and_exit_codes(world, hook, tmp_path, monkeypatch, capsys):
     from optimizer_support import tracking_uri
 
