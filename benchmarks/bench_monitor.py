@@ -1,9 +1,11 @@
 """Calibration and speed of `guidebench monitor` on simulated logs (reports/monitor.md).
 
-No-change A/A: each repetition simulates a fresh Full Auto workspace (the simulator's noisy deployed policy, its
-own seed) and a fresh planner log (episodes of `simulate_episode` with an honest logged-propensity sidecar), runs
-the monitor over it (the first --reference records make the baselines, the rest are watched at every record), and
-counts a false alarm when any metric alarms. The stated rate is alpha (0.05) per monitor, all metrics together.
+No-change A/A: each Full Auto repetition writes a workspace of sessions drawn at random, without replacement, from a
+pool of simulated sessions (the simulator's noisy deployed policy, one seed per session: simulating costs more than
+monitoring, so each session is simulated once), and each planner repetition a fresh planner log (episodes of
+`simulate_episode` with an honest logged-propensity sidecar), runs the monitor over it (the first --reference
+records make the baselines, the rest are watched at every record), and counts a false alarm when any metric alarms.
+The stated rate is alpha (0.05) per monitor, all metrics together.
 
 Planted changes: the monitor reads a log up to the change point (one pass), then the changed part (a second pass);
 the delay is the alarm's start minus the metric's records before the change, in that metric's records (the changed
@@ -14,22 +16,20 @@ part is three times as long as the unchanged one, so a slow alarm still has reco
   protocol (compliance 0.05, sticky) takes over;
 - a sidecar that lies: it states 0.8 for its greedy family but the loop always tries that family.
 
-Run: `python benchmarks/bench_monitor.py --out reports/monitor.json` (`--reps 200` by default; `--quick` for a
-small version). Keep the logs small: each repetition is simulated in-process and read from a temporary folder.
+Run: `python benchmarks/bench_monitor.py --out reports/monitor.json` (`--reps 200` by default; `--quick` for a small
+version). Keep the logs small: each repetition is simulated in-process and read from a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,9 +135,16 @@ def first_alarm(result) -> list[str]:
     return sorted(a.metric for a in result.alarms)
 
 
-def aa_fullauto(rep: int, sessions: int, reference: int, work: Path) -> dict:
+def session_pool(size: int) -> list:
+    """`size` sessions of the simulator's deployed policy, each its own seed: the population the A/A logs are
+    drawn from (simulating a session costs more than monitoring it, so each is simulated once)."""
+    return [FullAutoSimulator(10_000 + index).play(0) for index in range(size)]
+
+
+def aa_fullauto(rep: int, sessions: int, reference: int, work: Path, pool: list) -> dict:
+    """One A/A log: `sessions` sessions drawn without replacement from the pool, in a random order."""
     folder = work / f"fa-{rep}"
-    write_fast(folder, FullAutoSimulator(10_000 + rep).runs(sessions))
+    write_fast(folder, random.Random(f"aa:{rep}").sample(pool, sessions))
     result = run_pass(folder, None, reference=reference, state_file=work / f"fa-{rep}.state.json")
     watched = {k: m.n for k, m in result.state.metrics.items()}
     shutil.rmtree(folder)
@@ -251,7 +258,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--planted-reps", type=int, default=10)
-    parser.add_argument("--sessions", type=int, default=80, help="Full Auto sessions per A/A log (about 8 decisions each)")
+    parser.add_argument("--sessions", type=int, default=80,
+                        help="Full Auto sessions per A/A log (about 8 decisions each)")
+    parser.add_argument("--pool", type=int, default=2000,
+                        help="simulated Full Auto sessions the A/A logs are drawn from")
     parser.add_argument("--episodes", type=int, default=10, help="planner episodes per A/A log (24-48 attempts each)")
     parser.add_argument("--speed", type=int, default=10_000, help="new decisions for the speed measurement (0: skip)")
     parser.add_argument("--quick", action="store_true", help="a small version (tests)")
@@ -261,6 +271,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = min(args.reps, 5), 1, 60, 6, 0
+        args.pool = 120
     reference = {"full_auto": 250, "planner": 150}
     results: dict = {"command": " ".join(["python", *sys.argv]), "alpha": 0.05, "reference": reference,
                      "loadavg_start": open("/proc/loadavg").read().split()[:3]}
@@ -270,7 +281,8 @@ def main() -> None:
         parts = set(args.only or ("aa_fullauto", "aa_planner", "planted", "speed"))
         results["aa"] = []
         if "aa_fullauto" in parts:
-            fa = [aa_fullauto(r, args.sessions, reference["full_auto"], work) for r in range(args.reps)]
+            pool = session_pool(args.pool)
+            fa = [aa_fullauto(r, args.sessions, reference["full_auto"], work, pool) for r in range(args.reps)]
             results["aa"].append(summarise(fa, "full_auto"))
         if "aa_planner" in parts:
             pl = [aa_planner(r, args.episodes, reference["planner"], work) for r in range(args.reps)]

@@ -8,7 +8,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 from guidebench.commands import add_tracking_uri, ranged
 

@@ -2,19 +2,19 @@
 
 A turn's features are the trained decision model's numbers (`runtime.trained.turn_numbers`) that need no parse of
 the plan, diff or recent actions: status flags, pending counts, compactions, turns, no-progress, tokens and their
-shares of the run's limits, and the run's min_confidence (`CHEAP_NUMBERS`). Its score is the largest standardised distance of any of them,
-s(x) = max_j |x_j - mean_j| / scale_j, and the support is {s <= the largest score among n reference turns}.
+shares of the run's limits, and the run's min_confidence (`CHEAP_NUMBERS`). Its score is the largest standardised
+distance of any of them, s(x) = max_j |x_j - mean_j| / scale_j, and the support is {s <= the largest score among n
+reference turns}.
 
 Where the numbers' mean and scale come from: the champion's trained model when it has one (they are its training
 split's, recorded in program.json); the export records no feature ranges, and an LM or rule program records no
-features at all, so otherwise they are fit on the first half of the reference window (the first live turns) and
-the threshold is taken on its second half: either way the threshold comes from turns the mean and scale were
-not fit on.
+features at all, so otherwise they are fit on the first half of the reference window (the first live turns) and the
+threshold is taken on its second half: either way the threshold comes from turns the mean and scale were not fit on.
 
-The stated test: with no change, a new turn is exchangeable with the n threshold turns, so the chance that it
-scores above their maximum is Beta(1, n) distributed; with probability 1 - alpha/2 it is at most
-`evals.sequential.exceedance_bound(n, alpha/2)`. That bound is the baseline; the alarm is one-sided (the
-confidence sequence of the live share above it).
+The stated test: with no change, a new turn is exchangeable with the n threshold turns, so the chance that it scores
+above their maximum is Beta(1, n) distributed; with probability 1 - alpha/2 it is at most
+`evals.sequential.exceedance_bound(n, alpha/2)`. That bound is the baseline; the alarm is one-sided (the confidence
+sequence of the live share above it).
 """
 
 from __future__ import annotations
