@@ -100,6 +100,13 @@ def test_quiet_then_alarm_then_webhook_mlflow_and_exit_codes(world, hook, tmp_pa
     home = tmp_path / "home"
     monkeypatch.setenv("GUIDEBENCH_HOME", str(home))
     uri = tracking_uri(tmp_path)
+    from guidebench.release.model_registry import ModuleRegistry
+    from guidebench.release.promotion import folder_digest
+
+    registry = ModuleRegistry(uri)  # the champion registered as promotion registers it
+    run_id, source = registry.log_attempt(run_name="promote watched", params={}, metrics={}, tags={})
+    version = registry.register("watched", source=source, run_id=run_id, package="watched@0.1.0",
+                                digest=folder_digest(world["ex"]), tags={}).version
     logs = tmp_path / "logs"
     shutil.copytree(world["root"] / "normal", logs)
     args = ["monitor", str(logs), "--module", str(world["ex"]), "--reference", "200", "--webhook", hook,
@@ -128,7 +135,9 @@ def test_quiet_then_alarm_then_webhook_mlflow_and_exit_codes(world, hook, tmp_pa
     client = mlflow.tracking.MlflowClient(uri)
     history = client.get_metric_history(state["mlflow_run_id"], "monitor.override_rate.high")
     assert len(history) >= 2 and [m.step for m in history] == sorted(m.step for m in history)
-    assert client.get_run(state["mlflow_run_id"]).data.tags["guidebench.module"] == "watched@0.1.0"
+    tags = client.get_run(state["mlflow_run_id"]).data.tags
+    assert tags["guidebench.module"] == "watched@0.1.0" and tags["guidebench.registered_version"] == version
+    assert "override_rate" in client.get_model_version("watched", version).tags["monitor_alarms"]
     assert (tmp_path / "page" / "monitor.html").is_file()
     assert main(["monitor", str(tmp_path / "nowhere"), "--module", str(world["ex"])]) == 2
 
