@@ -151,10 +151,31 @@ def aa_fullauto(rep: int, sessions: int, reference: int, work: Path, pool: list)
     return {"alarms": first_alarm(result), "records": result.state.records, "watched": watched}
 
 
-def aa_planner(rep: int, episodes: int, reference: int, work: Path) -> dict:
+def episode_pool(size: int) -> list[tuple[str, list[str]]]:
+    """`size` episodes of one deployed planner (DILIGENT), each its own seed, with their sidecar lines."""
+    return [planner_log(20_000 + index, 1, persona=DILIGENT) for index in range(size)]
+
+
+def renumbered(pool: list[tuple[str, list[str]]], rng: random.Random, episodes: int) -> tuple[str, list[str]]:
+    """Episodes drawn without replacement from the pool, one after the other, iteration ids running on."""
+    text, side, iteration = [], [], 0
+    for log, lines in rng.sample(pool, episodes):
+        ids = {}
+        for line in log.splitlines():
+            entry = json.loads(line)
+            iteration += 1
+            ids[entry["iteration_id"]] = iteration
+            text.append(json.dumps({**entry, "iteration_id": iteration}, sort_keys=True) + "\n")
+        for line in lines:
+            data = json.loads(line)
+            side.append(json.dumps({**data, "iteration_id": ids[data["iteration_id"]]}) + "\n")
+    return "".join(text), side
+
+
+def aa_planner(rep: int, episodes: int, reference: int, work: Path, pool: list) -> dict:
     folder = work / f"pl-{rep}" / "experiments"
     folder.mkdir(parents=True)
-    text, side = planner_log(20_000 + rep, episodes)
+    text, side = renumbered(pool, random.Random(f"aa-planner:{rep}"), episodes)
     (folder / "log.jsonl").write_text(text)
     (folder / "planner-decisions.jsonl").write_text("".join(side))
     result = run_pass(folder.parent, None, reference=reference, state_file=work / f"pl-{rep}.state.json")
@@ -258,21 +279,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--planted-reps", type=int, default=10)
-    parser.add_argument("--sessions", type=int, default=80,
+    parser.add_argument("--sessions", type=int, default=150,
                         help="Full Auto sessions per A/A log (about 8 decisions each)")
+    parser.add_argument("--planted-sessions", type=int, default=80,
+                        help="Full Auto sessions before a planted change (three times as many after it)")
     parser.add_argument("--pool", type=int, default=2000,
                         help="simulated Full Auto sessions the A/A logs are drawn from")
-    parser.add_argument("--episodes", type=int, default=10, help="planner episodes per A/A log (24-48 attempts each)")
-    parser.add_argument("--speed", type=int, default=10_000, help="new decisions for the speed measurement (0: skip)")
+    parser.add_argument("--episode-pool", type=int, default=300,
+                        help="simulated planner episodes the A/A logs are drawn from")
+    parser.add_argument("--episodes", type=int, default=30, help="planner episodes per A/A log (24-48 attempts each)")
+    parser.add_argument("--planted-episodes", type=int, default=14,
+                        help="planner episodes before a planted change (three times as many after it)")
+    parser.add_argument("--speed", type=int, default=10_000,
+                        help="new decisions for the speed measurement (0: skip)")
     parser.add_argument("--quick", action="store_true", help="a small version (tests)")
     parser.add_argument("--only", choices=("aa_fullauto", "aa_planner", "planted", "speed"), action="append",
                         help="run only these parts (repeatable; default all)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
-        args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = min(args.reps, 5), 1, 60, 6, 0
-        args.pool = 120
-    reference = {"full_auto": 250, "planner": 150}
+        args.reps, args.planted_reps, args.sessions, args.episodes, args.speed = min(args.reps, 5), 1, 60, 14, 0
+        args.pool, args.episode_pool, args.planted_sessions, args.planted_episodes = 120, 30, 60, 14
+    reference = {"full_auto": 250, "planner": 400}
     results: dict = {"command": " ".join(["python", *sys.argv]), "alpha": 0.05, "reference": reference,
                      "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     started = time.perf_counter()
@@ -285,17 +313,19 @@ def main() -> None:
             fa = [aa_fullauto(r, args.sessions, reference["full_auto"], work, pool) for r in range(args.reps)]
             results["aa"].append(summarise(fa, "full_auto"))
         if "aa_planner" in parts:
-            pl = [aa_planner(r, args.episodes, reference["planner"], work) for r in range(args.reps)]
+            pool = episode_pool(args.episode_pool)
+            pl = [aa_planner(r, args.episodes, reference["planner"], work, pool) for r in range(args.reps)]
             results["aa"].append(summarise(pl, "planner"))
         print(json.dumps(results["aa"], indent=1), flush=True)
         planted = {}
         for kind in ("guardrails_tightened", "label_mix_shifted") if "planted" in parts else ():
-            rows = [planted_fullauto(r, kind, args.sessions, reference["full_auto"], work)
+            rows = [planted_fullauto(r, kind, args.planted_sessions, reference["full_auto"], work)
                     for r in range(args.planted_reps)]
-            planted[kind] = detection(rows, ("override_rate", "out_of_support", "action_share.pause",
+            planted[kind] = detection(rows, ("override_rate", "out_of_support", "label_share.continue",
+                                             "action_share.pause",
                                              "action_share.continue", "objective", "accuracy"))
         for kind in ("persona_swapped", "sidecar_lies") if "planted" in parts else ():
-            rows = [planted_planner(r, kind, args.episodes, reference["planner"], work)
+            rows = [planted_planner(r, kind, args.planted_episodes, reference["planner"], work)
                     for r in range(args.planted_reps)]
             planted[kind] = detection(rows, ("pivot_compliance", "validity_rate", "improvement",
                                              "sidecar_calibration"))

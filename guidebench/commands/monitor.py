@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the error budget: chance of any false alarm, ever, over all metrics (default 0.05)")
     parser.add_argument("--reference", type=ranged(int, low=20), default=None, metavar="N",
                         help="records that make a metric's baseline when the champion's evidence has none "
-                             "(default 500 Full Auto, 150 planner)")
+                             "(default 500 Full Auto, 400 planner)")
     parser.add_argument("--ledger", type=Path, default=None, metavar="FILE",
                         help="promotion ledger (default GUIDEBENCH_HOME/promotions.jsonl)")
     parser.add_argument("--webhook", default=None, metavar="URL", help="POST new alarms as JSON (retried in the "

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 LoopKind = Literal["full_auto", "planner"]
 STATE_VERSION = 1
 DEFAULT_ALPHA = 0.05
-DEFAULT_REFERENCE = {"full_auto": 500, "planner": 150}  # records that make the baseline when no evidence has one
+DEFAULT_REFERENCE = {"full_auto": 500, "planner": 400}  # records that make the baseline when no evidence has one
 SERIES_POINTS = 600  # points kept per metric for the page; older ones are thinned, never the latest
 METHOD = ("empirical-Bernstein confidence sequence (Howard, Ramdas, McAuliffe & Sekhon 2021, stitching boundary) "
           "against the baseline's interval; alpha split by Bonferroni over the metrics")

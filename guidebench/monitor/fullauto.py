@@ -6,8 +6,9 @@ Per decision: the guardrail override (the enforced action differs from the model
 inside the champion's support. Per raw line: a parse failure (the production parser reported errors) and a
 safe-fail pause (the answer's action was unknown or missing, so the decision defaulted to pause). Per label,
 whenever it arrives, on the decision it belongs to (run_id, sequence_id, turn_id; else run_id and turn_id): the
-objective (1 - cost / 5, 0 for a safe-fail answer, as `evals.metrics_fullauto`) and the accuracy of the
-enforced action. A label that arrives before its decision waits for it.
+objective (1 - cost / 5, 0 for a safe-fail answer, as `evals.metrics_fullauto`), the accuracy of the
+enforced action and the label mix (the share of labels that say continue). A label that arrives before its decision
+waits for it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ METRICS: tuple[MetricSpec, ...] = (
                evidence=("objective",), unit="labeled turns"),
     MetricSpec(name="accuracy", meaning="enforced action equal to the label, on labeled turns",
                evidence=("action_accuracy",), unit="labeled turns"),
+    MetricSpec(name="label_share.continue", meaning="share of labeled turns whose label is continue (the label mix)",
+               unit="labeled turns"),
     MetricSpec(name="out_of_support", meaning="share of turns whose features are outside the champion's support",
                one_sided=True),
 )
@@ -193,6 +196,7 @@ class FullAutoWatch:
         objective = 0.0 if safe_fail else 1.0 - COST[label][enforced] / 5.0
         self.obs["objective"].add(objective, at, where)
         self.obs["accuracy"].add(float(label == enforced), at, where)
+        self.obs["label_share.continue"].add(float(label == "continue"), at, where)
 
     def events(self, root: Path, name: str) -> None:
         """Count run events by type (run_started, run_paused, run_disabled), from each run's events file."""

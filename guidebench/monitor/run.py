@@ -29,6 +29,8 @@ ADVICE = {
                  "labeled logs and shadow the challenger; roll back if it fell",
     "accuracy": "agreement with labels moved: check that labels still come from the same source, then retrain and "
                 "shadow a challenger",
+    "label_share": "the labels say continue more (or less) often: the work changed, or the labeling did; check the "
+                   "label source, then retrain on recent labeled logs and shadow the challenger",
     "out_of_support": "turns unlike anything the champion learned from: retrain on recent logs (import them, "
                       "compile, shadow the challenger)",
     "validity_rate": "attempts fail validation more (or less) often: look at the invalid lines' reasons (scope, "
