@@ -242,10 +242,11 @@ def speed(decisions: int, work: Path) -> dict:
     write_workspace(later, FullAutoSimulator(78).runs(index), progress=False)
     new = sum(1 for _ in open(later / "fullauto-decisions.jsonl"))
     append_workspace(folder, later)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     run_pass(folder, None, reference=500, state_file=state)
-    seconds = time.perf_counter() - started
-    return {"new_decisions": new, "seconds": round(seconds, 3), "loadavg": open("/proc/loadavg").read().split()[:3]}
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"new_decisions": new, "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
+            "loadavg": open("/proc/loadavg").read().split()[:3]}
 
 
 def summarise(rows: list[dict], name: str) -> dict:
