@@ -179,3 +179,64 @@ def sequential_verdict(differences: Sequence[float], *, alpha: float = 0.05, min
                                  "reached without evidence that the candidate is better", **settings), cs
     extra, why = more_needed(cs, min_effect, max_decisions)
     return SequentialVerdict("keep shadowing", cs.n, None, *last, reason=why, more_needed=extra, **settings), cs
+
+
+# ----- running statistics for a monitor: the same confidence sequence, one batch of observations at a time -----
+
+@dataclass
+class RunningSequence:
+    """The empirical-Bernstein confidence sequence above for observations in [low, low + scale], kept as three
+    running sums so that a monitor can extend it with each batch of new records and store it between runs:
+    `n`, `total` (the sum of observations) and `v` (the sum of squared deviations from the predictable centre,
+    the mean of the observations before each one; `start` before the first). Its intervals hold the mean at every
+    n at once with probability 1 - alpha (Howard et al. 2021, Theorem 4 with the stitching boundary)."""
+
+    n: int = 0
+    total: float = 0.0
+    v: float = 0.0
+    start: float = 0.0
+
+    def extend(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Add `values` in order; returns the running mean and V after each of them (arrays of len(values))."""
+        x = np.asarray(values, dtype=float)
+        if not x.size:
+            return x, x
+        t = self.n + np.arange(1, x.size + 1, dtype=float)
+        sums = self.total + np.cumsum(x)
+        before = np.concatenate([[self.total], sums[:-1]])
+        centre = np.where(t > 1, before / np.maximum(t - 1, 1), self.start)
+        v = self.v + np.cumsum((x - centre) ** 2)
+        self.n, self.total, self.v = int(t[-1]), float(sums[-1]), float(v[-1])
+        return sums / t, v
+
+
+def sequence_bounds(mean: np.ndarray, v: np.ndarray, n: np.ndarray, *, alpha: float, scale: float,
+                    low: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The two-sided (1 - alpha) confidence sequence at each (mean, V, n): alpha / 2 on each side, clipped to the
+    observations' range [low, low + scale]."""
+    radius = stitched_boundary(v, alpha / 2.0, scale) / np.maximum(np.asarray(n, dtype=float), 1.0)
+    return np.maximum(mean - radius, low), np.minimum(mean + radius, low + scale)
+
+
+def fixed_interval(value: float, n: int, *, alpha: float, binary: bool) -> tuple[float, float]:
+    """A (1 - alpha) interval for a mean in [0, 1] measured once on n records: Clopper-Pearson for a rate (binary
+    observations), Hoeffding's for any other mean in [0, 1]. It treats the n records as independent."""
+    from scipy.stats import beta
+
+    if n <= 0:
+        return 0.0, 1.0
+    if binary:
+        k = int(round(min(max(value, 0.0), 1.0) * n))
+        low = float(beta.ppf(alpha / 2, k, n - k + 1)) if k > 0 else 0.0
+        high = float(beta.ppf(1 - alpha / 2, k + 1, n - k)) if k < n else 1.0
+        return low, high
+    radius = math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+    return max(0.0, value - radius), min(1.0, value + radius)
+
+
+def exceedance_bound(n: int, alpha: float) -> float:
+    """With probability 1 - alpha, the chance that a new exchangeable draw scores above the maximum of n draws is
+    at most this: that chance is Beta(1, n) distributed (ties only lower it), so P(chance > t) = (1 - t)^n."""
+    if n <= 0:
+        return 1.0
+    return float(1.0 - alpha ** (1.0 / n))

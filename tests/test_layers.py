@@ -41,7 +41,7 @@ GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("compile",),             #   one compile,
     ("leaderboard",),         #   the leaderboard (its variants, scored on one split),
     ("baselines", "release"), #   the baselines, export and promotion,
-    ("runner",),              #   a frozen planner in front of the real loop runner (its codex, service, status),
+    ("runner", "monitor"),    #   a frozen planner in front of the real loop runner; watching the promoted champion,
     ("search",),              #   the Optuna search (compiles and scores trials),
     ("demo",),                #   the guided demo (runs the commands it is handed)
     ("commands",),            # one module per CLI command, and the parser that gathers them

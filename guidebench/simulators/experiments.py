@@ -310,14 +310,17 @@ def _sha(rng: random.Random) -> str:
 
 
 def simulate_episode(seed: int, index: int, *, old_shape: bool = False, iterations: Optional[int] = None,
-                     start: Callable[[random.Random], KernelState] = initial_state) -> SimulatedEpisode:
+                     start: Callable[[random.Random], KernelState] = initial_state,
+                     persona: Optional[PlannerPersona] = None) -> SimulatedEpisode:
     """Episode `index` of a seed: the planner plays the kernel environment for 24-48 iterations.
 
     `start` draws the first state from the episode's setup stream (the sample's `initial_state` unless given,
-    e.g. an earlier phase of the same kernel's optimization)."""
+    e.g. an earlier phase of the same kernel's optimization); `persona` replaces the drawn planner (the draw is
+    still made, so the rest of the episode's streams stay the same)."""
     setup = random.Random(derive_seed("episode", seed, index))
     state = start(setup)
-    persona = sample_persona(setup)
+    drawn = sample_persona(setup)
+    persona = persona if persona is not None else drawn
     count = iterations if iterations is not None else setup.randint(24, 48)
     climbs_thresholds = setup.random() < 0.7
     clock = EPOCH + timedelta(hours=7 * index, minutes=setup.randint(0, 300))
