@@ -26,6 +26,7 @@ import numpy as np
 from scipy import sparse
 from scipy import stats as scipy_stats
 
+from . import tasks
 from .stats import CONFIDENCE, PERMUTATIONS, MetricValue, Statistic
 
 FDR = 0.05
@@ -136,6 +137,35 @@ def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick]
             tick(size)
 
 
+def _resample_states(n_records: int, n_resamples: int, seed: int) -> list[tuple[dict, int]]:
+    """(generator state, size) at the start of each chunk `_resamples` yields: the draws are one seeded stream, so
+    it is walked here, in order, and each task draws its own chunk again from where the stream was."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_CELLS // max(n_records, 1))
+    states, done = [], 0
+    while n_records and done < n_resamples:
+        size = min(rows, n_resamples - done)
+        states.append((rng.bit_generator.state, size))
+        rng.multinomial(n_records, np.full(n_records, 1.0 / n_records), size=size)
+        done += size
+    return states
+
+
+class _ChunkDraws:
+    """One cluster task of `mean_intervals`: a chunk of resamples, drawn as `_resamples` draws it, and every
+    statistic's values on it (in `linear.keys` order)."""
+
+    def __init__(self, linear: "_Linear", n_records: int) -> None:
+        self.linear, self.n_records = linear, n_records
+
+    def __call__(self, chunk: tuple[dict, int]) -> list[np.ndarray]:
+        state, size = chunk
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state
+        weights = rng.multinomial(self.n_records, np.full(self.n_records, 1.0 / self.n_records), size=size)
+        return [drawn for _, drawn in self.linear.draws(weights.astype(float))]
+
+
 def shared_intervals(statistics: Mapping[Hashable, Statistic], n_records: int, *, n_resamples: int = 1000,
                      seed: int = 0, confidence: float = CONFIDENCE) -> dict[Hashable, MetricValue]:
     """Point value and percentile bootstrap interval of every statistic, all from the same resamples."""
@@ -178,9 +208,16 @@ def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable,
         denominators.append(_nonzero(weight))
     linear = _Linear(list(entries), _sparse_rows(numerators, n_records), _sparse_rows(denominators, n_records))
     draws: dict[Hashable, list[np.ndarray]] = {key: [] for key in entries}
-    for weights in _resamples(n_records, n_resamples, seed, tick):
-        for key, drawn in linear.draws(weights):
-            draws[key].append(drawn)
+    if tasks.distributed() and n_records:  # a cluster's tasks: each chunk of resamples drawn and applied there
+        for part in tasks.task_map(_ChunkDraws(linear, n_records), _resample_states(n_records, n_resamples, seed)):
+            for key, drawn in zip(linear.keys, part):
+                draws[key].append(drawn)
+        if tick is not None:
+            tick(n_resamples)
+    else:
+        for weights in _resamples(n_records, n_resamples, seed, tick):
+            for key, drawn in linear.draws(weights):
+                draws[key].append(drawn)
     return {key: _percentile(values[key], counts[key], draws[key], n_resamples, confidence) for key in entries}
 
 
