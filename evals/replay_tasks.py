@@ -1,6 +1,6 @@
 """Replay as independent tasks: chunks of records, each replayed and scored as `evals.replay.replay` does.
 
-`ReplayChunk` is the unit a cluster runs (`evals.tasks`: `replay` maps it over chunks of its records when a caller
+`evals.replay.ReplayChunk` is the unit a cluster runs (`evals.tasks`: `replay` maps it over chunks of its records when a caller
 installed a cluster's map); `replay_chunks` replays records that arrive in chunks, read from a split as they are
 replayed, keeping each record's row (its scores) and never the records: a compile's scoring of dev and test then
 holds rows, not a split's records.
@@ -12,33 +12,11 @@ import time
 from typing import Any, Iterable, Optional, Sequence
 
 from . import metrics_planner, tasks
-from .blas import one_blas_thread
 from .cycles import CyclesModel
 from .progress import progress_bar
-from .replay import BATCH, ReplayResult, _batch_answers, _kind_of, _replay_decision, _replay_planner, _result, \
-    resolve_program
+from .replay import TASK_RECORDS, ReplayChunk, ReplayResult, _kind_of, _result, resolve_program
 
-TASK_RECORDS = 4 * BATCH  # records per cluster task: whole batches, so a batch-answering program sees the batches
-# one process gives it (its answers, and so its rows, are the same)
-TASK_WINDOW = 16  # chunks of a streamed replay (`replay_chunks`) in flight on a cluster at once
-
-
-class ReplayChunk:
-    """One cluster task of a replay (`evals.tasks`): a chunk of records, replayed and scored as one process does."""
-
-    def __init__(self, instance: Any, kind: str, replays_log: bool, rollouts: int,
-                 cycles_model: Optional[CyclesModel]) -> None:
-        self.instance, self.kind, self.replays_log = instance, kind, replays_log
-        self.rollouts, self.cycles_model = rollouts, cycles_model
-
-    def __call__(self, records: Sequence[Any]) -> list[dict[str, Any]]:
-        with one_blas_thread():
-            answers = _batch_answers(self.instance, self.kind, records) or [None] * len(records)
-        if self.kind == "full_auto":
-            return [_replay_decision(self.instance, record, self.replays_log, answer)
-                    for record, answer in zip(records, answers)]
-        return [_replay_planner(self.instance, record, self.rollouts, self.cycles_model, self.replays_log, answer)
-                for record, answer in zip(records, answers)]
+TASK_WINDOW = 16  # chunks of a streamed replay in flight on a cluster at once
 
 
 def replay_chunks(program: Any, chunks: Iterable[Sequence[Any]], *, n_resamples: int = 1000, seed: int = 0,
@@ -81,4 +59,4 @@ def replay_chunks(program: Any, chunks: Iterable[Sequence[Any]], *, n_resamples:
                    n_resamples, seed, replays_log, cycles_model)
 
 
-__all__ = ["TASK_RECORDS", "TASK_WINDOW", "ReplayChunk", "replay_chunks"]
+__all__ = ["TASK_WINDOW", "replay_chunks"]

@@ -11,6 +11,7 @@ ends the command with one line naming it; what the finished tasks wrote (an impo
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from typing import Any, Callable, Optional, Sequence
 
 from guidebench.cluster._base import ClusterError, Executor
@@ -39,16 +40,22 @@ class DaskExecutor(Executor):
         import distributed
 
         self.address, self.progress = address, progress
+        # Dask logs a lost connection with its tracebacks while it retries; what went wrong is said in one line
+        # (`ClusterError`), so its own log says only what would stop it for good.
+        self._quiet = logging.getLogger("distributed")
+        self._level = self._quiet.level
+        self._quiet.setLevel(logging.CRITICAL)
         try:
             self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError) as exc:
+            self._quiet.setLevel(self._level)
             raise ClusterError(f"cannot reach the cluster at {address} ({type(exc).__name__}): start "
                                f"`dask scheduler` there (and `dask worker {address}` on each machine), or leave out "
                                f"--cluster / GUIDEBENCH_CLUSTER") from None
         try:
             self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
         except (OSError, TimeoutError):
-            self.client.close()
+            self.close()
             raise ClusterError(f"the cluster at {address} has no worker after {WORKERS_TIMEOUT_S} s: start "
                                f"`dask worker {address}` on a machine that reads the data") from None
 
@@ -87,7 +94,7 @@ class DaskExecutor(Executor):
         from evals.progress import progress_bar
 
         with progress_bar(len(futures), f"tasks on {self.address}", self.progress, unit="task") as bar:
-            for future in distributed.as_completed(futures):
+            for future in distributed.as_completed(futures, loop=self.client.loop):
                 if future.status == "error":
                     future.result()
                 if future.status == "cancelled":
@@ -99,3 +106,4 @@ class DaskExecutor(Executor):
             self.client.close(timeout=5)
         except Exception:  # noqa: BLE001 - a scheduler already gone: nothing of ours is left to close
             pass
+        self._quiet.setLevel(self._level)

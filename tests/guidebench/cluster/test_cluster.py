@@ -84,7 +84,7 @@ def test_import_eval_and_postmortem_on_two_workers_are_one_process(cluster, logs
                      "--no-progress", "--resamples", "400", "--out", str(evals[name]), *extra]) == 0
     assert eval_outputs(evals["cluster"]) == eval_outputs(evals["local"])
     ran = [kind for kinds in cluster.tasks_by_worker().values() for kind in kinds]
-    assert {"_ReplayChunk", "_ChunkDraws", "_Draws"} <= set(ran)
+    assert {"ReplayChunk", "_ChunkDraws", "_Draws"} <= set(ran)
     capsys.readouterr()
     printed = {}
     for name, extra in (("local", []), ("cluster", ["--cluster", cluster.address])):
