@@ -15,8 +15,11 @@ from pathlib import Path
 from guidebench.cluster import dask_engine
 from guidebench.data import shards
 
-_call = dask_engine._call
-_run = shards.UnitJob.run
+# Dask may load a preload file twice into one module (by its path, then its copy in the worker's scratch folder):
+# the originals are kept where a second load finds them, and the patches are made once.
+if not hasattr(dask_engine, "original_call"):
+    dask_engine.original_call = dask_engine._call
+    shards.original_run = shards.UnitJob.run
 _done = [0]
 
 
@@ -25,7 +28,7 @@ def _logged_call(item, fn):
     if folder:
         with (Path(folder) / f"{os.getpid()}.log").open("a", encoding="utf-8") as handle:
             handle.write(f"{type(fn).__name__}\n")
-    return _call(item, fn)
+    return dask_engine.original_call(item, fn)
 
 
 def _pausing_run(self, unit, folder):
@@ -33,9 +36,10 @@ def _pausing_run(self, unit, folder):
     if after is not None and _done[0] >= int(after):
         Path(os.environ["GUIDEBENCH_TEST_PAUSE_MARKER"]).write_text(str(os.getpid()), encoding="utf-8")
         time.sleep(3600)  # killed here by the test
-    _run(self, unit, folder)
+    shards.original_run(self, unit, folder)
     _done[0] += 1
 
 
-dask_engine._call = _logged_call
-shards.UnitJob.run = _pausing_run
+if dask_engine._call is dask_engine.original_call:
+    dask_engine._call = _logged_call
+    shards.UnitJob.run = _pausing_run

@@ -19,6 +19,9 @@ from kill_support import child_temp, guidebench_env
 
 PRELOAD = Path(__file__).resolve().parent / "cluster_preload.py"
 START_TIMEOUT_S = 120
+# A test process killed before its fixture stops the cluster leaves none behind for long: an idle scheduler ends
+# itself, and a worker whose scheduler is gone for a minute ends too.
+IDLE_TIMEOUT = "15 minutes"
 
 
 def _dask() -> list[str]:
@@ -44,7 +47,8 @@ class LocalCluster:
     def start_scheduler(self) -> None:
         file = self.folder / "scheduler.json"
         self.scheduler = self._spawn("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0",
-                                                   "--no-dashboard", "--scheduler-file", str(file)])
+                                                   "--no-dashboard", "--scheduler-file", str(file),
+                                                   "--idle-timeout", IDLE_TIMEOUT])
         deadline = time.monotonic() + START_TIMEOUT_S
         while not file.is_file() or not file.read_text(encoding="utf-8").strip():
             self._alive(self.scheduler, "scheduler")
@@ -58,7 +62,7 @@ class LocalCluster:
         scheduler counts it."""
         name = f"worker{len(self.workers)}"
         worker = self._spawn(name, ["worker", self.address, "--nthreads", "1", "--no-nanny", "--name", name,
-                                    "--no-dashboard", "--memory-limit", "0", "--local-directory",
+                                    "--no-dashboard", "--memory-limit", "0", "--death-timeout", "60", "--local-directory",
                                     str(self.folder / name), "--preload", str(PRELOAD)], env)
         self.workers.append(worker)
         self.wait_for_workers(sum(1 for w in self.workers if w.poll() is None))
