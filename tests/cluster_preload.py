@@ -27,7 +27,7 @@ def _logged_call(item, fn):
     folder = os.environ.get("GUIDEBENCH_TEST_TASK_LOG")
     if folder:
         with (Path(folder) / f"{os.getpid()}.log").open("a", encoding="utf-8") as handle:
-            handle.write(f"{type(fn).__name__}\n")
+            handle.write(f"{getattr(fn, '__qualname__', None) or type(fn).__name__}\n")
     return dask_engine.original_call(item, fn)
 
 
