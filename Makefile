@@ -26,7 +26,7 @@ $(LLAMA_WHEEL): | $(BIN)/python
 $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL) | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install --force-reinstall --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev,cluster]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -128,6 +128,13 @@ class LearnedCycles(CyclesModel):
         self._estimated: dict[str, dict[str, Optional[FamilyEstimate]]] = {}
         self._lock = Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a cluster's task carries (`evals.tasks`): the model, not its lock nor its per-record memo."""
+        return {key: value for key, value in self.__dict__.items() if key not in ("_lock", "_estimated")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _estimated={}, _lock=Lock())
+
     def _estimates(self, record_id: str, packet: AdvisorPacket) -> dict[str, Optional[FamilyEstimate]]:
         """Every family's estimate for a record, computed once per record id."""
         with self._lock:

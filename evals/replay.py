@@ -51,7 +51,7 @@ from runtime import (
 )
 
 
-from . import metrics_fullauto, metrics_planner
+from . import metrics_fullauto, metrics_planner, tasks
 from .blas import one_blas_thread
 from .cycles import CyclesModel
 from .data import group_of
@@ -454,6 +454,28 @@ def _summary(kind: str, rows: Sequence[Mapping[str, Any]], wall_s: float, thread
 
 # ----- the harness ------------------------------------------------------------------------------
 
+TASK_RECORDS = 4 * BATCH  # records per cluster task: whole batches, so a batch-answering program sees the batches
+# one process gives it (its answers, and so its rows, are the same)
+
+
+class ReplayChunk:
+    """One cluster task of a replay (`evals.tasks`): a chunk of records, replayed and scored as one process does."""
+
+    def __init__(self, instance: Any, kind: str, replays_log: bool, rollouts: int,
+                 cycles_model: Optional[CyclesModel]) -> None:
+        self.instance, self.kind, self.replays_log = instance, kind, replays_log
+        self.rollouts, self.cycles_model = rollouts, cycles_model
+
+    def __call__(self, records: Sequence[Any]) -> list[dict[str, Any]]:
+        with one_blas_thread():
+            answers = _batch_answers(self.instance, self.kind, records) or [None] * len(records)
+        if self.kind == "full_auto":
+            return [_replay_decision(self.instance, record, self.replays_log, answer)
+                    for record, answer in zip(records, answers)]
+        return [_replay_planner(self.instance, record, self.rollouts, self.cycles_model, self.replays_log, answer)
+                for record, answer in zip(records, answers)]
+
+
 def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: bool = True,
            n_resamples: int = 1000, seed: int = 0, rollouts: int = metrics_planner.ROLLOUTS,
            name: Optional[str] = None, cycles_model: Optional[CyclesModel] = None) -> ReplayResult:
@@ -473,6 +495,12 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
 
     rows: list[Optional[dict[str, Any]]] = [None] * len(records)
     started = time.perf_counter()
+    if tasks.distributed() and len(records) > 1:  # a cluster's tasks: chunks of records, rows back in order
+        work = ReplayChunk(instance, kind, replays_log, rollouts, cycles_model)
+        parts = tasks.task_map(work, [records[a:b] for a, b in tasks.chunks(len(records), TASK_RECORDS)])
+        rows = [row for part in parts for row in part]
+        return _result(kind, rows, program_name, name, time.perf_counter() - started, threads,
+                       n_resamples, seed, replays_log, cycles_model)
     bar = progress_bar(len(records), f"replay {name or program_name}", progress)
     lock = threading.Lock()
     with one_blas_thread():  # a trained model's scores: small products (evals.blas)
@@ -497,7 +525,14 @@ def replay(program: Any, records: Iterable[Any], *, threads: int = 1, progress: 
                     future.result()
     finally:
         bar.close()
-    wall = time.perf_counter() - started
+    return _result(kind, rows, program_name, name, time.perf_counter() - started, threads, n_resamples,
+                   seed, replays_log, cycles_model)
+
+
+def _result(kind: str, rows: Sequence[Optional[dict[str, Any]]], program_name: str,
+            name: Optional[str], wall: float, threads: int, n_resamples: int, seed: int, replays_log: bool,
+            cycles_model: Optional[CyclesModel]) -> ReplayResult:
+    """The replay's metrics (bootstrap intervals) and summary from its rows."""
     done = [row for row in rows if row is not None]
     with one_blas_thread():
         metrics = bootstrap_many(statistics(kind, done), len(done), n_resamples=n_resamples, seed=seed,

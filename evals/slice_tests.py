@@ -26,6 +26,7 @@ import numpy as np
 from scipy import sparse
 from scipy import stats as scipy_stats
 
+from . import tasks
 from .stats import CONFIDENCE, PERMUTATIONS, MetricValue, Statistic
 
 FDR = 0.05
@@ -130,7 +131,7 @@ def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick]
     cluster's draw count (cluster bootstrap)."""
     rng = np.random.default_rng(seed)
     rows = max(1, _CHUNK_CELLS // max(n_records, 1))
-    drawn = n_records if units is None else int(np.max(units)) + 1 if n_records else 0
+    drawn = _drawn(n_records, units)
     done = 0
     while n_records and done < n_resamples:
         size = min(rows, n_resamples - done)
@@ -139,6 +140,44 @@ def _resamples(n_records: int, n_resamples: int, seed: int, tick: Optional[Tick]
         done += size
         if tick is not None:
             tick(size)
+
+
+def _resample_states(n_records: int, n_resamples: int, seed: int,
+                     units: Optional[np.ndarray] = None) -> list[tuple[dict, int]]:
+    """(generator state, size) at the start of each chunk `_resamples` yields: the draws are one seeded stream, so
+    it is walked here, in order, and each task draws its own chunk again from where the stream was."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_CELLS // max(n_records, 1))
+    drawn = _drawn(n_records, units)
+    states, done = [], 0
+    while n_records and done < n_resamples:
+        size = min(rows, n_resamples - done)
+        states.append((rng.bit_generator.state, size))
+        rng.multinomial(drawn, np.full(drawn, 1.0 / drawn), size=size)
+        done += size
+    return states
+
+
+def _drawn(n_records: int, units: Optional[np.ndarray]) -> int:
+    """How many things one resample draws: the records, or the clusters when `units` codes them."""
+    return n_records if units is None else int(np.max(units)) + 1 if n_records else 0
+
+
+class _ChunkDraws:
+    """One cluster task of `mean_intervals`: a chunk of resamples, drawn as `_resamples` draws it, and every
+    statistic's values on it (in `linear.keys` order)."""
+
+    def __init__(self, linear: "_Linear", n_records: int, units: Optional[np.ndarray] = None) -> None:
+        self.linear, self.n_records, self.units = linear, n_records, units
+
+    def __call__(self, chunk: tuple[dict, int]) -> list[np.ndarray]:
+        state, size = chunk
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state
+        drawn = _drawn(self.n_records, self.units)
+        counts = rng.multinomial(drawn, np.full(drawn, 1.0 / drawn), size=size).astype(float)
+        weights = counts if self.units is None else counts[:, self.units]
+        return [values for _, values in self.linear.draws(weights)]
 
 
 def shared_intervals(statistics: Mapping[Hashable, Statistic], n_records: int, *, n_resamples: int = 1000,
@@ -184,9 +223,17 @@ def mean_intervals(columns: Mapping[str, np.ndarray], entries: Mapping[Hashable,
         denominators.append(_nonzero(weight))
     linear = _Linear(list(entries), _sparse_rows(numerators, n_records), _sparse_rows(denominators, n_records))
     draws: dict[Hashable, list[np.ndarray]] = {key: [] for key in entries}
-    for weights in _resamples(n_records, n_resamples, seed, tick, units):
-        for key, drawn in linear.draws(weights):
-            draws[key].append(drawn)
+    if tasks.distributed() and n_records:  # a cluster's tasks: each chunk of resamples drawn and applied there
+        chunks = _resample_states(n_records, n_resamples, seed, units)
+        for part in tasks.task_map(_ChunkDraws(linear, n_records, units), chunks):
+            for key, drawn in zip(linear.keys, part):
+                draws[key].append(drawn)
+        if tick is not None:
+            tick(n_resamples)
+    else:
+        for weights in _resamples(n_records, n_resamples, seed, tick, units):
+            for key, drawn in linear.draws(weights):
+                draws[key].append(drawn)
     return {key: _percentile(values[key], counts[key], draws[key], n_resamples, confidence) for key in entries}
 
 

@@ -116,8 +116,23 @@ def _call(args: "argparse.Namespace") -> Optional[int]:
 
     _check_lm_spec(getattr(args, "lm", None))
     # --no-progress reaches the bars no flag is passed to (the outcome fit's) as well
-    with _api_base(getattr(args, "api_base", None)), quiet_mlflow(), quiet_bars(getattr(args, "no_progress", False)):
+    with _api_base(getattr(args, "api_base", None)), quiet_mlflow(), quiet_bars(getattr(args, "no_progress", False)), \
+            _cluster(args):
         return args.func(args)
+
+
+@contextmanager
+def _cluster(args: "argparse.Namespace") -> Iterator[None]:
+    """A command with `--cluster` runs its units on that cluster (`guidebench.cluster`); others as they are."""
+    if not hasattr(args, "cluster"):
+        yield
+        return
+    from guidebench.cluster import cluster_address, session
+
+    shown = sys.stderr.isatty() and not getattr(args, "no_progress", False) and \
+        getattr(args, "progress", None) is not False
+    with session(cluster_address(args.cluster), progress=shown):
+        yield
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import optimizers
 from evals.replay import ReplayResult, compare
@@ -45,6 +45,9 @@ DEFAULT_LM = "local"
 EVAL_SUBSET_SEED = 0
 # The marker entry of a compile folder naming the MLflow run that wrote it (`compile --resume` takes only that one).
 RUN_ID_KEY = "mlflow_run_id"
+
+
+DEFAULT_FIT_LIMIT = 200_000  # labeled train examples a trained program's fit holds at most (reservoir-sampled)
 
 
 @dataclass
@@ -69,6 +72,7 @@ class CompileRequest:
     rules: Optional[str] = None  # a rule-gated program's gate, "rule+rule" (None: the program's own)
     temperature: Optional[float] = None  # the LM's temperature (None: the LM's default)
     cycles_model: str = "auto"  # a planner's improvement estimate: sim | learned | auto (evaluation.outcome_models)
+    fit_limit: Optional[int] = DEFAULT_FIT_LIMIT  # a trained program fits on at most this many train examples
 
     def budget(self) -> Budget:
         """The compile budget."""
@@ -111,6 +115,11 @@ class CompileRequest:
         limit = self.dev_limit if split == "dev" and self.dev_limit else self.eval_limit
         return seeded_subset(records, limit) if limit else list(records)
 
+    def eval_indices(self, n: int, split: str = "test") -> Optional[set[int]]:
+        """The indices of the records `eval_records` keeps of a split of `n` (None: all of them)."""
+        limit = self.dev_limit if split == "dev" and self.dev_limit else self.eval_limit
+        return _subset_indices(n, limit) if limit and n > limit else None
+
 
 def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
     """The seeded subset of `limit` items that `--eval-limit` evaluates on (all when fewer), in stored order.
@@ -120,10 +129,14 @@ def seeded_subset(items: Sequence[Any], limit: int) -> list[Any]:
     """
     if len(items) <= limit:
         return list(items)
+    keep = _subset_indices(len(items), limit)
+    return [item for index, item in enumerate(items) if index in keep]
+
+
+def _subset_indices(n: int, limit: int) -> set[int]:
     import random
 
-    keep = set(random.Random(EVAL_SUBSET_SEED).sample(range(len(items)), limit))
-    return [item for index, item in enumerate(items) if index in keep]
+    return set(random.Random(EVAL_SUBSET_SEED).sample(range(n), limit))
 
 
 @dataclass
@@ -225,8 +238,10 @@ def fits_on_features(spec: Any, recipe: optimizers.Recipe) -> bool:
 
 def _compile_data(request: CompileRequest, spec: Any, recipe: optimizers.Recipe,
                   models_seed: Optional[int] = None) -> CompileData:
+    trained = spec.trained and not recipe.compiles_lm  # an LM optimizer draws its own few examples
     return load_compile_data(Path(request.data), spec.kind, stored_train=needs_only_ids(spec, recipe),
-                             featured=fits_on_features(spec, recipe), models_seed=models_seed)
+                             featured=fits_on_features(spec, recipe), models_seed=models_seed,
+                             fit_limit=request.fit_limit if trained else None, fit_seed=request.seed)
 
 
 # ----- dry run ------------------------------------------------------------------------------------
@@ -404,7 +419,12 @@ def _moved(outcome: CompileOutcome, staging: Path, out: Path) -> CompileOutcome:
 
 
 def _scored(request: CompileRequest, program: Any, records: list[Any], name: str, progress: bool,
-            cycles: Any) -> Any:
+            cycles: Any, chunks: Optional[Iterator[list[Any]]] = None) -> Any:
+    """The replay of a split's records, or of `chunks` of them read as they are replayed (rows kept, not records)."""
+    if chunks is not None:
+        from evals.replay_tasks import replay_chunks
+
+        return replay_chunks(program, chunks, seed=request.seed, name=name, progress=progress)
     return scored_replay(program, records, cycles, name=name, seed=request.seed, threads=request.threads,
                          progress=progress)
 
@@ -446,6 +466,8 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
         # the evaluations instead of adding to them (a year of examples is hundreds of MB).
         data.trainset, data.valset = [], []
         compile_summary = result.summary()
+        if data.fit_sample is not None:
+            compile_summary["fit_sample"] = data.fit_sample
         provenance = data.provenance(result.learned_from)
         if checkpoint is not None:
             checkpoint.save_program({**_state(program), PROVENANCE_KEY: provenance.model_dump(mode="json")})
@@ -462,24 +484,32 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
     learned: dict[str, Any] = {}
     extra = {"dataset_id": data.dataset_id, "data": str(data.dataset_dir), "lm_spec": request.lm,
              "program_source": "compile", "optimizer": recipe.name}
+    # A Full Auto compile whose programs call no LM scores dev and test as the records stream from the split:
+    # it keeps their rows (scores), not a split's records (`evals.replay_tasks.replay_chunks`: the same rows).
+    streamed = data.kind == "full_auto" and not program_spec(request.program).uses_lm and \
+        not baseline_spec(request.baseline_program(), data.kind).uses_lm
     cache = disk_cache(checkpoint.cache_dir) if checkpoint is not None else contextlib.nullcontext()
     with cache:
         for split in ("dev", "test"):
             split_data = data.splits[split]
             records = []  # dev's records go before test's are read (a year of either is hundreds of MB)
-            records = request.eval_records(data.records_of(split), split)
+            if not streamed:
+                records = request.eval_records(data.records_of(split), split)
             # The identities the split was read with (the same order and subset): no content hashed again
             keys = request.eval_records(split_data.records, split)
             learned[split] = check_overlap(provenance, keys, dataset_id=data.dataset_id, split=split)
             del keys
-            result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles)
+            result = _scored(request, program, records, f"{request.program}+{recipe.name}", progress, cycles,
+                             data.chunks_of(split, request.eval_indices(len(split_data.records), split))
+                             if streamed else None)
             split_files, omitted = write_outputs(result, out / split, {
                 **extra, "split": split, "split_hash": split_data.split_hash,
                 "eval_limit": request.dev_limit if split == "dev" and request.dev_limit else request.eval_limit,
-                "evaluated_records": [r.record_id for r in records],
+                "evaluated_records": [row["record_id"] for row in result.rows],
                 **learned_from_summary(provenance, learned[split])}, learned[split], progress=progress)
             evals[split] = (result, split_files, omitted)
-            print(f"\n{split} ({len(records)} of {len(split_data.records)} records)\n{summary_table(result, omitted)}")
+            print(f"\n{split} ({len(result.rows)} of {len(split_data.records)} records)\n"
+                  f"{summary_table(result, omitted)}")
             if learned[split].overlaps:
                 print(f"note: {learned[split].line()}")
     if checkpoint is not None:
@@ -487,7 +517,9 @@ def _compile_and_evaluate(request: CompileRequest, recipe: optimizers.Recipe, da
 
     # 3. the uncompiled baseline on test, same records: paired comparison (the shared LM cache keeps it cheap)
     baseline_name = request.baseline_program()
-    baseline = _scored(request, request.build(baseline_name), records, baseline_name, progress, cycles)  # test's
+    baseline = _scored(request, request.build(baseline_name), records, baseline_name, progress, cycles,
+                       data.chunks_of("test", request.eval_indices(len(data.splits["test"].records)))
+                       if streamed else None)  # test's
     del records
     baseline_files, _ = write_outputs(baseline, out / "baseline", {**extra, "split": "test",
                                                                    "program_source": "registry (uncompiled)"},

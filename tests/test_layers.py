@@ -30,6 +30,7 @@ TOP_ORDER = ("runtime", "signatures", "programs", "evals", "optimizers", "guideb
 # (names in one tuple share a tier and must not import each other). Keep in step with docs/architecture.md.
 GUIDEBENCH_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors", "home"),       # the error every layer raises; the one home folder
+    ("cluster",),             # where independent units run: this process or a cluster engine's workers,
     ("outputs",),             # services: output folders and report files that never replace a user's files,
     ("simulators",),          #   seeded simulators that write logs in the real writers' shapes,
     ("data",),                #   log import (and the redaction tracking applies),

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from .. import tasks
 from ..stats import MIN_GROUPS, too_few_text
 from runtime.advisor import FAMILIES
 
@@ -169,6 +170,20 @@ def support_of(bandit: LoggedBandit, target: np.ndarray, mask: np.ndarray) -> tu
     return ess, float(np.mean(np.nan_to_num(p, nan=0.0) >= MIN_PROPENSITY))
 
 
+TASK_DRAWS = 250  # bootstrap draws per cluster task
+
+
+class _Draws:
+    """`combine` of the resampled sums, for rows of episode counts (one row per draw)."""
+
+    def __init__(self, sums: dict[str, np.ndarray], combine: Any) -> None:
+        self.sums, self.combine = sums, combine
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.combine({name: counts @ total for name, total in self.sums.items()})
+
+
 def episode_bootstrap(columns: dict[str, np.ndarray], groups: np.ndarray, combine, *, resamples: int = RESAMPLES,
                       seed: int = 0) -> tuple[float, float]:
     """Percentile interval of `combine(sums)` over resamples of whole episodes (with replacement)."""
@@ -176,8 +191,11 @@ def episode_bootstrap(columns: dict[str, np.ndarray], groups: np.ndarray, combin
     sums = {name: np.bincount(inverse, weights=values, minlength=len(codes)) for name, values in columns.items()}
     rng = np.random.default_rng(seed)
     counts = rng.multinomial(len(codes), np.full(len(codes), 1.0 / len(codes)), size=resamples)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        draws = combine({name: counts @ total for name, total in sums.items()})
+    if tasks.distributed():  # a cluster's tasks: the draws in chunks of rows, put back in order
+        parts = tasks.task_map(_Draws(sums, combine), [counts[a:b] for a, b in tasks.chunks(resamples, TASK_DRAWS)])
+        draws = np.concatenate(parts) if parts else np.array([])
+    else:
+        draws = _Draws(sums, combine)(counts)
     draws = draws[np.isfinite(draws)]
     if not len(draws):
         return math.nan, math.nan

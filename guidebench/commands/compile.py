@@ -9,6 +9,7 @@ from pathlib import Path
 
 from guidebench.errors import GuidebenchError
 from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri
+from guidebench.cluster import add_cluster_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,12 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="evaluate dev on a seeded subset of N records (test stays whole unless --eval-limit); "
                              "the optimizer's own selection set is its recipe's max_val_examples")
     add_tracking_uri(parser)
+    parser.add_argument("--fit-limit", type=int, default=None, metavar="N",
+                        help="a trained program fits on at most N labeled train records, a seeded reservoir sample "
+                             "(recorded in compile.json; default 200000): its memory stops growing with the split")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder, new or empty (default GUIDEBENCH_HOME/compiles/<run id>)")
     parser.add_argument("--force", action="store_true", help="replace --out when it holds an earlier compile")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print the estimate as JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_cycles_model(parser)
+    add_cluster_argument(parser)
     parser.set_defaults(func=run)
 
     listing = subparsers.add_parser("optimizers", help="list the optimizer recipes",
@@ -122,6 +127,8 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
     for flag, value in (("--eval-limit", args.eval_limit), ("--dev-limit", args.dev_limit)):
         if value is not None and value < 1:
             raise GuidebenchError(f"{flag} {value}: must be at least 1")
+    if args.fit_limit is not None and args.fit_limit < 1:
+        raise GuidebenchError(f"--fit-limit {args.fit_limit}: must be at least 1")
     if args.temperature is not None and not 0.0 <= args.temperature <= 2.0:
         raise GuidebenchError(f"--temperature {args.temperature}: must be between 0 and 2")
     if args.recipe is not None and not Path(args.recipe).is_file():
@@ -132,7 +139,8 @@ def _request(args: argparse.Namespace):  # -> CompileRequest
                           max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, baseline=args.baseline,
                           threads=args.threads, eval_limit=args.eval_limit, dev_limit=args.dev_limit,
                           tracking_uri=args.tracking_uri, out=str(Path(args.out).resolve()) if args.out else None,
-                          rules=args.rules, temperature=args.temperature, cycles_model=args.cycles_model)
+                          rules=args.rules, temperature=args.temperature, cycles_model=args.cycles_model,
+                          **({} if args.fit_limit is None else {"fit_limit": args.fit_limit}))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from guidebench.errors import GuidebenchError
+from guidebench.cluster import add_cluster_argument
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -89,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "default 1)")
     imp.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="progress bars (default: when stderr is a terminal)")
+    add_cluster_argument(imp)
     imp.set_defaults(func=_import)
 
     sim = commands.add_parser("simulate", help="write seeded simulated logs in the real layout")

@@ -8,6 +8,7 @@ from pathlib import Path
 from guidebench.evaluation.inputs import DEFAULT_SPLIT, SPLIT_CHOICES
 from guidebench.evaluation.run import evaluate, summary_table
 from guidebench.commands import add_api_base, add_cycles_model, add_tracking_uri, ranged
+from guidebench.cluster import add_cluster_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="output folder (new or empty; see --force)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it holds an earlier evaluation")
     add_cycles_model(parser)
+    add_cluster_argument(parser)
     parser.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from guidebench.commands import add_tracking_uri, ranged
 from guidebench.errors import GuidebenchError
+from guidebench.cluster import add_cluster_argument
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 RESULTS, POSTMORTEM, BOARD = "results.parquet", "postmortem.json", "leaderboard.json"
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="hide the progress bar of a recomputed post-mortem or a comparison")
     add_tracking_uri(parser, "MLflow tracking URI to find a run id in (default: MLFLOW_TRACKING_URI, else sqlite "
                              "under GUIDEBENCH_HOME)")
+    add_cluster_argument(parser)
     parser.set_defaults(func=run)
 
 

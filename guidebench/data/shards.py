@@ -15,7 +15,9 @@ The shards are then merged in unit order into the import's own counts, quarantin
 removed once the dataset is in place.
 
 Units run through `datasets.Dataset.map` (`num_proc` processes; one runs them in this process): what takes over
-past one core (docs/scaling.md), with `datasets`' progress bar and its ETA over the units.
+past one core (docs/scaling.md), with `datasets`' progress bar and its ETA over the units. With a cluster
+(`--cluster`, `guidebench.cluster`) each unit is one of its tasks, writing its shard into the same folder, which
+every worker must read and write (a shared disk): a cluster lost mid-import leaves the finished shards to resume.
 """
 
 from __future__ import annotations
@@ -175,6 +177,11 @@ class UnitJob:
         self.run(self.units[position], Path(self.folders[position]))
         return {"position": position}
 
+    def run_position(self, position: int) -> int:
+        """Import the unit at `position` into its shard (one cluster task)."""
+        self.run(self.units[position], Path(self.folders[position]))
+        return position
+
     def context(self, folder: Path, report: ImportReport, redactor: PatternRedactor, quarantine: Quarantine,
                 side: Quarantine, records: GroupedSpool) -> ImportContext:
         """A context whose counts, quarantines and records go to the shard."""
@@ -254,7 +261,12 @@ def run_shards(ctx: ImportContext, kind: str, units: Sequence[Unit], *, start: C
               f"same files ({root})", file=sys.stderr)
     _stale(root, {Path(folder).name for folder in folders}, scope)
     if todo:
-        _map_units(job, todo, num_proc, ctx.progress)
+        from evals.tasks import distributed, task_map
+
+        if distributed():  # a cluster's tasks (`guidebench.cluster`): each worker writes its shard where all read
+            task_map(job.run_position, todo)
+        else:
+            _map_units(job, todo, num_proc, ctx.progress)
     finals: list[Path] = []
     redactions: Counter[str] = Counter()
     for folder in map(Path, folders):

@@ -44,6 +44,7 @@ class CompileData:
     trainset: list[Any]
     valset: list[Any]
     unlabeled: dict[str, int]
+    fit_sample: Optional[dict[str, Any]] = None  # how the train examples were sampled (`Reservoir.summary`)
 
     def records_of(self, split: str) -> list[Any]:
         """A split's records, read again from the dataset when the split holds only their identities (`RecordKey`:
@@ -52,6 +53,22 @@ class CompileData:
         if not held or not isinstance(held[0], RecordKey):
             return held
         return load_eval_data(self.dataset_dir, split).records
+
+    def chunks_of(self, split: str, keep: Optional[set[int]] = None) -> Iterator[list[Any]]:
+        """A split's records (those at the indices in `keep`; None: all) read again from the dataset, in chunks a
+        streamed replay takes (`evals.replay_tasks.replay_chunks`): one chunk is held at a time, not the split."""
+        from evals.data import iter_records
+        from evals.replay_tasks import TASK_RECORDS
+
+        chunk: list[Any] = []
+        for index, record in enumerate(iter_records(self.dataset_dir, split)):
+            if keep is None or index in keep:
+                chunk.append(record)
+                if len(chunk) == TASK_RECORDS:
+                    yield chunk
+                    chunk = []
+        if chunk:
+            yield chunk
 
     def split_hashes(self) -> dict[str, str]:
         """Hash of each split."""
@@ -67,7 +84,8 @@ class CompileData:
 
 
 def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, featured: bool = False,
-                      models_seed: Optional[int] = None) -> CompileData:
+                      models_seed: Optional[int] = None, fit_limit: Optional[int] = None,
+                      fit_seed: int = 0) -> CompileData:
     """Train, dev and test of a dataset folder; labeled train/dev records become examples. Train (and Full Auto's dev
     and test) hold their records' identities only; `CompileData.records_of` reads a split's records.
 
@@ -81,7 +99,11 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
 
     `models_seed` (a planner compile): the dataset's outcome models (`outcome_models.models_for`, with this seed)
     are fit on the train records as they are read for the examples, and on dev's held records: train is read once
-    for both, and the compile's cycles model takes the models fit here."""
+    for both, and the compile's cycles model takes the models fit here.
+
+    `fit_limit`: at most this many labeled train examples are kept, a uniform sample of them drawn as the split
+    streams (`Reservoir`, seeded by `fit_seed`): a trained program's fit then holds a bounded set however large
+    the split (`CompileData.fit_sample` says how many were seen and kept)."""
     import programs
 
     from guidebench.outputs import check_input, written_by
@@ -107,9 +129,11 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
     splits: dict[str, EvalData] = {}
     examples: dict[str, list[Any]] = {}
     unlabeled: dict[str, int] = {}
+    reservoir = Reservoir(fit_limit, fit_seed) if fit_limit is not None else None
     if defer:
         streams = {name: _Stream(data_dir, name, kind, _making(data_dir, name, to_example, stored_train=stored_train,
-                                                               featured=featured))
+                                                               featured=featured),
+                                 reservoir if name == "train" else None)
                    for name in ("train", "dev", "test")}
         try:
             if models_seed is not None:  # one read of train and dev serves their examples and the models' fit
@@ -121,7 +145,8 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
                 stream.close()
     else:
         make = _making(data_dir, "train", to_example, stored_train=stored_train, featured=featured)
-        splits["train"], examples["train"], unlabeled["train"] = _Stream(data_dir, "train", kind, make).finish()
+        splits["train"], examples["train"], unlabeled["train"] = _Stream(data_dir, "train", kind, make,
+                                                                         reservoir).finish()
         for name in ("dev", "test"):
             splits[name] = load_eval_data(data_dir, name)
             # dev's records stay in memory for its replay: a stored example is built from them when asked
@@ -135,7 +160,8 @@ def load_compile_data(data_dir: Path, kind: str, *, stored_train: bool = False, 
         raise GuidebenchError(f"--data {data_dir}: the train split has no labeled record to compile on")
     return CompileData(kind=kind, dataset_id=splits["train"].dataset_id, dataset_dir=data_dir, splits=splits,
                        trainset=examples["train"], valset=examples["dev"],
-                       unlabeled={name: unlabeled[name] for name in ("train", "dev")})
+                       unlabeled={name: unlabeled[name] for name in ("train", "dev")},
+                       fit_sample=reservoir.summary() if reservoir is not None else None)
 
 
 # How a record's example is made: (its index in the split, the record) -> the example held; ValueError: unlabeled
@@ -229,6 +255,43 @@ def _example_at(records: Any, index: int, to_example: Any) -> Any:
     return to_example(records[index])
 
 
+class Reservoir:
+    """A uniform sample of at most `limit` items of a stream of unknown length, in one pass (Vitter's Algorithm R:
+    J. S. Vitter, "Random sampling with a reservoir", ACM TOMS 11(1), 1985): the first `limit` items fill it, then
+    the i-th item (0-based) replaces a random slot with probability limit / (i + 1). Seeded, so a compile's sample
+    is the same on every run; `kept()` gives the sample in stream order. It has a list's `append`, so it stands
+    where the examples list does."""
+
+    def __init__(self, limit: int, seed: int = 0) -> None:
+        import random
+
+        if limit < 1:
+            raise GuidebenchError(f"--fit-limit {limit}: must be at least 1")
+        self.limit, self.seed, self.seen = limit, seed, 0
+        self._rng = random.Random(seed)
+        self._slots: list[tuple[int, Any]] = []
+
+    def append(self, item: Any) -> None:
+        """Offer the next item of the stream."""
+        if len(self._slots) < self.limit:
+            self._slots.append((self.seen, item))
+        else:
+            slot = self._rng.randrange(self.seen + 1)
+            if slot < self.limit:
+                self._slots[slot] = (self.seen, item)
+        self.seen += 1
+
+    def kept(self) -> list[Any]:
+        """The sample, in the order the stream gave its items."""
+        return [item for _, item in sorted(self._slots, key=lambda pair: pair[0])]
+
+    def summary(self) -> dict[str, Any]:
+        """What compile.json records: the limit, how many labeled examples were seen and kept, how, the seed."""
+        return {"limit": self.limit, "seen": self.seen, "kept": min(self.seen, self.limit),
+                "method": "reservoir sample (Vitter's Algorithm R)", "seed": self.seed,
+                "sampled": self.seen > self.limit}
+
+
 @contextlib.contextmanager
 def _no_cycle_collection() -> Iterator[None]:
     """No cyclic garbage collection while a split is read: each full collection walks every example read so far
@@ -250,12 +313,13 @@ class _Stream:
     what the optimizers need, an identity what a provenance reads (a year of records whole, next to their
     examples, was most of a compile's memory)."""
 
-    def __init__(self, data_dir: Path, split: str, kind: str, make: Optional[Make]) -> None:
+    def __init__(self, data_dir: Path, split: str, kind: str, make: Optional[Make],
+                 reservoir: Optional["Reservoir"] = None) -> None:
         from evals.data import iter_records
 
         self.data_dir, self.split, self.kind = data_dir, split, kind
         self.keys: list[RecordKey] = []
-        self.examples: list[Any] = []
+        self.examples: Any = reservoir if reservoir is not None else []
         self.unlabeled = [0]
         # iter_records checks the record count first and the hash at the end
         self.records = _labeled(self._identified(_without_cycle_collection(iter_records(data_dir, split))),
@@ -281,7 +345,8 @@ class _Stream:
         data = EvalData(kind=self.kind, records=self.keys, dataset_id=str(info.get("dataset_id", "")),
                         split=self.split, split_hash=info["splits"][self.split]["hash"], source="dataset",
                         dataset_dir=self.data_dir)
-        return data, self.examples, self.unlabeled[0]
+        examples = self.examples.kept() if isinstance(self.examples, Reservoir) else self.examples
+        return data, examples, self.unlabeled[0]
 
     def close(self) -> None:
         """Stop reading (a reader that failed half-way leaves no collection switched off)."""

@@ -7,6 +7,7 @@ program on one frozen split.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -202,8 +203,13 @@ def evaluate(program: str, data: Path, *, split: Optional[str] = None, lm: Optio
                                 seed=seed)
             eval_data.notes.extend(cycles.notes)
         started = time.time()
-        result = scored_replay(loaded.program, eval_data.records, cycles, name=loaded.name, seed=seed,
-                               threads=threads, progress=progress, n_resamples=n_resamples)
+        from evals.tasks import distributed, using
+
+        if loaded.uses_lm and distributed():  # the LM is configured in this process, not on a cluster's workers
+            eval_data.notes.append("a program that calls an LM replays in this process, not on the cluster")
+        with using(None) if loaded.uses_lm else contextlib.nullcontext():
+            result = scored_replay(loaded.program, eval_data.records, cycles, name=loaded.name, seed=seed,
+                                   threads=threads, progress=progress, n_resamples=n_resamples)
         eval_data.notes.extend((result.summary.get("cycles_model") or {}).get("left_out_notes", []))
         extra = {"dataset_id": eval_data.dataset_id, "split": eval_data.split, "split_hash": eval_data.split_hash,
                  "data": str(data), "data_source": eval_data.source, "lm_spec": lm_spec,

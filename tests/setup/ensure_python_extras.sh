@@ -11,6 +11,7 @@ PYTHON="${1:-.venv/bin/python}"
 missing=()
 "$PYTHON" -c "import psycopg2" 2>/dev/null || missing+=("psycopg2-binary>=2.9,<3")
 "$PYTHON" -c "import llama_cpp.server.app" 2>/dev/null || missing+=("llama-cpp-python[server]>=0.3.36,<0.4")
+"$PYTHON" -c "import distributed" 2>/dev/null || missing+=("dask[distributed]>=2025.1,<2027")  # the cluster tests
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
