@@ -54,3 +54,21 @@ def test_episode_bootstrap_in_blocks_is_the_whole_bootstrap() -> None:
     with tasks.using(_mapped(calls)):
         blocks = episode_bootstrap(columns, groups, combine, resamples=1000, seed=7)
     assert calls == [4] and blocks == whole
+
+
+def test_episode_resamples_as_tasks_are_the_loops_draws() -> None:
+    """A planner post-mortem draws whole episodes (`units`): its cluster chunks redraw the same episodes."""
+    from evals.slice_tests import mean_intervals
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    units = np.repeat(np.arange(60), n // 60)
+    columns = {"x": rng.normal(size=n) + units * 0.01}
+    entries = {"all": ("x", np.ones(n, dtype=bool)), "half": ("x", units < 30)}
+    whole = mean_intervals(columns, entries, n, n_resamples=400, seed=11, units=units)
+    by_record = mean_intervals(columns, entries, n, n_resamples=400, seed=11)
+    calls: list[int] = []
+    with tasks.using(_mapped(calls)):
+        chunked = mean_intervals(columns, entries, n, n_resamples=400, seed=11, units=units)
+    assert calls and chunked == whole
+    assert whole["all"] != by_record["all"]  # the episodes, not the records, were drawn
