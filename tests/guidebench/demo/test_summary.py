@@ -10,6 +10,7 @@ from guidebench import demo
 def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
     from evals.paired import paired_mean_difference
     from evals.stats import bootstrap_mean
+    from guidebench.leaderboard.models import Comparison
 
     champion = [1.0, 0.0, 0.5]
 
@@ -20,7 +21,9 @@ def test_board_summary_prints_n_test_and_verdict_next_to_the_numbers():
         return {"rank": rank, "name": name, "champion": values is champion, "cost": cost,
                 "metrics": {"objective": bootstrap_mean(values, n_resamples=200).to_dict(),
                             "lm_share": bootstrap_mean([lm_share] * 3, n_resamples=200).to_dict()},
-                "comparison": {"against": "logged", "metric": "objective", **paired.to_dict()}}
+                # the fields a board's comparison carries (the board builds it from the paired result)
+                "comparison": {"against": "logged", "metric": "objective",
+                               **{k: v for k, v in paired.to_dict().items() if k in Comparison.model_fields}}}
 
     rows = demo.board_rows({"rows": [row(1, "candidate", [1.0, 1.0, 1.0], 1 / 3), row(2, "logged", champion, 0.0)]})
     header, candidate, logged = demo.format_rows(rows)
