@@ -13,8 +13,10 @@ waits for it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,7 +24,7 @@ from evals.metrics_fullauto import COST
 
 from guidebench.monitor._base import MetricSpec, MonitorState
 from guidebench.monitor.checks import Observations
-from guidebench.monitor.readers import Line, quarantine, read_new, record_key
+from guidebench.monitor.readers import Line, loads, quarantine, read_bytes, read_new, record_key
 from guidebench.monitor.support import fit_support, outside, support_baseline, trained_scaling, turn_vector
 
 DECISIONS_FILE = "fullauto-decisions.jsonl"
@@ -71,6 +73,7 @@ class FullAutoWatch:
     def __init__(self, state: MonitorState, champion: Any, alpha_k: float, reference: int) -> None:
         self.state = state
         self.obs: dict[str, Observations] = {spec.name: Observations() for spec in METRICS}
+        self.shares = [(action, self.obs[f"action_share.{action}"]) for action in ACTIONS]
         self.seen = set(state.seen)
         self.pending = state.pending.setdefault("turns", {})  # label key -> [enforced action, safe-fail, where]
         self.by_turn = state.pending.setdefault("turn_keys", {})  # run|turn -> label key
@@ -93,13 +96,10 @@ class FullAutoWatch:
         self.state.seen.append(key)
         return True
 
-    def _config(self, root: Path, run_id: str) -> dict[str, Any]:
+    def _config(self, runs: str, run_id: str) -> dict[str, Any]:
         if run_id not in self.configs:
-            file = root / RUNS_DIR / f"{run_id}.json"
-            try:
-                import json
-
-                data = json.loads(file.read_text(encoding="utf-8"))
+            try:  # os.path.join is `Path /` (an absolute part wins there too) at a tenth of its cost
+                data = loads(read_bytes(os.path.join(runs, f"{run_id}.json")), _utf8_json)
                 self.configs[run_id] = {k: data.get(k, v) for k, v in DEFAULT_CONFIG.items()}
             except (OSError, ValueError, AttributeError):
                 return dict(DEFAULT_CONFIG)  # not written yet (or never: an orphan decision); asked again next time
@@ -111,8 +111,9 @@ class FullAutoWatch:
             name = root.relative_to(logs).as_posix() if root != logs else "."
             for line in read_new(root / RAW_FILE, self.state, f"{name}/{RAW_FILE}"):
                 self.raw(line)
+            runs = os.path.join(root, RUNS_DIR)
             for line in read_new(root / DECISIONS_FILE, self.state, f"{name}/{DECISIONS_FILE}"):
-                self.decision(root, line)
+                self.decision(runs, line)
             for line in read_new(root / LABELS_FILE, self.state, f"{name}/{LABELS_FILE}"):
                 self.label(line)
             self.events(root, name)
@@ -141,7 +142,7 @@ class FullAutoWatch:
                 self.failed[key] = 1
         self.count("raw_lines")
 
-    def decision(self, root: Path, line: Line) -> None:
+    def decision(self, runs: str, line: Line) -> None:
         d = line.data
         if not self._new("decision", line, d.get("run_id"), d.get("sequence_id"), d.get("turn_id"),
                          d.get("timestamp")):
@@ -154,11 +155,11 @@ class FullAutoWatch:
         audit = d.get("guardrail")
         model_action = dispatch(audit.get("original_action")) if isinstance(audit, dict) else enforced
         self.obs["override_rate"].add(float(model_action != enforced), at, where)
-        for action in ACTIONS:
-            self.obs[f"action_share.{action}"].add(float(enforced == action), at, where)
+        for action, obs in self.shares:
+            obs.add(float(enforced == action), at, where)
         summary = d.get("summary")
         if isinstance(summary, dict):
-            self.rows.append(turn_vector(summary, self._config(root, str(d.get("run_id")))))
+            self.rows.append(turn_vector(summary, self._config(runs, str(d.get("run_id")))))
             self.row_where.append((at, where))
         key = _label_key(d)
         safe_fail = bool(self.failed.pop(key, 0))
@@ -200,18 +201,21 @@ class FullAutoWatch:
 
     def events(self, root: Path, name: str) -> None:
         """Count run events by type (run_started, run_paused, run_disabled), from each run's events file."""
-        folder = root / RUNS_DIR
-        if not folder.is_dir():
+        folder = os.path.join(root, RUNS_DIR)
+        if not os.path.isdir(folder):
             return
         with os.scandir(folder) as entries:
             files = sorted((e.name, e.stat().st_size) for e in entries if e.name.endswith("_events.jsonl"))
+        found: Counter[str] = Counter()
         for file_name, size in files:
             key = f"{name}/{RUNS_DIR}/{file_name}"
             cursor = self.state.cursors.get(key)
             if cursor is not None and cursor.offset == size:
                 continue
-            for line in read_new(folder / file_name, self.state, key, parse=_event_type):
-                self.count(f"events.{line.data['event_type']}")
+            found.update(line.data["event_type"] for line in read_new(os.path.join(folder, file_name), self.state,
+                                                                        key, parse=_event_type))
+        for event_type, k in found.items():
+            self.count(f"events.{event_type}", k)
 
     def support_rows(self) -> None:
         """Fill the reference window of the support, fit it, then score the turns after it."""
@@ -255,6 +259,11 @@ def _event_type(raw: bytes) -> dict[str, Any]:
     if match is None:
         raise ValueError("no event_type")
     return {"event_type": match.group(1).decode()}
+
+
+def _utf8_json(raw: bytes) -> Any:
+    """A run file as it was always read (UTF-8 text, then JSON; no other encoding guessed)."""
+    return json.loads(raw.decode("utf-8"))
 
 
 def _label_key(d: dict[str, Any]) -> str:

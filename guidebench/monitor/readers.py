@@ -6,6 +6,11 @@ shorter, same first bytes); otherwise it was rotated, truncated or replaced and 
 are counted once whatever happens: each record's key is remembered (`MonitorState.seen`), so a record read again
 from a replaced or rewritten log is skipped and counted as a duplicate. A line being written (no newline yet) is
 left for the next run. A line that is not a JSON object is quarantined with its file and line number, and counted.
+
+Speed (10,000 decisions must be read in well under 2 s): lines are decoded by orjson, with the standard library as
+the judge of every line orjson refuses or could read differently (`loads`), so what is read and each quarantine
+message stay the standard library's; files are read with `os.pread`, without buffered file objects (a pass opens
+thousands of small events files).
 """
 
 from __future__ import annotations
@@ -13,19 +18,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Union
+
+import orjson
 
 from guidebench.monitor._base import FileCursor, MonitorState, Quarantined
 
 HEAD_BYTES = 4096
 QUARANTINE_KEPT = 50
+# Where orjson and the standard library could differ on a document both read, the standard library reads it: an
+# integer beyond 64 bits (orjson makes it a float; a run of 19 digits or more finds it) and deep nesting (orjson
+# goes to 1024 levels, the standard library's recursion stops near 1000; more than NESTING brackets finds it). Real
+# lines have neither (ids are text, counts small, a few dozen brackets).
+_SHAPE = bytes(48 if 48 <= i <= 57 else 123 if i in b"{[" else 32 for i in range(256))
+_LONG_NUMBER = b"0" * 19
+NESTING = 256
 
 
-@dataclass(frozen=True)
-class Line:
-    """One complete JSON object line of a log."""
+class Line(NamedTuple):
+    """One complete JSON object line of a log (a tuple: tens of thousands are made per pass)."""
 
     file: str
     number: int
@@ -36,13 +48,46 @@ class Line:
         return f"{self.file}:{self.number}"
 
 
-def _same_file(handle: BinaryIO, stat: os.stat_result, cursor: FileCursor) -> bool:
+def loads(raw: bytes, fallback: Callable[[bytes], Any] = json.loads) -> Any:
+    """One JSON document, exactly as `fallback` (the standard library) reads it, about three times faster: orjson
+    reads it unless it has a long number or many brackets; whatever orjson refuses (NaN, Infinity, a byte-order mark, a lone
+    surrogate, bad JSON) is read, or refused with its own message, by `fallback`. Where both read a document they
+    agree (same floats, the last of duplicate keys)."""
+    shape = raw.translate(_SHAPE)
+    if _LONG_NUMBER in shape or shape.count(b"{") > NESTING:
+        return fallback(raw)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return fallback(raw)
+
+
+def read_bytes(path: Union[str, Path]) -> bytes:
+    """A whole (small) file, without the buffered file object's cost (thousands of run files per pass)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    chunks = []
+    while size > 0 and (chunk := os.pread(fd, size, offset)):
+        chunks.append(chunk)
+        size, offset = size - len(chunk), offset + len(chunk)
+    return b"".join(chunks)
+
+
+def _same_file(fd: int, stat: os.stat_result, cursor: FileCursor) -> bool:
     if stat.st_ino != cursor.inode or stat.st_size < cursor.offset:
         return False
     if cursor.head_len == 0:
         return True
-    handle.seek(0)
-    return hashlib.sha256(handle.read(cursor.head_len)).hexdigest() == cursor.head
+    return hashlib.sha256(_pread(fd, cursor.head_len, 0)).hexdigest() == cursor.head
 
 
 def quarantine(state: MonitorState, file: str, line: int, field: str, error: str) -> None:
@@ -52,34 +97,35 @@ def quarantine(state: MonitorState, file: str, line: int, field: str, error: str
     del state.quarantine[:-QUARANTINE_KEPT]
 
 
-def read_new(path: Path, state: MonitorState, name: Optional[str] = None,
-             parse: Callable[[bytes], Any] = json.loads) -> Iterator[Line]:
+def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = None,
+             parse: Callable[[bytes], Any] = loads) -> Iterator[Line]:
     """The complete lines appended to `path` since its cursor, as JSON objects (`parse` reads one line); the cursor
     moves once all are yielded (the caller saves the state only after it has counted them all)."""
-    key = name or str(path)
+    path = os.fspath(path)
+    key = name or path
     try:
-        handle = open(path, "rb")
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return
-    with handle:
-        stat = os.fstat(handle.fileno())
+    try:
+        stat = os.fstat(fd)
         cursor = state.cursors.get(key)
-        if cursor is None or not _same_file(handle, stat, cursor):
+        if cursor is None or not _same_file(fd, stat, cursor):
             if cursor is not None:
                 state.counts["logs_reread"] = state.counts.get("logs_reread", 0) + 1
-            cursor = FileCursor(path=str(path), inode=stat.st_ino, resets=(cursor.resets + 1) if cursor else 0)
-        handle.seek(cursor.offset)
-        data = handle.read(max(stat.st_size - cursor.offset, 0))
+            cursor = FileCursor(path=path, inode=stat.st_ino, resets=(cursor.resets + 1) if cursor else 0)
+        data = _pread(fd, max(stat.st_size - cursor.offset, 0), cursor.offset)
         end = data.rfind(b"\n")
         if end < 0:
             state.cursors[key] = cursor
             return
         if cursor.head_len < HEAD_BYTES:  # the first bytes are still growing: hash them again
-            handle.seek(0)
-            first = handle.read(HEAD_BYTES)
+            first = data[:HEAD_BYTES] if cursor.offset == 0 else _pread(fd, HEAD_BYTES, 0)
             head, head_len = hashlib.sha256(first).hexdigest(), len(first)
         else:
             head, head_len = cursor.head, cursor.head_len
+    finally:
+        os.close(fd)
     number = cursor.lines
     for raw in data[: end + 1].splitlines():
         number += 1
@@ -94,10 +140,10 @@ def read_new(path: Path, state: MonitorState, name: Optional[str] = None,
             quarantine(state, key, number, "line", f"a JSON {type(obj).__name__}, not an object")
             continue
         yield Line(key, number, obj)
-    state.cursors[key] = cursor.model_copy(update=dict(offset=cursor.offset + end + 1, lines=number, head=head,
-                                                       head_len=head_len, inode=stat.st_ino))
+    state.cursors[key] = FileCursor(path=cursor.path, inode=stat.st_ino, offset=cursor.offset + end + 1, lines=number,
+                                    head=head, head_len=head_len, resets=cursor.resets)
 
 
 def record_key(*parts: Any) -> str:
     """A short stable key of a record (what `seen` remembers)."""
-    return hashlib.blake2b("\x1f".join(str(p) for p in parts).encode(), digest_size=9).hexdigest()
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=9).hexdigest()

@@ -23,10 +23,12 @@ import math
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import orjson
 
 from evals.sequential import exceedance_bound
 
 from guidebench.monitor._base import Baseline
+from guidebench.monitor.readers import NESTING
 
 SCALE_FLOOR = 1e-9
 
@@ -44,10 +46,27 @@ def _number(value: Any, default: float) -> float:
     return number if math.isfinite(number) else default
 
 
+def _tokens(usage: Any) -> float:
+    """`runtime.fullauto.tokens_from_usage` of a summary's token usage, 0 when it has none. Its JSON text is read
+    by orjson (the standard library's reader, which that function uses, is most of a turn's cost): what orjson
+    reads, the standard library reads alike, but for integers beyond 64 bits, which neither side counts as tokens,
+    and deep nesting (many brackets go to the function itself); what orjson refuses goes to the function itself."""
+    from runtime.fullauto import tokens_from_usage
+    from runtime.inputs import input_text
+
+    if isinstance(usage, str) and usage.count("{") + usage.count("[") <= NESTING:
+        try:
+            data = orjson.loads(usage)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return float(tokens_from_usage(data) or 0) if isinstance(data, dict) else 0.0
+    return float(tokens_from_usage(input_text(usage)) or 0)
+
+
 def turn_vector(summary: Mapping[str, Any], config: Mapping[str, Any]) -> list[float]:
     """The trained model's numbers CHEAP_NUMBERS of one logged turn (summary object plus the run's guardrail config),
     computed as `runtime.trained.turn_numbers` computes them (tests/guidebench/monitor checks they agree)."""
-    from runtime.fullauto import tokens_from_usage
     from runtime.inputs import count_of
     from runtime.inputs import input_text as text_of
 
@@ -57,7 +76,7 @@ def turn_vector(summary: Mapping[str, Any], config: Mapping[str, Any]) -> list[f
     status = input_text(summary.get("last_turn_status")).strip().lower()
     turns, stalled = _number(summary.get("turn_count"), 0.0), _number(summary.get("no_progress_count"), 0.0)
     max_turns, limit = _number(config.get("max_turns"), 200.0), _number(config.get("no_progress_limit"), 3.0)
-    tokens = float(tokens_from_usage(input_text(summary.get("token_usage"))) or 0)
+    tokens = _tokens(summary.get("token_usage"))
     max_tokens = _number(config.get("max_tokens"), 0.0)
     return [
         float(status == "failed"), float(status == "interrupted"),
