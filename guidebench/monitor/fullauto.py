@@ -24,7 +24,8 @@ from evals.metrics_fullauto import COST
 
 from guidebench.monitor._base import MetricSpec, MonitorState
 from guidebench.monitor.checks import Observations
-from guidebench.monitor.readers import Line, loads, quarantine, read_bytes, read_new, record_key
+from guidebench.monitor.readers import Appended, Line, appended, lines_of, loads, quarantine, read_bytes, read_new, \
+    record_key
 from guidebench.monitor.support import fit_support, outside, support_baseline, trained_scaling, turn_vector
 
 DECISIONS_FILE = "fullauto-decisions.jsonl"
@@ -212,8 +213,9 @@ class FullAutoWatch:
             cursor = self.state.cursors.get(key)
             if cursor is not None and cursor.offset == size:
                 continue
-            found.update(line.data["event_type"] for line in read_new(os.path.join(folder, file_name), self.state,
-                                                                        key, parse=_event_type))
+            chunk = appended(os.path.join(folder, file_name), self.state, key)
+            if chunk is not None:
+                found.update(_event_types(chunk, self.state))
         for event_type, k in found.items():
             self.count(f"events.{event_type}", k)
 
@@ -259,6 +261,17 @@ def _event_type(raw: bytes) -> dict[str, Any]:
     if match is None:
         raise ValueError("no event_type")
     return {"event_type": match.group(1).decode()}
+
+
+def _event_types(chunk: Appended, state: MonitorState) -> list[str]:
+    """The type of each event line of the chunk, as `lines_of` with `_event_type` finds them (a line without one is
+    quarantined there), without a Line per event when every line has its type (thousands of events files a pass)."""
+    lines = chunk.body.splitlines()
+    found = list(map(_EVENT_TYPE.search, lines))
+    if all(found):  # so no line is blank either
+        chunk.commit(state, len(lines))
+        return [match.group(1).decode() for match in found]
+    return [line.data["event_type"] for line in lines_of(chunk, state, _event_type)]
 
 
 def _utf8_json(raw: bytes) -> Any:

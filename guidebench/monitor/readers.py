@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Union
 
@@ -27,13 +28,17 @@ from guidebench.monitor._base import FileCursor, MonitorState, Quarantined
 
 HEAD_BYTES = 4096
 QUARANTINE_KEPT = 50
-# Where orjson and the standard library could differ on a document both read, the standard library reads it: an
-# integer beyond 64 bits (orjson makes it a float; a run of 19 digits or more finds it) and deep nesting (orjson
-# goes to 1024 levels, the standard library's recursion stops near 1000; more than NESTING brackets finds it). Real
-# lines have neither (ids are text, counts small, a few dozen brackets).
-_SHAPE = bytes(48 if 48 <= i <= 57 else 123 if i in b"{[" else 32 for i in range(256))
+# Where orjson and the standard library read the same document differently, the standard library reads it: an
+# integer beyond 64 bits (orjson makes it a float) is found as a run of 19 digits or more, once per chunk of a log
+# (real lines have none: ids are text, counts small). One difference is left on purpose: nesting between the
+# standard library's recursion limit (about 1000 levels) and orjson's (1024) is read where the standard library
+# raised RecursionError and stopped the whole pass.
+_DIGITS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_NUMBER = b"0" * 19
-NESTING = 256
+
+
+def _has_long_number(raw: bytes) -> bool:
+    return _LONG_NUMBER in raw.translate(_DIGITS)
 
 
 class Line(NamedTuple):
@@ -49,13 +54,14 @@ class Line(NamedTuple):
 
 
 def loads(raw: bytes, fallback: Callable[[bytes], Any] = json.loads) -> Any:
-    """One JSON document, exactly as `fallback` (the standard library) reads it, about three times faster: orjson
-    reads it unless it has a long number or many brackets; whatever orjson refuses (NaN, Infinity, a byte-order mark, a lone
-    surrogate, bad JSON) is read, or refused with its own message, by `fallback`. Where both read a document they
-    agree (same floats, the last of duplicate keys)."""
-    shape = raw.translate(_SHAPE)
-    if _LONG_NUMBER in shape or shape.count(b"{") > NESTING:
-        return fallback(raw)
+    """One JSON document as `fallback` (the standard library) reads it, about three times faster: orjson reads it
+    unless it has a long number; whatever orjson refuses (NaN, Infinity, a byte-order mark, a lone surrogate, bad
+    JSON) is read, or refused with its own message, by `fallback`. Where both read a document they agree (the same
+    floats, the last of duplicate keys)."""
+    return fallback(raw) if _has_long_number(raw) else _orjson_or(raw, fallback)
+
+
+def _orjson_or(raw: bytes, fallback: Callable[[bytes], Any] = json.loads) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -97,16 +103,33 @@ def quarantine(state: MonitorState, file: str, line: int, field: str, error: str
     del state.quarantine[:-QUARANTINE_KEPT]
 
 
-def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = None,
-             parse: Callable[[bytes], Any] = loads) -> Iterator[Line]:
-    """The complete lines appended to `path` since its cursor, as JSON objects (`parse` reads one line); the cursor
-    moves once all are yielded (the caller saves the state only after it has counted them all)."""
+@dataclass
+class Appended:
+    """The complete lines appended to a log since its cursor, not counted yet."""
+
+    key: str
+    path: str
+    start: FileCursor  # the cursor they start at (a new one when the log is new, rotated, truncated or replaced)
+    inode: int
+    body: bytes  # whole lines, each ending in a newline
+    head: str
+    head_len: int
+
+    def commit(self, state: MonitorState, lines: int) -> None:
+        """Move the log's cursor past the body, which held `lines` lines."""
+        state.cursors[self.key] = FileCursor(path=self.start.path, inode=self.inode,
+                                             offset=self.start.offset + len(self.body), lines=self.start.lines + lines,
+                                             head=self.head, head_len=self.head_len, resets=self.start.resets)
+
+
+def appended(path: Union[str, Path], state: MonitorState, name: Optional[str] = None) -> Optional[Appended]:
+    """What `path` appended since its cursor, None when it is missing or holds no new complete line."""
     path = os.fspath(path)
     key = name or path
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return None
     try:
         stat = os.fstat(fd)
         cursor = state.cursors.get(key)
@@ -118,7 +141,7 @@ def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = 
         end = data.rfind(b"\n")
         if end < 0:
             state.cursors[key] = cursor
-            return
+            return None
         if cursor.head_len < HEAD_BYTES:  # the first bytes are still growing: hash them again
             first = data[:HEAD_BYTES] if cursor.offset == 0 else _pread(fd, HEAD_BYTES, 0)
             head, head_len = hashlib.sha256(first).hexdigest(), len(first)
@@ -126,22 +149,38 @@ def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = 
             head, head_len = cursor.head, cursor.head_len
     finally:
         os.close(fd)
-    number = cursor.lines
-    for raw in data[: end + 1].splitlines():
+    return Appended(key, path, cursor, stat.st_ino, data[: end + 1], head, head_len)
+
+
+def lines_of(chunk: Appended, state: MonitorState, parse: Callable[[bytes], Any] = loads) -> Iterator[Line]:
+    """The chunk's lines as JSON objects (`parse` reads one line; what it cannot read is quarantined); the cursor
+    moves once all are yielded."""
+    number = chunk.start.lines
+    if parse is loads and not _has_long_number(chunk.body):  # checked once for the whole chunk, not line by line
+        parse = _orjson_or
+    for raw in chunk.body.splitlines():
         number += 1
         if not raw.strip():
             continue
         try:
             obj = parse(raw)
         except (UnicodeDecodeError, ValueError) as exc:
-            quarantine(state, key, number, "line", f"not JSON: {exc}")
+            quarantine(state, chunk.key, number, "line", f"not JSON: {exc}")
             continue
         if not isinstance(obj, dict):
-            quarantine(state, key, number, "line", f"a JSON {type(obj).__name__}, not an object")
+            quarantine(state, chunk.key, number, "line", f"a JSON {type(obj).__name__}, not an object")
             continue
-        yield Line(key, number, obj)
-    state.cursors[key] = FileCursor(path=cursor.path, inode=stat.st_ino, offset=cursor.offset + end + 1, lines=number,
-                                    head=head, head_len=head_len, resets=cursor.resets)
+        yield Line(chunk.key, number, obj)
+    chunk.commit(state, number - chunk.start.lines)
+
+
+def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = None,
+             parse: Callable[[bytes], Any] = loads) -> Iterator[Line]:
+    """The complete lines appended to `path` since its cursor, as JSON objects (`parse` reads one line); the cursor
+    moves once all are yielded (the caller saves the state only after it has counted them all)."""
+    chunk = appended(path, state, name)
+    if chunk is not None:
+        yield from lines_of(chunk, state, parse)
 
 
 def record_key(*parts: Any) -> str:

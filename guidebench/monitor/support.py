@@ -31,9 +31,9 @@ from runtime.fullauto import tokens_from_usage
 from runtime.inputs import count_of, input_text
 
 from guidebench.monitor._base import Baseline
-from guidebench.monitor.readers import NESTING
 
 SCALE_FLOOR = 1e-9
+NESTING = 256  # brackets in a token usage text past which the standard library reads it (its recursion limit)
 
 
 # The numbers of `runtime.trained.NUMBER_NAMES` that need no parse of the plan, the diff or the recent actions (those
