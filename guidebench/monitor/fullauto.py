@@ -73,8 +73,16 @@ class FullAutoWatch:
 
     def __init__(self, state: MonitorState, champion: Any, alpha_k: float, reference: int) -> None:
         self.state = state
-        self.obs: dict[str, Observations] = {spec.name: Observations() for spec in METRICS}
-        self.shares = [(action, self.obs[f"action_share.{action}"]) for action in ACTIONS]
+        self.obs: dict[str, Observations] = {}
+        # Metrics observed on the same records share their times and places (a pass makes 100,000 observations).
+        self.raw_at, self.raw_where, (self.parse_failed, self.safe_failed) = self._group(
+            "parse_failure_rate", "safe_fail_pause_rate")
+        self.decision_at, self.decision_where, (self.overridden, *self.shares) = self._group(
+            "override_rate", *(f"action_share.{action}" for action in ACTIONS))
+        self.label_at, self.label_where, (self.objective, self.accurate, self.said_continue) = self._group(
+            "objective", "accuracy", "label_share.continue")
+        self.obs["out_of_support"] = Observations()
+        assert set(self.obs) == {spec.name for spec in METRICS}
         self.seen = set(state.seen)
         self.pending = state.pending.setdefault("turns", {})  # label key -> [enforced action, safe-fail, where]
         self.by_turn = state.pending.setdefault("turn_keys", {})  # run|turn -> label key
@@ -82,8 +90,16 @@ class FullAutoWatch:
         self.failed = state.pending.setdefault("safe_fail", {})  # label key -> 1 (raw line without an action)
         self.configs = state.pending.setdefault("configs", {})
         self.rows: list[list[float]] = []
-        self.row_where: list[tuple[str, str]] = []
+        self.row_at: list[str] = []
+        self.row_where: list[str] = []
         self.champion, self.alpha_k, self.reference = champion, alpha_k, reference
+
+    def _group(self, *names: str) -> tuple[list[str], list[str], list[list[float]]]:
+        at: list[str] = []
+        where: list[str] = []
+        for name in names:
+            self.obs[name] = Observations(at=at, where=where)
+        return at, where, [self.obs[name].values for name in names]
 
     def count(self, name: str, k: int = 1) -> None:
         self.state.counts[name] = self.state.counts.get(name, 0) + k
@@ -132,9 +148,10 @@ class FullAutoWatch:
         errors = diagnostics.get("parse_errors") or []
         action = str(diagnostics.get("action_parsed") or diagnostics.get("action_raw") or "").strip().lower()
         safe_fail = action not in ACTIONS + ("review",)
-        at = str(d.get("timestamp") or "")
-        self.obs["parse_failure_rate"].add(float(bool(errors)), at, line.where())
-        self.obs["safe_fail_pause_rate"].add(float(safe_fail), at, line.where())
+        self.raw_at.append(str(d.get("timestamp") or ""))
+        self.raw_where.append(line.where())
+        self.parse_failed.append(float(bool(errors)))
+        self.safe_failed.append(float(safe_fail))
         if safe_fail:  # the decision may be waiting for its label already (the raw file was read later)
             key = _label_key(d)
             if key in self.pending:
@@ -155,21 +172,24 @@ class FullAutoWatch:
         at, where = str(d.get("timestamp") or ""), line.where()
         audit = d.get("guardrail")
         model_action = dispatch(audit.get("original_action")) if isinstance(audit, dict) else enforced
-        self.obs["override_rate"].add(float(model_action != enforced), at, where)
-        for action, obs in self.shares:
-            obs.add(float(enforced == action), at, where)
+        self.decision_at.append(at)
+        self.decision_where.append(where)
+        self.overridden.append(float(model_action != enforced))
+        for action, values in zip(ACTIONS, self.shares):
+            values.append(float(enforced == action))
         summary = d.get("summary")
         if isinstance(summary, dict):
             self.rows.append(turn_vector(summary, self._config(runs, str(d.get("run_id")))))
-            self.row_where.append((at, where))
-        key = _label_key(d)
+            self.row_at.append(at)
+            self.row_where.append(where)
+        key, turn_key = _label_key(d), _turn_key(d)
         safe_fail = bool(self.failed.pop(key, 0))
-        waiting = self.early.pop(key, None) or self.early.pop(_turn_key(d), None)
+        waiting = self.early.pop(key, None) or self.early.pop(turn_key, None)
         if waiting is not None:
             self.score(waiting[0], enforced, safe_fail, at, where)
         else:
             self.pending[key] = [enforced, int(safe_fail), where, at]
-            self.by_turn[_turn_key(d)] = key
+            self.by_turn[turn_key] = key
         self.count("decisions")
 
     def label(self, line: Line) -> None:
@@ -181,24 +201,26 @@ class FullAutoWatch:
             return
         if not self._new("label", line, d.get("run_id"), d.get("sequence_id"), d.get("turn_id")):
             return
-        key = _label_key(d)
+        key, turn_key = _label_key(d), _turn_key(d)
         turn = self.pending.pop(key, None)
         if turn is None and d.get("sequence_id") is None:
-            key = self.by_turn.get(_turn_key(d), key)
+            key = self.by_turn.get(turn_key, key)
             turn = self.pending.pop(key, None)
         if turn is None:
-            self.early[key if d.get("sequence_id") is not None else _turn_key(d)] = [action, line.where()]
+            self.early[key if d.get("sequence_id") is not None else turn_key] = [action, line.where()]
             self.count("labels_before_their_turn")
             return
-        self.by_turn.pop(_turn_key(d), None)
+        self.by_turn.pop(turn_key, None)
         self.score(action, turn[0], bool(turn[1]), turn[3] if len(turn) > 3 else "", turn[2])
         self.count("labels")
 
     def score(self, label: str, enforced: str, safe_fail: bool, at: str, where: str) -> None:
         objective = 0.0 if safe_fail else 1.0 - COST[label][enforced] / 5.0
-        self.obs["objective"].add(objective, at, where)
-        self.obs["accuracy"].add(float(label == enforced), at, where)
-        self.obs["label_share.continue"].add(float(label == "continue"), at, where)
+        self.label_at.append(at)
+        self.label_where.append(where)
+        self.objective.append(objective)
+        self.accurate.append(float(label == enforced))
+        self.said_continue.append(float(label == "continue"))
 
     def events(self, root: Path, name: str) -> None:
         """Count run events by type (run_started, run_paused, run_disabled), from each run's events file."""
@@ -226,7 +248,7 @@ class FullAutoWatch:
             kept = state.pending.setdefault("support_rows", [])
             take = max(self.reference - len(kept), 0)
             kept.extend(self.rows[:take])
-            self.rows, self.row_where = self.rows[take:], self.row_where[take:]
+            self.rows, self.row_at, self.row_where = self.rows[take:], self.row_at[take:], self.row_where[take:]
             if len(kept) < self.reference or not kept:
                 return
             trained = trained_scaling(self.champion.program_state) if self.champion else None
@@ -235,8 +257,9 @@ class FullAutoWatch:
             state.pending.pop("support_rows", None)
             metric = state.metrics["out_of_support"]
             metric.baseline = support_baseline(state.support)
-        for value, (at, where) in zip(outside(self.rows, state.support), self.row_where):
-            obs.add(float(value), at, where)
+        obs.values.extend(outside(self.rows, state.support).tolist())
+        obs.at.extend(self.row_at)
+        obs.where.extend(self.row_where)
 
     def trim(self) -> None:
         """Keep the waiting turns and labels bounded; what is let go is counted."""

@@ -160,7 +160,7 @@ def lines_of(chunk: Appended, state: MonitorState, parse: Callable[[bytes], Any]
         parse = _orjson_or
     for raw in chunk.body.splitlines():
         number += 1
-        if not raw.strip():
+        if not raw or raw.isspace():  # a blank line (`strip` would copy every line)
             continue
         try:
             obj = parse(raw)
