@@ -28,6 +28,7 @@ from guidebench.monitor._base import FileCursor, MonitorState, Quarantined
 
 HEAD_BYTES = 4096
 QUARANTINE_KEPT = 50
+READ_BLOCK = 1 << 16
 # Where orjson and the standard library read the same document differently, the standard library reads it: an
 # integer beyond 64 bits (orjson makes it a float) is found as a run of 19 digits or more, once per chunk of a log
 # (real lines have none: ids are text, counts small). One difference is left on purpose: nesting between the
@@ -72,9 +73,9 @@ def read_bytes(path: Union[str, Path]) -> bytes:
     """A whole (small) file, without the buffered file object's cost (thousands of run files per pass)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
+        chunks = [os.read(fd, READ_BLOCK)]
+        while len(chunks[-1]) == READ_BLOCK:  # a regular file reads short only at its end: no read of nothing
+            chunks.append(os.read(fd, READ_BLOCK))
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -50,9 +50,9 @@ ADVICE = {
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector off while the logs are read: the records decoded hold no reference cycles (they are
-    freed as ever when dropped), yet their allocations trigger a collection every few hundred, each walking the
-    young objects again and now and then the whole heap of the process (a tenth of a pass in a large one)."""
+    """Python's cycle collector off during a pass: the state and the records it decodes hold no reference cycles
+    (they are freed as ever when dropped), yet their allocations trigger a collection every few hundred, each walking
+    the young objects again and now and then the whole heap of the process (a tenth of a pass in a large one)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -119,7 +119,7 @@ def run_pass(logs: Path, champion: Optional[Champion], *, loop: Optional[LoopKin
     if champion is not None and champion.kind != loop:
         raise GuidebenchError(f"--module {champion.path} is a {champion.kind} module; {logs} holds {loop} logs")
     path = state_file or state_path(logs, champion.digest if champion else "", loop, home)
-    with locked(path):
+    with locked(path), _collector_paused():
         state = None if reset else load_state(path)
         if state is None:
             state = new_state(logs, loop, champion, alpha, reference or DEFAULT_REFERENCE[loop])
@@ -128,8 +128,7 @@ def run_pass(logs: Path, champion: Optional[Champion], *, loop: Optional[LoopKin
         watch_type = fullauto.FullAutoWatch if loop == "full_auto" else planner.PlannerWatch
         watch = watch_type(state, champion, alpha_k, state.reference)
         before = len(state.seen)
-        with _collector_paused():
-            watch.read(logs)
+        watch.read(logs)
         result = PassResult(state=state, path=path, records=len(state.seen) - before)
         for spec in specs:
             alarm = update_metric(spec, state.metrics[spec.name], watch.obs[spec.name], loop=loop, alpha_k=alpha_k,
