@@ -40,15 +40,20 @@ WINDOW = 200  # a series point every so many observations of a metric (and one a
 class Observations:
     """The new observations of one metric in this pass, in record order."""
 
-    values: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # as added; `clipped` puts them in [0, 1]
     at: list[str] = field(default_factory=list)
     where: list[str] = field(default_factory=list)
 
     def add(self, value: float, at: str, where: str) -> None:
-        """One observation in [0, 1] of the record at `where`, logged at `at`."""
-        self.values.append(min(max(float(value), 0.0), 1.0))
+        """One observation in [0, 1] of the record at `where`, logged at `at` (clipped once per pass, in numpy: a
+        pass adds some 100,000)."""
+        self.values.append(value)
         self.at.append(at)
         self.where.append(where)
+
+    def clipped(self) -> np.ndarray:
+        """The values as floats in [0, 1]."""
+        return np.clip(np.asarray(self.values, dtype=float), 0.0, 1.0)
 
 
 def metric_alpha(state: MonitorState, specs: Sequence[MetricSpec]) -> float:
@@ -79,20 +84,21 @@ def reference_baseline(spec: MetricSpec, metric: MetricState, alpha_k: float) ->
                     source=f"the reference window: the first {metric.reference_n} live records")
 
 
-def _take_reference(spec: MetricSpec, metric: MetricState, obs: Observations, reference: int,
+def _take_reference(spec: MetricSpec, metric: MetricState, values: np.ndarray, reference: int,
                     alpha_k: float) -> int:
     """Move observations into the reference window until it is full; returns how many it took."""
     if metric.baseline is not None:
         return 0
-    take = min(max(reference - metric.reference_n, 0), len(obs.values))
+    take = min(max(reference - metric.reference_n, 0), len(values))
     size = batch_size(reference)
-    for offset, value in enumerate(obs.values[:take]):
+    window = values[:take].tolist()  # Python floats, summed in order as always
+    for offset, value in enumerate(window):
         index = (metric.reference_n + offset) // size
         if index >= len(metric.reference_batches):
             metric.reference_batches.append(0.0)
         metric.reference_batches[index] += value
     metric.reference_n += take
-    metric.reference_total += float(sum(obs.values[:take]))
+    metric.reference_total += float(sum(window))
     if metric.reference_n >= reference > 0:
         metric.baseline = reference_baseline(spec, metric, alpha_k)
     return take
@@ -124,8 +130,9 @@ def _alarm_at(spec: MetricSpec, base: Baseline, low: np.ndarray, high: np.ndarra
 def update_metric(spec: MetricSpec, metric: MetricState, obs: Observations, *, loop: LoopKind, alpha_k: float,
                   reference: int, advice: str = "") -> Optional[Alarm]:
     """Count this pass's observations of one metric; returns an alarm that started in this pass."""
-    skip = _take_reference(spec, metric, obs, reference, alpha_k)
-    values = np.asarray(obs.values[skip:], dtype=float)
+    values = obs.clipped()
+    skip = _take_reference(spec, metric, values, reference, alpha_k)
+    values = values[skip:]
     if not values.size or metric.baseline is None:
         return None
     at, where = obs.at[skip:], obs.where[skip:]

@@ -13,8 +13,10 @@ waits for it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,7 +24,8 @@ from evals.metrics_fullauto import COST
 
 from guidebench.monitor._base import MetricSpec, MonitorState
 from guidebench.monitor.checks import Observations
-from guidebench.monitor.readers import Line, quarantine, read_new, record_key
+from guidebench.monitor.readers import Appended, Line, appended, lines_of, loads, quarantine, read_bytes, read_new, \
+    record_key
 from guidebench.monitor.support import fit_support, outside, support_baseline, trained_scaling, turn_vector
 
 DECISIONS_FILE = "fullauto-decisions.jsonl"
@@ -70,7 +73,16 @@ class FullAutoWatch:
 
     def __init__(self, state: MonitorState, champion: Any, alpha_k: float, reference: int) -> None:
         self.state = state
-        self.obs: dict[str, Observations] = {spec.name: Observations() for spec in METRICS}
+        self.obs: dict[str, Observations] = {}
+        # Metrics observed on the same records share their times and places (a pass makes 100,000 observations).
+        self.raw_at, self.raw_where, (self.parse_failed, self.safe_failed) = self._group(
+            "parse_failure_rate", "safe_fail_pause_rate")
+        self.decision_at, self.decision_where, (self.overridden, *self.shares) = self._group(
+            "override_rate", *(f"action_share.{action}" for action in ACTIONS))
+        self.label_at, self.label_where, (self.objective, self.accurate, self.said_continue) = self._group(
+            "objective", "accuracy", "label_share.continue")
+        self.obs["out_of_support"] = Observations()
+        assert set(self.obs) == {spec.name for spec in METRICS}
         self.seen = set(state.seen)
         self.pending = state.pending.setdefault("turns", {})  # label key -> [enforced action, safe-fail, where]
         self.by_turn = state.pending.setdefault("turn_keys", {})  # run|turn -> label key
@@ -78,8 +90,16 @@ class FullAutoWatch:
         self.failed = state.pending.setdefault("safe_fail", {})  # label key -> 1 (raw line without an action)
         self.configs = state.pending.setdefault("configs", {})
         self.rows: list[list[float]] = []
-        self.row_where: list[tuple[str, str]] = []
+        self.row_at: list[str] = []
+        self.row_where: list[str] = []
         self.champion, self.alpha_k, self.reference = champion, alpha_k, reference
+
+    def _group(self, *names: str) -> tuple[list[str], list[str], list[list[float]]]:
+        at: list[str] = []
+        where: list[str] = []
+        for name in names:
+            self.obs[name] = Observations(at=at, where=where)
+        return at, where, [self.obs[name].values for name in names]
 
     def count(self, name: str, k: int = 1) -> None:
         self.state.counts[name] = self.state.counts.get(name, 0) + k
@@ -93,13 +113,10 @@ class FullAutoWatch:
         self.state.seen.append(key)
         return True
 
-    def _config(self, root: Path, run_id: str) -> dict[str, Any]:
+    def _config(self, runs: str, run_id: str) -> dict[str, Any]:
         if run_id not in self.configs:
-            file = root / RUNS_DIR / f"{run_id}.json"
-            try:
-                import json
-
-                data = json.loads(file.read_text(encoding="utf-8"))
+            try:  # os.path.join is `Path /` (an absolute part wins there too) at a tenth of its cost
+                data = loads(read_bytes(os.path.join(runs, f"{run_id}.json")), _utf8_json)
                 self.configs[run_id] = {k: data.get(k, v) for k, v in DEFAULT_CONFIG.items()}
             except (OSError, ValueError, AttributeError):
                 return dict(DEFAULT_CONFIG)  # not written yet (or never: an orphan decision); asked again next time
@@ -111,8 +128,9 @@ class FullAutoWatch:
             name = root.relative_to(logs).as_posix() if root != logs else "."
             for line in read_new(root / RAW_FILE, self.state, f"{name}/{RAW_FILE}"):
                 self.raw(line)
+            runs = os.path.join(root, RUNS_DIR)
             for line in read_new(root / DECISIONS_FILE, self.state, f"{name}/{DECISIONS_FILE}"):
-                self.decision(root, line)
+                self.decision(runs, line)
             for line in read_new(root / LABELS_FILE, self.state, f"{name}/{LABELS_FILE}"):
                 self.label(line)
             self.events(root, name)
@@ -130,9 +148,10 @@ class FullAutoWatch:
         errors = diagnostics.get("parse_errors") or []
         action = str(diagnostics.get("action_parsed") or diagnostics.get("action_raw") or "").strip().lower()
         safe_fail = action not in ACTIONS + ("review",)
-        at = str(d.get("timestamp") or "")
-        self.obs["parse_failure_rate"].add(float(bool(errors)), at, line.where())
-        self.obs["safe_fail_pause_rate"].add(float(safe_fail), at, line.where())
+        self.raw_at.append(str(d.get("timestamp") or ""))
+        self.raw_where.append(line.where())
+        self.parse_failed.append(float(bool(errors)))
+        self.safe_failed.append(float(safe_fail))
         if safe_fail:  # the decision may be waiting for its label already (the raw file was read later)
             key = _label_key(d)
             if key in self.pending:
@@ -141,7 +160,7 @@ class FullAutoWatch:
                 self.failed[key] = 1
         self.count("raw_lines")
 
-    def decision(self, root: Path, line: Line) -> None:
+    def decision(self, runs: str, line: Line) -> None:
         d = line.data
         if not self._new("decision", line, d.get("run_id"), d.get("sequence_id"), d.get("turn_id"),
                          d.get("timestamp")):
@@ -153,21 +172,24 @@ class FullAutoWatch:
         at, where = str(d.get("timestamp") or ""), line.where()
         audit = d.get("guardrail")
         model_action = dispatch(audit.get("original_action")) if isinstance(audit, dict) else enforced
-        self.obs["override_rate"].add(float(model_action != enforced), at, where)
-        for action in ACTIONS:
-            self.obs[f"action_share.{action}"].add(float(enforced == action), at, where)
+        self.decision_at.append(at)
+        self.decision_where.append(where)
+        self.overridden.append(float(model_action != enforced))
+        for action, values in zip(ACTIONS, self.shares):
+            values.append(float(enforced == action))
         summary = d.get("summary")
         if isinstance(summary, dict):
-            self.rows.append(turn_vector(summary, self._config(root, str(d.get("run_id")))))
-            self.row_where.append((at, where))
-        key = _label_key(d)
+            self.rows.append(turn_vector(summary, self._config(runs, str(d.get("run_id")))))
+            self.row_at.append(at)
+            self.row_where.append(where)
+        key, turn_key = _label_key(d), _turn_key(d)
         safe_fail = bool(self.failed.pop(key, 0))
-        waiting = self.early.pop(key, None) or self.early.pop(_turn_key(d), None)
+        waiting = self.early.pop(key, None) or self.early.pop(turn_key, None)
         if waiting is not None:
             self.score(waiting[0], enforced, safe_fail, at, where)
         else:
             self.pending[key] = [enforced, int(safe_fail), where, at]
-            self.by_turn[_turn_key(d)] = key
+            self.by_turn[turn_key] = key
         self.count("decisions")
 
     def label(self, line: Line) -> None:
@@ -179,39 +201,45 @@ class FullAutoWatch:
             return
         if not self._new("label", line, d.get("run_id"), d.get("sequence_id"), d.get("turn_id")):
             return
-        key = _label_key(d)
+        key, turn_key = _label_key(d), _turn_key(d)
         turn = self.pending.pop(key, None)
         if turn is None and d.get("sequence_id") is None:
-            key = self.by_turn.get(_turn_key(d), key)
+            key = self.by_turn.get(turn_key, key)
             turn = self.pending.pop(key, None)
         if turn is None:
-            self.early[key if d.get("sequence_id") is not None else _turn_key(d)] = [action, line.where()]
+            self.early[key if d.get("sequence_id") is not None else turn_key] = [action, line.where()]
             self.count("labels_before_their_turn")
             return
-        self.by_turn.pop(_turn_key(d), None)
+        self.by_turn.pop(turn_key, None)
         self.score(action, turn[0], bool(turn[1]), turn[3] if len(turn) > 3 else "", turn[2])
         self.count("labels")
 
     def score(self, label: str, enforced: str, safe_fail: bool, at: str, where: str) -> None:
         objective = 0.0 if safe_fail else 1.0 - COST[label][enforced] / 5.0
-        self.obs["objective"].add(objective, at, where)
-        self.obs["accuracy"].add(float(label == enforced), at, where)
-        self.obs["label_share.continue"].add(float(label == "continue"), at, where)
+        self.label_at.append(at)
+        self.label_where.append(where)
+        self.objective.append(objective)
+        self.accurate.append(float(label == enforced))
+        self.said_continue.append(float(label == "continue"))
 
     def events(self, root: Path, name: str) -> None:
         """Count run events by type (run_started, run_paused, run_disabled), from each run's events file."""
-        folder = root / RUNS_DIR
-        if not folder.is_dir():
+        folder = os.path.join(root, RUNS_DIR)
+        if not os.path.isdir(folder):
             return
         with os.scandir(folder) as entries:
             files = sorted((e.name, e.stat().st_size) for e in entries if e.name.endswith("_events.jsonl"))
+        found: Counter[str] = Counter()
         for file_name, size in files:
             key = f"{name}/{RUNS_DIR}/{file_name}"
             cursor = self.state.cursors.get(key)
             if cursor is not None and cursor.offset == size:
                 continue
-            for line in read_new(folder / file_name, self.state, key, parse=_event_type):
-                self.count(f"events.{line.data['event_type']}")
+            chunk = appended(os.path.join(folder, file_name), self.state, key)
+            if chunk is not None:
+                found.update(_event_types(chunk, self.state))
+        for event_type, k in found.items():
+            self.count(f"events.{event_type}", k)
 
     def support_rows(self) -> None:
         """Fill the reference window of the support, fit it, then score the turns after it."""
@@ -220,7 +248,7 @@ class FullAutoWatch:
             kept = state.pending.setdefault("support_rows", [])
             take = max(self.reference - len(kept), 0)
             kept.extend(self.rows[:take])
-            self.rows, self.row_where = self.rows[take:], self.row_where[take:]
+            self.rows, self.row_at, self.row_where = self.rows[take:], self.row_at[take:], self.row_where[take:]
             if len(kept) < self.reference or not kept:
                 return
             trained = trained_scaling(self.champion.program_state) if self.champion else None
@@ -229,8 +257,9 @@ class FullAutoWatch:
             state.pending.pop("support_rows", None)
             metric = state.metrics["out_of_support"]
             metric.baseline = support_baseline(state.support)
-        for value, (at, where) in zip(outside(self.rows, state.support), self.row_where):
-            obs.add(float(value), at, where)
+        obs.values.extend(outside(self.rows, state.support).tolist())
+        obs.at.extend(self.row_at)
+        obs.where.extend(self.row_where)
 
     def trim(self) -> None:
         """Keep the waiting turns and labels bounded; what is let go is counted."""
@@ -255,6 +284,22 @@ def _event_type(raw: bytes) -> dict[str, Any]:
     if match is None:
         raise ValueError("no event_type")
     return {"event_type": match.group(1).decode()}
+
+
+def _event_types(chunk: Appended, state: MonitorState) -> list[str]:
+    """The type of each event line of the chunk, as `lines_of` with `_event_type` finds them (a line without one is
+    quarantined there), without a Line per event when every line has its type (thousands of events files a pass)."""
+    lines = chunk.body.splitlines()
+    found = list(map(_EVENT_TYPE.search, lines))
+    if all(found):  # so no line is blank either
+        chunk.commit(state, len(lines))
+        return [match.group(1).decode() for match in found]
+    return [line.data["event_type"] for line in lines_of(chunk, state, _event_type)]
+
+
+def _utf8_json(raw: bytes) -> Any:
+    """A run file as it was always read (UTF-8 text, then JSON; no other encoding guessed)."""
+    return json.loads(raw.decode("utf-8"))
 
 
 def _label_key(d: dict[str, Any]) -> str:

@@ -20,15 +20,20 @@ sequence of the live share above it).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import orjson
 
 from evals.sequential import exceedance_bound
+from runtime.fullauto import tokens_from_usage
+from runtime.inputs import count_of, input_text
 
 from guidebench.monitor._base import Baseline
 
 SCALE_FLOOR = 1e-9
+NESTING = 256  # brackets in a token usage text past which the standard library reads it (its recursion limit)
 
 
 # The numbers of `runtime.trained.NUMBER_NAMES` that need no parse of the plan, the diff or the recent actions (those
@@ -37,34 +42,62 @@ CHEAP_NUMBERS: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 20)
 
 
 def _number(value: Any, default: float) -> float:
-    try:
-        number = float(str("" if value is None else value).strip())
-    except ValueError:
-        return default
+    """A logged number as the trained model reads it (`float` of its text; not finite: the default)."""
+    if type(value) is int or type(value) is float:  # its text reads back as the same float, without making the text
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past the floats: its text would read as inf
+            return default
+    else:
+        try:
+            number = float(str("" if value is None else value).strip())
+        except ValueError:
+            return default
     return number if math.isfinite(number) else default
+
+
+@lru_cache(maxsize=1024)
+def _count_text(text: str) -> int:
+    return count_of(text)
+
+
+def _count(value: Any) -> int:
+    """`count_of` of a logged count; its few texts ("0", "1", "[]") repeat on almost every turn, so they are kept."""
+    return _count_text(value) if type(value) is str else count_of(input_text(value))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else input_text(value)  # most logged fields are text already
+
+
+def _tokens(usage: Any) -> float:
+    """`runtime.fullauto.tokens_from_usage` of a summary's token usage, 0 when it has none. Its JSON text is read
+    by orjson (the standard library's reader, which that function uses, is most of a turn's cost): what orjson
+    reads, the standard library reads alike, but for integers beyond 64 bits, which neither side counts as tokens,
+    and deep nesting (many brackets go to the function itself); what orjson refuses goes to the function itself."""
+    if isinstance(usage, str) and usage.count("{") + usage.count("[") <= NESTING:
+        try:
+            data = orjson.loads(usage)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return float(tokens_from_usage(data) or 0) if isinstance(data, dict) else 0.0
+    return float(tokens_from_usage(input_text(usage)) or 0)
 
 
 def turn_vector(summary: Mapping[str, Any], config: Mapping[str, Any]) -> list[float]:
     """The trained model's numbers CHEAP_NUMBERS of one logged turn (summary object plus the run's guardrail config),
     computed as `runtime.trained.turn_numbers` computes them (tests/guidebench/monitor checks they agree)."""
-    from runtime.fullauto import tokens_from_usage
-    from runtime.inputs import count_of
-    from runtime.inputs import input_text as text_of
-
-    def input_text(value: Any) -> str:  # most logged fields are text already
-        return value if isinstance(value, str) else text_of(value)
-
-    status = input_text(summary.get("last_turn_status")).strip().lower()
+    status = _text(summary.get("last_turn_status")).strip().lower()
     turns, stalled = _number(summary.get("turn_count"), 0.0), _number(summary.get("no_progress_count"), 0.0)
     max_turns, limit = _number(config.get("max_turns"), 200.0), _number(config.get("no_progress_limit"), 3.0)
-    tokens = float(tokens_from_usage(input_text(summary.get("token_usage"))) or 0)
+    tokens = _tokens(summary.get("token_usage"))
     max_tokens = _number(config.get("max_tokens"), 0.0)
     return [
         float(status == "failed"), float(status == "interrupted"),
-        float(bool(input_text(summary.get("turn_error")).strip())),
-        float(count_of(input_text(summary.get("pending_approvals")))),
-        float(count_of(input_text(summary.get("pending_tool_inputs")))),
-        math.log1p(count_of(input_text(summary.get("compaction_events")))), math.log1p(max(turns, 0.0)),
+        float(bool(_text(summary.get("turn_error")).strip())),
+        float(_count(summary.get("pending_approvals"))), float(_count(summary.get("pending_tool_inputs"))),
+        math.log1p(_count(summary.get("compaction_events"))), math.log1p(max(turns, 0.0)),
         turns / max_turns if max_turns > 0 else 0.0, stalled, stalled / limit if limit > 0 else 0.0,
         math.log1p(tokens), tokens / max_tokens if max_tokens > 0 else 0.0,
         _number(config.get("min_confidence"), 0.55),
