@@ -186,4 +186,5 @@ def read_new(path: Union[str, Path], state: MonitorState, name: Optional[str] = 
 
 def record_key(*parts: Any) -> str:
     """A short stable key of a record (what `seen` remembers)."""
-    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=9).hexdigest()
+    # surrogatepass: a writer may escape half of a surrogate pair in an id, and JSON lets it
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass"), digest_size=9).hexdigest()

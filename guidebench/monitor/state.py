@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from guidebench.errors import GuidebenchError
 from guidebench.home import guidebench_home
@@ -38,7 +38,7 @@ def load_state(path: Path) -> Optional[MonitorState]:
     if not path.is_file():
         return None
     try:
-        state = MonitorState.model_validate_json(path.read_text(encoding="utf-8"))
+        state = _read(path.read_text(encoding="utf-8"))
     except (OSError, ValidationError, ValueError) as exc:
         raise GuidebenchError(f"monitor state {path} cannot be read ({str(exc).splitlines()[0]}); move it away and "
                               "run again with --reset to start over") from None
@@ -48,13 +48,22 @@ def load_state(path: Path) -> Optional[MonitorState]:
     return state
 
 
+def _read(text: str) -> MonitorState:
+    """The state from its JSON; a state holding an escaped lone surrogate (see `save_state`) is read by `json`, which
+    accepts it where pydantic's parser does not."""
+    try:
+        return MonitorState.model_validate_json(text)
+    except ValidationError:
+        return MonitorState.model_validate(json.loads(text))
+
+
 def save_state(path: Path, state: MonitorState) -> None:
     """Replace the state file atomically (temporary file in the same folder, fsync, rename, fsync the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # the same JSON as json.dumps of model_dump(mode="json"), at a fifth of its cost
         data = state.model_dump_json()
-    except PydanticSerializationError:  # a lone surrogate read from a log (\ud800) has no UTF-8: escape it
-        data = json.dumps(state.model_dump(mode="json"), separators=(",", ":"))
+    except (PydanticSerializationError, UnicodeEncodeError):  # a lone surrogate from a log (\ud800) has no UTF-8
+        data = json.dumps(state.model_dump(mode="python"), separators=(",", ":"), default=to_jsonable_python)
     handle, temp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -149,3 +149,17 @@ def test_cheap_features_are_the_trained_models_own_numbers(workspace):
         summary = json.loads(line)["summary"]
         full = turn_numbers({**{k: input_text(v) for k, v in summary.items()}, **config_inputs(config)})
         assert turn_vector(summary, config) == pytest.approx([full[i] for i in CHEAP_NUMBERS])
+
+
+def test_a_lone_surrogate_in_a_logged_id_is_read_and_the_state_reads_back(workspace, tmp_path):
+    """JSON lets a writer escape half of a surrogate pair (`"\\ud800"`): the pass counts the line, and the state
+    file it leaves is read by the next pass."""
+    live = tmp_path / "live"
+    copy_prefix(workspace, live, 0.2)
+    last = json.loads((live / DECISIONS_FILE).read_bytes().splitlines()[-1])
+    last["run_id"], last["turn_id"] = "fullauto-\ud800", "turn-\ud800"
+    with open(live / DECISIONS_FILE, "ab") as out:
+        out.write(json.dumps(last).encode() + b"\n")
+    first = run_pass(live, None, reference=100, home=tmp_path / "home")
+    again = run_pass(live, None, reference=100, home=tmp_path / "home")
+    assert again.state.counts == first.state.counts and first.state.counts.get("quarantined", 0) == 0
