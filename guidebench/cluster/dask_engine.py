@@ -25,6 +25,17 @@ def _call(item: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(item)
 
 
+def _quiet_dask() -> None:
+    """Dask logs a lost connection with its tracebacks while it retries, from its client's threads, also after the
+    command has said what went wrong in one line (`ClusterError`): its loggers say only what would stop it for good,
+    for the rest of the process. Each `distributed.*` logger has a level of its own (dask's logging config), so the
+    parent's level alone would not hold them."""
+    names = [name for name in logging.root.manager.loggerDict
+             if name == "distributed" or name.startswith("distributed.")]
+    for name in names or ["distributed"]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _lost(address: str, exc: BaseException) -> ClusterError:
     return ClusterError(f"the cluster at {address} went away while tasks ran ({type(exc).__name__}); start it again "
                         f"(`dask scheduler`, `dask worker {address}`) and rerun the same command: finished import "
@@ -40,15 +51,10 @@ class DaskExecutor(Executor):
         import distributed
 
         self.address, self.progress = address, progress
-        # Dask logs a lost connection with its tracebacks while it retries; what went wrong is said in one line
-        # (`ClusterError`), so its own log says only what would stop it for good.
-        self._quiet = logging.getLogger("distributed")
-        self._level = self._quiet.level
-        self._quiet.setLevel(logging.CRITICAL)
+        _quiet_dask()
         try:
             self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError) as exc:
-            self._quiet.setLevel(self._level)
             raise ClusterError(f"cannot reach the cluster at {address} ({type(exc).__name__}): start "
                                f"`dask scheduler` there (and `dask worker {address}` on each machine), or leave out "
                                f"--cluster / GUIDEBENCH_CLUSTER") from None
@@ -106,4 +112,3 @@ class DaskExecutor(Executor):
             self.client.close(timeout=5)
         except Exception:  # noqa: BLE001 - a scheduler already gone: nothing of ours is left to close
             pass
-        self._quiet.setLevel(self._level)
